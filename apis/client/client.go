@@ -1,0 +1,182 @@
+// Package client is tabby's typed client for its CRDs: a thin generic layer over client-go's REST
+// client, with no discovery round trips, so a CNI binary or a CLI pays only for the requests it
+// makes. Writes carry the object's resourceVersion: an Update is a compare-and-swap and a conflict
+// comes back as a Conflict error (apierrors.IsConflict).
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// Scheme knows tabby's types (and nothing else).
+var Scheme = runtime.NewScheme()
+
+func init() {
+	if err := v1.AddToScheme(Scheme); err != nil {
+		panic(err)
+	}
+	metav1.AddToGroupVersion(Scheme, metav1.SchemeGroupVersion)
+}
+
+// Client reaches tabby's resources and the core Kubernetes API.
+type Client struct {
+	REST rest.Interface
+	Kube kubernetes.Interface
+}
+
+// LoadConfig finds a cluster the way kubectl does: an explicit kubeconfig path, else $KUBECONFIG,
+// else ~/.kube/config, else the in-cluster service account; context overrides the current one.
+func LoadConfig(kubeconfig, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: context}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// New builds a client. QPS limits are raised: tabby's callers are agents and CNI invocations
+// that must not queue behind client-side throttling (the API server's own fairness still applies).
+func New(cfg *rest.Config) (*Client, error) {
+	c := rest.CopyConfig(cfg)
+	if c.QPS == 0 {
+		c.QPS, c.Burst = 200, 400
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	kube, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	rc := rest.CopyConfig(c)
+	rc.GroupVersion = &v1.SchemeGroupVersion
+	rc.APIPath = "/apis"
+	rc.ContentType = runtime.ContentTypeJSON
+	rc.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
+	if rc.UserAgent == "" {
+		rc.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	restClient, err := rest.RESTClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("tabby REST client: %w", err)
+	}
+	return &Client{REST: restClient, Kube: kube}, nil
+}
+
+// Object is a tabby resource.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// Resource is typed access to one cluster-scoped kind.
+type Resource[T Object, L runtime.Object] struct {
+	rest    rest.Interface
+	plural  string
+	newObj  func() T
+	newList func() L
+}
+
+func (c *Client) IPPools() Resource[*v1.IPPool, *v1.IPPoolList] {
+	return Resource[*v1.IPPool, *v1.IPPoolList]{c.REST, v1.ResourceIPPools, func() *v1.IPPool { return &v1.IPPool{} }, func() *v1.IPPoolList { return &v1.IPPoolList{} }}
+}
+
+func (c *Client) BGPConfigurations() Resource[*v1.BGPConfiguration, *v1.BGPConfigurationList] {
+	return Resource[*v1.BGPConfiguration, *v1.BGPConfigurationList]{c.REST, v1.ResourceBGPConfigurations, func() *v1.BGPConfiguration { return &v1.BGPConfiguration{} }, func() *v1.BGPConfigurationList { return &v1.BGPConfigurationList{} }}
+}
+
+func (c *Client) BGPPeers() Resource[*v1.BGPPeer, *v1.BGPPeerList] {
+	return Resource[*v1.BGPPeer, *v1.BGPPeerList]{c.REST, v1.ResourceBGPPeers, func() *v1.BGPPeer { return &v1.BGPPeer{} }, func() *v1.BGPPeerList { return &v1.BGPPeerList{} }}
+}
+
+func (c *Client) IPAMBlocks() Resource[*v1.IPAMBlock, *v1.IPAMBlockList] {
+	return Resource[*v1.IPAMBlock, *v1.IPAMBlockList]{c.REST, v1.ResourceIPAMBlocks, func() *v1.IPAMBlock { return &v1.IPAMBlock{} }, func() *v1.IPAMBlockList { return &v1.IPAMBlockList{} }}
+}
+
+func (c *Client) BlockAffinities() Resource[*v1.BlockAffinity, *v1.BlockAffinityList] {
+	return Resource[*v1.BlockAffinity, *v1.BlockAffinityList]{c.REST, v1.ResourceBlockAffinities, func() *v1.BlockAffinity { return &v1.BlockAffinity{} }, func() *v1.BlockAffinityList { return &v1.BlockAffinityList{} }}
+}
+
+func (c *Client) IPAMHandles() Resource[*v1.IPAMHandle, *v1.IPAMHandleList] {
+	return Resource[*v1.IPAMHandle, *v1.IPAMHandleList]{c.REST, v1.ResourceIPAMHandles, func() *v1.IPAMHandle { return &v1.IPAMHandle{} }, func() *v1.IPAMHandleList { return &v1.IPAMHandleList{} }}
+}
+
+// Get fetches one object by name.
+func (r Resource[T, L]) Get(ctx context.Context, name string) (T, error) {
+	out := r.newObj()
+	err := r.rest.Get().Resource(r.plural).Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// List lists objects.
+func (r Resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
+	out := r.newList()
+	err := r.rest.Get().Resource(r.plural).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+// Create creates obj; AlreadyExists when the name is taken.
+func (r Resource[T, L]) Create(ctx context.Context, obj T) (T, error) {
+	out := r.newObj()
+	err := r.rest.Post().Resource(r.plural).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+// Update replaces obj if its resourceVersion is still current (Conflict otherwise).
+func (r Resource[T, L]) Update(ctx context.Context, obj T) (T, error) {
+	out := r.newObj()
+	err := r.rest.Put().Resource(r.plural).Name(obj.GetName()).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+// Patch applies a patch of the given type.
+func (r Resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte) (T, error) {
+	out := r.newObj()
+	err := r.rest.Patch(pt).Resource(r.plural).Name(name).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
+// Delete deletes by name; opts may carry a resourceVersion precondition.
+func (r Resource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return r.rest.Delete().Resource(r.plural).Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// Watch watches the kind.
+func (r Resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return r.rest.Get().Resource(r.plural).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+}
+
+// ListWatch adapts the resource for client-go informers.
+func (r Resource[T, L]) ListWatch() *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return r.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return r.Watch(ctx, opts)
+		},
+	}
+}
+
+// NewObject returns an empty object of the kind, for informers.
+func (r Resource[T, L]) NewObject() T { return r.newObj() }

@@ -1,0 +1,69 @@
+// Package names holds the naming conventions every tabby component must agree on: host veth
+// names (the CNI plugin creates them, felix finds them), and the object names of IPAM resources.
+package names
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"net/netip"
+	"strings"
+)
+
+// HostVethPrefix starts every host-side workload interface, as in Calico, so operators' existing
+// rules and habits (`ip link show | grep cali`) keep working.
+const HostVethPrefix = "cali"
+
+// HostVethName is "cali" + the first 11 hex digits of sha1("<namespace>.<pod>"): 15 characters,
+// the kernel's limit. Without a pod identity (a runtime that passes no K8S_POD_* args) the
+// container ID stands in, so the name is still stable across ADD, CHECK and DEL.
+func HostVethName(namespace, pod, containerID string) string {
+	key := namespace + "." + pod
+	if namespace == "" || pod == "" {
+		key = containerID
+	}
+	sum := sha1.Sum([]byte(key))
+	return HostVethPrefix + hex.EncodeToString(sum[:])[:11]
+}
+
+// IsHostVeth tells whether an interface name is a tabby workload interface.
+func IsHostVeth(name string) bool { return strings.HasPrefix(name, HostVethPrefix) }
+
+// BlockName is the IPAMBlock object name for a block: 10.244.1.64/26 → 10-244-1-64-26.
+func BlockName(block netip.Prefix) string {
+	return strings.NewReplacer(".", "-", "/", "-").Replace(block.String())
+}
+
+// AffinityName is the BlockAffinity object name for a node's claim on a block.
+func AffinityName(node string, block netip.Prefix) string {
+	return node + "-" + BlockName(block)
+}
+
+// HandleName is a DNS-subdomain-safe object name for an IPAM handle ID. Handle IDs are
+// <network>.<containerID>; network names may carry characters object names may not, so anything
+// outside [a-z0-9.-] becomes '-' and a short hash of the original keeps distinct IDs distinct.
+func HandleName(handleID string) string {
+	var b strings.Builder
+	safe := true
+	for _, r := range strings.ToLower(handleID) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+			safe = false
+		}
+	}
+	name := strings.Trim(b.String(), ".-")
+	if safe && name == handleID && len(name) <= 253 {
+		return name
+	}
+	sum := sha1.Sum([]byte(handleID))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	if len(name) > 253-len(suffix) {
+		name = name[:253-len(suffix)]
+	}
+	return strings.Trim(name, ".-") + suffix
+}
+
+// TunnelHandle is the IPAM handle of a node's tunl0 address.
+func TunnelHandle(node string) string { return "ipip-tunnel-addr-" + node }

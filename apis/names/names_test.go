@@ -1,0 +1,41 @@
+package names
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestHostVethName(t *testing.T) {
+	// sha1("default.nginx") = 1f1b8c6ec3d7...; the name is cali + 11 hex digits.
+	got := HostVethName("default", "nginx", "abc")
+	if len(got) != 15 || got[:4] != "cali" {
+		t.Fatalf("HostVethName = %q, want cali + 11 hex digits", got)
+	}
+	if got != HostVethName("default", "nginx", "other-container") {
+		t.Fatalf("the name must depend on the pod, not the container, when the pod is known")
+	}
+	if HostVethName("", "", "c1") == HostVethName("", "", "c2") {
+		t.Fatalf("without a pod identity the container ID must tell interfaces apart")
+	}
+	if HostVethName("a", "b.c", "") == HostVethName("a.b", "c", "x") {
+		// Calico has the same ambiguity; documented, not fixed: namespaces cannot contain '.'.
+		t.Log("namespace 'a' pod 'b.c' and namespace 'a.b' pod 'c' share a name (as in Calico)")
+	}
+}
+
+func TestObjectNames(t *testing.T) {
+	b := netip.MustParsePrefix("10.244.1.64/26")
+	if got := BlockName(b); got != "10-244-1-64-26" {
+		t.Fatalf("BlockName = %q", got)
+	}
+	if got := AffinityName("node-a", b); got != "node-a-10-244-1-64-26" {
+		t.Fatalf("AffinityName = %q", got)
+	}
+	if got := HandleName("k8s-pod-network.0123abcd"); got != "k8s-pod-network.0123abcd" {
+		t.Fatalf("a safe handle must keep its name, got %q", got)
+	}
+	a, c := HandleName("My_Net.abc"), HandleName("my-net.abc")
+	if a == c {
+		t.Fatalf("distinct handles %q and %q must not share an object name", "My_Net.abc", "my-net.abc")
+	}
+}

@@ -1,0 +1,170 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ServiceCIDR is a range of service addresses to advertise.
+type ServiceCIDR struct {
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4",messageExpression="'cidr: ' + self + ' is not an IPv4 CIDR'"
+	// +kubebuilder:validation:MaxLength=18
+	CIDR string `json:"cidr"`
+}
+
+// LogSeverity is the BGP speaker's log level.
+// +kubebuilder:validation:Enum=Debug;Info;Warning;Error
+type LogSeverity string
+
+// BGPConfigurationSpec holds cluster-wide BGP settings.
+type BGPConfigurationSpec struct {
+	// ASNumber is the AS of every node that has no tabby.dev/bgp-asn annotation.
+	// +kubebuilder:default=64512
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
+	// +optional
+	ASNumber *uint32 `json:"asNumber,omitempty"`
+
+	// NodeToNodeMeshEnabled peers every node with every other node (route reflectors excepted).
+	// +kubebuilder:default=true
+	// +optional
+	NodeToNodeMeshEnabled *bool `json:"nodeToNodeMeshEnabled,omitempty"`
+
+	// ListenPort is the TCP port every node's BGP speaker listens on.
+	// +kubebuilder:default=179
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	ListenPort *int32 `json:"listenPort,omitempty"`
+
+	// KeepaliveTime between nodes (default 3s); a dead node's routes go after HoldTime.
+	// +optional
+	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
+	// HoldTime between nodes (default 9s, at least 3s).
+	// +optional
+	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
+
+	// +kubebuilder:default=Info
+	// +optional
+	LogSeverity LogSeverity `json:"logSeverity,omitempty"`
+
+	// ServiceClusterIPs are advertised by every node (service advertisement).
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	ServiceClusterIPs []ServiceCIDR `json:"serviceClusterIPs,omitempty"`
+	// ServiceExternalIPs are advertised by every node (service advertisement).
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	ServiceExternalIPs []ServiceCIDR `json:"serviceExternalIPs,omitempty"`
+}
+
+// BGPConfiguration is the cluster's BGP configuration: one object, named "default".
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=bgpconfig
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'default'",messageExpression="'metadata.name: ' + self.metadata.name + ' is not allowed: BGPConfiguration is a singleton named default'"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.holdTime) || !has(self.spec.keepaliveTime) || duration(self.spec.holdTime).getMilliseconds() >= 3 * duration(self.spec.keepaliveTime).getMilliseconds()",fieldPath=".spec.holdTime",message="spec.holdTime must be at least 3 x spec.keepaliveTime"
+// +kubebuilder:printcolumn:name="ASN",type=integer,JSONPath=`.spec.asNumber`
+// +kubebuilder:printcolumn:name="Mesh",type=boolean,JSONPath=`.spec.nodeToNodeMeshEnabled`
+// +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=`.spec.listenPort`
+type BGPConfiguration struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec BGPConfigurationSpec `json:"spec"`
+}
+
+// BGPConfigurationList is a list of BGPConfiguration.
+// +kubebuilder:object:root=true
+type BGPConfigurationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BGPConfiguration `json:"items"`
+}
+
+// SecretKeyRef names a key of a Secret in tabby-node's own namespace.
+type SecretKeyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// BGPPassword is the TCP MD5 password of a session.
+type BGPPassword struct {
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty"`
+}
+
+// BGPPeerSpec says which tabby nodes open a session and to whom.
+// +kubebuilder:validation:XValidation:rule="!(has(self.node) && has(self.nodeSelector))",message="node and nodeSelector are mutually exclusive: set at most one"
+// +kubebuilder:validation:XValidation:rule="has(self.peerIP) != has(self.peerSelector)",message="exactly one of peerIP and peerSelector must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.peerIP) || has(self.asNumber)",fieldPath=".asNumber",message="asNumber is required with peerIP"
+type BGPPeerSpec struct {
+	// Node: only this tabby node opens the session.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Node string `json:"node,omitempty"`
+	// NodeSelector (Calico selector syntax): the tabby nodes that open the session; neither node
+	// nor nodeSelector means every node.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	NodeSelector string `json:"nodeSelector,omitempty"`
+
+	// PeerIP is the peer's IPv4 address, optionally with a port: 198.51.100.1 or 198.51.100.1:1179.
+	// +kubebuilder:validation:MaxLength=21
+	// +kubebuilder:validation:XValidation:rule="isIP(self.split(':')[0]) && ip(self.split(':')[0]).family() == 4 && (self.split(':').size() == 1 || (self.split(':').size() == 2 && self.split(':')[1].matches('^[0-9]{1,5}$') && int(self.split(':')[1]) >= 1 && int(self.split(':')[1]) <= 65535))",messageExpression="'peerIP: ' + self + ' is not an IPv4 address with an optional :port'"
+	// +optional
+	PeerIP string `json:"peerIP,omitempty"`
+	// PeerSelector (Calico selector syntax): peer with the tabby nodes it selects instead of a
+	// fixed address; this is how route-reflector topologies are written.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	PeerSelector string `json:"peerSelector,omitempty"`
+
+	// ASNumber of the peer; required with peerIP (selected nodes bring their own).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
+	// +optional
+	ASNumber uint32 `json:"asNumber,omitempty"`
+
+	// Password is the session's TCP MD5 password.
+	// +optional
+	Password *BGPPassword `json:"password,omitempty"`
+
+	// KeepOriginalNextHop leaves the next hop of routes sent to an eBGP peer untouched.
+	// +optional
+	KeepOriginalNextHop bool `json:"keepOriginalNextHop,omitempty"`
+
+	// MaxRestartTime is the graceful restart time asked of this peer (default 120s).
+	// +optional
+	MaxRestartTime *metav1.Duration `json:"maxRestartTime,omitempty"`
+
+	// EBGPMultihop is the TTL for an eBGP peer that is not directly connected (2..255).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=255
+	// +optional
+	EBGPMultihop int32 `json:"ebgpMultihop,omitempty"`
+}
+
+// BGPPeer is a BGP session that tabby nodes open: to a ToR router, or to other tabby nodes.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=bgpp;bp
+// +kubebuilder:printcolumn:name="PeerIP",type=string,JSONPath=`.spec.peerIP`
+// +kubebuilder:printcolumn:name="PeerSelector",type=string,JSONPath=`.spec.peerSelector`
+// +kubebuilder:printcolumn:name="ASN",type=integer,JSONPath=`.spec.asNumber`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name="NodeSelector",type=string,JSONPath=`.spec.nodeSelector`
+type BGPPeer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec BGPPeerSpec `json:"spec"`
+}
+
+// BGPPeerList is a list of BGPPeer.
+// +kubebuilder:object:root=true
+type BGPPeerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BGPPeer `json:"items"`
+}

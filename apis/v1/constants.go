@@ -1,0 +1,39 @@
+package v1
+
+// Per-node BGP settings live as annotations on the Kubernetes Node, as Calico keeps them on its
+// Node resource.
+const (
+	// AnnotationBGPIPv4Address is the node's BGP address with its prefix length (198.51.100.11/24);
+	// the prefix length tells felix whether another node is on the same subnet.
+	AnnotationBGPIPv4Address = "tabby.dev/bgp-ipv4-address"
+	// AnnotationBGPASN overrides BGPConfiguration.asNumber for one node.
+	AnnotationBGPASN = "tabby.dev/bgp-asn"
+	// AnnotationRRClusterID makes the node a route reflector for the given cluster ID (an IPv4
+	// address form, e.g. 244.0.0.1).
+	AnnotationRRClusterID = "tabby.dev/route-reflector-cluster-id"
+	// AnnotationIPIPTunnelAddress is the address of the node's tunl0 device.
+	AnnotationIPIPTunnelAddress = "tabby.dev/ipip-tunnel-address"
+	// AnnotationIPv4Pools on a pod or its namespace names the pools (a JSON list of pool names or
+	// CIDRs) its address must come from; the pod's annotation wins.
+	AnnotationIPv4Pools = "tabby.dev/ipv4pools"
+)
+
+// Defaults shared by the schema, the agents and the CLI.
+const (
+	DefaultBlockSize  = 26
+	MinBlockSize      = 20
+	MaxBlockSize      = 32
+	DefaultASNumber   = 64512
+	DefaultListenPort = 179
+	// DefaultBGPConfigurationName is the name of the singleton BGPConfiguration.
+	DefaultBGPConfigurationName = "default"
+)
+
+// RouteProtocol is the rtnetlink protocol number on every route tabby programs (the CNI plugin's
+// workload routes and felix's routes alike). Felix owns exactly the routes carrying it, and never
+// touches a route of another protocol. 201 is unassigned in iproute2's rt_protos; add
+// "201 tabby" to /etc/iproute2/rt_protos.d/tabby.conf to see the name in `ip route`.
+const RouteProtocol = 201
+
+// AffinityPrefixHost prefixes a node name in IPAMBlock.spec.affinity.
+const AffinityPrefixHost = "host:"

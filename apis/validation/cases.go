@@ -1,0 +1,70 @@
+package validation
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// Case is an object and the field its refusal must name ("" = valid). Unit tests run the table
+// through this package; integration tests through the real API server: the two must agree.
+type Case struct {
+	Name  string
+	Obj   runtime.Object
+	Field string
+}
+
+func pool(name, cidr string, blockSize int, mode v1.IPIPMode) *v1.IPPool {
+	return &v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.IPPoolSpec{CIDR: cidr, BlockSize: blockSize, IPIPMode: mode}}
+}
+
+func peer(name string, spec v1.BGPPeerSpec) *v1.BGPPeer {
+	return &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
+func u32(v uint32) *uint32 { return &v }
+
+// Cases is the shared table of valid and invalid objects.
+var Cases = []Case{
+	{"pool ok", pool("ok", "10.244.0.0/16", 26, v1.IPIPModeCrossSubnet), ""},
+	{"pool defaults", pool("defaults", "10.245.0.0/16", 0, ""), ""},
+	{"pool bad cidr", pool("badcidr", "10.244.0.0/33", 26, ""), "cidr"},
+	{"pool not a cidr", pool("notcidr", "banana", 26, ""), "cidr"},
+	{"pool host bits", pool("hostbits", "10.244.0.1/16", 26, ""), "cidr"},
+	{"pool blockSize 19", pool("bs19", "10.244.0.0/16", 19, ""), "blockSize"},
+	{"pool blockSize 33", pool("bs33", "10.244.0.0/16", 33, ""), "blockSize"},
+	{"pool ipipMode Sometimes", pool("sometimes", "10.244.0.0/16", 26, "Sometimes"), "ipipMode"},
+	{"pool smaller than block", pool("small", "10.244.0.0/28", 26, ""), "blockSize"},
+	{"peer ok", peer("tor", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001}), ""},
+	{"peer with port", peer("tor-port", v1.BGPPeerSpec{PeerIP: "198.51.100.1:1179", ASNumber: 65001, Node: "node-a"}), ""},
+	{"peer selector", peer("rr", v1.BGPPeerSpec{NodeSelector: "!has(tabby.dev/route-reflector)", PeerSelector: "has(tabby.dev/route-reflector)"}), ""},
+	{"peer asNumber 0", peer("as0", v1.BGPPeerSpec{PeerIP: "198.51.100.1"}), "asNumber"},
+	{"peer ip not an ip", peer("notip", v1.BGPPeerSpec{PeerIP: "tor-1.example", ASNumber: 65001}), "peerIP"},
+	{"peer bad port", peer("badport", v1.BGPPeerSpec{PeerIP: "198.51.100.1:70000", ASNumber: 65001}), "peerIP"},
+	{"peer node and nodeSelector", peer("both", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, Node: "a", NodeSelector: "all()"}), "nodeSelector"},
+	{"peer neither ip nor selector", peer("neither", v1.BGPPeerSpec{ASNumber: 65001}), "peerIP"},
+	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000)}}, ""},
+	{"bgpconfig asNumber 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(0)}}, "asNumber"},
+	{"bgpconfig not default", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "metadata.name"},
+}
+
+// Object dispatches to the validator of obj's kind.
+func Object(obj runtime.Object) error {
+	var errs field.ErrorList
+	switch o := obj.(type) {
+	case *v1.IPPool:
+		errs = IPPool(o)
+	case *v1.BGPPeer:
+		errs = BGPPeer(o)
+	case *v1.BGPConfiguration:
+		errs = BGPConfiguration(o)
+	default:
+		return nil
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs.ToAggregate()
+}

@@ -1,0 +1,234 @@
+// Package validation checks tabby objects without side effects. The API server enforces the same
+// rules through the CRD schema (OpenAPI + CEL in apis/v1); this package serves the CLI, which
+// validates before any write, and the agents, which refuse to act on an object the schema could
+// not catch (a selector's syntax, for one). cases_test.go runs one table of objects through both,
+// so the two cannot drift apart.
+package validation
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/tabbynet/tabby/apis/selector"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// ParseIPv4CIDR parses a canonical IPv4 CIDR (no host bits set).
+func ParseIPv4CIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("not a CIDR")
+	}
+	if !p.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("not an IPv4 CIDR")
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("has host bits set (want %s)", p.Masked())
+	}
+	return p, nil
+}
+
+// ParsePeerIP parses BGPPeer.peerIP: an IPv4 address with an optional :port (default 179).
+func ParsePeerIP(s string) (netip.Addr, uint16, error) {
+	host, portStr, hasPort := strings.Cut(s, ":")
+	addr, err := netip.ParseAddr(host)
+	if err != nil || !addr.Is4() {
+		return netip.Addr{}, 0, fmt.Errorf("not an IPv4 address with an optional :port")
+	}
+	if !hasPort {
+		return addr, v1.DefaultListenPort, nil
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return netip.Addr{}, 0, fmt.Errorf("port %q is not in 1..65535", portStr)
+	}
+	return addr, uint16(port), nil
+}
+
+func selectorErr(path *field.Path, expr string) *field.Error {
+	if _, err := selector.Parse(expr); err != nil {
+		return field.Invalid(path, expr, err.Error())
+	}
+	return nil
+}
+
+// IPPool validates an IPPool.
+func IPPool(p *v1.IPPool) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	cidr, err := ParseIPv4CIDR(p.Spec.CIDR)
+	if err != nil {
+		errs = append(errs, field.Invalid(spec.Child("cidr"), p.Spec.CIDR, err.Error()))
+	}
+	bs := p.Spec.BlockSize
+	if bs == 0 {
+		bs = v1.DefaultBlockSize
+	}
+	if bs < v1.MinBlockSize || bs > v1.MaxBlockSize {
+		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("must be between %d and %d", v1.MinBlockSize, v1.MaxBlockSize)))
+	} else if err == nil && cidr.Bits() > bs {
+		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("is larger than the pool: cidr %s has prefix /%d", p.Spec.CIDR, cidr.Bits())))
+	}
+	switch p.Spec.IPIPMode {
+	case "", v1.IPIPModeNever, v1.IPIPModeAlways, v1.IPIPModeCrossSubnet:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("ipipMode"), p.Spec.IPIPMode, []string{string(v1.IPIPModeNever), string(v1.IPIPModeAlways), string(v1.IPIPModeCrossSubnet)}))
+	}
+	if e := selectorErr(spec.Child("nodeSelector"), p.Spec.NodeSelector); e != nil {
+		errs = append(errs, e)
+	}
+	return errs
+}
+
+// IPPoolOverlaps reports pools among others whose CIDR overlaps p's: the API server cannot see
+// across objects, so the CLI and the agents check it.
+func IPPoolOverlaps(p *v1.IPPool, others []v1.IPPool) field.ErrorList {
+	var errs field.ErrorList
+	mine, err := ParseIPv4CIDR(p.Spec.CIDR)
+	if err != nil {
+		return nil
+	}
+	for _, o := range others {
+		if o.Name == p.Name {
+			continue
+		}
+		theirs, err := ParseIPv4CIDR(o.Spec.CIDR)
+		if err == nil && mine.Overlaps(theirs) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "cidr"), p.Spec.CIDR, fmt.Sprintf("overlaps IPPool %s (%s)", o.Name, o.Spec.CIDR)))
+		}
+	}
+	return errs
+}
+
+func duration(path *field.Path, d *time.Duration, min time.Duration) *field.Error {
+	if d != nil && *d < min {
+		return field.Invalid(path, d.String(), fmt.Sprintf("must be at least %s", min))
+	}
+	return nil
+}
+
+// BGPConfiguration validates a BGPConfiguration.
+func BGPConfiguration(c *v1.BGPConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if c.Name != v1.DefaultBGPConfigurationName {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), c.Name, "is not allowed: BGPConfiguration is a singleton named default"))
+	}
+	if c.Spec.ASNumber != nil && *c.Spec.ASNumber == 0 {
+		errs = append(errs, field.Invalid(spec.Child("asNumber"), 0, "must be between 1 and 4294967295"))
+	}
+	if c.Spec.ListenPort != nil && (*c.Spec.ListenPort < 1 || *c.Spec.ListenPort > 65535) {
+		errs = append(errs, field.Invalid(spec.Child("listenPort"), *c.Spec.ListenPort, "must be between 1 and 65535"))
+	}
+	var ka, hold *time.Duration
+	if c.Spec.KeepaliveTime != nil {
+		ka = &c.Spec.KeepaliveTime.Duration
+	}
+	if c.Spec.HoldTime != nil {
+		hold = &c.Spec.HoldTime.Duration
+	}
+	if e := duration(spec.Child("keepaliveTime"), ka, time.Second); e != nil {
+		errs = append(errs, e)
+	}
+	if e := duration(spec.Child("holdTime"), hold, 3*time.Second); e != nil {
+		errs = append(errs, e)
+	}
+	if ka != nil && hold != nil && *hold < 3**ka {
+		errs = append(errs, field.Invalid(spec.Child("holdTime"), hold.String(), "must be at least 3 x spec.keepaliveTime"))
+	}
+	switch c.Spec.LogSeverity {
+	case "", "Debug", "Info", "Warning", "Error":
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("logSeverity"), c.Spec.LogSeverity, []string{"Debug", "Info", "Warning", "Error"}))
+	}
+	for i, s := range c.Spec.ServiceClusterIPs {
+		if _, err := ParseIPv4CIDR(s.CIDR); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("serviceClusterIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
+		}
+	}
+	for i, s := range c.Spec.ServiceExternalIPs {
+		if _, err := ParseIPv4CIDR(s.CIDR); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("serviceExternalIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
+		}
+	}
+	return errs
+}
+
+// BGPPeer validates a BGPPeer.
+func BGPPeer(p *v1.BGPPeer) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	s := p.Spec
+	if s.Node != "" && s.NodeSelector != "" {
+		errs = append(errs, field.Forbidden(spec.Child("nodeSelector"), "node and nodeSelector are mutually exclusive: set at most one"))
+	}
+	if (s.PeerIP == "") == (s.PeerSelector == "") {
+		errs = append(errs, field.Invalid(spec.Child("peerIP"), s.PeerIP, "exactly one of peerIP and peerSelector must be set"))
+	}
+	if s.PeerIP != "" {
+		if _, _, err := ParsePeerIP(s.PeerIP); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("peerIP"), s.PeerIP, err.Error()))
+		}
+		if s.ASNumber == 0 {
+			errs = append(errs, field.Required(spec.Child("asNumber"), "asNumber is required with peerIP"))
+		}
+	}
+	if e := selectorErr(spec.Child("nodeSelector"), s.NodeSelector); e != nil {
+		errs = append(errs, e)
+	}
+	if s.PeerSelector != "" {
+		if e := selectorErr(spec.Child("peerSelector"), s.PeerSelector); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	if s.Password != nil && s.Password.SecretKeyRef != nil {
+		ref := spec.Child("password", "secretKeyRef")
+		if s.Password.SecretKeyRef.Name == "" {
+			errs = append(errs, field.Required(ref.Child("name"), "the Secret's name"))
+		}
+		if s.Password.SecretKeyRef.Key == "" {
+			errs = append(errs, field.Required(ref.Child("key"), "the key in the Secret"))
+		}
+	}
+	if s.EBGPMultihop < 0 || s.EBGPMultihop > 255 {
+		errs = append(errs, field.Invalid(spec.Child("ebgpMultihop"), s.EBGPMultihop, "must be between 1 and 255"))
+	}
+	if s.MaxRestartTime != nil {
+		if e := duration(spec.Child("maxRestartTime"), &s.MaxRestartTime.Duration, time.Second); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// NodeAnnotations validates tabby's per-node BGP annotations.
+func NodeAnnotations(annotations map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	ann := field.NewPath("metadata", "annotations")
+	if v, ok := annotations[v1.AnnotationBGPIPv4Address]; ok {
+		if p, err := netip.ParsePrefix(v); err != nil || !p.Addr().Is4() {
+			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPIPv4Address), v, "not an IPv4 address with a prefix length (198.51.100.11/24)"))
+		}
+	}
+	if v, ok := annotations[v1.AnnotationBGPASN]; ok {
+		if n, err := strconv.ParseUint(v, 10, 32); err != nil || n == 0 {
+			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPASN), v, "not an AS number in 1..4294967295"))
+		}
+	}
+	if v, ok := annotations[v1.AnnotationRRClusterID]; ok {
+		if a, err := netip.ParseAddr(v); err != nil || !a.Is4() {
+			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationRRClusterID), v, "not a cluster ID in IPv4 form (244.0.0.1)"))
+		}
+	}
+	if v, ok := annotations[v1.AnnotationIPIPTunnelAddress]; ok {
+		if a, err := netip.ParseAddr(v); err != nil || !a.Is4() {
+			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationIPIPTunnelAddress), v, "not an IPv4 address"))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# make bench: each component's benchmark prints tabby's figures side by side with its named
+# reference, measured in the same run (ratios hold on a noisy machine, absolute times do not).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+for b in hack/bench/*/; do
+  name=$(basename "$b")
+  echo "=== bench: $name ==="
+  if ! go run "./$b" "$@"; then
+    echo "bench $name FAILED" >&2
+    status=1
+  fi
+  echo
+done
+exit $status

@@ -1,0 +1,385 @@
+// Package testenv runs a real etcd and kube-apiserver for tests and the lab: started on free
+// ports in a few seconds, tabby's CRDs installed, torn down (processes killed, data removed) when
+// the test ends, also when it fails. The binaries come from hack/controlplane/build.sh, which
+// builds them once from the Go module proxy and caches them under $TABBY_CACHE (default
+// ~/.cache/tabby).
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/crds"
+)
+
+// Options tune a control plane.
+type Options struct {
+	// BindAddress is where etcd and kube-apiserver listen (default 127.0.0.1). The lab binds an
+	// underlay address so node namespaces reach the API server.
+	BindAddress string
+	// Dir holds data, certs and logs; a temporary directory when empty (removed on Stop).
+	Dir string
+	// SkipCRDs leaves the CRDs out (the lab installs them from the Helm chart).
+	SkipCRDs bool
+}
+
+// Env is a running control plane.
+type Env struct {
+	Config     *rest.Config
+	Kubeconfig string // path of an admin kubeconfig
+	Client     *client.Client
+	Kube       kubernetes.Interface
+	Dir        string
+	URL        string
+
+	procs   []*exec.Cmd
+	ownsDir bool
+}
+
+// TB is the part of testing.TB Start needs.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	Logf(format string, args ...any)
+	Failed() bool
+}
+
+// Start starts a control plane for a test and stops it when the test ends.
+func Start(t TB, opts ...Options) *Env {
+	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	env, err := StartProcess(ctx, o)
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kube-apiserver log tail:\n%s", tail(filepath.Join(env.Dir, "kube-apiserver.log"), 30))
+		}
+		env.Stop()
+	})
+	return env
+}
+
+// BinDir is where the control-plane binaries are cached.
+func BinDir() string {
+	if d := os.Getenv("TABBY_CACHE"); d != "" {
+		return filepath.Join(d, "bin")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "tabby", "bin")
+}
+
+func binary(name, envVar string) (string, error) {
+	if p := os.Getenv(envVar); p != "" {
+		return p, nil
+	}
+	p := filepath.Join(BinDir(), name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s not found at %s: run `make controlplane` (hack/controlplane/build.sh) once, or set %s", name, p, envVar)
+	}
+	return p, nil
+}
+
+// StartProcess starts a control plane that lives until Stop (the lab's use).
+func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
+	etcdBin, err := binary("etcd", "TABBY_ETCD")
+	if err != nil {
+		return nil, err
+	}
+	apiBin, err := binary("kube-apiserver", "TABBY_KUBE_APISERVER")
+	if err != nil {
+		return nil, err
+	}
+	if o.BindAddress == "" {
+		o.BindAddress = "127.0.0.1"
+	}
+	env := &Env{Dir: o.Dir}
+	if env.Dir == "" {
+		if env.Dir, err = os.MkdirTemp("", "tabby-testenv-"); err != nil {
+			return nil, err
+		}
+		env.ownsDir = true
+	}
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
+	ports, err := freePorts(o.BindAddress, 3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := fmt.Sprintf("http://%s:%d", o.BindAddress, ports[0])
+	peerURL := fmt.Sprintf("http://%s:%d", o.BindAddress, ports[1])
+	if err := env.spawn("etcd", etcdBin,
+		"--name=testenv", "--data-dir="+filepath.Join(env.Dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=testenv="+peerURL, "--log-level=warn",
+		// A throwaway store: durability across power loss buys nothing here.
+		"--unsafe-no-fsync",
+	); err != nil {
+		return nil, err
+	}
+
+	token, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(env.Dir, "tokens.csv"), []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	saKey := filepath.Join(env.Dir, "sa.key")
+	if err := writeRSAKey(saKey); err != nil {
+		return nil, err
+	}
+	env.URL = fmt.Sprintf("https://%s:%d", o.BindAddress, ports[2])
+	if err := env.spawn("kube-apiserver", apiBin,
+		"--etcd-servers="+etcdURL,
+		"--bind-address="+o.BindAddress, "--advertise-address="+o.BindAddress,
+		"--secure-port="+strconv.Itoa(ports[2]),
+		"--cert-dir="+filepath.Join(env.Dir, "certs"),
+		"--token-auth-file="+filepath.Join(env.Dir, "tokens.csv"),
+		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--authorization-mode=RBAC", "--service-cluster-ip-range=10.96.0.0/24",
+		"--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
+		"--allow-privileged=true", "--profiling=false", "--v=0",
+		// No controller-manager runs to create service accounts; pods (the lab's) must still be
+		// creatable.
+		"--disable-admission-plugins=ServiceAccount",
+	); err != nil {
+		return nil, err
+	}
+
+	env.Config = &rest.Config{Host: env.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
+	env.Kubeconfig = filepath.Join(env.Dir, "kubeconfig")
+	if err := WriteKubeconfig(env.Kubeconfig, env.URL, token); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, env.URL, token); err != nil {
+		return nil, fmt.Errorf("kube-apiserver not ready: %w (log: %s)", err, tail(filepath.Join(env.Dir, "kube-apiserver.log"), 10))
+	}
+	if env.Client, err = client.New(env.Config); err != nil {
+		return nil, err
+	}
+	env.Kube = env.Client.Kube
+	if !o.SkipCRDs {
+		if err := InstallCRDs(ctx, env.Config); err != nil {
+			return nil, err
+		}
+	}
+	return env, nil
+}
+
+// WriteKubeconfig writes an admin kubeconfig for url and token.
+func WriteKubeconfig(path, url, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: url, InsecureSkipTLSVerify: true}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "admin"}
+	cfg.CurrentContext = "testenv"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// InstallCRDs creates (or updates) tabby's CRDs and waits until they are established.
+func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
+	cs, err := apiext.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	entries, err := fs.Glob(crds.FS, "*.yaml")
+	if err != nil {
+		return err
+	}
+	for _, name := range entries {
+		raw, err := crds.FS.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		var crd apiextv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(raw, &crd); err != nil {
+			return fmt.Errorf("parse %s: %w", name, err)
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, name := range entries {
+		raw, _ := crds.FS.ReadFile(name)
+		var crd apiextv1.CustomResourceDefinition
+		_ = yaml.Unmarshal(raw, &crd)
+		if err := waitFor(ctx, func() (bool, error) {
+			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextv1.Established && c.Status == apiextv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
+
+// Stop kills the processes and removes the data directory if Start made it.
+func (e *Env) Stop() {
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		p := e.procs[i]
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = p.Process.Kill()
+			<-done
+		}
+	}
+	e.procs = nil
+	if e.ownsDir {
+		_ = os.RemoveAll(e.Dir)
+	}
+}
+
+func (e *Env) spawn(name, bin string, args ...string) error {
+	logf, err := os.Create(filepath.Join(e.Dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Die with the process that started us: no control plane outlives a crashed test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	e.procs = append(e.procs, cmd)
+	return nil
+}
+
+func waitReady(ctx context.Context, url, token string) error {
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return waitFor(ctx, func() (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// waitFor polls cond every 50 ms until it holds, fails, or ctx ends.
+func waitFor(ctx context.Context, cond func() (bool, error)) error {
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+			}
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func freePorts(host string, n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("find a free port on %s: %w", host, err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func writeRSAKey(path string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	der := x509.MarshalPKCS1PrivateKey(key)
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	n := 0
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			n++
+			if n > lines {
+				return string(b[i+1:])
+			}
+		}
+	}
+	return string(b)
+}
