@@ -1,0 +1,591 @@
+// Package felix is tabby's dataplane agent: it makes the node's kernel (routes, tunl0, sysctls,
+// NAT outgoing) match what the datastore and the BGP speaker say, and owns only what is
+// tabby's. The layout follows Calico Felix: a pure calculation (calc) feeding managers
+// (routetable, tunnel, nat, sysctl) that diff against the kernel.
+package felix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/metrics"
+	"github.com/tabbynet/tabby/felix/nat"
+	"github.com/tabbynet/tabby/felix/netnsrun"
+	"github.com/tabbynet/tabby/felix/nl"
+	"github.com/tabbynet/tabby/felix/routetable"
+	"github.com/tabbynet/tabby/felix/sysctl"
+	"github.com/tabbynet/tabby/felix/tunnel"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultWorkloadGracePeriod = 10 * time.Second
+	DefaultResyncInterval      = 90 * time.Second
+	natRetryInterval           = time.Second
+)
+
+// Config configures felix.
+type Config struct {
+	NodeName string
+	// UplinkInterface holds the node's BGP address; same-subnet next hops are reached on it.
+	UplinkInterface string
+	// TunnelMTU for tunl0; 0 = uplink MTU - 20.
+	TunnelMTU int
+	// WorkloadGracePeriod protects a tabby route on a cali interface felix does not know yet.
+	WorkloadGracePeriod time.Duration
+	// ResyncInterval between full re-reads of the kernel.
+	ResyncInterval time.Duration
+	// IptablesBackend: "" detects (like kube-proxy), or "legacy" / "nft".
+	IptablesBackend nat.Backend
+	// NetNSPath binds felix to a network namespace (tests, benchmarks); "" = the current one.
+	NetNSPath string
+}
+
+// Pool, Workload and BGPRoute are felix's inputs; see calc for their meaning.
+type (
+	Pool     = calc.Pool
+	Workload = calc.Workload
+	BGPRoute = calc.BGPRoute
+)
+
+// NATManager programs NAT outgoing; *nat.Manager is the real one.
+type NATManager interface {
+	Apply(masq, all []netip.Prefix, force bool) error
+}
+
+// SysctlWriter writes kernel settings; *sysctl.Writer is the real one.
+type SysctlWriter interface {
+	Set(settings ...sysctl.Setting) error
+}
+
+// Option injects a dependency.
+type Option func(*Felix)
+
+// WithNetlink replaces the netlink handle (a fake in unit tests). Felix does not close it.
+func WithNetlink(h nl.Handle) Option { return func(f *Felix) { f.h = h } }
+
+// WithNAT replaces the NAT manager.
+func WithNAT(n NATManager) Option { return func(f *Felix) { f.nat = n } }
+
+// WithSysctl replaces the sysctl writer.
+func WithSysctl(s SysctlWriter) Option { return func(f *Felix) { f.sysctl = s } }
+
+// WithRegistry registers felix's metrics on reg.
+func WithRegistry(reg *prometheus.Registry) Option { return func(f *Felix) { f.reg = reg } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(f *Felix) { f.log = l } }
+
+// Felix is the agent. Setters record desired state and wake the loop; they are safe to call
+// from any goroutine.
+type Felix struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	health  *metrics.Health
+
+	h        nl.Handle
+	ownsH    bool
+	run      netnsrun.Runner
+	closeRun func() error
+	nat      NATManager
+	sysctl   SysctlWriter
+
+	mu            sync.Mutex // inputs
+	in            calc.Input
+	inputsChanged bool
+	kick          chan struct{}
+
+	dpMu          sync.Mutex // dataplane state, one apply at a time
+	rt            *routetable.RouteTable
+	tun           *tunnel.Manager
+	last          *calc.Result
+	spare         map[netip.Prefix]calc.Route // the route map the table no longer holds
+	unresolved    map[netip.Prefix]string
+	sysctlDone    map[string]int
+	pendingIfaces map[string]int
+	tunnelDirty   bool
+	tunnelErr     string
+	natRetryAt    time.Time // zero = NAT in line
+}
+
+// New validates cfg and opens the dataplane handles.
+func New(cfg Config, opts ...Option) (*Felix, error) {
+	if cfg.UplinkInterface == "" {
+		return nil, errors.New("felix config: UplinkInterface is required")
+	}
+	if cfg.TunnelMTU != 0 && (cfg.TunnelMTU < 576 || cfg.TunnelMTU > 65535) {
+		return nil, fmt.Errorf("felix config: TunnelMTU %d is outside 576..65535 (0 = uplink MTU - 20)", cfg.TunnelMTU)
+	}
+	if cfg.WorkloadGracePeriod < 0 || cfg.ResyncInterval < 0 {
+		return nil, fmt.Errorf("felix config: WorkloadGracePeriod %s and ResyncInterval %s must not be negative", cfg.WorkloadGracePeriod, cfg.ResyncInterval)
+	}
+	switch cfg.IptablesBackend {
+	case nat.BackendAuto, nat.BackendLegacy, nat.BackendNFT:
+	default:
+		return nil, fmt.Errorf("felix config: IptablesBackend %q: want \"\", %q or %q", cfg.IptablesBackend, nat.BackendLegacy, nat.BackendNFT)
+	}
+	if cfg.WorkloadGracePeriod == 0 {
+		cfg.WorkloadGracePeriod = DefaultWorkloadGracePeriod
+	}
+	if cfg.ResyncInterval == 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	f := &Felix{
+		cfg: cfg, log: slog.Default(), kick: make(chan struct{}, 1),
+		health:     &metrics.Health{Stall: 3 * cfg.ResyncInterval},
+		unresolved: map[netip.Prefix]string{}, sysctlDone: map[string]int{}, pendingIfaces: map[string]int{},
+		tunnelDirty: true, run: netnsrun.Current,
+	}
+	f.in.UplinkInterface = cfg.UplinkInterface
+	f.in.BGPRoutes = map[netip.Prefix]netip.Addr{}
+	for _, o := range opts {
+		o(f)
+	}
+	f.log = f.log.With("component", "felix", "node", cfg.NodeName)
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+		}
+	}()
+	if cfg.NetNSPath != "" {
+		run, closeRun, err := netnsrun.At(cfg.NetNSPath)
+		if err != nil {
+			return nil, err
+		}
+		f.run, f.closeRun = run, closeRun
+	}
+	if f.h == nil {
+		h, err := nl.NewReal(cfg.NetNSPath)
+		if err != nil {
+			return nil, err
+		}
+		f.h, f.ownsH = h, true
+	}
+	if f.sysctl == nil {
+		f.sysctl = sysctl.NewWriter(f.run)
+	}
+	if f.nat == nil {
+		n, err := nat.New(f.run, cfg.IptablesBackend, f.log)
+		if err != nil {
+			return nil, err
+		}
+		f.nat = n
+	}
+	f.metrics = metrics.New(f.reg)
+	f.rt = routetable.New(f.h, routetable.Options{
+		Protocol: v1.RouteProtocol, GracePeriod: cfg.WorkloadGracePeriod,
+		IsWorkloadInterface: names.IsHostVeth, Log: f.log,
+	})
+	var sc *sysctl.Writer
+	if w, isReal := f.sysctl.(*sysctl.Writer); isReal {
+		sc = w
+	}
+	f.tun = tunnel.New(f.h, sc, f.log)
+	ok = true
+	return f, nil
+}
+
+// Close releases the netlink handles felix opened.
+func (f *Felix) Close() {
+	if f.ownsH && f.h != nil {
+		f.h.Close()
+	}
+	if f.closeRun != nil {
+		_ = f.closeRun()
+	}
+}
+
+func (f *Felix) changed() {
+	f.inputsChanged = true
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// SetLocalNode sets the node's BGP address with its subnet (198.51.100.11/24) and its tunnel
+// address (invalid when none).
+func (f *Felix) SetLocalNode(bgpAddr netip.Prefix, tunnelAddr netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.in.NodeAddr, f.in.TunnelAddr = bgpAddr, tunnelAddr
+	f.changed()
+}
+
+// SetPools sets every IPPool.
+func (f *Felix) SetPools(pools []Pool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.in.Pools = slices.Clone(pools)
+	f.changed()
+}
+
+// SetLocalBlocks sets the blocks affine to this node.
+func (f *Felix) SetLocalBlocks(blocks []netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.in.LocalBlocks = slices.Clone(blocks)
+	f.changed()
+}
+
+// SetWorkloads sets the full set of this node's workloads.
+func (f *Felix) SetWorkloads(w []Workload) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.in.Workloads = slices.Clone(w)
+	f.changed()
+}
+
+// UpsertBGPRoute records a route learned from BGP.
+func (f *Felix) UpsertBGPRoute(r BGPRoute) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := r.Prefix.Masked()
+	if old, ok := f.in.BGPRoutes[p]; ok && old == r.NextHop {
+		return
+	}
+	f.in.BGPRoutes[p] = r.NextHop
+	f.changed()
+}
+
+// DeleteBGPRoute forgets a withdrawn route.
+func (f *Felix) DeleteBGPRoute(prefix netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := prefix.Masked()
+	if _, ok := f.in.BGPRoutes[p]; !ok {
+		return
+	}
+	delete(f.in.BGPRoutes, p)
+	f.changed()
+}
+
+// HealthHandler serves /livez and /readyz.
+func (f *Felix) HealthHandler() http.Handler { return f.health.Handler() }
+
+// MetricsHandler serves felix's metrics registry.
+func (f *Felix) MetricsHandler() http.Handler { return f.metrics.Handler() }
+
+// Registry is the registry felix's collectors are on (to merge into another handler).
+func (f *Felix) Registry() *prometheus.Registry { return f.metrics.Registry }
+
+// Ready tells whether the first apply has succeeded.
+func (f *Felix) Ready() bool { return f.health.Ready() }
+
+// Unresolved returns the BGP routes whose next hop is currently unresolvable, with reasons.
+func (f *Felix) Unresolved() map[netip.Prefix]string {
+	f.dpMu.Lock()
+	defer f.dpMu.Unlock()
+	return maps.Clone(f.unresolved)
+}
+
+// ApplyNow applies the dataplane synchronously.
+func (f *Felix) ApplyNow(ctx context.Context) error {
+	return f.apply(ctx)
+}
+
+// QueueResync makes the next apply re-read the kernel.
+func (f *Felix) QueueResync() {
+	f.dpMu.Lock()
+	f.rt.QueueResync()
+	f.dpMu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *Felix) snapshot() (calc.Input, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.in
+	changed := f.inputsChanged
+	if changed {
+		// The setters replace slices rather than mutate them; only the map needs a copy.
+		in.BGPRoutes = maps.Clone(f.in.BGPRoutes)
+	}
+	f.inputsChanged = false
+	return in, changed
+}
+
+func (f *Felix) onRoute(u netlink.RouteUpdate) {
+	f.rt.OnRouteUpdate(u)
+}
+
+func (f *Felix) onLink(u netlink.LinkUpdate) {
+	f.rt.OnLinkUpdate(u)
+	name := u.Link.Attrs().Name
+	switch {
+	case name == calc.TunnelDevice || name == f.cfg.UplinkInterface:
+		f.tunnelDirty = true
+	case names.IsHostVeth(name) && u.Header.Type == unix.RTM_NEWLINK:
+		if f.sysctlDone[name] != u.Link.Attrs().Index {
+			f.pendingIfaces[name] = u.Link.Attrs().Index
+		}
+	case u.Header.Type == unix.RTM_DELLINK:
+		delete(f.sysctlDone, name)
+	}
+}
+
+// apply is one pass: re-read the kernel if due, recompute what inputs or host routes changed,
+// then bring sysctls, tunl0, NAT and routes in line.
+func (f *Felix) apply(ctx context.Context) error {
+	f.dpMu.Lock()
+	defer f.dpMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	start := time.Now()
+	resync := f.rt.ResyncQueued()
+	if err := f.rt.Sync(); err != nil {
+		f.metrics.NetlinkErrors.Inc()
+		return fmt.Errorf("read kernel state: %w", err)
+	}
+	if resync {
+		for name, idx := range f.rt.Links() {
+			if names.IsHostVeth(name) {
+				f.pendingIfaces[name] = idx
+			}
+		}
+	}
+	in, inputsChanged := f.snapshot()
+	if inputsChanged || f.rt.HostRoutesChanged() || f.last == nil {
+		in.HostRoutes = f.rt.HostRoutes()
+		res := calc.ComputeInto(in, f.spare)
+		for _, p := range res.Problems {
+			f.log.Warn("input skipped", "problem", p)
+		}
+		f.reportUnresolved(res.Unresolved)
+		f.rt.SetRoutes(res.Routes)
+		if f.last != nil {
+			f.spare = f.last.Routes
+		}
+		f.last = &res
+	}
+	var errs []error
+	errs = append(errs, f.applySysctls(resync)...)
+	if resync || inputsChanged || f.tunnelDirty {
+		if err := f.applyTunnel(in); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if resync || inputsChanged || (!f.natRetryAt.IsZero() && !start.Before(f.natRetryAt)) {
+		f.natRetryAt = time.Time{}
+		if err := f.nat.Apply(f.last.MasqPools, f.last.AllPools, resync); err != nil {
+			f.metrics.NATErrors.Inc()
+			f.natRetryAt = start.Add(natRetryInterval)
+			errs = append(errs, fmt.Errorf("nat outgoing: %w", err))
+		}
+	}
+	res, err := f.rt.Apply()
+	f.metrics.NetlinkErrors.Add(float64(res.NetlinkErrors))
+	for _, k := range calc.Kinds {
+		f.metrics.RoutesProgrammed.WithLabelValues(k.String()).Set(float64(res.Programmed[k]))
+	}
+	f.metrics.RouteFailures.Set(float64(len(res.Failed)))
+	if err != nil {
+		for _, e := range res.Failed {
+			f.log.Warn("route not programmed", "route", e.Route, "error", e.Err)
+		}
+		errs = append(errs, err)
+	}
+	elapsed := time.Since(start)
+	f.metrics.ApplyDuration.Observe(elapsed.Seconds())
+	if resync {
+		f.metrics.ResyncDuration.Observe(elapsed.Seconds())
+	}
+	f.health.SetReady()
+	if len(errs) == 0 {
+		f.metrics.LastApply.Set(float64(time.Now().UnixNano()) / 1e9)
+	}
+	return errors.Join(errs...)
+}
+
+func (f *Felix) reportUnresolved(list []calc.Unresolved) {
+	now := make(map[netip.Prefix]string, len(list))
+	for _, u := range list {
+		reason := fmt.Sprintf("next hop %s: %s", u.NextHop, u.Reason)
+		now[u.Prefix] = reason
+		if f.unresolved[u.Prefix] != reason {
+			f.log.Warn("BGP route not programmed: next hop unresolved", "prefix", u.Prefix, "nextHop", u.NextHop, "reason", u.Reason)
+		}
+	}
+	for p := range f.unresolved {
+		if _, still := now[p]; !still {
+			f.log.Info("BGP route next hop resolved or withdrawn", "prefix", p)
+		}
+	}
+	f.unresolved = now
+	f.metrics.UnresolvedNextHops.Set(float64(len(now)))
+}
+
+func (f *Felix) applySysctls(resync bool) []error {
+	var errs []error
+	if resync {
+		if err := f.sysctl.Set(sysctl.Forwarding()...); err != nil {
+			f.metrics.SysctlErrors.Inc()
+			errs = append(errs, err)
+		}
+	}
+	for name, idx := range f.pendingIfaces {
+		if err := f.sysctl.Set(sysctl.WorkloadInterface(name)...); err != nil {
+			// The veth may be gone already; a persistent failure is retried at the next resync.
+			f.metrics.SysctlErrors.Inc()
+			errs = append(errs, err)
+		} else {
+			f.sysctlDone[name] = idx
+		}
+		delete(f.pendingIfaces, name)
+	}
+	return errs
+}
+
+func (f *Felix) applyTunnel(in calc.Input) error {
+	link, err := f.tun.Apply(tunnel.Desired{Needed: f.last.TunnelNeeded, Addr: in.TunnelAddr, MTU: f.cfg.TunnelMTU, Uplink: f.cfg.UplinkInterface})
+	if link != nil {
+		f.rt.OnLinkUpdate(netlink.LinkUpdate{Header: unix.NlMsghdr{Type: unix.RTM_NEWLINK}, Link: link})
+	}
+	f.tunnelDirty = err != nil
+	if err != nil {
+		f.metrics.TunnelErrors.Inc()
+		if msg := err.Error(); msg != f.tunnelErr {
+			f.log.Error("tunnel device not usable: IPIP routes stay unprogrammed", "device", calc.TunnelDevice, "error", err)
+			f.tunnelErr = msg
+		}
+		return err
+	}
+	f.tunnelErr = ""
+	return nil
+}
+
+// Run is the event loop: netlink subscriptions, input changes, timed work (grace periods,
+// retries) and the periodic resync. It returns when ctx ends.
+func (f *Felix) Run(ctx context.Context) error {
+	for {
+		err := f.runSubscribed(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && !errors.Is(err, errSubscriptionBroken) {
+			return err
+		}
+		f.log.Warn("netlink subscription broke (events lost): resubscribing and resyncing", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+var errSubscriptionBroken = errors.New("netlink subscription broken")
+
+func (f *Felix) runSubscribed(ctx context.Context) error {
+	done := make(chan struct{})
+	defer close(done)
+	routes := make(chan netlink.RouteUpdate, 1<<16)
+	links := make(chan netlink.LinkUpdate, 1<<10)
+	subErr := make(chan error, 1)
+	err := f.h.Subscribe(done, routes, links, func(err error) {
+		select {
+		case subErr <- err:
+		default:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// Whatever happened before the subscription is only visible by reading the kernel.
+	f.QueueResync()
+
+	ticker := time.NewTicker(f.cfg.ResyncInterval)
+	defer ticker.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		f.health.Beat(time.Now())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-f.kick:
+		case <-ticker.C:
+			f.dpMu.Lock()
+			f.rt.QueueResync()
+			f.dpMu.Unlock()
+		case <-timer.C:
+		case err := <-subErr:
+			return fmt.Errorf("%w: %v", errSubscriptionBroken, err)
+		case u, ok := <-routes:
+			if !ok {
+				return errSubscriptionBroken
+			}
+			f.dpMu.Lock()
+			f.onRoute(u)
+			f.dpMu.Unlock()
+		case u, ok := <-links:
+			if !ok {
+				return errSubscriptionBroken
+			}
+			f.dpMu.Lock()
+			f.onLink(u)
+			f.dpMu.Unlock()
+		}
+		if err := f.drain(routes, links); err != nil {
+			return err
+		}
+		if err := f.apply(ctx); err != nil && ctx.Err() == nil {
+			f.log.Warn("dataplane apply incomplete", "error", err)
+		}
+		f.dpMu.Lock()
+		next := f.rt.NextDeadline()
+		if !f.natRetryAt.IsZero() && (next.IsZero() || f.natRetryAt.Before(next)) {
+			next = f.natRetryAt
+		}
+		f.dpMu.Unlock()
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), time.Millisecond)
+		}
+		timer.Reset(wait)
+	}
+}
+
+// drain takes every event already queued, so one apply covers a burst.
+func (f *Felix) drain(routes <-chan netlink.RouteUpdate, links <-chan netlink.LinkUpdate) error {
+	f.dpMu.Lock()
+	defer f.dpMu.Unlock()
+	for {
+		select {
+		case u, ok := <-routes:
+			if !ok {
+				return errSubscriptionBroken
+			}
+			f.onRoute(u)
+		case u, ok := <-links:
+			if !ok {
+				return errSubscriptionBroken
+			}
+			f.onLink(u)
+		default:
+			return nil
+		}
+	}
+}

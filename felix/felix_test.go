@@ -1,0 +1,170 @@
+package felix
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix/nl"
+	"github.com/tabbynet/tabby/felix/sysctl"
+)
+
+type fakeNAT struct {
+	mu        sync.Mutex
+	masq, all []netip.Prefix
+}
+
+func (n *fakeNAT) Apply(masq, all []netip.Prefix, force bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.masq, n.all = masq, all
+	return nil
+}
+
+type fakeSysctl struct {
+	mu  sync.Mutex
+	set map[string]string
+}
+
+func (s *fakeSysctl) Set(settings ...sysctl.Setting) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range settings {
+		s.set[x.Key] = x.Value
+	}
+	return nil
+}
+
+func (s *fakeSysctl) get(k string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set[k]
+}
+
+func newFakeFelix(t *testing.T) (*Felix, *nl.Fake, *fakeNAT, *fakeSysctl) {
+	fk := nl.NewFake()
+	fk.AddLink("eth0", 1400)
+	fk.AddLink("cali0123456789a", 1500)
+	fk.LinkAddErr = unix.EOPNOTSUPP // this kernel has no ipip
+	fn, fs := &fakeNAT{}, &fakeSysctl{set: map[string]string{}}
+	f, err := New(Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour}, WithNetlink(fk), WithNAT(fn), WithSysctl(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f, fk, fn, fs
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "UplinkInterface"},
+		{Config{UplinkInterface: "eth0", TunnelMTU: 100}, "TunnelMTU 100"},
+		{Config{UplinkInterface: "eth0", ResyncInterval: -time.Second}, "ResyncInterval -1s"},
+		{Config{UplinkInterface: "eth0", IptablesBackend: "bpf"}, `IptablesBackend "bpf"`},
+	} {
+		_, err := New(tc.cfg, WithNetlink(nl.NewFake()), WithNAT(&fakeNAT{}), WithSysctl(&fakeSysctl{}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestRunProgramsAndReports(t *testing.T) {
+	f, fk, fn, fs := newFakeFelix(t)
+	srv := httptest.NewServer(f.HealthHandler())
+	defer srv.Close()
+	if code := get(t, srv.URL+"/readyz"); code != 503 {
+		t.Fatalf("ready before the first apply: %d", code)
+	}
+	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.MustParseAddr("10.244.9.1"))
+	f.SetPools([]Pool{
+		{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
+		{Name: "ipip", CIDR: netip.MustParsePrefix("10.245.0.0/16"), IPIPMode: v1.IPIPModeAlways},
+	})
+	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26")})
+	f.SetWorkloads([]Workload{{IP: netip.MustParseAddr("10.244.0.5"), Interface: "cali0123456789a"}})
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.2.0/26"), NextHop: netip.MustParseAddr("203.0.113.9")})   // no host route
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.245.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")}) // needs tunl0
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor(t, "routes programmed", func() bool {
+		_, a := fk.Route("10.244.0.5/32")
+		_, b := fk.Route("10.244.0.0/26")
+		_, c := fk.Route("10.244.1.0/26")
+		return a && b && c && f.Ready()
+	})
+	if code := get(t, srv.URL+"/readyz"); code != 200 {
+		t.Fatalf("readyz %d after apply", code)
+	}
+	if _, ok := fk.Route("10.245.1.0/26"); ok {
+		t.Fatal("tunnel route programmed without tunl0")
+	}
+	if u := f.Unresolved(); len(u) != 1 || !strings.Contains(u[netip.MustParsePrefix("10.244.2.0/26")], "no host route") {
+		t.Fatalf("unresolved %v", u)
+	}
+	if v := value(f.metrics.UnresolvedNextHops); v != 1 {
+		t.Fatalf("unresolved metric %v", v)
+	}
+	if v := value(f.metrics.TunnelErrors); v < 1 {
+		t.Fatal("tunnel error not counted")
+	}
+	if v := value(f.metrics.RoutesProgrammed.WithLabelValues("workload")); v != 1 {
+		t.Fatalf("workload routes metric %v", v)
+	}
+	if fs.get("net.ipv4.ip_forward") != "1" || fs.get("net.ipv4.conf.cali0123456789a.proxy_arp") != "1" || fs.get("net.ipv4.neigh.cali0123456789a.proxy_delay") != "0" {
+		t.Fatalf("sysctls %v", fs.set)
+	}
+	fn.mu.Lock()
+	if len(fn.masq) != 1 || len(fn.all) != 2 {
+		t.Fatalf("nat masq %v all %v", fn.masq, fn.all)
+	}
+	fn.mu.Unlock()
+
+	// A new cali veth gets its sysctls; the route of a pod on it follows the link.
+	fk.AddLink("calibbbbbbbbbbb", 1500)
+	f.SetWorkloads([]Workload{{IP: netip.MustParseAddr("10.244.0.5"), Interface: "cali0123456789a"}, {IP: netip.MustParseAddr("10.244.0.6"), Interface: "calibbbbbbbbbbb"}})
+	waitFor(t, "second workload", func() bool {
+		_, ok := fk.Route("10.244.0.6/32")
+		return ok && fs.get("net.ipv4.conf.calibbbbbbbbbbb.forwarding") == "1"
+	})
+	// A host route to the unresolved next hop appears: the route is programmed.
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	f.DeleteBGPRoute(netip.MustParsePrefix("10.244.1.0/26"))
+	waitFor(t, "withdrawn route removed", func() bool { _, ok := fk.Route("10.244.1.0/26"); return !ok })
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := httptestClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,103 @@
+// Package metrics holds felix's Prometheus metrics and its liveness/readiness handler.
+package metrics
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are felix's collectors, registered on one registry.
+type Metrics struct {
+	Registry           *prometheus.Registry
+	RoutesProgrammed   *prometheus.GaugeVec
+	RouteFailures      prometheus.Gauge
+	ApplyDuration      prometheus.Histogram
+	ResyncDuration     prometheus.Histogram
+	NetlinkErrors      prometheus.Counter
+	UnresolvedNextHops prometheus.Gauge
+	LastApply          prometheus.Gauge
+	TunnelErrors       prometheus.Counter
+	NATErrors          prometheus.Counter
+	SysctlErrors       prometheus.Counter
+}
+
+// New creates the collectors and registers them on reg (a fresh registry when nil).
+func New(reg *prometheus.Registry) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	buckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	m := &Metrics{
+		Registry: reg,
+		RoutesProgrammed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tabby_felix_routes_programmed",
+			Help: "Desired routes present in the kernel, by kind (workload, blackhole, remote, tunnel)."}, []string{"kind"}),
+		RouteFailures: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_route_failures",
+			Help: "Desired routes felix could not program at the last apply."}),
+		ApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_apply_duration_seconds",
+			Help: "Time of one dataplane apply.", Buckets: buckets}),
+		ResyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_resync_duration_seconds",
+			Help: "Time of one full resync against the kernel.", Buckets: buckets}),
+		NetlinkErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_netlink_errors_total",
+			Help: "Failed netlink calls, retried ones included."}),
+		UnresolvedNextHops: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_unresolved_next_hops",
+			Help: "BGP routes inside a pool whose next hop could not be resolved."}),
+		LastApply: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_last_successful_apply_timestamp_seconds",
+			Help: "Unix time of the last apply that completed without error."}),
+		TunnelErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_tunnel_errors_total",
+			Help: "Failures to set up tunl0 (e.g. a kernel without ipip)."}),
+		NATErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_nat_errors_total",
+			Help: "Failures to program NAT outgoing."}),
+		SysctlErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_sysctl_errors_total",
+			Help: "Failures to write a sysctl."}),
+	}
+	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ResyncDuration, m.NetlinkErrors,
+		m.UnresolvedNextHops, m.LastApply, m.TunnelErrors, m.NATErrors, m.SysctlErrors)
+	return m
+}
+
+// Handler serves the registry in the Prometheus format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// Health backs /livez and /readyz.
+type Health struct {
+	ready    atomic.Bool
+	lastLoop atomic.Int64 // unix nanos of the loop's last turn
+	// Stall is how long the loop may go without a turn before /livez fails.
+	Stall time.Duration
+}
+
+// SetReady marks felix ready (after its first successful apply).
+func (h *Health) SetReady() { h.ready.Store(true) }
+
+// Ready reports readiness.
+func (h *Health) Ready() bool { return h.ready.Load() }
+
+// Beat records a turn of the event loop.
+func (h *Health) Beat(now time.Time) { h.lastLoop.Store(now.UnixNano()) }
+
+// Handler serves /livez (the loop turns) and /readyz (first apply done).
+func (h *Health) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) {
+		last := h.lastLoop.Load()
+		if h.Stall > 0 && last != 0 && time.Since(time.Unix(0, last)) > h.Stall {
+			http.Error(w, "felix loop stalled", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !h.Ready() {
+			http.Error(w, "felix has not applied the dataplane yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

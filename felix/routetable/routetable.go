@@ -1,0 +1,590 @@
+// Package routetable makes the kernel's main routing table hold exactly tabby's desired routes,
+// as Calico Felix's route table manager does: desired state is recorded and marked dirty, and
+// Apply writes the difference against a cache of the kernel kept current by netlink events and
+// rebuilt by a full resync.
+package routetable
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/nl"
+)
+
+// Options tune a RouteTable.
+type Options struct {
+	// Protocol marks the routes this table owns (v1.RouteProtocol).
+	Protocol int
+	// GracePeriod protects a tabby route on a workload interface felix does not know yet: the
+	// CNI plugin writes it before felix hears of the pod.
+	GracePeriod time.Duration
+	// RetryInterval is when a route that failed persistently is tried again.
+	RetryInterval time.Duration
+	// IsWorkloadInterface tells workload veths (cali*) apart.
+	IsWorkloadInterface func(name string) bool
+	Now                 func() time.Time
+	Log                 *slog.Logger
+}
+
+type kkey struct {
+	dst      netip.Prefix
+	priority int
+}
+
+// kroute is the kernel's view of one route, reduced to what felix compares.
+type kroute struct {
+	proto     int
+	typ       int
+	scope     int
+	linkIndex int
+	gw        netip.Addr
+	onlink    bool
+}
+
+// RouteError is a route that could not be programmed.
+type RouteError struct {
+	Dst   netip.Prefix
+	Route string
+	Err   error
+}
+
+func (e RouteError) Error() string { return fmt.Sprintf("route %s: %v", e.Route, e.Err) }
+
+// Result summarises one Apply.
+type Result struct {
+	// Programmed counts desired routes present in the kernel, by kind.
+	Programmed map[calc.Kind]int
+	Replaced   int
+	Deleted    int
+	// Failed are routes left wrong after retries; the next Apply tries them again.
+	Failed []RouteError
+	// NetlinkErrors counts every failed netlink call, retried ones included.
+	NetlinkErrors int
+}
+
+// RouteTable owns tabby's routes in the main table.
+type RouteTable struct {
+	h    nl.Handle
+	opts Options
+	log  *slog.Logger
+
+	desired map[netip.Prefix]calc.Route
+	// released are routes felix itself stopped wanting: they go at once, without grace.
+	released map[netip.Prefix]struct{}
+	kernel   map[kkey]kroute
+	byDst    map[netip.Prefix][]int // priorities present per dst
+	linkIdx  map[string]int
+	linkName map[int]string
+
+	dirty      map[netip.Prefix]struct{}
+	fullResync bool
+	unknownAt  map[netip.Prefix]time.Time // first sight of an unknown workload route
+	failed     map[netip.Prefix]RouteError
+	retryAt    time.Time
+	hostDirty  bool
+	hostCache  []calc.HostRoute
+	hostStale  bool
+}
+
+// New returns a table that does a full resync on its first Apply.
+func New(h nl.Handle, opts Options) *RouteTable {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.IsWorkloadInterface == nil {
+		opts.IsWorkloadInterface = func(string) bool { return false }
+	}
+	if opts.RetryInterval == 0 {
+		opts.RetryInterval = time.Second
+	}
+	return &RouteTable{
+		h: h, opts: opts, log: opts.Log,
+		desired: map[netip.Prefix]calc.Route{}, released: map[netip.Prefix]struct{}{},
+		kernel: map[kkey]kroute{}, byDst: map[netip.Prefix][]int{},
+		linkIdx: map[string]int{}, linkName: map[int]string{},
+		dirty: map[netip.Prefix]struct{}{}, fullResync: true,
+		unknownAt: map[netip.Prefix]time.Time{}, failed: map[netip.Prefix]RouteError{},
+	}
+}
+
+// SetRoutes records the full desired set; only differences are marked dirty.
+func (t *RouteTable) SetRoutes(routes map[netip.Prefix]calc.Route) {
+	for dst, r := range routes {
+		if old, ok := t.desired[dst]; !ok || old != r {
+			t.dirty[dst] = struct{}{}
+		}
+		delete(t.released, dst)
+	}
+	for dst := range t.desired {
+		if _, ok := routes[dst]; !ok {
+			t.dirty[dst] = struct{}{}
+			t.released[dst] = struct{}{}
+		}
+	}
+	t.desired = routes
+}
+
+// QueueResync makes the next Apply re-read the kernel (periodic resync, lost events).
+func (t *RouteTable) QueueResync() { t.fullResync = true }
+
+// Desired returns the route wanted for dst.
+func (t *RouteTable) Desired(dst netip.Prefix) (calc.Route, bool) {
+	r, ok := t.desired[dst]
+	return r, ok
+}
+
+// HostRoutesChanged reports (and clears) whether a non-tabby route changed since the last call:
+// recursive next hops must then be resolved again.
+func (t *RouteTable) HostRoutesChanged() bool {
+	c := t.hostDirty
+	t.hostDirty = false
+	return c
+}
+
+func (t *RouteTable) hostChanged() {
+	t.hostDirty, t.hostStale = true, true
+}
+
+// HostRoutes returns the host's own usable unicast routes of the main table, for next-hop
+// resolution.
+func (t *RouteTable) HostRoutes() []calc.HostRoute {
+	if !t.hostStale && t.hostCache != nil {
+		return t.hostCache
+	}
+	out := []calc.HostRoute{}
+	for k, r := range t.kernel {
+		if r.proto == t.opts.Protocol || r.typ != unix.RTN_UNICAST {
+			continue
+		}
+		dev, ok := t.linkName[r.linkIndex]
+		if !ok {
+			continue
+		}
+		out = append(out, calc.HostRoute{Dst: k.dst, Gw: r.gw, Dev: dev, Priority: k.priority})
+	}
+	t.hostCache, t.hostStale = out, false
+	return out
+}
+
+// NextDeadline is when Apply has timed work: a grace period ending or a failed route's retry.
+// Zero means none.
+func (t *RouteTable) NextDeadline() time.Time {
+	var next time.Time
+	for _, at := range t.unknownAt {
+		if d := at.Add(t.opts.GracePeriod); next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	if len(t.failed) > 0 && (next.IsZero() || t.retryAt.Before(next)) {
+		next = t.retryAt
+	}
+	return next
+}
+
+// Sync re-reads links and routes from the kernel if a resync is queued. Apply calls it; callers
+// that need HostRoutes before computing desired routes call it first.
+func (t *RouteTable) Sync() error {
+	if !t.fullResync {
+		return nil
+	}
+	links, err := t.h.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	t.linkIdx, t.linkName = make(map[string]int, len(links)), make(map[int]string, len(links))
+	for _, l := range links {
+		t.linkIdx[l.Attrs().Name] = l.Attrs().Index
+		t.linkName[l.Attrs().Index] = l.Attrs().Name
+	}
+	var kernel map[kkey]kroute
+	for attempt := 0; ; attempt++ {
+		kernel = make(map[kkey]kroute, len(t.kernel))
+		err = t.h.RouteListFilteredIter(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+			if k, kr, ok := fromNetlink(&r); ok {
+				kernel[k] = kr
+			}
+			return true
+		})
+		if err == nil || !nl.IsTransient(err) || attempt == 4 {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("list routes of the main table: %w", err)
+	}
+	t.kernel = kernel
+	t.byDst = make(map[netip.Prefix][]int, len(kernel))
+	for k := range kernel {
+		t.byDst[k.dst] = append(t.byDst[k.dst], k.priority)
+	}
+	for dst := range t.desired {
+		t.dirty[dst] = struct{}{}
+	}
+	for k, r := range kernel {
+		if r.proto == t.opts.Protocol {
+			t.dirty[k.dst] = struct{}{}
+		}
+	}
+	t.fullResync = false
+	t.hostChanged()
+	return nil
+}
+
+func fromNetlink(r *netlink.Route) (kkey, kroute, bool) {
+	if r.Family != 0 && r.Family != unix.AF_INET {
+		return kkey{}, kroute{}, false
+	}
+	table := r.Table
+	if table == 0 {
+		table = unix.RT_TABLE_MAIN
+	}
+	if table != unix.RT_TABLE_MAIN {
+		return kkey{}, kroute{}, false
+	}
+	var dst netip.Prefix
+	if r.Dst == nil {
+		dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	} else {
+		a, ok := netip.AddrFromSlice(r.Dst.IP)
+		if !ok {
+			return kkey{}, kroute{}, false
+		}
+		a = a.Unmap()
+		if !a.Is4() {
+			return kkey{}, kroute{}, false
+		}
+		ones, _ := r.Dst.Mask.Size()
+		dst = netip.PrefixFrom(a, ones)
+	}
+	kr := kroute{proto: int(r.Protocol), typ: r.Type, scope: int(r.Scope), linkIndex: r.LinkIndex, onlink: r.Flags&unix.RTNH_F_ONLINK != 0}
+	if r.Gw != nil {
+		if gw, ok := netip.AddrFromSlice(r.Gw); ok {
+			kr.gw = gw.Unmap()
+		}
+	}
+	if r.Type == 0 {
+		kr.typ = unix.RTN_UNICAST
+	}
+	return kkey{dst: dst, priority: r.Priority}, kr, true
+}
+
+// OnRouteUpdate keeps the kernel cache current and marks what changed dirty.
+func (t *RouteTable) OnRouteUpdate(u netlink.RouteUpdate) {
+	k, kr, ok := fromNetlink(&u.Route)
+	if !ok {
+		return
+	}
+	switch u.Type {
+	case unix.RTM_NEWROUTE:
+		if _, had := t.kernel[k]; !had {
+			t.byDst[k.dst] = append(t.byDst[k.dst], k.priority)
+		}
+		t.kernel[k] = kr
+	case unix.RTM_DELROUTE:
+		if old, had := t.kernel[k]; !had || old.proto != kr.proto {
+			return
+		}
+		t.forget(k)
+	default:
+		return
+	}
+	if kr.proto != t.opts.Protocol {
+		t.hostChanged()
+	}
+	if _, want := t.desired[k.dst]; want || kr.proto == t.opts.Protocol {
+		t.dirty[k.dst] = struct{}{}
+	}
+}
+
+func (t *RouteTable) forget(k kkey) {
+	delete(t.kernel, k)
+	prios := t.byDst[k.dst]
+	for i, p := range prios {
+		if p == k.priority {
+			prios = append(prios[:i:i], prios[i+1:]...)
+			break
+		}
+	}
+	if len(prios) == 0 {
+		delete(t.byDst, k.dst)
+	} else {
+		t.byDst[k.dst] = prios
+	}
+}
+
+// OnLinkUpdate tracks interface indexes. The kernel drops a deleted link's IPv4 routes without
+// telling anyone, so the cache drops them too and the affected routes are re-checked.
+func (t *RouteTable) OnLinkUpdate(u netlink.LinkUpdate) {
+	a := u.Link.Attrs()
+	switch u.Header.Type {
+	case unix.RTM_NEWLINK:
+		if old, ok := t.linkIdx[a.Name]; ok && old == a.Index {
+			// State change only (up/down): routes through it may need re-adding.
+			t.markDev(a.Name)
+			return
+		}
+		if old, ok := t.linkIdx[a.Name]; ok {
+			t.dropLinkRoutes(old)
+			delete(t.linkName, old)
+		}
+		if oldName, ok := t.linkName[a.Index]; ok {
+			delete(t.linkIdx, oldName) // renamed
+		}
+		t.linkIdx[a.Name] = a.Index
+		t.linkName[a.Index] = a.Name
+		t.markDev(a.Name)
+	case unix.RTM_DELLINK:
+		if idx, ok := t.linkIdx[a.Name]; ok && idx == a.Index {
+			delete(t.linkIdx, a.Name)
+		}
+		delete(t.linkName, a.Index)
+		t.dropLinkRoutes(a.Index)
+		t.markDev(a.Name)
+	}
+	t.hostChanged()
+}
+
+func (t *RouteTable) dropLinkRoutes(index int) {
+	for k, r := range t.kernel {
+		if r.linkIndex == index {
+			t.forget(k)
+			t.dirty[k.dst] = struct{}{}
+		}
+	}
+}
+
+func (t *RouteTable) markDev(name string) {
+	for dst, r := range t.desired {
+		if r.Dev == name {
+			t.dirty[dst] = struct{}{}
+		}
+	}
+}
+
+// Apply writes the dirty routes' differences to the kernel.
+func (t *RouteTable) Apply() (Result, error) {
+	res := Result{Programmed: map[calc.Kind]int{}}
+	if err := t.Sync(); err != nil {
+		res.NetlinkErrors++
+		return res, err
+	}
+	now := t.opts.Now()
+	if len(t.failed) > 0 && !now.Before(t.retryAt) {
+		for dst := range t.failed {
+			t.dirty[dst] = struct{}{}
+		}
+	}
+	for dst, at := range t.unknownAt {
+		if now.Sub(at) >= t.opts.GracePeriod {
+			t.dirty[dst] = struct{}{}
+		}
+	}
+
+	var ops []nl.RouteOp
+	var opDst []netip.Prefix
+	var opKey []kkey
+	for dst := range t.dirty {
+		delete(t.failed, dst)
+		want, wanted := t.desired[dst]
+		var wantNL *netlink.Route
+		if wanted {
+			r, err := t.toNetlink(want)
+			if err != nil {
+				t.failed[dst] = RouteError{Dst: dst, Route: want.String(), Err: err}
+			} else {
+				wantNL = r
+			}
+		}
+		pendingGrace := false
+		for _, prio := range t.byDst[dst] {
+			k := kkey{dst, prio}
+			cur := t.kernel[k]
+			if cur.proto != t.opts.Protocol {
+				if wanted && prio == 0 && !t.opts.IsWorkloadInterface(t.linkName[cur.linkIndex]) {
+					// Another owner's route to the same prefix (on the uplink, a blackhole an
+					// operator set): never touch it, say why ours is missing.
+					t.failed[dst] = RouteError{Dst: dst, Route: want.String(), Err: fmt.Errorf("a route of protocol %d holds this prefix", cur.proto)}
+					wantNL = nil
+				}
+				continue
+			}
+			if wanted && prio == 0 {
+				continue // handled by the replace below
+			}
+			if !wanted && prio == 0 && t.opts.IsWorkloadInterface(t.linkName[cur.linkIndex]) {
+				if _, rel := t.released[dst]; !rel {
+					first, seen := t.unknownAt[dst]
+					if !seen {
+						t.unknownAt[dst] = now
+						first = now
+					}
+					if now.Sub(first) < t.opts.GracePeriod {
+						pendingGrace = true
+						continue
+					}
+				}
+			}
+			ops = append(ops, nl.RouteOp{Del: true, Route: t.delRoute(k, cur)})
+			opDst, opKey = append(opDst, dst), append(opKey, k)
+		}
+		if !pendingGrace {
+			delete(t.unknownAt, dst)
+		}
+		if wantNL != nil {
+			if cur, ok := t.kernel[kkey{dst, 0}]; ok && cur == t.toKroute(wantNL) {
+				continue
+			}
+			ops = append(ops, nl.RouteOp{Route: wantNL})
+			opDst, opKey = append(opDst, dst), append(opKey, kkey{dst, 0})
+		}
+	}
+	clear(t.dirty)
+
+	t.execute(ops, opDst, opKey, &res)
+
+	for dst, r := range t.desired {
+		if _, bad := t.failed[dst]; !bad {
+			res.Programmed[r.Kind]++
+		}
+	}
+	for _, e := range t.failed {
+		res.Failed = append(res.Failed, e)
+	}
+	if len(t.failed) > 0 {
+		t.retryAt = now.Add(t.opts.RetryInterval)
+	}
+	var err error
+	if len(res.Failed) > 0 {
+		err = fmt.Errorf("%d routes not programmed, e.g. %w", len(res.Failed), res.Failed[0])
+	}
+	return res, err
+}
+
+// execute writes the ops in a batch, retrying transient failures a few times.
+func (t *RouteTable) execute(ops []nl.RouteOp, opDst []netip.Prefix, opKey []kkey, res *Result) {
+	for attempt := 0; len(ops) > 0; attempt++ {
+		errs := t.h.RouteBatch(ops)
+		var retryOps []nl.RouteOp
+		var retryDst []netip.Prefix
+		var retryKey []kkey
+		for i, err := range errs {
+			op, dst, k := ops[i], opDst[i], opKey[i]
+			if err != nil && op.Del && nl.IsNotFound(err) {
+				err = nil
+			}
+			if err == nil {
+				if op.Del {
+					t.forget(k)
+					delete(t.released, dst)
+					res.Deleted++
+				} else {
+					if _, had := t.kernel[k]; !had {
+						t.byDst[k.dst] = append(t.byDst[k.dst], k.priority)
+					}
+					t.kernel[k] = t.toKroute(op.Route)
+					res.Replaced++
+				}
+				continue
+			}
+			res.NetlinkErrors++
+			if nl.IsTransient(err) && attempt < 3 {
+				retryOps, retryDst, retryKey = append(retryOps, op), append(retryDst, dst), append(retryKey, k)
+				continue
+			}
+			verb := "replace"
+			if op.Del {
+				verb = "delete"
+			}
+			t.failed[dst] = RouteError{Dst: dst, Route: describe(op.Route), Err: fmt.Errorf("%s: %w", verb, err)}
+		}
+		ops, opDst, opKey = retryOps, retryDst, retryKey
+		if len(ops) > 0 {
+			time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
+		}
+	}
+}
+
+func describe(r *netlink.Route) string {
+	s := r.Dst.String()
+	if r.Type == unix.RTN_BLACKHOLE {
+		return "blackhole " + s
+	}
+	if r.Gw != nil {
+		s += " via " + r.Gw.String()
+	}
+	return fmt.Sprintf("%s oif %d proto %d", s, r.LinkIndex, r.Protocol)
+}
+
+var errNoLink = errors.New("interface not found")
+
+func (t *RouteTable) toNetlink(r calc.Route) (*netlink.Route, error) {
+	dst := r.Dst.Addr().As4()
+	nr := &netlink.Route{
+		Dst:      &net.IPNet{IP: net.IP(dst[:]), Mask: net.CIDRMask(r.Dst.Bits(), 32)},
+		Table:    unix.RT_TABLE_MAIN,
+		Protocol: netlink.RouteProtocol(t.opts.Protocol),
+		Type:     unix.RTN_UNICAST,
+	}
+	if r.Blackhole() {
+		nr.Type = unix.RTN_BLACKHOLE
+		return nr, nil
+	}
+	idx, ok := t.linkIdx[r.Dev]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", r.Dev, errNoLink)
+	}
+	nr.LinkIndex = idx
+	if r.Gw.IsValid() {
+		gw := r.Gw.As4()
+		nr.Gw = net.IP(gw[:])
+	} else {
+		nr.Scope = netlink.SCOPE_LINK
+	}
+	if r.OnLink {
+		nr.Flags = int(netlink.FLAG_ONLINK)
+	}
+	return nr, nil
+}
+
+func (t *RouteTable) toKroute(r *netlink.Route) kroute {
+	kr := kroute{proto: int(r.Protocol), typ: r.Type, scope: int(r.Scope), linkIndex: r.LinkIndex, onlink: r.Flags&unix.RTNH_F_ONLINK != 0}
+	if r.Gw != nil {
+		gw, _ := netip.AddrFromSlice(r.Gw)
+		kr.gw = gw.Unmap()
+	}
+	return kr
+}
+
+func (t *RouteTable) delRoute(k kkey, cur kroute) *netlink.Route {
+	dst := k.dst.Addr().As4()
+	return &netlink.Route{
+		Dst:      &net.IPNet{IP: net.IP(dst[:]), Mask: net.CIDRMask(k.dst.Bits(), 32)},
+		Table:    unix.RT_TABLE_MAIN,
+		Protocol: netlink.RouteProtocol(t.opts.Protocol),
+		Priority: k.priority,
+		Type:     cur.typ,
+	}
+}
+
+// Links returns the interfaces the table knows, by name.
+func (t *RouteTable) Links() map[string]int {
+	out := make(map[string]int, len(t.linkIdx))
+	for n, i := range t.linkIdx {
+		out[n] = i
+	}
+	return out
+}
+
+// ResyncQueued tells whether the next Sync re-reads the kernel.
+func (t *RouteTable) ResyncQueued() bool { return t.fullResync }
