@@ -1,0 +1,311 @@
+// Package chart_test checks the Helm chart: lint, rendered objects (default values and the
+// route-reflector + ToR values), and a real install/upgrade/uninstall into a real API server.
+package chart_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/cni-plugin/config"
+	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/node/installcni"
+)
+
+func helmBin(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(testenv.BinDir(), "helm")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("helm not found at %s: run `make tools`", p)
+	}
+	return p
+}
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(helmBin(t), args...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %s: %v\n%s\n%s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// objects splits a rendering into kind/name → raw YAML.
+func objects(t *testing.T, rendered string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	r := k8syaml.NewYAMLReader(bufio.NewReader(strings.NewReader(rendered)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		if meta.Kind == "" {
+			continue
+		}
+		out[meta.Kind+"/"+meta.Metadata.Name] = doc
+	}
+	return out
+}
+
+func decode[T any](t *testing.T, objs map[string][]byte, key string) *T {
+	t.Helper()
+	raw, ok := objs[key]
+	if !ok {
+		var keys []string
+		for k := range objs {
+			keys = append(keys, k)
+		}
+		t.Fatalf("%s not rendered; got %v", key, keys)
+	}
+	v := new(T)
+	if err := yaml.UnmarshalStrict(raw, v); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return v
+}
+
+func TestLint(t *testing.T) {
+	helm(t, "lint", ".")
+	helm(t, "lint", ".", "-f", "ci/rr-tor-values.yaml")
+}
+
+func TestTemplateDefaults(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system"))
+	ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/tabby-node")
+	spec := ds.Spec.Template.Spec
+	if !spec.HostNetwork || spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("hostNetwork %v priorityClassName %q", spec.HostNetwork, spec.PriorityClassName)
+	}
+	if len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
+		t.Errorf("tolerations %v: want one that tolerates every taint", spec.Tolerations)
+	}
+	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("update strategy %+v", ds.Spec.UpdateStrategy)
+	}
+	if len(spec.InitContainers) != 1 || strings.Join(spec.InitContainers[0].Command, " ") != "/usr/local/bin/tabby-node install-cni" {
+		t.Fatalf("init containers %+v", spec.InitContainers)
+	}
+	c := spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"--node-name=$(NODE_NAME)", "--namespace=$(POD_NAMESPACE)", "--health-addr=:9099", "--metrics-addr=:9091", "--run-dir=/var/run/tabby", "--log-level=info", "--gobgp-api=", "--mtu=0"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("tabby-node args %q lack %q", args, want)
+		}
+	}
+	if strings.Contains(args, "--bgp-address") {
+		t.Errorf("default args carry --bgp-address: %q", args)
+	}
+	if c.LivenessProbe.HTTPGet.Path != "/livez" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Port.String() != "health" {
+		t.Errorf("probes %+v %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	caps := map[corev1.Capability]bool{}
+	for _, cp := range c.SecurityContext.Capabilities.Add {
+		caps[cp] = true
+	}
+	for _, want := range []corev1.Capability{"NET_ADMIN", "NET_RAW", "SYS_ADMIN"} {
+		if !caps[want] {
+			t.Errorf("capability %s missing", want)
+		}
+	}
+	var hostPaths []string
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths = append(hostPaths, v.HostPath.Path)
+		}
+	}
+	if got := strings.Join(hostPaths, " "); got != "/opt/cni/bin /etc/cni/net.d /var/run/tabby /lib/modules /run/xtables.lock" {
+		t.Errorf("hostPath volumes: %s", got)
+	}
+
+	pool := decode[v1.IPPool](t, objs, "IPPool/default-ipv4-ippool")
+	if pool.Spec.CIDR != "10.244.0.0/16" || pool.Spec.BlockSize != 26 || !pool.Spec.NATOutgoing || pool.Spec.IPIPMode != v1.IPIPModeNever {
+		t.Errorf("pool %+v", pool.Spec)
+	}
+	if errs := validation.IPPool(pool); len(errs) > 0 {
+		t.Errorf("pool invalid: %v", errs)
+	}
+	bgp := decode[v1.BGPConfiguration](t, objs, "BGPConfiguration/default")
+	if *bgp.Spec.ASNumber != 64512 || !*bgp.Spec.NodeToNodeMeshEnabled || *bgp.Spec.ListenPort != 179 {
+		t.Errorf("bgp %+v", bgp.Spec)
+	}
+	for k := range objs {
+		if strings.HasPrefix(k, "BGPPeer/") || strings.HasPrefix(k, "ServiceMonitor/") {
+			t.Errorf("default values render %s", k)
+		}
+	}
+
+	cr := decode[rbacv1.ClusterRole](t, objs, "ClusterRole/tabby-node")
+	for _, r := range cr.Rules {
+		for _, res := range r.Resources {
+			if res == "secrets" {
+				t.Errorf("ClusterRole grants secrets cluster-wide: %+v", r)
+			}
+		}
+	}
+	role := decode[rbacv1.Role](t, objs, "Role/tabby-secrets")
+	if role.Namespace != "kube-system" || role.Rules[0].Resources[0] != "secrets" {
+		t.Errorf("secrets role %+v", role)
+	}
+
+	// The conflist template renders, through install-cni, into a configuration the plugin parses.
+	cm := decode[corev1.ConfigMap](t, objs, "ConfigMap/tabby-cni-config")
+	tmpl := filepath.Join(t.TempDir(), "t")
+	if err := os.WriteFile(tmpl, []byte(cm.Data["10-tabby.conflist.template"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := installcni.Render(installcni.Options{NodeName: "node-a", MTU: 1400, ConfTemplate: tmpl, HostKubeconfigPath: "/etc/cni/net.d/tabby-kubeconfig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Name       string            `json:"name"`
+		CNIVersion string            `json:"cniVersion"`
+		Plugins    []json.RawMessage `json:"plugins"`
+	}
+	if err := json.Unmarshal(conf, &list); err != nil || list.Name != "k8s-pod-network" || list.CNIVersion != "1.0.0" || len(list.Plugins) != 3 {
+		t.Fatalf("conflist %s: %v", conf, err)
+	}
+	var plugin map[string]any
+	_ = json.Unmarshal(list.Plugins[0], &plugin)
+	plugin["cniVersion"], plugin["name"] = list.CNIVersion, list.Name
+	b, _ := json.Marshal(plugin)
+	nc, err := config.Parse(b)
+	if err != nil {
+		t.Fatalf("the CNI plugin refuses the rendered configuration: %v\n%s", err, b)
+	}
+	if nc.NodeName != "node-a" || nc.MTU != 1400 || nc.Kubeconfig != "/etc/cni/net.d/tabby-kubeconfig" || nc.IPAMSocket != "/var/run/tabby/ipam.sock" || nc.IPAM.Type != "tabby-ipam" || nc.LogLevel != "warn" {
+		t.Errorf("parsed plugin config %+v", nc)
+	}
+
+	ver := decode[corev1.ConfigMap](t, objs, "ConfigMap/tabby-version")
+	if ver.Labels["tabby.dev/info"] != "version" || ver.Labels["app.kubernetes.io/name"] != "tabby" || ver.Data["version"] != "0.1.0" {
+		t.Errorf("version ConfigMap %+v", ver)
+	}
+}
+
+func TestTemplateRouteReflectorsAndToR(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "-f", "ci/rr-tor-values.yaml"))
+	bgp := decode[v1.BGPConfiguration](t, objs, "BGPConfiguration/default")
+	if *bgp.Spec.NodeToNodeMeshEnabled {
+		t.Errorf("mesh still on")
+	}
+	want := map[string]v1.BGPPeerSpec{
+		"peer-with-route-reflectors": {NodeSelector: "!has(route-reflector)", PeerSelector: "has(route-reflector)"},
+		"route-reflector-mesh":       {NodeSelector: "has(route-reflector)", PeerSelector: "has(route-reflector)"},
+		"tor-rack1":                  {NodeSelector: "rack == 'rack1'", PeerIP: "198.51.100.1", ASNumber: 65001, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp-passwords", Key: "tor-rack1"}}},
+		"tor-rack2":                  {NodeSelector: "rack == 'rack2'", PeerIP: "203.0.113.1", ASNumber: 65002, KeepOriginalNextHop: true},
+	}
+	n := 0
+	for k := range objs {
+		if strings.HasPrefix(k, "BGPPeer/") {
+			n++
+		}
+	}
+	if n != len(want) {
+		t.Errorf("rendered %d BGPPeers, want %d", n, len(want))
+	}
+	for name, spec := range want {
+		p := decode[v1.BGPPeer](t, objs, "BGPPeer/"+name)
+		got, _ := json.Marshal(p.Spec)
+		exp, _ := json.Marshal(spec)
+		if string(got) != string(exp) {
+			t.Errorf("BGPPeer %s: %s, want %s", name, got, exp)
+		}
+		if errs := validation.BGPPeer(p); len(errs) > 0 {
+			t.Errorf("BGPPeer %s invalid: %v", name, errs)
+		}
+	}
+	pool := decode[v1.IPPool](t, objs, "IPPool/default-ipv4-ippool")
+	if pool.Spec.IPIPMode != v1.IPIPModeCrossSubnet || pool.Spec.BlockSize != 24 {
+		t.Errorf("pool %+v", pool.Spec)
+	}
+	ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/tabby-node")
+	args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "--bgp-address=cidr=198.51.100.0/24") || !strings.Contains(args, "--mtu=1400") {
+		t.Errorf("args %q", args)
+	}
+	if !strings.Contains(strings.Join(ds.Spec.Template.Spec.InitContainers[0].Args, " "), "--mtu=1400") {
+		t.Errorf("install-cni args %v", ds.Spec.Template.Spec.InitContainers[0].Args)
+	}
+}
+
+func TestInstallUpgradeUninstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	// The chart installs the CRDs itself (crds/).
+	env := testenv.Start(t, testenv.Options{SkipCRDs: true})
+	ctx := context.Background()
+	kc := "--kubeconfig=" + env.Kubeconfig
+	helm(t, "install", "tabby", ".", kc, "--namespace", "tabby-system", "--create-namespace", "-f", "ci/rr-tor-values.yaml")
+
+	ds, err := env.Kube.AppsV1().DaemonSets("tabby-system").Get(ctx, "tabby-node", metav1.GetOptions{})
+	if err != nil || !ds.Spec.Template.Spec.HostNetwork {
+		t.Fatalf("DaemonSet: %v %v", ds, err)
+	}
+	pool, err := env.Client.IPPools().Get(ctx, "default-ipv4-ippool")
+	if err != nil || pool.Spec.CIDR != "10.244.0.0/16" {
+		t.Fatalf("pool: %v %v", pool, err)
+	}
+	peers, err := env.Client.BGPPeers().List(ctx, metav1.ListOptions{})
+	if err != nil || len(peers.Items) != 4 {
+		t.Fatalf("peers: %v %v", peers, err)
+	}
+	cms, err := env.Kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tabby,tabby.dev/info=version"})
+	if err != nil || len(cms.Items) != 1 || cms.Items[0].Data["version"] != "0.1.0" {
+		t.Fatalf("version ConfigMap: %v %v", cms, err)
+	}
+	if _, err := env.Kube.RbacV1().Roles("tabby-system").Get(ctx, "tabby-secrets", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	helm(t, "upgrade", "tabby", ".", kc, "--namespace", "tabby-system", "-f", "ci/rr-tor-values.yaml", "--set", "bgp.asNumber=64600", "--set", "image.tag=v0.2.0")
+	cfg, err := env.Client.BGPConfigurations().Get(ctx, "default")
+	if err != nil || *cfg.Spec.ASNumber != 64600 {
+		t.Fatalf("after upgrade: %+v %v", cfg, err)
+	}
+	ds, _ = env.Kube.AppsV1().DaemonSets("tabby-system").Get(ctx, "tabby-node", metav1.GetOptions{})
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/tabbynet/tabby:v0.2.0" {
+		t.Errorf("image after upgrade: %s", img)
+	}
+
+	helm(t, "uninstall", "tabby", kc, "--namespace", "tabby-system", "--wait")
+	if _, err := env.Client.IPPools().Get(ctx, "default-ipv4-ippool"); err == nil {
+		t.Errorf("pool survives uninstall")
+	}
+	if _, err := env.Kube.AppsV1().DaemonSets("tabby-system").Get(ctx, "tabby-node", metav1.GetOptions{}); err == nil {
+		t.Errorf("DaemonSet survives uninstall")
+	}
+}
