@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,9 @@ type Config struct {
 	IptablesBackend nat.Backend
 	// NetNSPath binds felix to a network namespace (tests, benchmarks); "" = the current one.
 	NetNSPath string
+	// WaitForInSync makes felix remove nothing (routes, NAT rules, tunl0) until SetInSync: what
+	// tabby-node uses, so a restart never cuts traffic the kernel is still carrying.
+	WaitForInSync bool
 }
 
 // Pool, Workload and BGPRoute are felix's inputs; see calc for their meaning.
@@ -95,6 +99,7 @@ func WithLogger(l *slog.Logger) Option { return func(f *Felix) { f.log = l } }
 // from any goroutine.
 type Felix struct {
 	cfg     Config
+	inSync  atomic.Bool
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
@@ -194,6 +199,8 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 		Protocol: v1.RouteProtocol, GracePeriod: cfg.WorkloadGracePeriod,
 		IsWorkloadInterface: names.IsHostVeth, Log: f.log,
 	})
+	f.rt.SetHoldDeletes(cfg.WaitForInSync)
+	f.inSync.Store(!cfg.WaitForInSync)
 	var sc *sysctl.Writer
 	if w, isReal := f.sysctl.(*sysctl.Writer); isReal {
 		sc = w
@@ -382,6 +389,13 @@ func (f *Felix) apply(ctx context.Context) error {
 	}
 	var errs []error
 	errs = append(errs, f.applySysctls(resync)...)
+	if !f.inSync.Load() {
+		// Until the datastore and BGP are in sync, add and replace but take nothing away: not
+		// tunl0, not NAT, not a route (see routetable.SetHoldDeletes).
+		res, err := f.rt.Apply()
+		f.metrics.NetlinkErrors.Add(float64(res.NetlinkErrors))
+		return errors.Join(append(errs, err)...)
+	}
 	if resync || inputsChanged || f.tunnelDirty {
 		if err := f.applyTunnel(in); err != nil {
 			errs = append(errs, err)
@@ -474,6 +488,20 @@ func (f *Felix) applyTunnel(in calc.Input) error {
 	}
 	f.tunnelErr = ""
 	return nil
+}
+
+// SetInSync tells felix that its inputs are complete (the datastore has synced and BGP has
+// re-learned its routes). With Config.WaitForInSync, felix removes nothing before that.
+func (f *Felix) SetInSync() {
+	if f.inSync.Swap(true) {
+		return
+	}
+	f.dpMu.Lock()
+	f.rt.SetHoldDeletes(false)
+	f.tunnelDirty = true
+	f.dpMu.Unlock()
+	f.log.Info("in sync: stale routes, NAT rules and tunnel state may now be removed")
+	f.changed()
 }
 
 // Run is the event loop: netlink subscriptions, input changes, timed work (grace periods,

@@ -92,6 +92,19 @@ type RouteTable struct {
 	hostDirty  bool
 	hostCache  []calc.HostRoute
 	hostStale  bool
+	// holdDeletes keeps routes felix does not (yet) want: after a restart, until the datastore
+	// and BGP have told felix everything again, a missing route means "not learned yet", not
+	// "gone", and deleting it would cut traffic that the kernel is still carrying.
+	holdDeletes bool
+}
+
+// SetHoldDeletes stops (true) or resumes (false) the removal of routes felix does not want;
+// resuming re-examines the whole table.
+func (t *RouteTable) SetHoldDeletes(hold bool) {
+	if t.holdDeletes && !hold {
+		t.fullResync = true
+	}
+	t.holdDeletes = hold
 }
 
 // New returns a table that does a full resync on its first Apply.
@@ -421,6 +434,9 @@ func (t *RouteTable) Apply() (Result, error) {
 			}
 			if wanted && prio == 0 {
 				continue // handled by the replace below
+			}
+			if !wanted && t.holdDeletes {
+				continue
 			}
 			if !wanted && prio == 0 && t.opts.IsWorkloadInterface(t.linkName[cur.linkIndex]) {
 				if _, rel := t.released[dst]; !rel {

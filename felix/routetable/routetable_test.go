@@ -287,3 +287,25 @@ func TestHostRoutes(t *testing.T) {
 		t.Fatal("HostRoutesChanged did not clear")
 	}
 }
+
+// After a restart felix learns its routes again; until it is in sync, a tabby route it does not
+// want yet is "not learned yet", not "stale": it stays, while wanted routes are still written.
+func TestHoldDeletesUntilInSync(t *testing.T) {
+	r := newRig(t)
+	eth0, _ := r.fake.LinkByName("eth0")
+	r.fake.InjectRoute(netlink.Route{Dst: ipnet("10.244.9.0/26"), Protocol: proto, LinkIndex: eth0.Attrs().Index, Gw: net.ParseIP("198.51.100.12")})
+	r.rt.SetHoldDeletes(true)
+	r.rt.SetRoutes(desired())
+	r.apply()
+	if !r.has("10.244.9.0/26") {
+		t.Fatalf("a remote route was deleted while felix was not in sync:\n%s", r.fake)
+	}
+	if !r.has("10.244.0.5/32") {
+		t.Fatalf("a desired route was not written while holding deletes:\n%s", r.fake)
+	}
+	r.rt.SetHoldDeletes(false)
+	r.apply()
+	if r.has("10.244.9.0/26") {
+		t.Fatalf("the stale route survived the end of the hold:\n%s", r.fake)
+	}
+}

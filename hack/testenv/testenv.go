@@ -20,7 +20,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -290,11 +292,41 @@ func (e *Env) spawn(name, bin string, args ...string) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Die with the process that started us: no control plane outlives a crashed test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := startOnForkerThread(cmd); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	e.procs = append(e.procs, cmd)
 	return nil
+}
+
+// The kernel ties Pdeathsig to the thread that forked the child, not to the process: when that
+// thread exits, the child is killed. Go ends a thread whose goroutine exits while locked to it —
+// which network-namespace helpers do all the time — so a control plane forked from an ordinary
+// goroutine can be SIGKILLed seconds into a test. Forking from one thread that is locked and
+// never released ties the control plane's life to the test process, as intended.
+var (
+	forkerOnce sync.Once
+	forkReqs   chan forkReq
+)
+
+type forkReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startOnForkerThread(cmd *exec.Cmd) error {
+	forkerOnce.Do(func() {
+		forkReqs = make(chan forkReq)
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+			for r := range forkReqs {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	forkReqs <- forkReq{cmd: cmd, done: done}
+	return <-done
 }
 
 func waitReady(ctx context.Context, url, token string) error {

@@ -1,0 +1,368 @@
+// Package dataplane wires a pod to the node the way Calico does: a routed veth pair, no bridge.
+// The host side (caliXXXX, MAC ee:ee:ee:ee:ee:ee) answers ARP for everything by proxy ARP; the
+// pod has its address as a /32 and a default route via 169.254.1.1, a link-local address nobody
+// owns, so every packet the pod sends goes to the host, which routes it with <podIP>/32 dev
+// caliXXXX.
+//
+// All link work in the container goes through a netlink socket opened inside its netns, so no
+// OS thread ever switches namespace; the veth is created with its peer already in the
+// container's netns (one request instead of create + move + rename).
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Gateway is the pod's next hop: never assigned anywhere, answered by the host's proxy ARP.
+var Gateway = netip.MustParseAddr("169.254.1.1")
+
+// HostVethMAC is the MAC of every host-side veth (Calico's): pods see one gateway MAC whichever
+// node they run on, and nothing needs the real MAC.
+var HostVethMAC = net.HardwareAddr{0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
+
+// RouteProtocol is v1.RouteProtocol (201), the rtnetlink protocol of every route tabby programs.
+// Repeated here, and held equal by a test, so the CNI binary does not link apis/v1 and the
+// Kubernetes machinery behind it: every package in the binary costs time at each exec.
+const RouteProtocol = 201
+
+// Errors callers map to distinct CNI error codes.
+var (
+	ErrNetnsMissing = errors.New("container network namespace not found")
+	ErrIfNameTaken  = errors.New("interface name already in use")
+)
+
+// Attachment is one pod interface.
+type Attachment struct {
+	Netns    string // path of the container's netns
+	IfName   string // CNI_IFNAME, inside the container
+	HostVeth string // caliXXXX, in the host (the plugin's own) netns
+	IPs      []netip.Addr
+	MTU      int
+}
+
+// Links describes the pair made, for the CNI result.
+type Links struct {
+	HostMAC      net.HardwareAddr
+	ContainerMAC net.HardwareAddr
+}
+
+// openNetns returns a netlink handle inside the container's netns.
+func openNetns(path string) (*netlink.Handle, error) {
+	nsh, err := getNetns(path)
+	if err != nil {
+		return nil, err
+	}
+	defer nsh.Close()
+	return handleAt(path, nsh)
+}
+
+func getNetns(path string) (netns.NsHandle, error) {
+	if path == "" {
+		return 0, fmt.Errorf("%w: CNI_NETNS is empty", ErrNetnsMissing)
+	}
+	nsh, err := netns.GetFromPath(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("%w: %s", ErrNetnsMissing, path)
+		}
+		return 0, fmt.Errorf("open netns %s: %w", path, err)
+	}
+	return nsh, nil
+}
+
+func handleAt(path string, nsh netns.NsHandle) (*netlink.Handle, error) {
+	h, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink socket in netns %s: %w", path, err)
+	}
+	return h, nil
+}
+
+// CheckNetns fails with ErrNetnsMissing when the path does not name a netns.
+func CheckNetns(path string) error {
+	h, err := openNetns(path)
+	if err != nil {
+		return err
+	}
+	h.Close()
+	return nil
+}
+
+// Existing reports the links of an attachment an earlier ADD completed for the same container:
+// the container interface is a veth whose peer is the host veth. ok is false when there is no
+// such pair (including when something else holds the name).
+func Existing(a Attachment) (links Links, ok bool, err error) {
+	ch, err := openNetns(a.Netns)
+	if err != nil {
+		return Links{}, false, err
+	}
+	defer ch.Close()
+	cl, err := ch.LinkByName(a.IfName)
+	if err != nil {
+		return Links{}, false, nil
+	}
+	hl, err := netlink.LinkByName(a.HostVeth)
+	if err != nil {
+		return Links{}, false, nil
+	}
+	if _, isVeth := cl.(*netlink.Veth); !isVeth || cl.Attrs().ParentIndex != hl.Attrs().Index {
+		return Links{}, false, nil
+	}
+	return Links{HostMAC: hl.Attrs().HardwareAddr, ContainerMAC: cl.Attrs().HardwareAddr}, true, nil
+}
+
+// Pair is a veth pair being set up: created by CreatePair, given addresses and routes by
+// Configure. ADD creates it while IPAM is still answering.
+type Pair struct {
+	a         Attachment
+	nsh       netns.NsHandle
+	ch        *netlink.Handle // netlink inside the container
+	host      *netlink.Veth
+	container netlink.Link
+}
+
+// CreatePair creates the veth pair with its peer directly in the container's netns, applies
+// the host-side sysctls and sets both ends up. On failure it removes what it made. The caller
+// must Close the Pair (and Delete it if a later step fails).
+func CreatePair(a Attachment) (_ *Pair, err error) {
+	p := &Pair{a: a}
+	if p.nsh, err = getNetns(a.Netns); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if p.ch, err = handleAt(a.Netns, p.nsh); err != nil {
+		return nil, err
+	}
+	// A host veth with our name is left from an earlier sandbox of the same pod (the name is
+	// per pod, not per container) whose DEL never came: it is stale, as in Calico.
+	if old, err := netlink.LinkByName(a.HostVeth); err == nil {
+		if err := netlink.LinkDel(old); err != nil {
+			return nil, fmt.Errorf("delete stale host veth %s: %w", a.HostVeth, err)
+		}
+	}
+	p.host = &netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{
+			Name:         a.HostVeth,
+			MTU:          a.MTU,
+			HardwareAddr: HostVethMAC,
+			Flags:        net.FlagUp,
+			TxQLen:       -1,
+		},
+		PeerName:      a.IfName,
+		PeerNamespace: netlink.NsFd(int(p.nsh)),
+		PeerTxQLen:    -1,
+	}
+	if err := netlink.LinkAdd(p.host); err != nil {
+		p.host = nil
+		if errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("%w: %q in container netns %s (or %q in the host)", ErrIfNameTaken, a.IfName, a.Netns, a.HostVeth)
+		}
+		return nil, fmt.Errorf("create veth %s/%s: %w", a.HostVeth, a.IfName, err)
+	}
+	defer func() {
+		if err != nil {
+			if derr := p.Delete(); derr != nil {
+				err = fmt.Errorf("%w (and undo: %v)", err, derr)
+			}
+		}
+	}()
+	if err := hostSysctls(a.HostVeth); err != nil {
+		return nil, err
+	}
+	if p.container, err = p.ch.LinkByName(a.IfName); err != nil {
+		return nil, fmt.Errorf("find %s in container netns: %w", a.IfName, err)
+	}
+	if err := p.ch.LinkSetUp(p.container); err != nil {
+		return nil, fmt.Errorf("set %s up in container: %w", a.IfName, err)
+	}
+	return p, nil
+}
+
+// SetMTU changes both ends' MTU (when the pool's encapsulation was learnt after creation).
+func (p *Pair) SetMTU(mtu int) error {
+	if err := netlink.LinkSetMTU(p.host, mtu); err != nil {
+		return fmt.Errorf("set MTU %d on %s: %w", mtu, p.a.HostVeth, err)
+	}
+	if err := p.ch.LinkSetMTU(p.container, mtu); err != nil {
+		return fmt.Errorf("set MTU %d on %s in container: %w", mtu, p.a.IfName, err)
+	}
+	return nil
+}
+
+// Configure gives the container its addresses (/32) and routes, and the host its routes to them.
+func (p *Pair) Configure(ips []netip.Addr) (Links, error) {
+	a, ch, cl := p.a, p.ch, p.container
+	for _, ip := range ips {
+		addr := &netlink.Addr{IPNet: hostNet(ip)}
+		if err := ch.AddrAdd(cl, addr); err != nil {
+			return Links{}, fmt.Errorf("add %s to %s in container: %w", addr.IPNet, a.IfName, err)
+		}
+	}
+	if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: hostNet(Gateway), Scope: netlink.SCOPE_LINK}); err != nil {
+		return Links{}, fmt.Errorf("add route %s dev %s scope link in container: %w", Gateway, a.IfName, err)
+	}
+	if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: Gateway.AsSlice()}); err != nil {
+		return Links{}, fmt.Errorf("add default via %s in container: %w", Gateway, err)
+	}
+	for _, ip := range ips {
+		r := hostRoute(ip, p.host.Index)
+		if err := netlink.RouteReplace(r); err != nil {
+			return Links{}, fmt.Errorf("add host route %s dev %s: %w", r.Dst, a.HostVeth, err)
+		}
+	}
+	return Links{HostMAC: HostVethMAC, ContainerMAC: cl.Attrs().HardwareAddr}, nil
+}
+
+// Delete removes the pair; deleting one end deletes both, and every route through them.
+func (p *Pair) Delete() error {
+	if p.host == nil {
+		return nil
+	}
+	if err := netlink.LinkDel(p.host); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete veth %s: %w", p.a.HostVeth, err)
+	}
+	p.host = nil
+	return nil
+}
+
+// Close releases the netns handles (the links stay).
+func (p *Pair) Close() {
+	if p.ch != nil {
+		p.ch.Close()
+		p.ch = nil
+	}
+	if p.nsh != 0 {
+		p.nsh.Close()
+		p.nsh = 0
+	}
+}
+
+func hostRoute(ip netip.Addr, ifindex int) *netlink.Route {
+	return &netlink.Route{
+		LinkIndex: ifindex,
+		Dst:       hostNet(ip),
+		Scope:     netlink.SCOPE_LINK,
+		Protocol:  netlink.RouteProtocol(RouteProtocol),
+	}
+}
+
+// hostSysctls turns the host veth into the pod's router port: answer ARP for any address at
+// once (the pod's only neighbour is the fake gateway) and forward what arrives on it.
+func hostSysctls(ifname string) error {
+	for _, s := range []struct{ path, val string }{
+		{"/proc/sys/net/ipv4/conf/" + ifname + "/proxy_arp", "1"},
+		{"/proc/sys/net/ipv4/neigh/" + ifname + "/proxy_delay", "0"},
+		{"/proc/sys/net/ipv4/conf/" + ifname + "/forwarding", "1"},
+	} {
+		if err := os.WriteFile(s.path, []byte(s.val), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s=%s: %w", filepath.Clean(s.path), s.val, err)
+		}
+	}
+	return nil
+}
+
+// Teardown removes the container's interface (and with it the host veth and its routes). A
+// netns that is gone, or an interface that is not there, is not an error: DEL must succeed.
+// Returns whether the netns still existed.
+func Teardown(netnsPath, ifname string) (nsFound bool, err error) {
+	ch, err := openNetns(netnsPath)
+	if err != nil {
+		if errors.Is(err, ErrNetnsMissing) {
+			return false, nil
+		}
+		return false, err
+	}
+	defer ch.Close()
+	l, err := ch.LinkByName(ifname)
+	if err != nil {
+		if isNotFound(err) {
+			return true, nil
+		}
+		return true, fmt.Errorf("find %s in container netns: %w", ifname, err)
+	}
+	if err := ch.LinkDel(l); err != nil && !isNotFound(err) {
+		return true, fmt.Errorf("delete %s in container netns: %w", ifname, err)
+	}
+	return true, nil
+}
+
+// RemoveHostVeth deletes a host veth only if it routes one of ips: with the container's netns
+// gone, that proves it was this container's (the name is per pod, and a newer sandbox of the
+// same pod may own it now).
+func RemoveHostVeth(name string, ips []netip.Addr) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	routes, err := netlink.RouteList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list routes of %s: %w", name, err)
+	}
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue
+		}
+		dst, ok := netip.AddrFromSlice(r.Dst.IP)
+		if !ok {
+			continue
+		}
+		for _, ip := range ips {
+			if dst.Unmap() == ip {
+				if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
+					return fmt.Errorf("delete host veth %s: %w", name, err)
+				}
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+func hostNet(ip netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}
+}
+
+func isNotFound(err error) bool {
+	var lnf netlink.LinkNotFoundError
+	return errors.As(err, &lnf) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT)
+}
+
+// UplinkMTU is the MTU of ifname, or, when ifname is "", of the interface of the default route;
+// 1500 when there is no default route (a node whose pods only talk to each other).
+func UplinkMTU(ifname string) (int, error) {
+	if ifname != "" {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return 0, fmt.Errorf("nodeAddressInterface %q: %w", ifname, err)
+		}
+		return l.Attrs().MTU, nil
+	}
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return 0, fmt.Errorf("find default route: %w", err)
+	}
+	for _, r := range routes {
+		if r.LinkIndex == 0 || (r.Dst != nil && !r.Dst.IP.IsUnspecified()) {
+			continue
+		}
+		l, err := netlink.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			continue
+		}
+		return l.Attrs().MTU, nil
+	}
+	return 1500, nil
+}

@@ -1,0 +1,179 @@
+package ipamclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/tabbynet/tabby/ipam/rpc/api"
+)
+
+// ExecEnv, when set in tabby-ipam's environment, names a Service method that tabby-ipam serves
+// once on stdin/stdout instead of acting as a CNI plugin. The tabby binary does not link the
+// Kubernetes client (its init alone cost ~10 ms per exec, paid by every ADD and DEL); its direct
+// path, only used when tabby-node does not answer, runs the allocator in tabby-ipam instead.
+const ExecEnv = "TABBY_IPAM_EXEC"
+
+type execRequest struct {
+	Kubeconfig     string          `json:"kubeconfig,omitempty"`
+	StrictAffinity bool            `json:"strictAffinity,omitempty"`
+	Request        json.RawMessage `json:"request"`
+}
+
+type execReply struct {
+	Reply json.RawMessage `json:"reply,omitempty"`
+	Kind  string          `json:"kind,omitempty"` // error kind, see kinds
+	Error string          `json:"error,omitempty"`
+}
+
+var kinds = map[string]error{
+	"unavailable": api.ErrUnavailable,
+	"exhausted":   api.ErrExhausted,
+	"nopool":      api.ErrNoPool,
+	"invalid":     api.ErrInvalid,
+}
+
+// ExecOpener is the tabby binary's direct path: every call runs binary (found in CNI_PATH, else
+// next to the running executable) with ExecEnv set.
+func ExecOpener(binary string) DirectOpener {
+	return func(_ context.Context, kubeconfig string, strict bool) (api.Service, error) {
+		path, err := findBinary(binary)
+		if err != nil {
+			return nil, fmt.Errorf("%w: direct IPAM path needs %s: %v", api.ErrUnavailable, binary, err)
+		}
+		return &execService{path: path, kubeconfig: kubeconfig, strict: strict}, nil
+	}
+}
+
+func findBinary(name string) (string, error) {
+	var dirs []string
+	if p := os.Getenv("CNI_PATH"); p != "" {
+		dirs = append(dirs, filepath.SplitList(p)...)
+	}
+	if self, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(self))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("not found in %s", strings.Join(dirs, ":"))
+}
+
+type execService struct {
+	path, kubeconfig string
+	strict           bool
+}
+
+func (e *execService) call(ctx context.Context, method string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	in, err := json.Marshal(execRequest{Kubeconfig: e.kubeconfig, StrictAffinity: e.strict, Request: body})
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, e.path)
+	cmd.Env = append(os.Environ(), ExecEnv+"="+method)
+	cmd.Stdin = bytes.NewReader(in)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	runErr := cmd.Run()
+	var r execReply
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return fmt.Errorf("%s %s: %v (no reply: %v) %s", e.path, method, runErr, err, strings.TrimSpace(stderr.String()))
+	}
+	if r.Error != "" {
+		if k, ok := kinds[r.Kind]; ok {
+			return fmt.Errorf("%w: %s", k, r.Error)
+		}
+		return errors.New(r.Error)
+	}
+	return json.Unmarshal(r.Reply, resp)
+}
+
+func (e *execService) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
+	out := new(api.AssignReply)
+	return out, e.call(ctx, "Assign", r, out)
+}
+
+func (e *execService) Release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
+	out := new(api.ReleaseReply)
+	return out, e.call(ctx, "Release", r, out)
+}
+
+func (e *execService) Lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
+	out := new(api.LookupReply)
+	return out, e.call(ctx, "Lookup", r, out)
+}
+
+func (e *execService) Ready(ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply, error) {
+	out := new(api.ReadyReply)
+	return out, e.call(ctx, "Ready", r, out)
+}
+
+func (e *execService) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
+	out := new(api.GCReply)
+	return out, e.call(ctx, "GC", r, out)
+}
+
+// ServeExec answers one ExecEnv call: decode the request from stdin, run method on the Service
+// open builds, write the reply (or the error and its kind) to stdout.
+func ServeExec(ctx context.Context, method string, open DirectOpener, stdin io.Reader, stdout io.Writer) error {
+	reply := func(v any, err error) error {
+		var r execReply
+		if err != nil {
+			r.Error = err.Error()
+			for name, k := range kinds {
+				if errors.Is(err, k) {
+					r.Kind = name
+				}
+			}
+		} else if r.Reply, err = json.Marshal(v); err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(r)
+	}
+	var req execRequest
+	if err := json.NewDecoder(stdin).Decode(&req); err != nil {
+		return reply(nil, fmt.Errorf("%w: decode %s request: %v", api.ErrInvalid, method, err))
+	}
+	svc, err := open(ctx, req.Kubeconfig, req.StrictAffinity)
+	if err != nil {
+		return reply(nil, err)
+	}
+	dispatch := func(in any, call func() (any, error)) error {
+		if err := json.Unmarshal(req.Request, in); err != nil {
+			return reply(nil, fmt.Errorf("%w: decode %s request: %v", api.ErrInvalid, method, err))
+		}
+		return reply(call())
+	}
+	switch method {
+	case "Assign":
+		r := new(api.AssignRequest)
+		return dispatch(r, func() (any, error) { return svc.Assign(ctx, r) })
+	case "Release":
+		r := new(api.ReleaseRequest)
+		return dispatch(r, func() (any, error) { return svc.Release(ctx, r) })
+	case "Lookup":
+		r := new(api.LookupRequest)
+		return dispatch(r, func() (any, error) { return svc.Lookup(ctx, r) })
+	case "Ready":
+		r := new(api.ReadyRequest)
+		return dispatch(r, func() (any, error) { return svc.Ready(ctx, r) })
+	case "GC":
+		r := new(api.GCRequest)
+		return dispatch(r, func() (any, error) { return svc.GC(ctx, r) })
+	}
+	return reply(nil, fmt.Errorf("%w: %s=%q is not a method", api.ErrInvalid, ExecEnv, method))
+}

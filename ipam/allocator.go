@@ -1,0 +1,704 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// Config tunes an Allocator.
+type Config struct {
+	// StrictAffinity forbids borrowing addresses from other nodes' blocks.
+	StrictAffinity bool
+	// MaxRetries bounds the compare-and-swap retries of one operation (default 20).
+	MaxRetries int
+	// AffinityGracePeriod is how long a node's block must stay empty before ReleaseEmptyBlocks
+	// gives it back to the pool (default 5 minutes).
+	AffinityGracePeriod time.Duration
+	// CacheTTL is how long pools, node labels and namespace annotations are reused before being
+	// read again (default 2 s; negative: read every time). Blocks are not subject to it: they are
+	// cached until a compare-and-swap finds them stale.
+	CacheTTL time.Duration
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+	// Logger; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// DefaultMaxRetries etc. are the defaults New fills in.
+const (
+	DefaultMaxRetries          = 20
+	DefaultAffinityGracePeriod = 5 * time.Minute
+	DefaultCacheTTL            = 2 * time.Second
+)
+
+// Request asks for one IPv4 address for an attachment.
+type Request struct {
+	// Handle is <network>.<containerID>: the key of idempotent assign and of release.
+	Handle string
+	// Node is the node the workload runs on.
+	Node string
+	// Namespace and Pod name the workload (empty for the tunnel address).
+	Namespace, Pod string
+	// Pools restricts the choice to these pools (names or CIDRs), e.g. from the CNI config;
+	// empty: the pod's or its namespace's tabby.dev/ipv4pools annotation, else every enabled pool
+	// whose nodeSelector matches the node.
+	Pools []string
+}
+
+// Assignment is an address held by a handle.
+type Assignment struct {
+	IP       netip.Addr
+	Block    netip.Prefix
+	Pool     string
+	IPIPMode v1.IPIPMode
+	// Borrowed: the block is affine to another node; this node advertises the /32.
+	Borrowed bool
+	// Node that allocated the address (Lookup fills it in).
+	Node string
+}
+
+// Allocator hands out addresses from blocks. It is safe for concurrent use; one Allocator per
+// process serves every node it is asked about, and keeps each node's affine blocks in memory.
+type Allocator struct {
+	store Store
+	cfg   Config
+	log   *slog.Logger
+
+	mu         sync.Mutex
+	nodes      map[string]*nodeState
+	blockLocks map[netip.Prefix]*sync.Mutex
+	poolCache  cached[poolSet]
+	labelCache map[string]cached[map[string]string]
+	nsCache    map[string]cached[map[string]string]
+}
+
+type cached[T any] struct {
+	val T
+	at  time.Time
+	ok  bool
+}
+
+type poolSet struct {
+	pools []pool
+	bad   []string
+}
+
+// nodeState is what the allocator remembers of one node. mu serialises the writes to the node's
+// blocks: concurrent Assigns on one node would otherwise all pick the same free ordinal and all
+// but one lose the compare-and-swap.
+type nodeState struct {
+	name   string
+	mu     sync.Mutex
+	loaded bool
+	blocks map[netip.Prefix]*v1.IPAMBlock // affine blocks, last copy seen
+	cursor map[netip.Prefix]int           // next ordinal to try, per block
+	// emptySince is when ReleaseEmptyBlocks first saw a block empty.
+	emptySince map[netip.Prefix]time.Time
+	// last is the block of the last assignment: the guess written into a new handle, so that in
+	// the common case the handle needs no second write. Read without mu.
+	last atomic.Pointer[netip.Prefix]
+}
+
+// New returns an allocator over store.
+func New(store Store, cfg Config) *Allocator {
+	if cfg.MaxRetries <= 0 {
+		cfg.MaxRetries = DefaultMaxRetries
+	}
+	if cfg.AffinityGracePeriod == 0 {
+		cfg.AffinityGracePeriod = DefaultAffinityGracePeriod
+	}
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = DefaultCacheTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Allocator{
+		store: store, cfg: cfg, log: log.With("component", "ipam"),
+		nodes:      map[string]*nodeState{},
+		blockLocks: map[netip.Prefix]*sync.Mutex{},
+		labelCache: map[string]cached[map[string]string]{},
+		nsCache:    map[string]cached[map[string]string]{},
+	}
+}
+
+// Store is the datastore the allocator works on.
+func (a *Allocator) Store() Store { return a.store }
+
+func (a *Allocator) fresh(at time.Time) bool {
+	return a.cfg.CacheTTL > 0 && a.cfg.Now().Sub(at) < a.cfg.CacheTTL
+}
+
+// pools lists and parses the IPPools, from the cache when it is fresh and force is false.
+func (a *Allocator) pools(ctx context.Context, force bool) ([]pool, []string, error) {
+	a.mu.Lock()
+	c := a.poolCache
+	a.mu.Unlock()
+	if !force && c.ok && a.fresh(c.at) {
+		return c.val.pools, c.val.bad, nil
+	}
+	items, err := a.store.ListPools(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list IPPools: %w", err)
+	}
+	pools, bad := parsePools(items)
+	a.mu.Lock()
+	a.poolCache = cached[poolSet]{val: poolSet{pools, bad}, at: a.cfg.Now(), ok: true}
+	a.mu.Unlock()
+	return pools, bad, nil
+}
+
+func (a *Allocator) nodeLabels(ctx context.Context, node string) (map[string]string, error) {
+	a.mu.Lock()
+	c := a.labelCache[node]
+	a.mu.Unlock()
+	if c.ok && a.fresh(c.at) {
+		return c.val, nil
+	}
+	n, err := a.store.GetNode(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("get node %s: %w", node, err)
+	}
+	a.mu.Lock()
+	a.labelCache[node] = cached[map[string]string]{val: n.Labels, at: a.cfg.Now(), ok: true}
+	a.mu.Unlock()
+	return n.Labels, nil
+}
+
+func (a *Allocator) namespaceAnnotations(ctx context.Context, ns string) (map[string]string, error) {
+	a.mu.Lock()
+	c := a.nsCache[ns]
+	a.mu.Unlock()
+	if c.ok && a.fresh(c.at) {
+		return c.val, nil
+	}
+	ann, err := a.store.GetNamespaceAnnotations(ctx, ns)
+	if apierrors.IsNotFound(err) {
+		ann, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get namespace %s: %w", ns, err)
+	}
+	a.mu.Lock()
+	a.nsCache[ns] = cached[map[string]string]{val: ann, at: a.cfg.Now(), ok: true}
+	a.mu.Unlock()
+	return ann, nil
+}
+
+func (a *Allocator) node(name string) *nodeState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ns := a.nodes[name]
+	if ns == nil {
+		ns = &nodeState{name: name, blocks: map[netip.Prefix]*v1.IPAMBlock{}, cursor: map[netip.Prefix]int{}, emptySince: map[netip.Prefix]time.Time{}}
+		a.nodes[name] = ns
+	}
+	return ns
+}
+
+// blockLock serialises this process's releases in one block.
+func (a *Allocator) blockLock(c netip.Prefix) *sync.Mutex {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.blockLocks[c]
+	if l == nil {
+		l = &sync.Mutex{}
+		a.blockLocks[c] = l
+	}
+	return l
+}
+
+// backoff waits a little, more after each lost compare-and-swap, with jitter so that processes
+// that collided do not collide again in lockstep.
+func backoff(ctx context.Context, attempt int) {
+	if attempt == 0 {
+		return
+	}
+	d := time.Duration(rand.Int64N(int64(min(attempt, 8)) * int64(2*time.Millisecond)))
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// knownNode is the node state for name if this allocator has one.
+func (a *Allocator) knownNode(name string) *nodeState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nodes[name]
+}
+
+// Assign gives r.Handle an address, or returns the one it already holds.
+func (a *Allocator) Assign(ctx context.Context, r Request) (Assignment, error) {
+	if r.Handle == "" {
+		return Assignment{}, errors.New("assign: request has no handle")
+	}
+	if r.Node == "" {
+		return Assignment{}, fmt.Errorf("assign %s: request names no node", r.Handle)
+	}
+	pools, err := a.choosePools(ctx, r)
+	if err != nil {
+		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+	}
+	ns := a.node(r.Node)
+	if err := a.ensureLoaded(ctx, ns); err != nil {
+		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+	}
+
+	// The handle is written before the block (doc.go): a crash between the two leaves a handle
+	// without allocation, which the garbage collector recognises.
+	var guess netip.Prefix
+	if p := ns.last.Load(); p != nil {
+		if _, ok := poolFor(pools, *p); ok {
+			guess = *p
+		}
+	}
+	h, existed, err := a.createHandle(ctx, r, guess)
+	if err != nil {
+		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+	}
+	if existed {
+		all, _, err := a.pools(ctx, false)
+		if err != nil {
+			return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+		}
+		held, err := a.assignmentsOf(ctx, h, all)
+		if err != nil {
+			return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+		}
+		if len(held) > 0 {
+			return held[0], nil
+		}
+		// A handle without an address: an earlier attempt failed or crashed between the two
+		// writes. Carry on with it.
+	}
+
+	as, err := a.assignLocked(ctx, ns, r, pools, h)
+	if err != nil {
+		// Leave nothing behind: the handle (and an allocation, if an update whose outcome is
+		// unknown went through after all) goes.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := a.ReleaseHandle(cctx, r.Handle); rerr != nil {
+			return Assignment{}, fmt.Errorf("assign %s: %w (and cleaning up failed: %v)", r.Handle, err, rerr)
+		}
+		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+	}
+	return as, nil
+}
+
+func (a *Allocator) assignLocked(ctx context.Context, ns *nodeState, r Request, pools []pool, h *v1.IPAMHandle) (Assignment, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	var lastErr error
+	for attempt := range a.cfg.MaxRetries {
+		backoff(ctx, attempt)
+		c, err := a.pick(ctx, ns, pools)
+		if err != nil {
+			return Assignment{}, err
+		}
+		if h.Spec.Block[c.block.String()] == 0 || len(h.Spec.Block) != 1 {
+			// No listed block holds an allocation of this handle yet (a guess that did not
+			// hold, or an earlier attempt that lost its compare-and-swap): point it at c.block.
+			if h, err = a.pointHandle(ctx, h, c.block); err != nil {
+				if apierrors.IsConflict(err) {
+					lastErr = err
+					continue
+				}
+				return Assignment{}, err
+			}
+		}
+		b := c.obj.DeepCopy()
+		if b.Spec.Allocations == nil {
+			b.Spec.Allocations = map[string]v1.Allocation{}
+		}
+		b.Spec.Allocations[strconv.Itoa(c.ordinal)] = v1.Allocation{Handle: r.Handle, Namespace: r.Namespace, Pod: r.Pod, Node: r.Node}
+		nb, err := a.store.UpdateBlock(ctx, b)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			lastErr = err
+			a.refreshBlock(ctx, ns, c.block, b.Name)
+			continue
+		}
+		if err != nil {
+			return Assignment{}, fmt.Errorf("allocate %s in IPAMBlock %s: %w", addrAt(c.block, c.ordinal), b.Name, err)
+		}
+		if !c.borrowed {
+			ns.blocks[c.block] = nb
+			ns.cursor[c.block] = (c.ordinal + 1) % blockLen(c.block)
+			blk := c.block
+			ns.last.Store(&blk)
+		}
+		delete(ns.emptySince, c.block)
+		as := Assignment{IP: addrAt(c.block, c.ordinal), Block: c.block, Pool: c.pool.Name, IPIPMode: c.pool.IPIPMode, Borrowed: c.borrowed, Node: r.Node}
+		a.log.Debug("assigned", "handle", r.Handle, "ip", as.IP, "block", as.Block, "borrowed", as.Borrowed)
+		return as, nil
+	}
+	return Assignment{}, fmt.Errorf("gave up after %d compare-and-swap conflicts (last: %v)", a.cfg.MaxRetries, lastErr)
+}
+
+// createHandle creates the handle object, or returns the existing one (existed).
+func (a *Allocator) createHandle(ctx context.Context, r Request, guess netip.Prefix) (*v1.IPAMHandle, bool, error) {
+	name := names.HandleName(r.Handle)
+	h := &v1.IPAMHandle{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{AnnotationHandleNode: r.Node}},
+		Spec:       v1.IPAMHandleSpec{HandleID: r.Handle},
+	}
+	if guess.IsValid() {
+		h.Spec.Block = map[string]int{guess.String(): 1}
+	}
+	got, err := a.store.CreateHandle(ctx, h)
+	if err == nil {
+		return got, false, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, false, fmt.Errorf("create IPAMHandle %s: %w", name, err)
+	}
+	got, err = a.store.GetHandle(ctx, name)
+	if err != nil {
+		return nil, false, fmt.Errorf("get IPAMHandle %s: %w", name, err)
+	}
+	if got.Spec.HandleID != r.Handle {
+		return nil, false, fmt.Errorf("IPAMHandle %s belongs to handle %q, not %q", name, got.Spec.HandleID, r.Handle)
+	}
+	return got, true, nil
+}
+
+// pointHandle makes the handle list exactly block, before the block is written.
+func (a *Allocator) pointHandle(ctx context.Context, h *v1.IPAMHandle, block netip.Prefix) (*v1.IPAMHandle, error) {
+	nh := h.DeepCopy()
+	nh.Spec.Block = map[string]int{block.String(): 1}
+	got, err := a.store.UpdateHandle(ctx, nh)
+	switch {
+	case err == nil:
+		return got, nil
+	case apierrors.IsNotFound(err):
+		// Gone (a garbage collector saw it without allocation): write it again.
+		nh.ResourceVersion = ""
+		got, err = a.store.CreateHandle(ctx, nh)
+		if err != nil {
+			return h, fmt.Errorf("re-create IPAMHandle %s: %w", nh.Name, err)
+		}
+		return got, nil
+	case apierrors.IsConflict(err):
+		if fresh, gerr := a.store.GetHandle(ctx, h.Name); gerr == nil {
+			return fresh, err
+		}
+		return h, err
+	}
+	return h, fmt.Errorf("update IPAMHandle %s: %w", nh.Name, err)
+}
+
+// choice is a free address found by pick.
+type choice struct {
+	block    netip.Prefix
+	obj      *v1.IPAMBlock
+	ordinal  int
+	pool     pool
+	borrowed bool
+}
+
+// pick finds a free address: in the node's affine blocks, else in a block it claims, else (unless
+// StrictAffinity) in another node's block.
+func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []pool) (choice, error) {
+	if c, ok := ns.pickAffine(pools); ok {
+		return c, nil
+	}
+	blocks, err := a.store.ListBlocks(ctx)
+	if err != nil {
+		return choice{}, fmt.Errorf("list IPAMBlocks: %w", err)
+	}
+	ns.replaceBlocks(blocks)
+	if c, ok := ns.pickAffine(pools); ok {
+		return c, nil
+	}
+	for _, p := range pools {
+		c, ok, err := a.claim(ctx, ns, p, blocks)
+		if err != nil {
+			return choice{}, err
+		}
+		if ok {
+			return c, nil
+		}
+	}
+	if !a.cfg.StrictAffinity {
+		if c, ok := borrow(ns.name, pools, blocks); ok {
+			return c, nil
+		}
+	}
+	return choice{}, exhausted(pools, a.cfg.StrictAffinity)
+}
+
+func exhausted(pools []pool, strict bool) error {
+	var cidrs []string
+	for _, p := range pools {
+		cidrs = append(cidrs, p.CIDR.String())
+	}
+	s := cidrs[0]
+	if len(cidrs) > 1 {
+		s = fmt.Sprint(cidrs)
+	}
+	if strict {
+		return fmt.Errorf("pool %s exhausted: no free block, and StrictAffinity forbids borrowing", s)
+	}
+	return fmt.Errorf("pool %s exhausted: no free block and no free address to borrow", s)
+}
+
+func (ns *nodeState) pickAffine(pools []pool) (choice, bool) {
+	cidrs := make([]netip.Prefix, 0, len(ns.blocks))
+	for c := range ns.blocks {
+		cidrs = append(cidrs, c)
+	}
+	sort.Slice(cidrs, func(i, j int) bool { return cidrs[i].Addr().Less(cidrs[j].Addr()) })
+	for _, p := range pools {
+		for _, c := range cidrs {
+			if !p.CIDR.Contains(c.Addr()) {
+				continue
+			}
+			b := ns.blocks[c]
+			if o, ok := freeOrdinal(c, b, ns.cursor[c]); ok {
+				return choice{block: c, obj: b, ordinal: o, pool: p}, true
+			}
+		}
+	}
+	return choice{}, false
+}
+
+// replaceBlocks makes the cache the node's affine blocks of a fresh list.
+func (ns *nodeState) replaceBlocks(blocks []v1.IPAMBlock) {
+	seen := map[netip.Prefix]bool{}
+	for i := range blocks {
+		b := &blocks[i]
+		if affinityNode(b) != ns.name {
+			continue
+		}
+		c, err := parseBlockCIDR(b)
+		if err != nil {
+			continue
+		}
+		ns.blocks[c] = b.DeepCopy()
+		seen[c] = true
+	}
+	for c := range ns.blocks {
+		if !seen[c] {
+			delete(ns.blocks, c)
+		}
+	}
+}
+
+// claim creates a free block of p for the node. Creating the IPAMBlock is the claim: of two nodes
+// racing for one block exactly one Create succeeds, the other moves on to the next free block.
+func (a *Allocator) claim(ctx context.Context, ns *nodeState, p pool, blocks []v1.IPAMBlock) (choice, bool, error) {
+	taken := map[netip.Prefix]bool{}
+	var odd []netip.Prefix // blocks of another size (a pool re-created with a new blockSize)
+	for i := range blocks {
+		c, err := parseBlockCIDR(&blocks[i])
+		if err != nil || !p.CIDR.Overlaps(c) {
+			continue
+		}
+		if c.Bits() == p.BlockSize {
+			taken[c] = true
+		} else {
+			odd = append(odd, c)
+		}
+	}
+	n := blockCount(p.CIDR, p.BlockSize)
+	if len(taken) >= n {
+		return choice{}, false, nil
+	}
+next:
+	for i := range n {
+		c := nthBlock(p.CIDR, p.BlockSize, i)
+		if taken[c] {
+			continue
+		}
+		for _, o := range odd {
+			if o.Overlaps(c) {
+				continue next
+			}
+		}
+		b := &v1.IPAMBlock{
+			ObjectMeta: metav1.ObjectMeta{Name: names.BlockName(c)},
+			Spec:       v1.IPAMBlockSpec{CIDR: c.String(), Affinity: v1.AffinityPrefixHost + ns.name},
+		}
+		got, err := a.store.CreateBlock(ctx, b)
+		if apierrors.IsAlreadyExists(err) {
+			taken[c] = true
+			continue
+		}
+		if err != nil {
+			return choice{}, false, fmt.Errorf("claim block %s of pool %s: %w", c, p.Name, err)
+		}
+		if err := a.ensureAffinity(ctx, ns.name, c); err != nil {
+			return choice{}, false, err
+		}
+		a.log.Info("claimed block", "node", ns.name, "block", c, "pool", p.Name)
+		ns.blocks[c] = got
+		return choice{block: c, obj: got, ordinal: 0, pool: p}, true, nil
+	}
+	return choice{}, false, nil
+}
+
+func (a *Allocator) ensureAffinity(ctx context.Context, node string, c netip.Prefix) error {
+	aff := &v1.BlockAffinity{
+		ObjectMeta: metav1.ObjectMeta{Name: names.AffinityName(node, c)},
+		Spec:       v1.BlockAffinitySpec{Node: node, CIDR: c.String(), State: v1.AffinityConfirmed},
+	}
+	if _, err := a.store.CreateAffinity(ctx, aff); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create BlockAffinity %s: %w", aff.Name, err)
+	}
+	return nil
+}
+
+// borrow finds a free address in another node's block of one of the pools, taking from the
+// block with the most free addresses so borrowers spread out instead of colliding.
+func borrow(node string, pools []pool, blocks []v1.IPAMBlock) (choice, bool) {
+	best, bestFree := choice{}, 0
+	for _, p := range pools {
+		for i := range blocks {
+			b := &blocks[i]
+			c, err := parseBlockCIDR(b)
+			if err != nil || affinityNode(b) == node || !p.CIDR.Contains(c.Addr()) || c.Bits() < p.CIDR.Bits() {
+				continue
+			}
+			free := freeCount(c, b)
+			if free <= bestFree {
+				continue
+			}
+			if o, ok := freeOrdinal(c, b, 0); ok {
+				best, bestFree = choice{block: c, obj: b, ordinal: o, pool: p, borrowed: true}, free
+			}
+		}
+		if bestFree > 0 {
+			return best, true
+		}
+	}
+	return choice{}, false
+}
+
+// refreshBlock re-reads a block after a lost compare-and-swap.
+func (a *Allocator) refreshBlock(ctx context.Context, ns *nodeState, c netip.Prefix, name string) {
+	b, err := a.store.GetBlock(ctx, name)
+	if err != nil || affinityNode(b) != ns.name {
+		delete(ns.blocks, c)
+		return
+	}
+	ns.blocks[c] = b
+}
+
+// ensureLoaded fills the node's block cache once, and repairs what a crash between two writes of
+// a claim or a block release left behind (doc.go).
+func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.loaded {
+		return nil
+	}
+	blocks, err := a.store.ListBlocks(ctx)
+	if err != nil {
+		return fmt.Errorf("list IPAMBlocks: %w", err)
+	}
+	affs, err := a.store.ListAffinities(ctx)
+	if err != nil {
+		return fmt.Errorf("list BlockAffinities: %w", err)
+	}
+	ns.replaceBlocks(blocks)
+	have := map[string]bool{}
+	for _, af := range affs {
+		if af.Spec.Node != ns.name {
+			continue
+		}
+		have[af.Name] = true
+		c, err := netip.ParsePrefix(af.Spec.CIDR)
+		if err != nil {
+			continue
+		}
+		if _, ok := ns.blocks[c]; !ok {
+			// The block was released (or claimed by another node) but the affinity stayed.
+			if err := a.store.DeleteAffinity(ctx, af.Name, af.ResourceVersion); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return fmt.Errorf("delete stale BlockAffinity %s: %w", af.Name, err)
+			}
+			a.log.Info("deleted stale block affinity", "node", ns.name, "block", c)
+		}
+	}
+	for c := range ns.blocks {
+		if !have[names.AffinityName(ns.name, c)] {
+			if err := a.ensureAffinity(ctx, ns.name, c); err != nil {
+				return err
+			}
+			a.log.Info("restored missing block affinity", "node", ns.name, "block", c)
+		}
+	}
+	ns.loaded = true
+	return nil
+}
+
+// assignmentsOf finds the addresses a handle object's blocks hold for it.
+func (a *Allocator) assignmentsOf(ctx context.Context, h *v1.IPAMHandle, pools []pool) ([]Assignment, error) {
+	cidrs := make([]string, 0, len(h.Spec.Block))
+	for c := range h.Spec.Block {
+		cidrs = append(cidrs, c)
+	}
+	sort.Strings(cidrs)
+	var out []Assignment
+	for _, cs := range cidrs {
+		c, err := netip.ParsePrefix(cs)
+		if err != nil {
+			continue
+		}
+		b, err := a.store.GetBlock(ctx, names.BlockName(c))
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get IPAMBlock %s: %w", names.BlockName(c), err)
+		}
+		p, _ := poolFor(pools, c)
+		for _, o := range allocationsOf(b, h.Spec.HandleID) {
+			al := b.Spec.Allocations[strconv.Itoa(o)]
+			out = append(out, Assignment{
+				IP: addrAt(c, o), Block: c, Pool: p.Name, IPIPMode: p.IPIPMode,
+				Borrowed: al.Node != "" && al.Node != affinityNode(b), Node: al.Node,
+			})
+		}
+	}
+	return out, nil
+}
+
+// Lookup returns the addresses a handle holds (none for an unknown handle).
+func (a *Allocator) Lookup(ctx context.Context, handle string) ([]Assignment, error) {
+	h, err := a.store.GetHandle(ctx, names.HandleName(handle))
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lookup %s: get IPAMHandle %s: %w", handle, names.HandleName(handle), err)
+	}
+	pools, _, err := a.pools(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("lookup %s: %w", handle, err)
+	}
+	out, err := a.assignmentsOf(ctx, h, pools)
+	if err != nil {
+		return nil, fmt.Errorf("lookup %s: %w", handle, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,408 @@
+package ipam_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/ipam"
+	"github.com/tabbynet/tabby/ipam/ipamtest"
+)
+
+func newFake(t *testing.T) *ipamtest.Store {
+	t.Helper()
+	s := ipamtest.NewStore()
+	s.AddNode("n1", map[string]string{"zone": "a"})
+	s.AddNode("n2", map[string]string{"zone": "b"})
+	return s
+}
+
+func req(node, id string) ipam.Request {
+	return ipam.Request{Handle: "net." + id, Node: node, Namespace: "default", Pod: id}
+}
+
+func TestAssignCommonCaseRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	a := ipam.New(s, ipam.Config{})
+	first, err := a.Assign(ctx, req("n1", "c0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.IP.String() != "10.244.0.0" || first.Block.String() != "10.244.0.0/26" || first.Pool != "p" || first.Borrowed {
+		t.Fatalf("first assignment %+v", first)
+	}
+	s.ResetCalls()
+	second, err := a.Assign(ctx, req("n1", "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.IP.String() != "10.244.0.1" {
+		t.Fatalf("second assignment %+v", second)
+	}
+	// Pod lookup (annotation), namespace lookup, one handle Create, one block Update.
+	writes := s.Calls("CreateHandle") + s.Calls("UpdateBlock") + s.Calls("UpdateHandle") + s.Calls("CreateBlock")
+	if writes != 2 || s.Calls("UpdateBlock") != 1 || s.Calls("ListBlocks") != 0 || s.Calls("GetBlock") != 0 {
+		t.Fatalf("common case: want 1 handle create + 1 block update, got creates=%d updates=%d handleUpdates=%d lists=%d gets=%d",
+			s.Calls("CreateHandle"), s.Calls("UpdateBlock"), s.Calls("UpdateHandle"), s.Calls("ListBlocks"), s.Calls("GetBlock"))
+	}
+	// The block and its affinity exist with the right names.
+	if len(s.Affinities()) != 1 || s.Affinities()[0].Name != names.AffinityName("n1", first.Block) || s.Affinities()[0].Spec.State != v1.AffinityConfirmed {
+		t.Fatalf("affinities: %+v", s.Affinities())
+	}
+	blocks := s.Blocks()
+	if len(blocks) != 1 || blocks[0].Spec.Affinity != "host:n1" || blocks[0].Spec.Allocations["1"].Handle != "net.c1" || blocks[0].Spec.Allocations["1"].Node != "n1" {
+		t.Fatalf("blocks: %+v", blocks)
+	}
+}
+
+func TestAssignIdempotent(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	a := ipam.New(s, ipam.Config{})
+	x, err := a.Assign(ctx, req("n1", "c0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another allocator (a restarted tabby-node) gives the same answer.
+	for _, al := range []*ipam.Allocator{a, ipam.New(s, ipam.Config{})} {
+		y, err := al.Assign(ctx, req("n1", "c0"))
+		if err != nil || y.IP != x.IP {
+			t.Fatalf("assign again: %v %v, want %v", y.IP, err, x.IP)
+		}
+	}
+	if n := countAllocations(s); n != 1 {
+		t.Fatalf("%d allocations, want 1", n)
+	}
+	got, err := a.Lookup(ctx, "net.c0")
+	if err != nil || len(got) != 1 || got[0].IP != x.IP || got[0].Node != "n1" {
+		t.Fatalf("lookup: %+v %v", got, err)
+	}
+}
+
+func countAllocations(s *ipamtest.Store) int {
+	n := 0
+	for _, b := range s.Blocks() {
+		n += len(b.Spec.Allocations)
+	}
+	return n
+}
+
+func TestAssignResumesHandleWithoutAllocation(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	a := ipam.New(s, ipam.Config{})
+	// The block write fails after the handle was written (as a crash would leave it): the
+	// failure is cleaned up, and a retry succeeds.
+	s.Inject(func(op ipamtest.Op, _ string) error {
+		if op == "UpdateBlock" {
+			return errors.New("connection reset")
+		}
+		return nil
+	})
+	_, err := a.Assign(ctx, req("n1", "c0"))
+	if err == nil || !strings.Contains(err.Error(), "connection reset") || !strings.Contains(err.Error(), "IPAMBlock 10-244-0-0-26") {
+		t.Fatalf("want a wrapped datastore error naming the block, got %v", err)
+	}
+	if len(s.Handles()) != 0 {
+		t.Fatalf("a failed assign left a handle: %+v", s.Handles())
+	}
+	s.Inject(nil)
+	if _, err := a.Assign(ctx, req("n1", "c0")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAssignRetriesConflicts(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	a := ipam.New(s, ipam.Config{})
+	if _, err := a.Assign(ctx, req("n1", "c0")); err != nil {
+		t.Fatal(err)
+	}
+	s.Inject(ipamtest.ConflictOnce("UpdateBlock", 3))
+	x, err := a.Assign(ctx, req("n1", "c1"))
+	if err != nil {
+		t.Fatalf("3 conflicts must be retried: %v", err)
+	}
+	if x.IP.String() != "10.244.0.1" {
+		t.Fatalf("got %v", x.IP)
+	}
+	// A bound: more conflicts than MaxRetries fail with a clear error and leave nothing.
+	b := ipam.New(s, ipam.Config{MaxRetries: 2})
+	s.Inject(ipamtest.ConflictOnce("UpdateBlock", 100))
+	_, err = b.Assign(ctx, req("n1", "c2"))
+	if err == nil || !strings.Contains(err.Error(), "gave up after 2 compare-and-swap conflicts") {
+		t.Fatalf("want give-up error, got %v", err)
+	}
+	s.Inject(nil)
+	if got, _ := a.Lookup(ctx, "net.c2"); len(got) != 0 {
+		t.Fatalf("a failed assign holds %v", got)
+	}
+	if countAllocations(s) != 2 || len(s.Handles()) != 2 {
+		t.Fatalf("allocations %d handles %d, want 2 and 2", countAllocations(s), len(s.Handles()))
+	}
+}
+
+func TestConcurrentAssignsOnOneNode(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 28)
+	a := ipam.New(s, ipam.Config{})
+	var wg sync.WaitGroup
+	ips := make([]netip.Addr, 50)
+	errs := make([]error, 50)
+	for i := range 50 {
+		wg.Go(func() {
+			x, err := a.Assign(ctx, req("n1", fmt.Sprint("c", i)))
+			ips[i], errs[i] = x.IP, err
+		})
+	}
+	wg.Wait()
+	seen := map[netip.Addr]bool{}
+	for i := range 50 {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if seen[ips[i]] {
+			t.Fatalf("duplicate %v", ips[i])
+		}
+		seen[ips[i]] = true
+	}
+	if len(s.Blocks()) != 4 {
+		t.Fatalf("50 addresses in /28 blocks need 4 blocks, got %d", len(s.Blocks()))
+	}
+}
+
+func TestBorrowingAndExhaustion(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/27", 28) // two blocks of 16
+	a := ipam.New(s, ipam.Config{})
+	for i := range 16 {
+		if _, err := a.Assign(ctx, req("n1", fmt.Sprint("a", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x, err := a.Assign(ctx, req("n1", "a16"))
+	if err != nil || x.Block.String() != "10.244.0.16/28" || x.Borrowed {
+		t.Fatalf("second block claim: %+v %v", x, err)
+	}
+	// n2 finds no free block: it borrows from n1's second block.
+	y, err := a.Assign(ctx, req("n2", "b0"))
+	if err != nil || !y.Borrowed || y.Block.String() != "10.244.0.16/28" {
+		t.Fatalf("borrow: %+v %v", y, err)
+	}
+	for _, b := range s.Blocks() {
+		if al, ok := b.Spec.Allocations["1"]; ok && b.Spec.CIDR == "10.244.0.16/28" && al.Node != "n2" {
+			t.Fatalf("the borrowed allocation must record the borrower: %+v", al)
+		}
+	}
+	strict := ipam.New(s, ipam.Config{StrictAffinity: true})
+	if _, err := strict.Assign(ctx, req("n2", "b1")); err == nil || !strings.Contains(err.Error(), "pool 10.244.0.0/27 exhausted: no free block, and StrictAffinity forbids borrowing") {
+		t.Fatalf("strict affinity: %v", err)
+	}
+	for i := 1; i < 15; i++ {
+		if _, err := a.Assign(ctx, req("n2", fmt.Sprint("b", i))); err != nil {
+			t.Fatalf("borrow %d: %v", i, err)
+		}
+	}
+	_, err = a.Assign(ctx, req("n2", "full"))
+	if err == nil || !strings.Contains(err.Error(), "pool 10.244.0.0/27 exhausted: no free block and no free address to borrow") {
+		t.Fatalf("exhaustion: %v", err)
+	}
+	if got, _ := a.Lookup(ctx, "net.full"); len(got) != 0 {
+		t.Fatal("exhaustion left an allocation")
+	}
+	for _, h := range s.Handles() {
+		if h.Spec.HandleID == "net.full" {
+			t.Fatal("exhaustion left a handle")
+		}
+	}
+}
+
+func TestPoolChoiceByAnnotationsAndDisabled(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("za", "10.244.0.0/24", 26, func(p *v1.IPPool) { p.Spec.NodeSelector = "zone == 'a'" })
+	s.AddPool("zb", "10.244.1.0/24", 26, func(p *v1.IPPool) { p.Spec.NodeSelector = "zone == 'b'" })
+	s.AddPool("extra", "10.244.2.0/24", 26)
+	a := ipam.New(s, ipam.Config{CacheTTL: -1})
+	x, _ := a.Assign(ctx, req("n2", "c0"))
+	if x.Pool != "extra" && x.Pool != "zb" {
+		t.Fatalf("n2 got pool %s", x.Pool)
+	}
+	s.SetNamespaceAnnotations("team", map[string]string{v1.AnnotationIPv4Pools: `["extra"]`})
+	x, err := a.Assign(ctx, ipam.Request{Handle: "net.ns", Node: "n1", Namespace: "team", Pod: "p1"})
+	if err != nil || x.Pool != "extra" {
+		t.Fatalf("namespace annotation: %+v %v", x, err)
+	}
+	s.AddPod(ipam.Pod{Namespace: "team", Name: "p2", Annotations: map[string]string{v1.AnnotationIPv4Pools: `["10.244.0.0/24"]`}})
+	x, err = a.Assign(ctx, ipam.Request{Handle: "net.pod", Node: "n1", Namespace: "team", Pod: "p2"})
+	if err != nil || x.Pool != "za" {
+		t.Fatalf("pod annotation wins: %+v %v", x, err)
+	}
+	s.AddPod(ipam.Pod{Namespace: "team", Name: "p3", Annotations: map[string]string{v1.AnnotationIPv4Pools: `not json`}})
+	if _, err = a.Assign(ctx, ipam.Request{Handle: "net.bad", Node: "n1", Namespace: "team", Pod: "p3"}); err == nil || !strings.Contains(err.Error(), "pod team/p3 annotation tabby.dev/ipv4pools") {
+		t.Fatalf("bad annotation: %v", err)
+	}
+	s.AddPool("extra", "10.244.2.0/24", 26, func(p *v1.IPPool) { p.Spec.Disabled = true })
+	s.AddPool("za", "10.244.0.0/24", 26, func(p *v1.IPPool) { p.Spec.NodeSelector = "zone == 'a'"; p.Spec.Disabled = true })
+	_, err = a.Assign(ctx, req("n1", "c9"))
+	if err == nil || !strings.Contains(err.Error(), "no IPPool matches node n1 (pools: extra (disabled), za (disabled), zb (nodeSelector \"zone == 'b'\" does not match))") {
+		t.Fatalf("disabled: %v", err)
+	}
+	if err := a.Ready(ctx, "n1"); err == nil {
+		t.Fatal("Ready must fail with no usable pool")
+	}
+	if err := a.Ready(ctx, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	// Existing addresses stay, and assigning again for them still answers.
+	if y, err := a.Assign(ctx, ipam.Request{Handle: "net.ns", Node: "n1", Namespace: "team", Pod: "p1", Pools: []string{"zb"}}); err == nil {
+		t.Fatalf("explicit pool not selecting the node must fail, got %+v", y)
+	}
+}
+
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	a := ipam.New(s, ipam.Config{})
+	x, _ := a.Assign(ctx, req("n1", "c0"))
+	y, _ := a.Assign(ctx, req("n1", "c1"))
+	if err := a.ReleaseHandle(ctx, "net.c0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseHandle(ctx, "net.c0"); err != nil {
+		t.Fatalf("release is idempotent: %v", err)
+	}
+	if err := a.ReleaseHandle(ctx, "net.never"); err != nil {
+		t.Fatalf("unknown handle: %v", err)
+	}
+	if got, _ := a.Lookup(ctx, "net.c0"); len(got) != 0 {
+		t.Fatalf("released handle still holds %v", got)
+	}
+	if err := a.ReleaseIP(ctx, x.IP); !errors.Is(err, ipam.ErrNotAllocated) {
+		t.Fatalf("ReleaseIP of a free address: %v", err)
+	}
+	if err := a.ReleaseIP(ctx, y.IP); err != nil {
+		t.Fatal(err)
+	}
+	if countAllocations(s) != 0 || len(s.Handles()) != 0 {
+		t.Fatalf("left %d allocations and %d handles", countAllocations(s), len(s.Handles()))
+	}
+	// A conflict during release is retried.
+	z, _ := a.Assign(ctx, req("n1", "c2"))
+	s.Inject(ipamtest.ConflictOnce("UpdateBlock", 2))
+	if err := a.ReleaseHandle(ctx, "net.c2"); err != nil {
+		t.Fatal(err)
+	}
+	s.Inject(nil)
+	if err := a.ReleaseIP(ctx, z.IP); !errors.Is(err, ipam.ErrNotAllocated) {
+		t.Fatalf("after release: %v", err)
+	}
+	// The next address is not the one just freed (round robin within the block).
+	w, _ := a.Assign(ctx, req("n1", "c3"))
+	if w.IP == z.IP {
+		t.Fatalf("reused %v at once", w.IP)
+	}
+}
+
+func TestEmptyBlocksReleasedAfterGracePeriod(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	a := ipam.New(s, ipam.Config{AffinityGracePeriod: time.Minute, Now: clock})
+	x, _ := a.Assign(ctx, req("n1", "c0"))
+	if err := a.ReleaseEmptyBlocks(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Blocks()) != 1 {
+		t.Fatal("a block in use was released")
+	}
+	_ = a.ReleaseHandle(ctx, "net.c0")
+	_ = a.ReleaseEmptyBlocks(ctx, "n1") // first seen empty
+	now = now.Add(30 * time.Second)
+	_ = a.ReleaseEmptyBlocks(ctx, "n1")
+	if len(s.Blocks()) != 1 {
+		t.Fatal("released before the grace period")
+	}
+	now = now.Add(31 * time.Second)
+	if err := a.ReleaseEmptyBlocks(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Blocks()) != 0 || len(s.Affinities()) != 0 {
+		t.Fatalf("after the grace period: %d blocks, %d affinities", len(s.Blocks()), len(s.Affinities()))
+	}
+	// The block flows back: the node (or another) claims it again.
+	y, err := a.Assign(ctx, req("n2", "c1"))
+	if err != nil || y.Block != x.Block {
+		t.Fatalf("re-claim: %+v %v", y, err)
+	}
+	// A block that gets an allocation during the grace period stays.
+	_ = a.ReleaseHandle(ctx, "net.c1")
+	_ = a.ReleaseEmptyBlocks(ctx, "n2")
+	now = now.Add(2 * time.Minute)
+	s.Inject(func(op ipamtest.Op, _ string) error {
+		if op == "DeleteBlock" {
+			return apierrors.NewConflict(schema.GroupResource{Resource: "ipamblocks"}, "x", nil)
+		}
+		return nil
+	})
+	_ = a.ReleaseEmptyBlocks(ctx, "n2")
+	s.Inject(nil)
+	if len(s.Blocks()) != 1 {
+		t.Fatal("a block whose delete lost the compare-and-swap was removed")
+	}
+}
+
+func TestTunnelAddress(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("plain", "10.244.0.0/24", 26)
+	a := ipam.New(s, ipam.Config{CacheTTL: -1})
+	if _, needed, err := a.EnsureTunnelAddress(ctx, "n1"); err != nil || needed {
+		t.Fatalf("no IPIP pool: needed=%v err=%v", needed, err)
+	}
+	s.AddPool("tun", "10.244.1.0/24", 26, func(p *v1.IPPool) { p.Spec.IPIPMode = v1.IPIPModeAlways })
+	addr, needed, err := a.EnsureTunnelAddress(ctx, "n1")
+	if err != nil || !needed || !netip.MustParsePrefix("10.244.1.0/24").Contains(addr) {
+		t.Fatalf("tunnel: %v %v %v", addr, needed, err)
+	}
+	n, _ := s.GetNode(ctx, "n1")
+	if n.Annotations[v1.AnnotationIPIPTunnelAddress] != addr.String() {
+		t.Fatalf("annotation %q", n.Annotations[v1.AnnotationIPIPTunnelAddress])
+	}
+	again, _, _ := a.EnsureTunnelAddress(ctx, "n1")
+	if again != addr {
+		t.Fatalf("not stable: %v then %v", addr, again)
+	}
+	s.AddPool("tun", "10.244.1.0/24", 26, func(p *v1.IPPool) { p.Spec.IPIPMode = v1.IPIPModeNever })
+	if _, needed, err := a.EnsureTunnelAddress(ctx, "n1"); err != nil || needed {
+		t.Fatalf("after IPIP off: %v %v", needed, err)
+	}
+	n, _ = s.GetNode(ctx, "n1")
+	if _, ok := n.Annotations[v1.AnnotationIPIPTunnelAddress]; ok {
+		t.Fatal("annotation not removed")
+	}
+	if got, _ := a.Lookup(ctx, names.TunnelHandle("n1")); len(got) != 0 {
+		t.Fatal("tunnel address not released")
+	}
+}

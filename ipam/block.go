@@ -1,0 +1,110 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// blockLen is the number of addresses in a block. Every address of a block is usable: tabby
+// routes /32s to workloads, so there is no network or broadcast address to keep free (as Calico).
+func blockLen(block netip.Prefix) int { return 1 << (32 - block.Bits()) }
+
+// ordinalOf is ip's offset in block.
+func ordinalOf(block netip.Prefix, ip netip.Addr) (int, bool) {
+	if !ip.Is4() || !block.Contains(ip) {
+		return 0, false
+	}
+	return int(u32(ip) - u32(block.Addr())), true
+}
+
+// addrAt is the address at ordinal in block.
+func addrAt(block netip.Prefix, ordinal int) netip.Addr {
+	return fromU32(u32(block.Addr()) + uint32(ordinal))
+}
+
+// blockCount is how many blocks of blockSize a pool holds.
+func blockCount(pool netip.Prefix, blockSize int) int {
+	return 1 << (blockSize - pool.Bits())
+}
+
+// nthBlock is the n-th block of blockSize in pool.
+func nthBlock(pool netip.Prefix, blockSize, n int) netip.Prefix {
+	step := uint32(1) << (32 - blockSize)
+	return netip.PrefixFrom(fromU32(u32(pool.Addr())+uint32(n)*step), blockSize)
+}
+
+// blockContaining is the block of blockSize in which ip lies.
+func blockContaining(ip netip.Addr, blockSize int) netip.Prefix {
+	p, _ := ip.Prefix(blockSize)
+	return p
+}
+
+func u32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func fromU32(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// parseBlockCIDR reads an IPAMBlock's spec.cidr.
+func parseBlockCIDR(b *v1.IPAMBlock) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(b.Spec.CIDR)
+	if err != nil || !p.Addr().Is4() || p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("IPAMBlock %s: spec.cidr %q is not a canonical IPv4 CIDR", b.Name, b.Spec.CIDR)
+	}
+	return p, nil
+}
+
+// freeOrdinal finds a free ordinal in b, starting at from and wrapping around, so that an address
+// just released is not handed out again at once (a peer may still hold it in a cache).
+func freeOrdinal(block netip.Prefix, b *v1.IPAMBlock, from int) (int, bool) {
+	n := blockLen(block)
+	if len(b.Spec.Allocations) >= n {
+		return 0, false
+	}
+	for i := range n {
+		o := (from + i) % n
+		if _, taken := b.Spec.Allocations[strconv.Itoa(o)]; !taken {
+			return o, true
+		}
+	}
+	return 0, false
+}
+
+// freeCount is the number of unallocated addresses in b.
+func freeCount(block netip.Prefix, b *v1.IPAMBlock) int {
+	return blockLen(block) - len(b.Spec.Allocations)
+}
+
+// allocationsOf lists the ordinals in b held by handle, in order.
+func allocationsOf(b *v1.IPAMBlock, handle string) []int {
+	var out []int
+	for k, al := range b.Spec.Allocations {
+		if al.Handle != handle {
+			continue
+		}
+		if o, err := strconv.Atoi(k); err == nil {
+			out = append(out, o)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// affinityNode is the node of a "host:<node>" affinity, or "".
+func affinityNode(b *v1.IPAMBlock) string {
+	const p = v1.AffinityPrefixHost
+	if len(b.Spec.Affinity) > len(p) && b.Spec.Affinity[:len(p)] == p {
+		return b.Spec.Affinity[len(p):]
+	}
+	return ""
+}
+
+// poolSize is the number of addresses in a pool.
+func poolSize(p netip.Prefix) int64 { return int64(1) << (32 - p.Bits()) }

@@ -1,0 +1,112 @@
+package ipam
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+func TestOrdinalMath(t *testing.T) {
+	b := netip.MustParsePrefix("10.244.1.64/26")
+	if blockLen(b) != 64 {
+		t.Fatalf("blockLen = %d", blockLen(b))
+	}
+	for _, tc := range []struct {
+		ip  string
+		ord int
+		ok  bool
+	}{{"10.244.1.64", 0, true}, {"10.244.1.127", 63, true}, {"10.244.1.128", 0, false}, {"10.244.1.63", 0, false}} {
+		o, ok := ordinalOf(b, netip.MustParseAddr(tc.ip))
+		if o != tc.ord || ok != tc.ok {
+			t.Errorf("ordinalOf(%s) = %d,%v want %d,%v", tc.ip, o, ok, tc.ord, tc.ok)
+		}
+		if ok && addrAt(b, o).String() != tc.ip {
+			t.Errorf("addrAt(%d) = %s want %s", o, addrAt(b, o), tc.ip)
+		}
+	}
+	if got := blockContaining(netip.MustParseAddr("10.244.1.100"), 26); got != b {
+		t.Fatalf("blockContaining = %s", got)
+	}
+}
+
+func TestBlockCutting(t *testing.T) {
+	pool := netip.MustParsePrefix("10.244.0.0/16")
+	if n := blockCount(pool, 26); n != 1024 {
+		t.Fatalf("blockCount = %d", n)
+	}
+	if got := nthBlock(pool, 26, 0).String(); got != "10.244.0.0/26" {
+		t.Fatalf("block 0 = %s", got)
+	}
+	if got := nthBlock(pool, 26, 5).String(); got != "10.244.1.64/26" {
+		t.Fatalf("block 5 = %s", got)
+	}
+	if got := nthBlock(pool, 26, 1023).String(); got != "10.244.255.192/26" {
+		t.Fatalf("last block = %s", got)
+	}
+	if n := blockCount(netip.MustParsePrefix("10.244.0.0/26"), 26); n != 1 {
+		t.Fatalf("a pool of one block has %d", n)
+	}
+	p32 := netip.MustParsePrefix("10.244.0.0/30")
+	if n := blockCount(p32, 32); n != 4 || nthBlock(p32, 32, 3).String() != "10.244.0.3/32" || blockLen(nthBlock(p32, 32, 3)) != 1 {
+		t.Fatalf("/32 blocks wrong")
+	}
+}
+
+func TestFreeOrdinalWrapsFromCursor(t *testing.T) {
+	c := netip.MustParsePrefix("10.244.0.0/30")
+	b := &v1.IPAMBlock{Spec: v1.IPAMBlockSpec{Allocations: map[string]v1.Allocation{"0": {}, "2": {}}}}
+	if o, ok := freeOrdinal(c, b, 2); !ok || o != 3 {
+		t.Fatalf("from 2: %d %v", o, ok)
+	}
+	if o, ok := freeOrdinal(c, b, 0); !ok || o != 1 {
+		t.Fatalf("from 0: %d %v", o, ok)
+	}
+	b.Spec.Allocations["1"], b.Spec.Allocations["3"] = v1.Allocation{}, v1.Allocation{}
+	if _, ok := freeOrdinal(c, b, 0); ok {
+		t.Fatalf("a full block has no free ordinal")
+	}
+}
+
+func TestSelectPools(t *testing.T) {
+	mk := func(name, cidr, sel string, disabled bool) v1.IPPool {
+		p := v1.IPPool{Spec: v1.IPPoolSpec{CIDR: cidr, BlockSize: 26, NodeSelector: sel, Disabled: disabled}}
+		p.Name = name
+		return p
+	}
+	all, bad := parsePools([]v1.IPPool{
+		mk("a", "10.244.0.0/24", "zone == 'a'", false),
+		mk("b", "10.244.1.0/24", "zone == 'b'", false),
+		mk("off", "10.244.2.0/24", "", true),
+		mk("any", "10.244.3.0/24", "", false),
+	})
+	names := func(ps []pool) string {
+		var s []string
+		for _, p := range ps {
+			s = append(s, p.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	got, err := selectPools(all, bad, "n1", map[string]string{"zone": "a"}, nil, "")
+	if err != nil || names(got) != "a,any" {
+		t.Fatalf("by selector: %s %v", names(got), err)
+	}
+	got, err = selectPools(all, bad, "n1", map[string]string{"zone": "a"}, []string{"10.244.3.0/24"}, "x")
+	if err != nil || names(got) != "any" {
+		t.Fatalf("explicit CIDR: %s %v", names(got), err)
+	}
+	_, err = selectPools(all, bad, "n1", map[string]string{"zone": "a"}, []string{"b", "off", "nope"}, "pod ns/p annotation")
+	if err == nil || !strings.Contains(err.Error(), "b (nodeSelector \"zone == 'b'\" does not match)") || !strings.Contains(err.Error(), "off (disabled)") || !strings.Contains(err.Error(), "nope (no such IPPool)") || !strings.Contains(err.Error(), "pod ns/p annotation") {
+		t.Fatalf("explicit unusable pools: %v", err)
+	}
+	onlyA, _ := parsePools([]v1.IPPool{mk("a", "10.244.0.0/24", "zone == 'a'", false), mk("off", "10.244.2.0/24", "", true)})
+	_, err = selectPools(onlyA, nil, "n2", map[string]string{"zone": "c"}, nil, "")
+	if err == nil || !strings.Contains(err.Error(), "no IPPool matches node n2 (pools: a (nodeSelector \"zone == 'a'\" does not match), off (disabled))") {
+		t.Fatalf("no pool: %v", err)
+	}
+	_, err = selectPools(nil, nil, "n2", nil, nil, "")
+	if err == nil || !strings.Contains(err.Error(), "there are no IPPools") {
+		t.Fatalf("no pools at all: %v", err)
+	}
+}

@@ -1,0 +1,66 @@
+// Package ipam is tabby's block IPAM: IPPools are cut into blocks of blockSize addresses; a node
+// claims a free block when its own blocks are full, and hands out addresses from its blocks to
+// its workloads. All state lives in the datastore (IPAMBlock, BlockAffinity and IPAMHandle
+// objects, see apis/v1/ipam_types.go) and every write is a compare-and-swap on the object's
+// resourceVersion; a lost compare-and-swap re-reads and retries, a bounded number of times.
+//
+// # Objects
+//
+//   - IPAMBlock (names.BlockName(cidr)): spec.affinity "host:<node>" while a node owns it, and
+//     spec.allocations, ordinal (decimal) → {handle, namespace, pod, node}. The block is the
+//     truth about which address is taken. Creating it is the claim: of two nodes racing for the
+//     same free block exactly one Create succeeds; the other gets AlreadyExists and moves on to
+//     the next free block.
+//   - BlockAffinity (names.AffinityName(node, cidr)): the node's claim, for routing (the node
+//     advertises the block).
+//   - IPAMHandle (names.HandleName(handleID)), handleID <network>.<containerID>: the blocks in
+//     which an attachment holds addresses, so DEL finds them without scanning every block. Its
+//     annotation tabby.dev/node names the node that created it.
+//
+// # Write order, and what a crash between two writes leaves
+//
+// Assign: (1) create the handle, listing the block it expects to use (the node's current block,
+// kept in memory, so the common case needs no further handle write); (2) update the block with
+// the allocation. When the address ends up in another block (the guess was full, or the block
+// update lost its compare-and-swap), the handle is re-pointed BEFORE the block is written. So
+// every allocation's block is listed in its handle: the handle exists whenever an allocation
+// does.
+//   - crash after (1): a handle without allocation. Assigning the same handle again (the
+//     runtime's retry) resumes it; otherwise the garbage collector deletes it after its grace
+//     period (ipam/gc, "handle without allocation").
+//   - crash after (2): a complete allocation whose ADD never returned. The runtime calls DEL
+//     (release by handle), or, if the pod is gone, the garbage collector releases it.
+//
+// Claim (inside Assign): (a) create the IPAMBlock with the node's affinity; (b) create the
+// BlockAffinity. A crash after (a) leaves a block without affinity object; the node's allocator
+// recreates the affinity when it loads the node's blocks (and the block is used normally).
+//
+// Release by handle: (1) remove the allocations from each block the handle lists; (2) delete the
+// handle (with its resourceVersion as precondition: a handle an Assign re-pointed in between is
+// looked at again). A crash after (1) leaves a handle without allocation: DEL again, or the
+// garbage collector, deletes it. Releasing an unknown handle succeeds.
+//
+// Release of an empty block (after AffinityGracePeriod): (1) delete the block with its
+// resourceVersion as precondition, so an allocation that landed in the meantime (a borrower's)
+// makes the delete fail and the block stays; (2) delete the BlockAffinity. A crash after (1)
+// leaves an affinity without block; the node's allocator deletes it when it loads, and
+// `ipam.Check` reports it.
+//
+// Nothing is ever allocated twice: an address is taken only by a successful compare-and-swap on
+// its block, and released only by another. The garbage collector releases an allocation only if
+// it still holds the same handle at a fresh read (Allocator.ReleaseIfHeld), after a fresh GET
+// of the pod says it is gone. Allocations without pod attributes (the tunnel address) are never
+// released by the collector. An allocation whose handle object is missing (not produced by this
+// write order, but by hand-edits or older writers) is released if its pod is gone, otherwise its
+// handle is written again.
+//
+// # Performance
+//
+// One Allocator per process (tabby-node) serves every CNI call of its node: it caches the
+// node's affine blocks (refreshed when a compare-and-swap finds them stale), pools, node labels
+// and namespace annotations (CacheTTL). The common Assign is: GET pod (its annotations choose the
+// pool), create the handle, update the block — three round trips; a release is GET handle,
+// update block, delete handle. Assigns on one node are serialised per node while they write
+// blocks (handle creation and pod lookups run concurrently), so they do not fight over the same
+// free ordinal; releases of one block are serialised per block.
+package ipam

@@ -1,0 +1,182 @@
+package ipam
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tabbynet/tabby/apis/client"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// KubeStore is the Store over the Kubernetes API (tabby's CRDs, Nodes, Pods, Namespaces).
+type KubeStore struct{ c *client.Client }
+
+var _ Store = (*KubeStore)(nil)
+
+// NewKubeStore wraps a tabby client.
+func NewKubeStore(c *client.Client) *KubeStore { return &KubeStore{c: c} }
+
+func deleteOpts(rv string) metav1.DeleteOptions {
+	if rv == "" {
+		return metav1.DeleteOptions{}
+	}
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}
+}
+
+func (s *KubeStore) ListPools(ctx context.Context) ([]v1.IPPool, error) {
+	l, err := s.c.IPPools().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (s *KubeStore) GetBlock(ctx context.Context, name string) (*v1.IPAMBlock, error) {
+	return s.c.IPAMBlocks().Get(ctx, name)
+}
+
+func (s *KubeStore) ListBlocks(ctx context.Context) ([]v1.IPAMBlock, error) {
+	l, err := s.c.IPAMBlocks().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (s *KubeStore) CreateBlock(ctx context.Context, b *v1.IPAMBlock) (*v1.IPAMBlock, error) {
+	return s.c.IPAMBlocks().Create(ctx, b)
+}
+
+func (s *KubeStore) UpdateBlock(ctx context.Context, b *v1.IPAMBlock) (*v1.IPAMBlock, error) {
+	return s.c.IPAMBlocks().Update(ctx, b)
+}
+
+func (s *KubeStore) DeleteBlock(ctx context.Context, name, rv string) error {
+	return s.c.IPAMBlocks().Delete(ctx, name, deleteOpts(rv))
+}
+
+func (s *KubeStore) ListAffinities(ctx context.Context) ([]v1.BlockAffinity, error) {
+	l, err := s.c.BlockAffinities().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (s *KubeStore) CreateAffinity(ctx context.Context, a *v1.BlockAffinity) (*v1.BlockAffinity, error) {
+	return s.c.BlockAffinities().Create(ctx, a)
+}
+
+func (s *KubeStore) DeleteAffinity(ctx context.Context, name, rv string) error {
+	return s.c.BlockAffinities().Delete(ctx, name, deleteOpts(rv))
+}
+
+func (s *KubeStore) GetHandle(ctx context.Context, name string) (*v1.IPAMHandle, error) {
+	return s.c.IPAMHandles().Get(ctx, name)
+}
+
+func (s *KubeStore) ListHandles(ctx context.Context) ([]v1.IPAMHandle, error) {
+	l, err := s.c.IPAMHandles().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+func (s *KubeStore) CreateHandle(ctx context.Context, h *v1.IPAMHandle) (*v1.IPAMHandle, error) {
+	return s.c.IPAMHandles().Create(ctx, h)
+}
+
+func (s *KubeStore) UpdateHandle(ctx context.Context, h *v1.IPAMHandle) (*v1.IPAMHandle, error) {
+	return s.c.IPAMHandles().Update(ctx, h)
+}
+
+func (s *KubeStore) DeleteHandle(ctx context.Context, name, rv string) error {
+	return s.c.IPAMHandles().Delete(ctx, name, deleteOpts(rv))
+}
+
+func nodeOf(n *corev1.Node) Node {
+	return Node{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
+}
+
+func (s *KubeStore) GetNode(ctx context.Context, name string) (*Node, error) {
+	n, err := s.c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := nodeOf(n)
+	return &out, nil
+}
+
+func (s *KubeStore) ListNodes(ctx context.Context) ([]Node, error) {
+	l, err := s.c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Node, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, nodeOf(&l.Items[i]))
+	}
+	return out, nil
+}
+
+func (s *KubeStore) SetNodeAnnotation(ctx context.Context, node, key, value string) error {
+	var v any = value
+	if value == "" {
+		v = nil // JSON merge patch: null deletes
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	if err != nil {
+		return err
+	}
+	_, err = s.c.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+func podOf(p *corev1.Pod) Pod {
+	out := Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), NodeName: p.Spec.NodeName, Annotations: p.Annotations}
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			out.IPs = append(out.IPs, a)
+		}
+	}
+	return out
+}
+
+func (s *KubeStore) GetPod(ctx context.Context, namespace, name string) (*Pod, error) {
+	p, err := s.c.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := podOf(p)
+	return &out, nil
+}
+
+func (s *KubeStore) ListPods(ctx context.Context, node string) ([]Pod, error) {
+	opts := metav1.ListOptions{}
+	if node != "" {
+		opts.FieldSelector = "spec.nodeName=" + node
+	}
+	l, err := s.c.Kube.CoreV1().Pods("").List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Pod, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, podOf(&l.Items[i]))
+	}
+	return out, nil
+}
+
+func (s *KubeStore) GetNamespaceAnnotations(ctx context.Context, name string) (map[string]string, error) {
+	ns, err := s.c.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return ns.Annotations, nil
+}

@@ -1,0 +1,197 @@
+package ipam
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/tabbynet/tabby/apis/selector"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// pool is an IPPool with its fields parsed.
+type pool struct {
+	Name      string
+	CIDR      netip.Prefix
+	BlockSize int
+	IPIPMode  v1.IPIPMode
+	Disabled  bool
+	Selector  string
+	sel       selector.Selector
+	selErr    error
+}
+
+func parsePool(p *v1.IPPool) (pool, error) {
+	cidr, err := netip.ParsePrefix(p.Spec.CIDR)
+	if err != nil || !cidr.Addr().Is4() || cidr.Masked() != cidr {
+		return pool{}, fmt.Errorf("IPPool %s: spec.cidr %q is not a canonical IPv4 CIDR", p.Name, p.Spec.CIDR)
+	}
+	bs := p.Spec.BlockSize
+	if bs == 0 {
+		bs = v1.DefaultBlockSize
+	}
+	if bs < cidr.Bits() || bs > v1.MaxBlockSize {
+		return pool{}, fmt.Errorf("IPPool %s: spec.blockSize %d does not fit spec.cidr %s", p.Name, bs, cidr)
+	}
+	mode := p.Spec.IPIPMode
+	if mode == "" {
+		mode = v1.IPIPModeNever
+	}
+	out := pool{Name: p.Name, CIDR: cidr, BlockSize: bs, IPIPMode: mode, Disabled: p.Spec.Disabled, Selector: p.Spec.NodeSelector}
+	out.sel, out.selErr = selector.Parse(p.Spec.NodeSelector)
+	return out, nil
+}
+
+// parsePools parses every pool, sorted by name; a malformed pool is skipped with its error kept
+// for the "why no pool" message (the API server's validation makes this rare).
+func parsePools(items []v1.IPPool) (pools []pool, bad []string) {
+	for i := range items {
+		p, err := parsePool(&items[i])
+		if err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		pools = append(pools, p)
+	}
+	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
+	return pools, bad
+}
+
+// matches tells whether the pool's nodeSelector selects a node with labels.
+func (p pool) matches(labels map[string]string) bool {
+	return p.selErr == nil && p.sel.Matches(labels)
+}
+
+// whyNot explains why the pool cannot serve a node, or "" when it can.
+func (p pool) whyNot(labels map[string]string) string {
+	switch {
+	case p.selErr != nil:
+		return fmt.Sprintf("%s (bad nodeSelector: %v)", p.Name, p.selErr)
+	case !p.sel.Matches(labels):
+		return fmt.Sprintf("%s (nodeSelector %q does not match)", p.Name, p.Selector)
+	case p.Disabled:
+		return fmt.Sprintf("%s (disabled)", p.Name)
+	}
+	return ""
+}
+
+// poolFor finds the pool containing a block or address.
+func poolFor(pools []pool, p netip.Prefix) (pool, bool) {
+	for _, pl := range pools {
+		if pl.CIDR.Overlaps(p) && pl.CIDR.Bits() <= p.Bits() {
+			return pl, true
+		}
+	}
+	return pool{}, false
+}
+
+// choosePools picks the pools a request may allocate from: the explicit ones (the request's, else
+// the pod's annotation, else its namespace's), narrowed to the enabled pools selecting the node;
+// without explicit pools, every enabled pool selecting the node.
+func (a *Allocator) choosePools(ctx context.Context, r Request) ([]pool, error) {
+	all, bad, err := a.pools(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	node, err := a.nodeLabels(ctx, r.Node)
+	if err != nil {
+		return nil, err
+	}
+	explicit, source := r.Pools, "the request"
+	if len(explicit) == 0 && r.Namespace != "" && r.Pod != "" {
+		explicit, source, err = a.annotatedPools(ctx, r.Namespace, r.Pod)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return selectPools(all, bad, r.Node, node, explicit, source)
+}
+
+// selectPools is choosePools' decision, free of I/O.
+func selectPools(all []pool, bad []string, nodeName string, labels map[string]string, explicit []string, source string) ([]pool, error) {
+	if len(explicit) == 0 {
+		var out []pool
+		var why []string
+		for _, p := range all {
+			if w := p.whyNot(labels); w != "" {
+				why = append(why, w)
+				continue
+			}
+			out = append(out, p)
+		}
+		if len(out) == 0 {
+			why = append(why, bad...)
+			if len(why) == 0 {
+				return nil, fmt.Errorf("no IPPool matches node %s: there are no IPPools", nodeName)
+			}
+			return nil, fmt.Errorf("no IPPool matches node %s (pools: %s)", nodeName, strings.Join(why, ", "))
+		}
+		return out, nil
+	}
+	var out []pool
+	var why []string
+	for _, want := range explicit {
+		want = strings.TrimSpace(want)
+		idx := slices.IndexFunc(all, func(p pool) bool { return p.Name == want || p.CIDR.String() == want })
+		if idx < 0 {
+			why = append(why, fmt.Sprintf("%s (no such IPPool)", want))
+			continue
+		}
+		p := all[idx]
+		if w := p.whyNot(labels); w != "" {
+			why = append(why, w)
+			continue
+		}
+		if !slices.ContainsFunc(out, func(q pool) bool { return q.Name == p.Name }) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no usable IPPool for node %s among those named by %s (pools: %s)", nodeName, source, strings.Join(why, ", "))
+	}
+	return out, nil
+}
+
+// annotatedPools reads tabby.dev/ipv4pools from the pod, else from its namespace.
+func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string) ([]string, string, error) {
+	pod, err := a.store.GetPod(ctx, namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		// A pod the API does not know (a runtime without Kubernetes, or a test): no annotation.
+	case err != nil:
+		return nil, "", fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
+	default:
+		if v, ok := pod.Annotations[v1.AnnotationIPv4Pools]; ok {
+			src := fmt.Sprintf("pod %s/%s annotation %s", namespace, name, v1.AnnotationIPv4Pools)
+			l, err := parsePoolList(v, src)
+			return l, src, err
+		}
+	}
+	ann, err := a.namespaceAnnotations(ctx, namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	if v, ok := ann[v1.AnnotationIPv4Pools]; ok {
+		src := fmt.Sprintf("namespace %s annotation %s", namespace, v1.AnnotationIPv4Pools)
+		l, err := parsePoolList(v, src)
+		return l, src, err
+	}
+	return nil, "", nil
+}
+
+func parsePoolList(v, src string) ([]string, error) {
+	var l []string
+	if err := json.Unmarshal([]byte(v), &l); err != nil {
+		return nil, fmt.Errorf("%s: %q is not a JSON list of pool names or CIDRs: %v", src, v, err)
+	}
+	if len(l) == 0 {
+		return nil, fmt.Errorf("%s: %q names no pool", src, v)
+	}
+	return l, nil
+}

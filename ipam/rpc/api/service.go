@@ -1,0 +1,98 @@
+// Package api is the contract of tabby-node's IPAM service (ipam/rpc): messages, the Service
+// interface, the error kinds, and the unix-socket Client. It is kept free of Kubernetes client
+// code on purpose: the tabby CNI binary imports it, and every package linked into that binary is
+// paid for at each exec (client-go's init alone cost ~10 ms per invocation, measured).
+//
+// The wire format is gRPC with internal/grpcjson's JSON codec and a hand-written ServiceDesc.
+package api
+
+import (
+	"context"
+	"net/netip"
+)
+
+// ServiceName is the gRPC service name of the IPAM service.
+const ServiceName = "tabby.ipam.IPAM"
+
+// DefaultSocket is where tabby-node serves IPAM and where the CNI plugins look for it.
+const DefaultSocket = "/var/run/tabby/ipam.sock"
+
+// AssignRequest asks for one IPv4 address for a container attachment.
+type AssignRequest struct {
+	// Handle is "<network>.<containerID>": the key that makes Assign idempotent and that
+	// Release and GC work by.
+	Handle    string   `json:"handle"`
+	Node      string   `json:"node"`
+	Namespace string   `json:"namespace,omitempty"`
+	Pod       string   `json:"pod,omitempty"`
+	Pools     []string `json:"pools,omitempty"` // pool names or CIDRs to choose from; empty = all usable
+}
+
+// Assignment is one address held by a handle.
+type Assignment struct {
+	IP       netip.Addr   `json:"ip"`
+	Block    netip.Prefix `json:"block"`
+	Pool     string       `json:"pool"`
+	IPIPMode string       `json:"ipipMode,omitempty"` // v1.IPIPMode of the pool
+	Borrowed bool         `json:"borrowed,omitempty"`
+}
+
+// AssignReply carries the assignment.
+type AssignReply struct {
+	Assignment Assignment `json:"assignment"`
+}
+
+// ReleaseRequest releases every address of a handle.
+type ReleaseRequest struct {
+	Handle string `json:"handle"`
+	// WantReleased asks for the addresses released (one more read); DEL needs them only when the
+	// container's netns is already gone.
+	WantReleased bool `json:"wantReleased,omitempty"`
+}
+
+// ReleaseReply says what was released, so DEL can remove host state that points at those
+// addresses even when the container's netns is already gone.
+type ReleaseReply struct {
+	Released []Assignment `json:"released,omitempty"`
+}
+
+// LookupRequest asks which addresses a handle holds.
+type LookupRequest struct {
+	Handle string `json:"handle"`
+}
+
+// LookupReply lists them (empty when the handle holds nothing).
+type LookupReply struct {
+	Assignments []Assignment `json:"assignments,omitempty"`
+}
+
+// ReadyRequest asks whether an address could be allocated on a node now.
+type ReadyRequest struct {
+	Node string `json:"node"`
+}
+
+// ReadyReply is empty: readiness is the absence of an error.
+type ReadyReply struct{}
+
+// GCRequest releases a node's allocations of one network whose container is not listed.
+type GCRequest struct {
+	Node    string `json:"node"`
+	Network string `json:"network"`
+	// Keep are the handles (<network>.<containerID>) the runtime still knows about.
+	Keep []string `json:"keep,omitempty"`
+}
+
+// GCReply lists the handles released.
+type GCReply struct {
+	Released []string `json:"released,omitempty"`
+}
+
+// Service is what the plugins need from IPAM, whichever way it is reached: the unix-socket
+// Client, rpc.Local (an allocator in the caller's process), or the plugins' exec fallback.
+type Service interface {
+	Assign(ctx context.Context, r *AssignRequest) (*AssignReply, error)
+	Release(ctx context.Context, r *ReleaseRequest) (*ReleaseReply, error)
+	Lookup(ctx context.Context, r *LookupRequest) (*LookupReply, error)
+	Ready(ctx context.Context, r *ReadyRequest) (*ReadyReply, error)
+	GC(ctx context.Context, r *GCRequest) (*GCReply, error)
+}

@@ -1,0 +1,181 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/tabbynet/tabby/ipam"
+	"github.com/tabbynet/tabby/ipam/rpc/api"
+)
+
+// Local is the api.Service over an allocator in this process: what tabby-node serves, and what the
+// plugins run themselves when tabby-node does not answer.
+type Local struct {
+	alloc *ipam.Allocator
+}
+
+// NewLocal wraps an allocator.
+func NewLocal(alloc *ipam.Allocator) *Local { return &Local{alloc: alloc} }
+
+// NewServer is tabby-node's IPAM service over its allocator:
+//
+//	g := grpc.NewServer(grpcjson.ServerOptions()...)
+//	rpc.NewServer(alloc).Register(g)
+//	l, _ := grpcjson.Listen(api.DefaultSocket); go g.Serve(l)
+func NewServer(alloc *ipam.Allocator) *Server { return NewServerFor(NewLocal(alloc)) }
+
+func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
+	if r.Handle == "" || r.Node == "" {
+		return nil, fmt.Errorf("%w: assign needs a handle and a node (handle %q, node %q)", api.ErrInvalid, r.Handle, r.Node)
+	}
+	a, err := l.alloc.Assign(ctx, ipam.Request{Handle: r.Handle, Node: r.Node, Namespace: r.Namespace, Pod: r.Pod, Pools: r.Pools})
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &api.AssignReply{Assignment: fromIPAM(a)}, nil
+}
+
+func (l *Local) Release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
+	if r.Handle == "" {
+		return nil, fmt.Errorf("%w: release needs a handle", api.ErrInvalid)
+	}
+	// Lookup first when asked: DEL uses the addresses to find host state left by a vanished
+	// netns. It costs a read, so the common DEL does without.
+	var held []ipam.Assignment
+	if r.WantReleased {
+		var err error
+		if held, err = l.alloc.Lookup(ctx, r.Handle); err != nil {
+			return nil, classify(err)
+		}
+	}
+	if err := l.alloc.ReleaseHandle(ctx, r.Handle); err != nil {
+		return nil, classify(err)
+	}
+	out := &api.ReleaseReply{}
+	for _, a := range held {
+		out.Released = append(out.Released, fromIPAM(a))
+	}
+	return out, nil
+}
+
+func (l *Local) Lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
+	held, err := l.alloc.Lookup(ctx, r.Handle)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := &api.LookupReply{}
+	for _, a := range held {
+		out.Assignments = append(out.Assignments, fromIPAM(a))
+	}
+	return out, nil
+}
+
+func (l *Local) Ready(ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply, error) {
+	if err := l.alloc.Ready(ctx, r.Node); err != nil {
+		return nil, classify(err)
+	}
+	return &api.ReadyReply{}, nil
+}
+
+// GC releases the node's handles of the network that the runtime does not list. Candidates are
+// the allocations in blocks that name the node, and the handles annotated with the node (a crash
+// between the handle write and the block write leaves a handle without allocation).
+func (l *Local) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
+	if r.Node == "" || r.Network == "" {
+		return nil, fmt.Errorf("%w: GC needs a node and a network (node %q, network %q)", api.ErrInvalid, r.Node, r.Network)
+	}
+	keep := make(map[string]bool, len(r.Keep))
+	for _, k := range r.Keep {
+		keep[k] = true
+	}
+	prefix := r.Network + "."
+	stale := map[string]bool{}
+	consider := func(handle string) {
+		if strings.HasPrefix(handle, prefix) && !keep[handle] {
+			stale[handle] = true
+		}
+	}
+	store := l.alloc.Store()
+	blocks, err := store.ListBlocks(ctx)
+	if err != nil {
+		return nil, classify(fmt.Errorf("GC: list blocks: %w", err))
+	}
+	for _, b := range blocks {
+		for _, al := range b.Spec.Allocations {
+			if al.Node == r.Node {
+				consider(al.Handle)
+			}
+		}
+	}
+	handles, err := store.ListHandles(ctx)
+	if err != nil {
+		return nil, classify(fmt.Errorf("GC: list handles: %w", err))
+	}
+	for _, h := range handles {
+		if h.Annotations[ipam.AnnotationHandleNode] == r.Node {
+			consider(h.Spec.HandleID)
+		}
+	}
+	out := &api.GCReply{}
+	var errs []error
+	for h := range stale {
+		if err := l.alloc.ReleaseHandle(ctx, h); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out.Released = append(out.Released, h)
+	}
+	sort.Strings(out.Released)
+	if len(errs) > 0 {
+		return out, classify(fmt.Errorf("GC released %d of %d handles: %w", len(out.Released), len(stale), errors.Join(errs...)))
+	}
+	return out, nil
+}
+
+func fromIPAM(a ipam.Assignment) api.Assignment {
+	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, IPIPMode: string(a.IPIPMode), Borrowed: a.Borrowed}
+}
+
+// classify wraps an allocator error with its kind. The allocator's errors carry no sentinels for
+// exhaustion and missing pools, so those are recognised by their (stable, tested) wording.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	switch {
+	case isUnreachable(err):
+		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	case strings.Contains(msg, "exhausted"):
+		return fmt.Errorf("%w: %v", api.ErrExhausted, err)
+	case strings.Contains(msg, "no IPPool matches") || strings.Contains(msg, "no usable IPPool") ||
+		strings.Contains(msg, "there are no IPPools"):
+		return fmt.Errorf("%w: %v", api.ErrNoPool, err)
+	case strings.Contains(msg, "request has no handle") || strings.Contains(msg, "names no node"):
+		return fmt.Errorf("%w: %v", api.ErrInvalid, err)
+	}
+	return err
+}
+
+// isUnreachable: the API server could not be reached or did not answer in time.
+func isUnreachable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+		return true
+	}
+	var ue *url.Error
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) {
+		return true
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err)
+}

@@ -1,0 +1,80 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"syscall"
+	"testing"
+
+	"github.com/tabbynet/tabby/ipam"
+	"github.com/tabbynet/tabby/ipam/ipamtest"
+	"github.com/tabbynet/tabby/ipam/rpc/api"
+)
+
+// The allocator's errors carry no sentinels: classify recognises its wording. This test holds
+// that wording and the kinds together (decision logic over the ipam fake store).
+func TestClassifyAllocatorErrors(t *testing.T) {
+	ctx := context.Background()
+	s := ipamtest.NewStore()
+	s.AddNode("a", nil)
+	l := NewLocal(ipam.New(s, ipam.Config{CacheTTL: -1}))
+
+	if _, err := l.Assign(ctx, &api.AssignRequest{Handle: "n.1", Node: "a"}); !errors.Is(err, api.ErrNoPool) {
+		t.Errorf("no pools: %v, want ErrNoPool", err)
+	}
+	s.AddPool("tiny", "10.244.200.0/31", 31)
+	for i := range 2 {
+		if _, err := l.Assign(ctx, &api.AssignRequest{Handle: "n.fill" + string(rune('a'+i)), Node: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Assign(ctx, &api.AssignRequest{Handle: "n.2", Node: "a"}); !errors.Is(err, api.ErrExhausted) {
+		t.Errorf("full pool: %v, want ErrExhausted", err)
+	}
+	if _, err := l.Assign(ctx, &api.AssignRequest{Handle: "", Node: "a"}); !errors.Is(err, api.ErrInvalid) {
+		t.Errorf("no handle: %v, want ErrInvalid", err)
+	}
+	s.Inject(func(ipamtest.Op, string) error {
+		return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}
+	})
+	if _, err := l.Assign(ctx, &api.AssignRequest{Handle: "n.3", Node: "a"}); !errors.Is(err, api.ErrUnavailable) {
+		t.Errorf("API server down: %v, want ErrUnavailable", err)
+	}
+	if _, err := l.Ready(ctx, &api.ReadyRequest{Node: "a"}); !errors.Is(err, api.ErrUnavailable) {
+		t.Errorf("Ready with the API server down: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestGCKeepsValidAndOtherNodes(t *testing.T) {
+	ctx := context.Background()
+	s := ipamtest.NewStore()
+	s.AddNode("a", nil)
+	s.AddNode("b", nil)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	l := NewLocal(ipam.New(s, ipam.Config{}))
+	for _, r := range []api.AssignRequest{
+		{Handle: "net.keep", Node: "a"}, {Handle: "net.orphan", Node: "a"},
+		{Handle: "net.other", Node: "b"}, {Handle: "othernet.x", Node: "a"},
+	} {
+		if _, err := l.Assign(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := l.GC(ctx, &api.GCRequest{Node: "a", Network: "net", Keep: []string{"net.keep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Released) != 1 || out.Released[0] != "net.orphan" {
+		t.Fatalf("released %v, want only net.orphan", out.Released)
+	}
+	for _, h := range []string{"net.keep", "net.other", "othernet.x"} {
+		if got, _ := l.Lookup(ctx, &api.LookupRequest{Handle: h}); len(got.Assignments) != 1 {
+			t.Errorf("%s lost its address", h)
+		}
+	}
+	rel, err := l.Release(ctx, &api.ReleaseRequest{Handle: "net.keep", WantReleased: true})
+	if err != nil || len(rel.Released) != 1 {
+		t.Fatalf("release with WantReleased: %+v %v", rel, err)
+	}
+}
