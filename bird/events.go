@@ -1,0 +1,221 @@
+package bird
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/tabbynet/tabby/bird/peers"
+	"github.com/tabbynet/tabby/bird/speaker"
+	"github.com/tabbynet/tabby/bird/status"
+)
+
+// onEvent runs on the speaker's watch goroutine (best paths, state changes) or on a GoBGP
+// session goroutine (logs). It never calls the speaker.
+func (b *Bird) onEvent(e speaker.Event) {
+	switch e.Type {
+	case speaker.BestPath:
+		b.onBest(e)
+	case speaker.PeerStateChanged:
+		b.onState(e)
+	case speaker.PeerLog:
+		b.onPeerLog(e)
+	}
+}
+
+func (b *Bird) sessionLocked(addr netip.Addr) *session {
+	s := b.sessions[addr]
+	if s == nil {
+		s = &session{state: "idle", since: time.Now()}
+		b.sessions[addr] = s
+	}
+	return s
+}
+
+// restartingLocked tells whether a tabby node peer is in a planned restart: it said so with its
+// last NOTIFICATION, or its Node is marked.
+func (b *Bird) restartingLocked(addr netip.Addr, p peers.Peer, now time.Time) bool {
+	if s := b.sessions[addr]; s != nil && now.Before(s.gracefulUntil) {
+		return true
+	}
+	for _, n := range b.nodes {
+		if n.Name == p.Node && now.Before(n.RestartingUntil) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Bird) onState(e speaker.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessionLocked(e.Peer)
+	old := s.state
+	s.state = e.State
+	if (old == "established") != (e.State == "established") {
+		s.since = e.Time
+	}
+	if e.State == "established" {
+		s.info, s.inGR, s.flush, s.hardReset, s.gracefulUntil = "", false, false, false, time.Time{}
+		b.log.Info("BGP session established", "peer", e.Peer)
+		return
+	}
+	if old != "established" || b.stopped {
+		return
+	}
+	p, ok := b.desired[e.Peer]
+	switch {
+	case !ok:
+	case p.Node == "":
+		// A router: GoBGP is its graceful-restart helper as configured on both sides.
+		b.log.Warn("BGP session down", "peer", e.Peer, "state", e.State, "reason", s.info)
+	case s.hardReset:
+		// Not a graceful restart (RFC 8538): GoBGP has dropped the routes already.
+		b.log.Warn("BGP session reset by the peer", "peer", e.Peer, "node", p.Node)
+	case b.restartingLocked(e.Peer, p, e.Time):
+		s.inGR = true
+		s.info = "graceful restart: keeping its routes until it is back"
+		b.log.Info("BGP peer is restarting gracefully: keeping its routes", "peer", e.Peer, "node", p.Node)
+	default:
+		s.flush = true
+		b.log.Warn("BGP session with a tabby node lost", "peer", e.Peer, "node", p.Node, "reason", s.info)
+		b.trigger()
+	}
+}
+
+func (b *Bird) onPeerLog(e speaker.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessionLocked(e.Peer)
+	if n := e.Notification; n != nil && n.Code == speaker.CodeCease && n.Subcode == speaker.SubcodeAdministrativeReset && n.Communication == speaker.RestartCommunication {
+		restart := peers.DefaultRestartTime
+		if p, ok := b.desired[e.Peer]; ok && p.RestartTime > 0 {
+			restart = p.RestartTime
+		}
+		s.gracefulUntil = e.Time.Add(restart)
+	}
+	if n := e.Notification; n != nil {
+		s.hardReset = n.Code == speaker.CodeCease && n.Subcode == speaker.SubcodeHardReset
+	}
+	// The last warning is the reason given when the session goes down (hold timer expired,
+	// connection reset, NOTIFICATION received), so keep it also while established.
+	s.info = e.Message
+	if p, ok := b.desired[e.Peer]; ok && p.Password != "" && s.state != "established" {
+		s.info += " (TCP MD5 password set: a wrong or missing password on either side silently drops every segment)"
+	}
+}
+
+func (b *Bird) inPoolsLocked(p netip.Prefix) bool {
+	for _, pool := range b.pools {
+		if pool.Bits() <= p.Bits() && pool.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// onBest hands learned best paths inside the pools to OnRoute. A prefix whose best path becomes
+// one of ours (or leaves the pools) is withdrawn from the dataplane.
+func (b *Bird) onBest(e speaker.Event) {
+	b.mu.Lock()
+	b.lastUpdate = e.Time
+	prev, told := b.told[e.Prefix]
+	learned := !e.Withdrawn && e.Peer.IsValid() && e.NextHop.IsValid() && b.inPoolsLocked(e.Prefix)
+	var u *RouteUpdate
+	switch {
+	case learned && (!told || prev != e.NextHop):
+		b.told[e.Prefix] = e.NextHop
+		u = &RouteUpdate{Prefix: e.Prefix, NextHop: e.NextHop}
+	case !learned && told:
+		delete(b.told, e.Prefix)
+		u = &RouteUpdate{Prefix: e.Prefix, NextHop: prev, Withdrawn: true}
+	}
+	b.mu.Unlock()
+	if u != nil && b.cfg.OnRoute != nil {
+		b.cfg.OnRoute(*u)
+	}
+}
+
+// withdrawAllTold withdraws every learned route from the dataplane (speaker restarted).
+func (b *Bird) withdrawAllTold() {
+	b.mu.Lock()
+	told := b.told
+	b.told = map[netip.Prefix]netip.Addr{}
+	b.mu.Unlock()
+	if b.cfg.OnRoute == nil {
+		return
+	}
+	for p, nh := range told {
+		b.cfg.OnRoute(RouteUpdate{Prefix: p, NextHop: nh, Withdrawn: true})
+	}
+}
+
+// Status implements status.Source.
+func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
+	b.mu.Lock()
+	spk := b.spk
+	b.mu.Unlock()
+	var states []speaker.PeerState
+	if spk != nil {
+		var err error
+		if states, err = spk.Peers(ctx); err != nil {
+			return nil, fmt.Errorf("BGP status: %w", err)
+		}
+	}
+	byAddr := map[netip.Addr]speaker.PeerState{}
+	for _, s := range states {
+		byAddr[s.Address] = s
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	reply := &status.PeersReply{Node: b.cfg.NodeName, RoutesAdvertised: len(b.paths), RoutesLearned: len(b.told)}
+	if b.spk != nil {
+		reply.RouterID, reply.ASN = b.speakerCfg.RouterID.String(), b.speakerCfg.ASN
+	}
+	for _, p := range sortedPeers(b.desired) {
+		ps := status.PeerStatus{Address: p.Address.String(), ASN: p.ASN, Type: string(p.Type), Node: p.Node, Source: p.Source}
+		if p.Port != 179 {
+			ps.Address = netip.AddrPortFrom(p.Address, p.Port).String()
+		}
+		st, configured := byAddr[p.Address]
+		switch {
+		case p.Err != "":
+			ps.State, ps.Info = "not configured", p.Err
+		case !configured:
+			ps.State = "idle"
+		default:
+			ps.State, ps.RoutesReceived, ps.RoutesSent = st.State, st.Received, st.Sent
+		}
+		if s := b.sessions[p.Address]; s != nil && p.Err == "" {
+			ps.Since, ps.Info = s.since, s.info
+		}
+		reply.Peers = append(reply.Peers, ps)
+	}
+	if reply.Peers == nil {
+		reply.Peers = []status.PeerStatus{}
+	}
+	return reply, nil
+}
+
+// Peers returns the sessions as the status service shows them.
+func (b *Bird) Peers() []PeerStatus {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := b.Status(ctx)
+	if err != nil {
+		b.log.Warn("BGP status", "error", err)
+		return nil
+	}
+	return r.Peers
+}
+
+func sortedPeers(m map[netip.Addr]peers.Peer) []peers.Peer {
+	out := make([]peers.Peer, 0, len(m))
+	for _, p := range m {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b peers.Peer) int { return a.Address.Compare(b.Address) })
+	return out
+}

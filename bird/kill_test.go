@@ -1,0 +1,84 @@
+package bird
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tabbynet/tabby/bird/internal/netnstest"
+)
+
+const helperEnv = "TABBY_BIRD_HELPER_NODE"
+
+// helperSpec is what a child speaker process runs.
+type helperSpec struct {
+	Self  Node
+	Nodes []Node
+	Local []netip.Prefix
+}
+
+// TestHelperSpeaker is not a test: it is a tabby node's BGP agent in a child process, for the
+// tests that need to SIGKILL one.
+func TestHelperSpeaker(t *testing.T) {
+	raw := os.Getenv(helperEnv)
+	if raw == "" {
+		t.Skip("helper process only")
+	}
+	var spec helperSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{NodeName: spec.Self.Name, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetNodes(spec.Nodes)
+	b.SetPools([]netip.Prefix{pool})
+	b.SetLocalPrefixes(spec.Local)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer cancel()
+	_ = b.Run(ctx)
+}
+
+func startHelper(t *testing.T, spec helperSpec) *exec.Cmd {
+	t.Helper()
+	netnstest.AddLoopback(t, spec.Self.Address.Addr())
+	raw, _ := json.Marshal(spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSpeaker$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// TestKilledNodeFlush: a tabby-node SIGKILLed (and not coming back) loses its routes at its
+// peers at once: the TCP connection closes without a NOTIFICATION, which GoBGP alone would
+// treat as a graceful restart.
+func TestKilledNodeFlush(t *testing.T) {
+	netnstest.Require(t)
+	all := []Node{mkNode(51, nil, ""), mkNode(52, nil, "")}
+	b := startNode(t, all[1], all, nil)
+	cmd := startHelper(t, helperSpec{Self: all[0], Nodes: all, Local: []netip.Prefix{blockOf(51)}})
+	b.routes.waitRoute(t, blockOf(51), all[0].Address.Addr(), 20*time.Second)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d := b.routes.waitGone(t, blockOf(51), 10*time.Second)
+	t.Logf("killed node's block gone after %v", d)
+	if d > 2*time.Second {
+		t.Errorf("%v to drop a killed node's routes, want about immediately", d)
+	}
+}

@@ -1,0 +1,66 @@
+package bird
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics reads the agent's state at scrape time: no counters to keep in step.
+type metrics struct {
+	b          *Bird
+	sessions   *prometheus.Desc
+	advertised *prometheus.Desc
+	received   *prometheus.Desc
+	learned    *prometheus.Desc
+	sinceLast  *prometheus.Desc
+}
+
+func newMetrics(b *Bird) *metrics {
+	return &metrics{
+		b:          b,
+		sessions:   prometheus.NewDesc("tabby_bgp_sessions", "BGP sessions by state and type.", []string{"state", "type"}, nil),
+		advertised: prometheus.NewDesc("tabby_bgp_routes_advertised", "Prefixes this node advertises (its blocks and borrowed addresses).", nil, nil),
+		received:   prometheus.NewDesc("tabby_bgp_routes_received", "Prefixes accepted from each peer.", []string{"peer"}, nil),
+		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
+		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
+	}
+}
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.sessions
+	ch <- m.advertised
+	ch <- m.received
+	ch <- m.learned
+	ch <- m.sinceLast
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := m.b.Status(ctx)
+	if err != nil {
+		m.b.log.Warn("BGP metrics", "error", err)
+		return
+	}
+	type key struct{ state, typ string }
+	counts := map[key]int{}
+	for _, p := range r.Peers {
+		counts[key{p.State, p.Type}]++
+		ch <- prometheus.MustNewConstMetric(m.received, prometheus.GaugeValue, float64(p.RoutesReceived), p.Address)
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(m.sessions, prometheus.GaugeValue, float64(n), k.state, k.typ)
+	}
+	ch <- prometheus.MustNewConstMetric(m.advertised, prometheus.GaugeValue, float64(r.RoutesAdvertised))
+	ch <- prometheus.MustNewConstMetric(m.learned, prometheus.GaugeValue, float64(r.RoutesLearned))
+	m.b.mu.Lock()
+	last := m.b.lastUpdate
+	m.b.mu.Unlock()
+	since := -1.0
+	if !last.IsZero() {
+		since = time.Since(last).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(m.sinceLast, prometheus.GaugeValue, since)
+}

@@ -1,0 +1,99 @@
+package bird
+
+import (
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird/internal/netnstest"
+)
+
+// TestGodebugPlainTCP: the test binary is built with go.mod's `godebug multipathtcp=0`, without
+// which GoBGP cannot set TCP MD5 on its listener and passwords are silently not enforced.
+func TestGodebugPlainTCP(t *testing.T) {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("no build info")
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "DefaultGODEBUG" && strings.Contains(s.Value, "multipathtcp=0") {
+			return
+		}
+	}
+	t.Fatalf("test binary lacks multipathtcp=0 in DefaultGODEBUG: %v", bi.Settings)
+}
+
+func passwordPeer(secret string) []v1.BGPPeer {
+	p := v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "pair"}, Spec: v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "all()"}}
+	if secret != "" {
+		p.Spec.Password = &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: secret, Key: "password"}}
+	}
+	return []v1.BGPPeer{p}
+}
+
+func secretsWith(pw string) map[string]map[string][]byte {
+	return map[string]map[string][]byte{"bgp-auth": {"password": []byte(pw)}}
+}
+
+// stayDown fails if the session with addr gets established within d.
+func stayDown(t *testing.T, tn *testNode, addr string, d time.Duration) PeerStatus {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last PeerStatus
+	for time.Now().Before(deadline) {
+		for _, p := range tn.bird.Peers() {
+			if p.Address == addr {
+				last = p
+				if p.State == "established" {
+					t.Fatalf("%s: session with %s established: %+v", tn.Name, addr, p)
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return last
+}
+
+// TestPasswords: matching passwords establish; a wrong or missing one never does and the status
+// says why; a missing Secret keeps the session closed; fixing the Secret re-keys the session.
+func TestPasswords(t *testing.T) {
+	netnstest.Require(t)
+	all := []Node{mkNode(61, nil, ""), mkNode(62, nil, "")}
+	setup := func(pw string, peers []v1.BGPPeer) func(*Bird) {
+		return func(b *Bird) {
+			b.SetBGPConfiguration(meshOff())
+			b.SetBGPPeers(peers)
+			b.SetSecrets(secretsWith(pw))
+		}
+	}
+	a := startNode(t, all[0], all, setup("right", passwordPeer("bgp-auth")))
+	b := startNode(t, all[1], all, setup("wrong", passwordPeer("bgp-auth")))
+	st := stayDown(t, a, "198.51.100.62", 4*time.Second)
+	t.Logf("wrong password: %+v", st)
+	if !strings.Contains(st.Info, "password") {
+		t.Errorf("status of a session with a wrong password does not mention the password: %q", st.Info)
+	}
+
+	// The other side has no password at all.
+	b.bird.SetBGPPeers(passwordPeer(""))
+	st = stayDown(t, a, "198.51.100.62", 4*time.Second)
+	t.Logf("missing password at the peer: %+v", st)
+
+	// Our side's Secret is missing: the session is not opened and the status names the Secret.
+	a.bird.SetSecrets(nil)
+	b.bird.SetBGPPeers(passwordPeer("bgp-auth"))
+	st = stayDown(t, a, "198.51.100.62", 2*time.Second)
+	if st.State != "not configured" || !strings.Contains(st.Info, `Secret "bgp-auth" not found`) {
+		t.Errorf("missing Secret: %+v", st)
+	}
+
+	// Both right: the Secret change re-keys the session.
+	a.bird.SetSecrets(secretsWith("right"))
+	b.bird.SetSecrets(secretsWith("right"))
+	a.waitPeer(t, all[1].Address.Addr(), "established", 20*time.Second)
+	b.routes.waitRoute(t, a.block, a.Address.Addr(), 5*time.Second)
+}

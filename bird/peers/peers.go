@@ -1,0 +1,339 @@
+// Package peers computes the BGP sessions one tabby node should have from the datastore: the
+// node-to-node mesh, route-reflector relations and BGPPeer objects. It is pure (no GoBGP, no I/O)
+// so that every topology rule is tested in a table; bird applies the result to the speaker.
+package peers
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/tabbynet/tabby/apis/selector"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
+)
+
+// Type says why a session exists, in the words `tabbyctl node status` prints.
+type Type string
+
+const (
+	Mesh                 Type = "mesh"
+	Global               Type = "global"
+	NodeSpecific         Type = "node-specific"
+	RouteReflector       Type = "route-reflector"        // the peer is a route reflector serving us
+	RouteReflectorClient Type = "route-reflector-client" // we reflect for the peer
+)
+
+// Defaults of the sessions between tabby nodes: a dead node's routes must be gone in under 10 s.
+const (
+	DefaultKeepalive   = 3 * time.Second
+	DefaultHold        = 9 * time.Second
+	DefaultRestartTime = 120 * time.Second
+	// External peers (ToRs) get the usual BGP timers: their operators tune them on their side.
+	ExternalKeepalive = 30 * time.Second
+	ExternalHold      = 90 * time.Second
+)
+
+// Node is a tabby node as BGP sees it.
+type Node struct {
+	Name        string
+	Labels      map[string]string
+	Address     netip.Prefix // BGP address with the prefix length of its interface
+	ASN         uint32       // 0: BGPConfiguration.asNumber
+	RRClusterID string
+}
+
+// Input is everything the peer set depends on.
+type Input struct {
+	LocalNode string
+	Nodes     []Node
+	Config    *v1.BGPConfiguration // nil: defaults
+	Peers     []v1.BGPPeer
+	Secrets   map[string]map[string][]byte // Secrets of tabby-node's namespace: name → data
+}
+
+// Speaker is the speaker-wide configuration.
+type Speaker struct {
+	RouterID   netip.Addr
+	Address    netip.Prefix
+	ASN        uint32
+	ListenPort uint16
+	ClusterID  string // non-empty: this node is a route reflector
+}
+
+// Peer is one desired session. Two Peers are the same session configuration iff they are ==
+// (bird resets a session only when its Peer changed).
+type Peer struct {
+	Address  netip.Addr
+	Port     uint16
+	ASN      uint32
+	LocalASN uint32
+	Type     Type
+	// Node is the remote tabby node's name, empty for an external router.
+	Node string
+	// Source names the object that asked for the session: "mesh" or "bgppeer/NAME".
+	Source              string
+	Password            string
+	RRClient            bool
+	ClusterID           string // with RRClient: the cluster ID we reflect for
+	EBGPMultihop        uint8  // TTL; 0 = directly connected
+	KeepOriginalNextHop bool
+	// Passive: wait for the peer to connect. Between two tabby nodes the one with the higher
+	// address waits: GoBGP closes incoming connections for 5 s after a failed attempt, so two
+	// sides dialling each other after a restart can miss each other for many seconds, and a
+	// graceful-restart helper whose dial is refused that way drops the routes it keeps.
+	Passive     bool
+	Keepalive   time.Duration
+	Hold        time.Duration
+	RestartTime time.Duration
+	// Err says why the session cannot be configured (a missing Secret): bird shows it instead
+	// of opening the session, so a password is never silently dropped.
+	Err string
+}
+
+// IBGP tells an internal session.
+func (p Peer) IBGP() bool { return p.ASN == p.LocalASN }
+
+// Result is the computed configuration.
+type Result struct {
+	Speaker Speaker
+	Peers   []Peer // sorted by address, one per address
+	// Problems are non-fatal issues (a bad selector, a duplicate address) for logs and status.
+	Problems []string
+}
+
+// LocalASN is the AS of a node: its annotation, else BGPConfiguration.asNumber, else 64512.
+func LocalASN(n Node, cfg *v1.BGPConfiguration) uint32 {
+	if n.ASN != 0 {
+		return n.ASN
+	}
+	if cfg != nil && cfg.Spec.ASNumber != nil && *cfg.Spec.ASNumber != 0 {
+		return *cfg.Spec.ASNumber
+	}
+	return v1.DefaultASNumber
+}
+
+// Timers returns the keepalive and hold times between tabby nodes.
+func Timers(cfg *v1.BGPConfiguration) (keepalive, hold time.Duration) {
+	keepalive, hold = DefaultKeepalive, DefaultHold
+	if cfg != nil && cfg.Spec.KeepaliveTime != nil && cfg.Spec.KeepaliveTime.Duration > 0 {
+		keepalive = cfg.Spec.KeepaliveTime.Duration
+	}
+	if cfg != nil && cfg.Spec.HoldTime != nil && cfg.Spec.HoldTime.Duration > 0 {
+		hold = cfg.Spec.HoldTime.Duration
+	}
+	return keepalive, hold
+}
+
+func listenPort(cfg *v1.BGPConfiguration) uint16 {
+	if cfg != nil && cfg.Spec.ListenPort != nil && *cfg.Spec.ListenPort > 0 && *cfg.Spec.ListenPort < 65536 {
+		return uint16(*cfg.Spec.ListenPort)
+	}
+	return v1.DefaultListenPort
+}
+
+func meshEnabled(cfg *v1.BGPConfiguration) bool {
+	return cfg == nil || cfg.Spec.NodeToNodeMeshEnabled == nil || *cfg.Spec.NodeToNodeMeshEnabled
+}
+
+// Compute returns the speaker configuration and sessions of in.LocalNode. It fails only when the
+// local node itself cannot speak BGP (unknown, or no address yet).
+func Compute(in Input) (Result, error) {
+	var local *Node
+	for i := range in.Nodes {
+		if in.Nodes[i].Name == in.LocalNode {
+			local = &in.Nodes[i]
+		}
+	}
+	if local == nil {
+		return Result{}, fmt.Errorf("local node %q is not among the %d nodes", in.LocalNode, len(in.Nodes))
+	}
+	if !local.Address.IsValid() || !local.Address.Addr().Is4() {
+		return Result{}, fmt.Errorf("local node %q has no BGP IPv4 address (annotation %s)", local.Name, v1.AnnotationBGPIPv4Address)
+	}
+	res := Result{Speaker: Speaker{
+		RouterID:   local.Address.Addr(),
+		Address:    local.Address,
+		ASN:        LocalASN(*local, in.Config),
+		ListenPort: listenPort(in.Config),
+		ClusterID:  local.RRClusterID,
+	}}
+	keepalive, hold := Timers(in.Config)
+	byAddr := map[netip.Addr]Node{}
+	for _, n := range in.Nodes {
+		if n.Address.IsValid() {
+			byAddr[n.Address.Addr()] = n
+		}
+	}
+	chosen := map[netip.Addr]Peer{}
+	add := func(p Peer) {
+		if p.Address == local.Address.Addr() {
+			return // a selector that also matches this node
+		}
+		if old, dup := chosen[p.Address]; dup {
+			if old.Source != p.Source {
+				res.Problems = append(res.Problems, fmt.Sprintf("peer %s: asked for by %s and %s; keeping %s", p.Address, old.Source, p.Source, old.Source))
+			}
+			return
+		}
+		chosen[p.Address] = p
+	}
+	// towardsNode fills the relation to another tabby node: iBGP route-reflector roles.
+	towardsNode := func(p *Peer, n Node) {
+		p.Node = n.Name
+		p.Passive = local.Address.Addr().Compare(n.Address.Addr()) > 0
+		p.Keepalive, p.Hold = keepalive, hold
+		if !p.IBGP() {
+			return
+		}
+		if n.RRClusterID != "" {
+			p.Type = RouteReflector
+		} else if local.RRClusterID != "" {
+			p.Type = RouteReflectorClient
+		}
+		// A reflector treats every iBGP tabby node as a client, other reflectors of its own
+		// cluster included: GoBGP v3 adds ORIGINATOR_ID and CLUSTER_LIST only on routes it sends
+		// to a client, so a client route passed to a non-client reflector would come out of it
+		// with the wrong ORIGINATOR_ID. The CLUSTER_LIST then keeps reflectors of one cluster
+		// from reflecting each other's copies (RFC 4456 section 8).
+		if local.RRClusterID != "" {
+			p.RRClient, p.ClusterID = true, local.RRClusterID
+		}
+	}
+
+	// Explicit BGPPeers first, in name order, so that they win over the mesh for one address.
+	bgpPeers := slices.Clone(in.Peers)
+	slices.SortFunc(bgpPeers, func(a, b v1.BGPPeer) int { return cmp.Compare(a.Name, b.Name) })
+	for _, bp := range bgpPeers {
+		src := "bgppeer/" + bp.Name
+		if errs := validation.BGPPeer(&bp); len(errs) > 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s ignored: %v", src, errs.ToAggregate()))
+			continue
+		}
+		typ := Global
+		// opens tells whether the BGPPeer's node/nodeSelector picks node n.
+		opens := func(n Node) bool { return true }
+		switch {
+		case bp.Spec.Node != "":
+			opens = func(n Node) bool { return n.Name == bp.Spec.Node }
+			typ = NodeSpecific
+		case bp.Spec.NodeSelector != "":
+			sel, err := selector.Parse(bp.Spec.NodeSelector)
+			if err != nil {
+				res.Problems = append(res.Problems, fmt.Sprintf("%s ignored: nodeSelector: %v", src, err))
+				continue
+			}
+			opens = func(n Node) bool { return sel.Matches(n.Labels) }
+			typ = NodeSpecific
+		}
+		base := Peer{
+			LocalASN:            res.Speaker.ASN,
+			Type:                typ,
+			Source:              src,
+			KeepOriginalNextHop: bp.Spec.KeepOriginalNextHop,
+			EBGPMultihop:        uint8(bp.Spec.EBGPMultihop),
+			Keepalive:           ExternalKeepalive,
+			Hold:                ExternalHold,
+			RestartTime:         DefaultRestartTime,
+		}
+		if bp.Spec.MaxRestartTime != nil && bp.Spec.MaxRestartTime.Duration > 0 {
+			base.RestartTime = bp.Spec.MaxRestartTime.Duration
+		}
+		if ref := secretRef(bp); ref != nil {
+			pw, err := lookupSecret(in.Secrets, ref)
+			if err != nil {
+				base.Err = fmt.Sprintf("%s: password: %v", src, err)
+			}
+			base.Password = pw
+		}
+		if bp.Spec.PeerIP != "" {
+			if !opens(*local) {
+				continue
+			}
+			addr, port, err := validation.ParsePeerIP(bp.Spec.PeerIP)
+			if err != nil { // validated above; kept for safety
+				res.Problems = append(res.Problems, fmt.Sprintf("%s ignored: peerIP %q: %v", src, bp.Spec.PeerIP, err))
+				continue
+			}
+			p := base
+			p.Address, p.Port, p.ASN = addr, port, bp.Spec.ASNumber
+			if n, ok := byAddr[addr]; ok {
+				towardsNode(&p, n)
+			}
+			add(p)
+			continue
+		}
+		sel, err := selector.Parse(bp.Spec.PeerSelector)
+		if err != nil {
+			res.Problems = append(res.Problems, fmt.Sprintf("%s ignored: peerSelector: %v", src, err))
+			continue
+		}
+		// A session between two tabby nodes is symmetric: the nodes the selectors pick open it
+		// towards the nodes peerSelector picks, and those open it back (Calico's semantics: the
+		// route reflectors learn their clients from the same object).
+		for _, n := range in.Nodes {
+			if n.Name == local.Name || !n.Address.IsValid() {
+				continue
+			}
+			if !(opens(*local) && sel.Matches(n.Labels)) && !(sel.Matches(local.Labels) && opens(n)) {
+				continue
+			}
+			p := base
+			p.Address, p.Port, p.ASN = n.Address.Addr(), res.Speaker.ListenPort, LocalASN(n, in.Config)
+			towardsNode(&p, n)
+			add(p)
+		}
+	}
+
+	if meshEnabled(in.Config) && local.RRClusterID == "" {
+		for _, n := range in.Nodes {
+			if n.Name == local.Name || n.RRClusterID != "" || !n.Address.IsValid() || !n.Address.Addr().Is4() {
+				continue
+			}
+			p := Peer{
+				Address:     n.Address.Addr(),
+				Port:        res.Speaker.ListenPort,
+				ASN:         LocalASN(n, in.Config),
+				LocalASN:    res.Speaker.ASN,
+				Type:        Mesh,
+				Source:      "mesh",
+				RestartTime: DefaultRestartTime,
+			}
+			towardsNode(&p, n)
+			add(p)
+		}
+	}
+
+	for _, p := range chosen {
+		res.Peers = append(res.Peers, p)
+	}
+	slices.SortFunc(res.Peers, func(a, b Peer) int { return a.Address.Compare(b.Address) })
+	return res, nil
+}
+
+func secretRef(bp v1.BGPPeer) *v1.SecretKeyRef {
+	if bp.Spec.Password == nil {
+		return nil
+	}
+	return bp.Spec.Password.SecretKeyRef
+}
+
+func lookupSecret(secrets map[string]map[string][]byte, ref *v1.SecretKeyRef) (string, error) {
+	data, ok := secrets[ref.Name]
+	if !ok {
+		return "", fmt.Errorf("Secret %q not found", ref.Name)
+	}
+	v, ok := data[ref.Key]
+	if !ok {
+		return "", fmt.Errorf("Secret %q has no key %q", ref.Name, ref.Key)
+	}
+	if len(v) == 0 {
+		return "", fmt.Errorf("Secret %q key %q is empty", ref.Name, ref.Key)
+	}
+	if len(v) > 80 { // TCP_MD5SIG_MAXKEYLEN
+		return "", fmt.Errorf("Secret %q key %q: password is %d bytes, at most 80", ref.Name, ref.Key, len(v))
+	}
+	return string(v), nil
+}

@@ -1,0 +1,180 @@
+package peers
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+func node(name, addr string, labels map[string]string, asn uint32, cluster string) Node {
+	return Node{Name: name, Address: netip.MustParsePrefix(addr), Labels: labels, ASN: asn, RRClusterID: cluster}
+}
+
+func peer(name string, spec v1.BGPPeerSpec) v1.BGPPeer {
+	return v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var (
+	n1 = node("n1", "198.51.100.1/24", map[string]string{"rack": "a"}, 0, "")
+	n2 = node("n2", "198.51.100.2/24", map[string]string{"rack": "a"}, 0, "")
+	n3 = node("n3", "198.51.100.3/24", map[string]string{"rack": "b"}, 0, "")
+	rr = map[string]string{"tabby.dev/route-reflector": ""}
+	r1 = node("r1", "198.51.100.101/24", rr, 0, "244.0.0.1")
+	r2 = node("r2", "198.51.100.102/24", rr, 0, "244.0.0.1")
+	// Calico's route-reflector topology: mesh off, everyone peers with the RRs.
+	rrPeers = []v1.BGPPeer{peer("to-rrs", v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "has(tabby.dev/route-reflector)"})}
+	meshOff = &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: ptr(false)}}
+)
+
+// short renders a result as "addr/type/node/asn[/flags]" lines for compact expectations.
+func short(r Result) string {
+	var out []string
+	for _, p := range r.Peers {
+		s := p.Address.String() + ":" + strconv.Itoa(int(p.Port)) + "/" + string(p.Type) + "/" + p.Node + "/" + strconv.Itoa(int(p.ASN))
+		if p.RRClient {
+			s += "/rrc=" + p.ClusterID
+		}
+		if p.Password != "" {
+			s += "/pw=" + p.Password
+		}
+		if p.Err != "" {
+			s += "/err"
+		}
+		if p.EBGPMultihop != 0 {
+			s += "/ttl=" + strconv.Itoa(int(p.EBGPMultihop))
+		}
+		if p.KeepOriginalNextHop {
+			s += "/keepnh"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestCompute(t *testing.T) {
+	secrets := map[string]map[string][]byte{"bgp": {"tor": []byte("s3cret")}}
+	cases := []struct {
+		name    string
+		local   string
+		nodes   []Node
+		cfg     *v1.BGPConfiguration
+		peers   []v1.BGPPeer
+		want    string
+		wantASN uint32
+		problem string
+	}{
+		{name: "mesh default", local: "n1", nodes: []Node{n1, n2, n3},
+			want: "198.51.100.2:179/mesh/n2/64512 198.51.100.3:179/mesh/n3/64512", wantASN: 64512},
+		{name: "mesh off", local: "n1", nodes: []Node{n1, n2, n3}, cfg: meshOff, want: ""},
+		{name: "mesh skips nodes without address", local: "n1", nodes: []Node{n1, {Name: "bare"}}, want: ""},
+		{name: "asn and port from configuration, annotation wins", local: "n1",
+			nodes: []Node{n1, node("n2", "198.51.100.2/24", nil, 65002, "")},
+			cfg:   &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{ASNumber: ptr(uint32(65001)), ListenPort: ptr(int32(1179))}},
+			want:  "198.51.100.2:1179/mesh/n2/65002", wantASN: 65001},
+		{name: "route reflectors left out of the mesh", local: "n1", nodes: []Node{n1, n2, r1},
+			want: "198.51.100.2:179/mesh/n2/64512"},
+		{name: "rr node has no mesh", local: "r1", nodes: []Node{n1, n2, r1}, want: ""},
+		{name: "rr topology, client side", local: "n1", nodes: []Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
+			want: "198.51.100.101:179/route-reflector/r1/64512 198.51.100.102:179/route-reflector/r2/64512"},
+		{name: "rr topology, reflector side learns clients from the same object", local: "r1", nodes: []Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
+			want: "198.51.100.2:179/route-reflector-client/n2/64512/rrc=244.0.0.1 198.51.100.1:179/route-reflector-client/n1/64512/rrc=244.0.0.1 198.51.100.102:179/route-reflector/r2/64512/rrc=244.0.0.1"},
+		{name: "global peer with port and password", local: "n1", nodes: []Node{n1},
+			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{PeerIP: "203.0.113.1:1179", ASNumber: 65000, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp", Key: "tor"}}})},
+			want:  "203.0.113.1:1179/global//65000/pw=s3cret"},
+		{name: "missing secret is an error, not an open session", local: "n1", nodes: []Node{n1},
+			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{PeerIP: "203.0.113.1", ASNumber: 65000, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp", Key: "nope"}}})},
+			want:  "203.0.113.1:179/global//65000/err"},
+		{name: "node-specific peer for another node", local: "n1", nodes: []Node{n1, n2}, cfg: meshOff,
+			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{Node: "n2", PeerIP: "203.0.113.1", ASNumber: 65000})}, want: ""},
+		{name: "node-specific peer for this node, multihop, keep next hop", local: "n1", nodes: []Node{n1, n2}, cfg: meshOff,
+			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{Node: "n1", PeerIP: "203.0.113.1", ASNumber: 65000, EBGPMultihop: 3, KeepOriginalNextHop: true})},
+			want:  "203.0.113.1:179/node-specific//65000/ttl=3/keepnh"},
+		{name: "nodeSelector", local: "n3", nodes: []Node{n1, n3}, cfg: meshOff,
+			peers: []v1.BGPPeer{peer("rack-a", v1.BGPPeerSpec{NodeSelector: "rack == 'a'", PeerIP: "203.0.113.1", ASNumber: 65000}),
+				peer("rack-b", v1.BGPPeerSpec{NodeSelector: "rack == 'b'", PeerIP: "203.0.113.2", ASNumber: 65000})},
+			want: "203.0.113.2:179/node-specific//65000"},
+		{name: "peerIP of another tabby node is iBGP with cluster timers", local: "n1", nodes: []Node{n1, n2}, cfg: meshOff,
+			peers: []v1.BGPPeer{peer("to-n2", v1.BGPPeerSpec{PeerIP: "198.51.100.2", ASNumber: 64512})},
+			want:  "198.51.100.2:179/global/n2/64512"},
+		{name: "explicit peer wins over the mesh for one address", local: "n1", nodes: []Node{n1, n2},
+			peers: []v1.BGPPeer{peer("to-n2", v1.BGPPeerSpec{PeerIP: "198.51.100.2", ASNumber: 64512})},
+			want:  "198.51.100.2:179/global/n2/64512", problem: "asked for by bgppeer/to-n2 and mesh"},
+		{name: "bad selector ignored with a problem", local: "n1", nodes: []Node{n1},
+			peers: []v1.BGPPeer{peer("bad", v1.BGPPeerSpec{NodeSelector: "has(", PeerIP: "203.0.113.1", ASNumber: 65000})},
+			want:  "", problem: "bgppeer/bad ignored"},
+		{name: "ebgp between tabby nodes is not reflected", local: "r1", nodes: []Node{r1, node("x", "198.51.100.9/24", nil, 65009, "")}, cfg: meshOff,
+			peers: []v1.BGPPeer{peer("all", v1.BGPPeerSpec{PeerSelector: "all()"})},
+			want:  "198.51.100.9:179/global/x/65009"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := Compute(Input{LocalNode: c.local, Nodes: c.nodes, Config: c.cfg, Peers: c.peers, Secrets: secrets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The reflector case lists addresses sorted; compare as sets of words.
+			if got := short(res); !sameWords(got, c.want) {
+				t.Errorf("peers:\n got %s\nwant %s", got, c.want)
+			}
+			if c.wantASN != 0 && res.Speaker.ASN != c.wantASN {
+				t.Errorf("ASN %d, want %d", res.Speaker.ASN, c.wantASN)
+			}
+			if c.problem != "" && !strings.Contains(strings.Join(res.Problems, "\n"), c.problem) {
+				t.Errorf("problems %q, want one containing %q", res.Problems, c.problem)
+			}
+			for _, p := range res.Peers {
+				if p.Node != "" && (p.Keepalive != 3*time.Second || p.Hold != 9*time.Second) {
+					t.Errorf("%s: timers %v/%v, want 3s/9s between nodes", p.Address, p.Keepalive, p.Hold)
+				}
+			}
+		})
+	}
+}
+
+func sameWords(a, b string) bool {
+	wa, wb := strings.Fields(a), strings.Fields(b)
+	if len(wa) != len(wb) {
+		return false
+	}
+	m := map[string]int{}
+	for _, w := range wa {
+		m[w]++
+	}
+	for _, w := range wb {
+		m[w]--
+	}
+	for _, v := range m {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestComputeErrors(t *testing.T) {
+	if _, err := Compute(Input{LocalNode: "ghost", Nodes: []Node{n1}}); err == nil || !strings.Contains(err.Error(), `"ghost"`) {
+		t.Errorf("unknown node: %v", err)
+	}
+	if _, err := Compute(Input{LocalNode: "bare", Nodes: []Node{{Name: "bare"}}}); err == nil || !strings.Contains(err.Error(), v1.AnnotationBGPIPv4Address) {
+		t.Errorf("no address: %v", err)
+	}
+}
+
+func TestTimersFromConfiguration(t *testing.T) {
+	cfg := &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{KeepaliveTime: &metav1.Duration{Duration: time.Second}, HoldTime: &metav1.Duration{Duration: 3 * time.Second}}}
+	res, err := Compute(Input{LocalNode: "n1", Nodes: []Node{n1, n2}, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Peers[0]; p.Keepalive != time.Second || p.Hold != 3*time.Second {
+		t.Errorf("timers %v/%v", p.Keepalive, p.Hold)
+	}
+}

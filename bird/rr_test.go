@@ -1,0 +1,147 @@
+package bird
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird/internal/netnstest"
+)
+
+var rrLabel = map[string]string{"tabby.dev/route-reflector": "true"}
+
+// calicoRRPeers is how Calico users write a route-reflector topology.
+func calicoRRPeers() []v1.BGPPeer {
+	return []v1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "peer-with-rrs"}, Spec: v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "has(tabby.dev/route-reflector)"}},
+	}
+}
+
+func meshOff() *v1.BGPConfiguration {
+	f := false
+	return &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: &f}}
+}
+
+// gobgpPaths lists a node's RIB through GoBGP's own API (served on loopback only).
+func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
+	t.Helper()
+	conn, err := grpc.NewClient(apiAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := api.NewGobgpApiClient(conn).ListPath(ctx, &api.ListPathRequest{
+		TableType: api.TableType_GLOBAL,
+		Family:    &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST},
+		Prefixes:  []*api.TableLookupPrefix{{Prefix: prefix.String()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*api.Path
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		out = append(out, r.Destination.Paths...)
+	}
+	return out
+}
+
+func attrs(p *api.Path) (originator string, clusters []string, nextHop string) {
+	for _, a := range p.Pattrs {
+		var o api.OriginatorIdAttribute
+		var c api.ClusterListAttribute
+		var nh api.NextHopAttribute
+		switch {
+		case a.MessageIs(&o):
+			_ = a.UnmarshalTo(&o)
+			originator = o.Id
+		case a.MessageIs(&c):
+			_ = a.UnmarshalTo(&c)
+			clusters = c.Ids
+		case a.MessageIs(&nh):
+			_ = a.UnmarshalTo(&nh)
+			nextHop = nh.NextHop
+		}
+	}
+	return
+}
+
+// TestRouteReflectors: two RRs (one cluster) and clients, mesh off, Calico-style BGPPeer.
+// Reflected routes keep the owner as next hop and carry ORIGINATOR_ID and CLUSTER_LIST; a client
+// joining later learns everything and is learned everywhere, with nothing restarted.
+func TestRouteReflectors(t *testing.T) {
+	netnstest.Require(t)
+	all := []Node{
+		mkNode(101, rrLabel, "244.0.0.1"), mkNode(102, rrLabel, "244.0.0.1"),
+		mkNode(11, nil, ""), mkNode(12, nil, ""), mkNode(13, nil, ""),
+	}
+	setup := func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(calicoRRPeers()) }
+	var tns []*testNode
+	for i, n := range all {
+		cfg := func(c *Config) {}
+		if n.Name == "node11" {
+			cfg = func(c *Config) { c.GoBGPAPI = "127.0.0.1:50151" }
+		}
+		_ = i
+		tns = append(tns, startNode(t, n, all, setup, cfg))
+	}
+	clients := tns[2:]
+	for _, a := range clients {
+		for _, b := range clients {
+			if a != b {
+				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+			}
+		}
+	}
+	// The RRs' own blocks reach the clients too.
+	clients[0].routes.waitRoute(t, tns[0].block, tns[0].Address.Addr(), 5*time.Second)
+
+	paths := gobgpPaths(t, "127.0.0.1:50151", clients[1].block)
+	if len(paths) == 0 {
+		t.Fatal("node11's GoBGP API has no path for node12's block")
+	}
+	for _, p := range paths {
+		orig, clusters, nh := attrs(p)
+		if orig != clients[1].Address.Addr().String() || fmt.Sprint(clusters) != "[244.0.0.1]" || nh != clients[1].Address.Addr().String() {
+			t.Errorf("reflected path from %s: originator %q cluster list %v next hop %q; want originator and next hop %s, cluster list [244.0.0.1]",
+				p.NeighborIp, orig, clusters, nh, clients[1].Address.Addr())
+		}
+	}
+	st := map[string]string{}
+	for _, p := range clients[0].bird.Peers() {
+		st[p.Address] = p.Type
+	}
+	if st["198.51.100.101"] != "route-reflector" || len(st) != 2 {
+		t.Errorf("client's sessions: %v, want the two route reflectors only", st)
+	}
+	for _, p := range tns[0].bird.Peers() {
+		if p.Node == "node11" && p.Type != "route-reflector-client" {
+			t.Errorf("RR's session with node11 has type %q", p.Type)
+		}
+	}
+
+	// A client joins late.
+	n14 := mkNode(14, nil, "")
+	all14 := append(all[:len(all):len(all)], n14)
+	for _, tn := range tns {
+		tn.bird.SetNodes(all14)
+	}
+	t14 := startNode(t, n14, all14, setup)
+	for _, c := range clients {
+		t14.routes.waitRoute(t, c.block, c.Address.Addr(), 15*time.Second)
+		c.routes.waitRoute(t, t14.block, t14.Address.Addr(), 15*time.Second)
+	}
+}

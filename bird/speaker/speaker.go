@@ -1,0 +1,97 @@
+// Package speaker is the narrow interface bird uses to drive a BGP implementation, and its GoBGP
+// v3 implementation. Nothing else in tabby imports GoBGP: bird deals in peers.Peer, prefixes
+// and events, so the session logic can be read (and replaced) without GoBGP's API in the way.
+package speaker
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/tabbynet/tabby/bird/peers"
+)
+
+// Speaker is a BGP speaker.
+type Speaker interface {
+	// Start starts the speaker; it must be called once, before anything else.
+	Start(ctx context.Context, s peers.Speaker) error
+	// Stop stops it. restart=false: every peer is told to drop our routes at once (Cease /
+	// Hard Reset). restart=true: the sessions end the graceful-restart way (RFC 8538: a Cease
+	// that is not a Hard Reset), so peers keep our routes as stale until we are back.
+	Stop(ctx context.Context, restart bool) error
+	AddPeer(ctx context.Context, p peers.Peer) error
+	DeletePeer(ctx context.Context, addr netip.Addr) error
+	AddPath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
+	DeletePath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
+	// SetPolicy replaces the import/export filters and re-evaluates every route against them.
+	SetPolicy(ctx context.Context, p Policy) error
+	// Watch calls fn for every peer state change, best-path change and notable peer log
+	// record until ctx is done. fn must not block.
+	Watch(ctx context.Context, fn func(Event)) error
+	Peers(ctx context.Context) ([]PeerState, error)
+}
+
+// Policy is tabby's route filter (see bird/doc.go).
+type Policy struct {
+	Pools    []netip.Prefix // accepted and advertised, with every more-specific prefix
+	Local    []netip.Prefix // ours: never accepted from an external router
+	External []netip.Addr   // routers that are not tabby nodes (ToRs)
+	// KeepNextHop are the eBGP peers (BGPPeer keepOriginalNextHop) that get routes with their
+	// next hop unchanged instead of this node.
+	KeepNextHop []netip.Addr
+}
+
+// EventType tells which fields of an Event are set.
+type EventType int
+
+const (
+	PeerStateChanged EventType = iota
+	BestPath
+	// PeerLog is a peer-related warning from the speaker (why a session is down) or a
+	// NOTIFICATION received from the peer.
+	PeerLog
+)
+
+// Event is something that happened in the speaker.
+type Event struct {
+	Type EventType
+	Peer netip.Addr // PeerStateChanged, PeerLog, BestPath (zero for a local path)
+
+	State string // PeerStateChanged: idle, connect, active, opensent, openconfirm, established
+
+	Prefix    netip.Prefix // BestPath
+	NextHop   netip.Addr   // BestPath
+	Withdrawn bool         // BestPath: no path is left
+
+	Message      string // PeerLog
+	Notification *Notification
+	Time         time.Time
+}
+
+// Notification is a BGP NOTIFICATION received from a peer.
+type Notification struct {
+	Code, Subcode uint8
+	Communication string
+}
+
+// Cease subcodes that matter to graceful restart (RFC 4486, RFC 8538).
+const (
+	CodeCease                  = 6
+	SubcodeAdministrativeReset = 4
+	SubcodeHardReset           = 9
+)
+
+// RestartCommunication is the shutdown communication (RFC 8203) of a graceful-restart-style
+// stop: peers running bird see it and keep our routes (see bird/doc.go).
+const RestartCommunication = "tabby graceful restart"
+
+// PeerState is a peer as the speaker sees it.
+type PeerState struct {
+	Address  netip.Addr
+	State    string
+	Since    time.Time // last change into or out of established
+	Received uint64    // prefixes accepted from the peer
+	Sent     uint64
+	// EORReceived: the peer has sent End-of-RIB since the session came up.
+	EORReceived bool
+}

@@ -1,0 +1,126 @@
+// Package status is the BGP status service of tabby-node on its unix socket, and the client
+// `tabbyctl node status` uses. Messages are JSON (internal/grpcjson): no protoc in the build.
+package status
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tabbynet/tabby/internal/grpcjson"
+)
+
+// DefaultSocket is where tabby-node serves the status.
+const DefaultSocket = "/var/run/tabby/bird.sock"
+
+const (
+	serviceName = "tabby.bird.Status"
+	peersMethod = "/" + serviceName + "/Peers"
+)
+
+// PeerStatus is one BGP session.
+type PeerStatus struct {
+	Address string `json:"address"` // 198.51.100.2 or 198.51.100.2:1179
+	ASN     uint32 `json:"asn"`
+	// Type: mesh, global, node-specific, route-reflector (the peer reflects for us),
+	// route-reflector-client (we reflect for the peer).
+	Type   string `json:"type"`
+	Node   string `json:"node,omitempty"`   // the peer's tabby node, empty for a router
+	Source string `json:"source,omitempty"` // mesh or bgppeer/NAME
+	// State: idle, connect, active, opensent, openconfirm, established, or "not configured"
+	// when the session cannot be opened (Info says why).
+	State          string    `json:"state"`
+	Since          time.Time `json:"since,omitzero"`
+	Info           string    `json:"info,omitempty"` // last error, graceful restart in progress, ...
+	RoutesReceived uint64    `json:"routesReceived"`
+	RoutesSent     uint64    `json:"routesSent"`
+}
+
+// PeersRequest asks for the sessions.
+type PeersRequest struct{}
+
+// PeersReply lists the sessions and route counts of the node.
+type PeersReply struct {
+	Node             string       `json:"node"`
+	RouterID         string       `json:"routerID"`
+	ASN              uint32       `json:"asn"`
+	Peers            []PeerStatus `json:"peers"`
+	RoutesAdvertised int          `json:"routesAdvertised"` // our own prefixes
+	RoutesLearned    int          `json:"routesLearned"`    // best paths handed to the dataplane
+}
+
+// Source produces the reply; bird.Bird implements it.
+type Source interface {
+	Status(ctx context.Context) (*PeersReply, error)
+}
+
+type statusServer interface {
+	Peers(context.Context, *PeersRequest) (*PeersReply, error)
+}
+
+type server struct{ src Source }
+
+func (s server) Peers(ctx context.Context, _ *PeersRequest) (*PeersReply, error) {
+	return s.src.Status(ctx)
+}
+
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: serviceName,
+	HandlerType: (*statusServer)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Peers", Handler: grpcjson.Unary(func(s statusServer, ctx context.Context, r *PeersRequest) (*PeersReply, error) {
+		return s.Peers(ctx, r)
+	})}},
+}
+
+// Serve serves src on a unix socket until ctx is done.
+func Serve(ctx context.Context, socket string, src Source) error {
+	l, err := grpcjson.Listen(socket)
+	if err != nil {
+		return fmt.Errorf("BGP status socket: %w", err)
+	}
+	return ServeListener(ctx, l, src)
+}
+
+// ServeListener serves src on l until ctx is done.
+func ServeListener(ctx context.Context, l net.Listener, src Source) error {
+	srv := grpc.NewServer(grpcjson.ServerOptions()...)
+	srv.RegisterService(&serviceDesc, server{src})
+	go func() {
+		<-ctx.Done()
+		srv.Stop()
+	}()
+	if err := srv.Serve(l); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("BGP status service: %w", err)
+	}
+	return nil
+}
+
+// Client talks to a node's status service.
+type Client struct{ conn *grpc.ClientConn }
+
+// Dial returns a client of the service at socket (DefaultSocket if empty).
+func Dial(socket string) (*Client, error) {
+	if socket == "" {
+		socket = DefaultSocket
+	}
+	conn, err := grpcjson.Dial(socket)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn}, nil
+}
+
+// Peers returns the node's sessions.
+func (c *Client) Peers(ctx context.Context) (*PeersReply, error) {
+	var out PeersReply
+	if err := c.conn.Invoke(ctx, peersMethod, &PeersRequest{}, &out); err != nil {
+		return nil, fmt.Errorf("BGP status: %w", err)
+	}
+	return &out, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }

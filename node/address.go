@@ -1,0 +1,66 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tabbynet/tabby/bird/autodetect"
+)
+
+// detectAddress finds this node's BGP address (with its prefix length) by the configured method,
+// and the interface that holds it: felix's uplink.
+func detectAddress(method string, n *corev1.Node) (netip.Prefix, string, error) {
+	m, err := autodetect.Parse(method)
+	if err != nil {
+		return netip.Prefix{}, "", err
+	}
+	var internalIP netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
+				internalIP = ip
+				break
+			}
+		}
+	}
+	addr, err := autodetect.Detect(m, internalIP)
+	if err != nil {
+		return netip.Prefix{}, "", err
+	}
+	iface, err := interfaceOf(addr.Addr())
+	if err != nil {
+		return netip.Prefix{}, "", err
+	}
+	return addr, iface, nil
+}
+
+func interfaceOf(ip netip.Addr) (string, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "", fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, ifc := range ifaces {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				if got, ok := netip.AddrFromSlice(ipn.IP); ok && got.Unmap() == ip {
+					return ifc.Name, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no interface holds the BGP address %s", ip)
+}
+
+func methodName(method string) string {
+	if method == "" {
+		return autodetect.KubernetesInternalIP
+	}
+	return method
+}

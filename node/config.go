@@ -1,0 +1,49 @@
+package node
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is tabby-node's configuration; every field is a flag of cmd/tabby-node.
+type Config struct {
+	NodeName   string
+	Namespace  string // Secrets for BGP passwords live here
+	Kubeconfig string // empty: $KUBECONFIG, ~/.kube/config, in-cluster
+	// BGPAddress is the autodetection method: "" (the Node's InternalIP), cidr=…, interface=…,
+	// can-reach=….
+	BGPAddress  string
+	HealthAddr  string
+	MetricsAddr string
+	RunDir      string // ipam.sock and bird.sock live here
+	GoBGPAPI    string // "" disables GoBGP's own gRPC API
+	MTU         int    // 0: the uplink's
+	// Shutdown is "restart" (graceful restart: peers keep routes) or "final" (withdraw).
+	Shutdown string
+	// RestartGrace is how long peers keep this node's routes after a restart-style shutdown.
+	RestartGrace   time.Duration
+	ResyncInterval time.Duration
+	GCInterval     time.Duration
+	GCGrace        time.Duration
+	// CNIKubeconfig is the CNI plugins' kubeconfig as mounted from the host; when set, tabby-node
+	// rewrites it as the service account token rotates. Empty: off (the lab writes its own).
+	CNIKubeconfig string
+	// WorkloadGrace protects routes the CNI plugin made before felix learned of the pod.
+	WorkloadGrace time.Duration
+}
+
+// Validate checks the configuration before anything starts.
+func (c *Config) Validate() error {
+	if c.NodeName == "" {
+		return fmt.Errorf("--node-name is required (NODE_NAME from the downward API in a DaemonSet)")
+	}
+	switch c.Shutdown {
+	case "", "restart", "final":
+	default:
+		return fmt.Errorf("--shutdown=%q: want restart or final", c.Shutdown)
+	}
+	if c.RunDir == "" {
+		return fmt.Errorf("--run-dir is required")
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+// Package syncer turns the datastore (Nodes, IPPools, IPAM blocks, BGP objects, Secrets) into one
+// Snapshot of what this node's agents need: felix's workloads, blocks and pools, bird's nodes,
+// peers and prefixes. Build is pure: the informer side (watch.go) only collects objects and says
+// when something changed.
+package syncer
+
+import (
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
+)
+
+// NodeInfo is tabby's view of a Kubernetes Node.
+type NodeInfo struct {
+	Name        string
+	Labels      map[string]string
+	BGPAddress  netip.Prefix // from tabby.dev/bgp-ipv4-address; invalid when unset
+	InternalIP  netip.Addr
+	ASN         uint32 // 0: BGPConfiguration's
+	RRClusterID string
+	TunnelAddr  netip.Addr
+	// RestartingUntil is the deadline tabby-node announced before a restart-style shutdown;
+	// zero when it announced none. Until then its peers honour graceful restart.
+	RestartingUntil time.Time
+}
+
+// Workload is a pod on this node: its address and host veth.
+type Workload struct {
+	IP        netip.Addr
+	Interface string
+}
+
+// Snapshot is the desired state inputs of one node.
+type Snapshot struct {
+	NodeName    string
+	Local       *NodeInfo // nil until this node's Node object is seen
+	Nodes       []NodeInfo
+	Pools       []v1.IPPool
+	LocalBlocks []netip.Prefix
+	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
+	Workloads   []Workload
+	BGPConfig   *v1.BGPConfiguration
+	BGPPeers    []v1.BGPPeer
+	Secrets     map[string]map[string][]byte
+}
+
+// AnnotationRestarting is written by tabby-node before a restart-style shutdown: an RFC 3339
+// deadline until which peers keep its routes (graceful restart); absent or past, a lost session
+// means a dead node.
+const AnnotationRestarting = "tabby.dev/bgp-restarting"
+
+// Inputs are the objects the snapshot is built from.
+type Inputs struct {
+	NodeName  string
+	Nodes     []*corev1.Node
+	Pools     []*v1.IPPool
+	Blocks    []*v1.IPAMBlock
+	BGPConfig *v1.BGPConfiguration
+	BGPPeers  []*v1.BGPPeer
+	Secrets   []*corev1.Secret
+}
+
+// Build computes the snapshot. Invalid objects are skipped with a log line naming the field, so
+// one bad BGPPeer never takes the node's other sessions down.
+func Build(in Inputs, log *slog.Logger) Snapshot {
+	s := Snapshot{NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}}
+	for _, n := range in.Nodes {
+		info := nodeInfo(n, log)
+		s.Nodes = append(s.Nodes, info)
+		if n.Name == in.NodeName {
+			local := info
+			s.Local = &local
+		}
+	}
+	slices.SortFunc(s.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) })
+
+	for _, p := range in.Pools {
+		if errs := validation.IPPool(p); len(errs) > 0 {
+			log.Warn("ignoring invalid IPPool", "pool", p.Name, "error", errs.ToAggregate())
+			continue
+		}
+		s.Pools = append(s.Pools, *p)
+	}
+	slices.SortFunc(s.Pools, func(a, b v1.IPPool) int { return strings.Compare(a.Name, b.Name) })
+
+	mine := v1.AffinityPrefixHost + in.NodeName
+	for _, b := range in.Blocks {
+		cidr, err := validation.ParseIPv4CIDR(b.Spec.CIDR)
+		if err != nil {
+			log.Warn("ignoring IPAMBlock with a bad cidr", "block", b.Name, "cidr", b.Spec.CIDR)
+			continue
+		}
+		local := b.Spec.Affinity == mine
+		if local {
+			s.LocalBlocks = append(s.LocalBlocks, cidr)
+		}
+		for ord, a := range b.Spec.Allocations {
+			if a.Node != in.NodeName {
+				continue
+			}
+			n, err := strconv.Atoi(ord)
+			if err != nil || n < 0 || n >= 1<<(32-cidr.Bits()) {
+				log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
+				continue
+			}
+			ip := addrAt(cidr, n)
+			if !local {
+				s.Borrowed = append(s.Borrowed, ip)
+			}
+			if a.Pod != "" {
+				s.Workloads = append(s.Workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle))})
+			}
+		}
+	}
+	slices.SortFunc(s.LocalBlocks, netip.Prefix.Compare)
+	slices.SortFunc(s.Borrowed, netip.Addr.Compare)
+	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
+
+	for _, p := range in.BGPPeers {
+		if errs := validation.BGPPeer(p); len(errs) > 0 {
+			log.Warn("ignoring invalid BGPPeer", "peer", p.Name, "error", errs.ToAggregate())
+			continue
+		}
+		s.BGPPeers = append(s.BGPPeers, *p)
+	}
+	slices.SortFunc(s.BGPPeers, func(a, b v1.BGPPeer) int { return strings.Compare(a.Name, b.Name) })
+	if s.BGPConfig != nil {
+		if errs := validation.BGPConfiguration(s.BGPConfig); len(errs) > 0 {
+			log.Warn("ignoring invalid BGPConfiguration: using defaults", "error", errs.ToAggregate())
+			s.BGPConfig = nil
+		}
+	}
+	for _, sec := range in.Secrets {
+		s.Secrets[sec.Name] = sec.Data
+	}
+	return s
+}
+
+// PoolPrefixes lists the pools' CIDRs.
+func (s Snapshot) PoolPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s.Pools {
+		out = append(out, netip.MustParsePrefix(p.Spec.CIDR))
+	}
+	return out
+}
+
+// AdvertisedPrefixes are this node's blocks and its borrowed /32s.
+func (s Snapshot) AdvertisedPrefixes() []netip.Prefix {
+	out := slices.Clone(s.LocalBlocks)
+	for _, a := range s.Borrowed {
+		out = append(out, netip.PrefixFrom(a, 32))
+	}
+	return out
+}
+
+func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
+	info := NodeInfo{Name: n.Name, Labels: n.Labels}
+	if errs := validation.NodeAnnotations(n.Annotations); len(errs) > 0 {
+		log.Warn("node has invalid tabby annotations: ignoring them", "node", n.Name, "error", errs.ToAggregate())
+	} else {
+		if v := n.Annotations[v1.AnnotationBGPIPv4Address]; v != "" {
+			info.BGPAddress = netip.MustParsePrefix(v)
+		}
+		if v := n.Annotations[v1.AnnotationBGPASN]; v != "" {
+			asn, _ := strconv.ParseUint(v, 10, 32)
+			info.ASN = uint32(asn)
+		}
+		info.RRClusterID = n.Annotations[v1.AnnotationRRClusterID]
+		if v := n.Annotations[v1.AnnotationIPIPTunnelAddress]; v != "" {
+			info.TunnelAddr = netip.MustParseAddr(v)
+		}
+	}
+	if d, ok := n.Annotations[AnnotationRestarting]; ok {
+		if t, err := time.Parse(time.RFC3339, d); err == nil {
+			info.RestartingUntil = t
+		} else {
+			log.Warn("node has an unparsable restart mark: ignoring it", "node", n.Name, "annotation", AnnotationRestarting, "value", d)
+		}
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
+				info.InternalIP = ip
+				break
+			}
+		}
+	}
+	return info
+}
+
+// containerID is the part of a handle (<network>.<containerID>) after the network name.
+func containerID(handle string) string {
+	if i := strings.LastIndexByte(handle, '.'); i >= 0 {
+		return handle[i+1:]
+	}
+	return handle
+}
+
+func addrAt(block netip.Prefix, ordinal int) netip.Addr {
+	b := block.Addr().As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v += uint32(ordinal)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}

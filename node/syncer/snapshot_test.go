@@ -1,0 +1,80 @@
+package syncer
+
+import (
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+func TestBuild(t *testing.T) {
+	node := func(name string, ann map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.9"}}}}
+	}
+	in := Inputs{
+		NodeName: "a",
+		Nodes: []*corev1.Node{
+			node("b", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24", v1.AnnotationRRClusterID: "244.0.0.1", AnnotationRestarting: "2030-01-02T03:04:05Z"}),
+			node("a", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.11/24", v1.AnnotationBGPASN: "65010", v1.AnnotationIPIPTunnelAddress: "10.244.0.1"}),
+			node("bad", map[string]string{v1.AnnotationBGPIPv4Address: "nonsense"}),
+		},
+		Pools: []*v1.IPPool{
+			{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", BlockSize: 26}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "broken"}, Spec: v1.IPPoolSpec{CIDR: "10.0.0.1/8"}},
+		},
+		Blocks: []*v1.IPAMBlock{
+			{Spec: v1.IPAMBlockSpec{CIDR: "10.244.0.0/26", Affinity: "host:a", Allocations: map[string]v1.Allocation{
+				"1": {Handle: "ipip-tunnel-addr-a", Node: "a"},
+				"2": {Handle: "net.c1", Namespace: "default", Pod: "web", Node: "a"},
+				"3": {Handle: "net.c2", Namespace: "default", Pod: "db", Node: "b"}, // borrowed by b
+			}}},
+			{Spec: v1.IPAMBlockSpec{CIDR: "10.244.0.64/26", Affinity: "host:b", Allocations: map[string]v1.Allocation{
+				"5": {Handle: "net.c3", Namespace: "kube-system", Pod: "dns", Node: "a"}, // borrowed by a
+			}}},
+		},
+		BGPPeers: []*v1.BGPPeer{
+			{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Spec: v1.BGPPeerSpec{PeerIP: "x", ASNumber: 65001}},
+		},
+	}
+	s := Build(in, slog.Default())
+	if s.Local == nil || s.Local.ASN != 65010 || s.Local.BGPAddress != netip.MustParsePrefix("198.51.100.11/24") || s.Local.TunnelAddr != netip.MustParseAddr("10.244.0.1") {
+		t.Fatalf("local node = %+v", s.Local)
+	}
+	if len(s.Nodes) != 3 || s.Nodes[1].Name != "b" || !s.Nodes[1].RestartingUntil.Equal(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) || s.Nodes[1].RRClusterID != "244.0.0.1" {
+		t.Fatalf("nodes = %+v", s.Nodes)
+	}
+	if s.Nodes[2].BGPAddress.IsValid() || s.Nodes[2].InternalIP != netip.MustParseAddr("198.51.100.9") {
+		t.Fatalf("a node with a bad annotation keeps its InternalIP and no BGP address: %+v", s.Nodes[2])
+	}
+	if len(s.Pools) != 1 || s.Pools[0].Name != "p" {
+		t.Fatalf("pools = %+v (the invalid pool must be skipped)", s.Pools)
+	}
+	if len(s.BGPPeers) != 1 || s.BGPPeers[0].Name != "tor" {
+		t.Fatalf("peers = %+v (the invalid peer must be skipped)", s.BGPPeers)
+	}
+	if len(s.LocalBlocks) != 1 || s.LocalBlocks[0] != netip.MustParsePrefix("10.244.0.0/26") {
+		t.Fatalf("local blocks = %v", s.LocalBlocks)
+	}
+	if len(s.Borrowed) != 1 || s.Borrowed[0] != netip.MustParseAddr("10.244.0.69") {
+		t.Fatalf("borrowed = %v", s.Borrowed)
+	}
+	want := []Workload{
+		{IP: netip.MustParseAddr("10.244.0.2"), Interface: names.HostVethName("default", "web", "c1")},
+		{IP: netip.MustParseAddr("10.244.0.69"), Interface: names.HostVethName("kube-system", "dns", "c3")},
+	}
+	if len(s.Workloads) != 2 || s.Workloads[0] != want[0] || s.Workloads[1] != want[1] {
+		t.Fatalf("workloads = %+v, want %+v (tunnel address and other nodes' pods excluded)", s.Workloads, want)
+	}
+	adv := s.AdvertisedPrefixes()
+	if len(adv) != 2 || adv[1] != netip.MustParsePrefix("10.244.0.69/32") {
+		t.Fatalf("advertised = %v", adv)
+	}
+}

@@ -1,0 +1,69 @@
+package nodestatus
+
+import (
+	"context"
+	"strings"
+
+	"github.com/tabbynet/tabby/bird/status"
+)
+
+// birdSource adapts bird/status's client (the BGP speaker's status service) to Source.
+type birdSource struct{ c *status.Client }
+
+func (b birdSource) Peers(ctx context.Context) ([]Peer, error) {
+	reply, err := b.c.Peers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Peer, len(reply.Peers))
+	for i, p := range reply.Peers {
+		out[i] = FromStatus(p)
+	}
+	return out, nil
+}
+
+// peerTypes are calicoctl's words for the session types, which operators grep for.
+var peerTypes = map[string]string{
+	"mesh":                   "node-to-node mesh",
+	"global":                 "global",
+	"node-specific":          "node specific",
+	"route-reflector":        "route reflector",
+	"route-reflector-client": "rr client",
+}
+
+// FromStatus turns a session of the status service into a row: STATE is BIRD's protocol state as
+// calicoctl shows it (up once Established, start while trying, down when it cannot be opened),
+// INFO the BGP FSM state and the last error.
+func FromStatus(p status.PeerStatus) Peer {
+	typ := peerTypes[p.Type]
+	if typ == "" {
+		typ = p.Type
+	}
+	state, info := "start", capitalize(p.State)
+	switch strings.ToLower(p.State) {
+	case "established":
+		state = "up"
+	case "not configured":
+		state, info = "down", "Not configured"
+	}
+	if p.Info != "" {
+		info += " " + p.Info
+	}
+	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// Dial opens the status socket.
+func Dial(socket string) (Source, func(), error) {
+	c, err := status.Dial(socket)
+	if err != nil {
+		return nil, nil, err
+	}
+	return birdSource{c}, func() { c.Close() }, nil
+}

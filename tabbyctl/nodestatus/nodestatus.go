@@ -1,0 +1,117 @@
+// Package nodestatus asks a node's tabby-node for its BGP sessions over the local status socket
+// and prints them the way `calicoctl node status` does.
+package nodestatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tabbynet/tabby/bird/status"
+)
+
+// DefaultSocket is where tabby-node's BGP speaker serves its status.
+const DefaultSocket = status.DefaultSocket
+
+// Peer is one BGP session as the status socket reports it.
+type Peer struct {
+	Address string    `json:"address"` // peer IP
+	Type    string    `json:"type"`    // "node-to-node mesh", "global", "node specific", ...
+	State   string    `json:"state"`   // up, start, ...
+	Since   time.Time `json:"since"`   // last state change
+	Info    string    `json:"info"`    // Established, Active, Connect, the last error...
+}
+
+// Source lists a node's BGP peers. bird/status's client satisfies it through an adapter.
+type Source interface {
+	Peers(ctx context.Context) ([]Peer, error)
+}
+
+// ErrNotRunning means nothing answered on the socket.
+var ErrNotRunning = errors.New("tabby-node is not running")
+
+// Report prints the status and returns ErrNotRunning (wrapped with the reason) when the node's
+// tabby-node did not answer, so the command exits non-zero.
+func Report(ctx context.Context, w io.Writer, socket string, dial func(socket string) (Source, func(), error), now time.Time) error {
+	if _, err := os.Stat(socket); err != nil {
+		fmt.Fprintln(w, "tabby-node is not running.")
+		return fmt.Errorf("%w: status socket %s: %v", ErrNotRunning, socket, err)
+	}
+	src, closeFn, err := dial(socket)
+	if err != nil {
+		fmt.Fprintln(w, "tabby-node is not running.")
+		return fmt.Errorf("%w: %v", ErrNotRunning, err)
+	}
+	defer closeFn()
+	peers, err := src.Peers(ctx)
+	if err != nil {
+		fmt.Fprintln(w, "tabby-node is not running.")
+		return fmt.Errorf("%w: status socket %s did not answer: %v", ErrNotRunning, socket, err)
+	}
+	fmt.Fprintln(w, "tabby-node is running.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "IPv4 BGP status")
+	if len(peers) == 0 {
+		fmt.Fprintln(w, "No IPv4 peers found.")
+		return nil
+	}
+	rows := make([][]string, len(peers))
+	for i, p := range peers {
+		rows[i] = []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info}
+	}
+	boxTable(w, []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO"}, rows)
+	return nil
+}
+
+// since is a time of day for today's changes and a date for older ones, as BIRD shows it.
+func since(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	t = t.Local()
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02")
+}
+
+// boxTable draws the +---+ table calicoctl users are used to reading.
+func boxTable(w io.Writer, header []string, rows [][]string) {
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = len(h)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	sep := "+"
+	for _, wd := range widths {
+		sep += strings.Repeat("-", wd+2) + "+"
+	}
+	line := func(cells []string, center bool) {
+		var b strings.Builder
+		b.WriteString("|")
+		for i, c := range cells {
+			pad := widths[i] - len(c)
+			left := 0
+			if center {
+				left = pad / 2
+			}
+			b.WriteString(" " + strings.Repeat(" ", left) + c + strings.Repeat(" ", pad-left) + " |")
+		}
+		fmt.Fprintln(w, b.String())
+	}
+	fmt.Fprintln(w, sep)
+	line(header, true)
+	fmt.Fprintln(w, sep)
+	for _, r := range rows {
+		line(r, false)
+	}
+	fmt.Fprintln(w, sep)
+}
