@@ -62,7 +62,7 @@ bench: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin bash hack/bench.sh
 
 demo: deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/lab demo
+	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/lab/cmd/lab demo
 
 chart: $(HELM)
 	$(HELM) lint charts/tabby

@@ -36,7 +36,9 @@ func NewReal(nsPath string) (*Real, error) {
 		}
 		r.ns, r.owned = ns, true
 	}
-	h, err := netlink.NewHandleAt(r.ns)
+	// Routes, links and addresses only: with no protocol named, the library also opens XFRM and
+	// netfilter sockets, and a kernel without xfrm_user then refuses the whole handle.
+	h, err := netlink.NewHandleAt(r.ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		r.closeNS()
 		return nil, fmt.Errorf("netlink handle in netns %q: %w", nsPath, err)

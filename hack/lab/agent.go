@@ -1,0 +1,236 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Node is a lab node: a namespace on a subnet, with tabby-node running in it.
+type Node struct {
+	lab        *Lab
+	Name       string
+	Spec       NodeSpec
+	NS         string       // network namespace
+	Subnet     Subnet       //
+	Addr       netip.Prefix // eth0's address, e.g. 198.51.100.11/25
+	Port       string       // the switch port (for CutLink)
+	Dir        string       // per-node state: run dir, kubeconfig, log
+	RunDir     string       // tabby-node's --run-dir: ipam.sock, bird.sock
+	Kubeconfig string       // reaches the API server from inside NS
+	LogPath    string
+
+	fwd *forwarder
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	exit   error
+	starts int
+}
+
+// IP is the node's underlay address.
+func (n *Node) IP() netip.Addr { return n.Addr.Addr() }
+
+// IPAMSocket is the socket the CNI plugin asks for addresses.
+func (n *Node) IPAMSocket() string { return filepath.Join(n.RunDir, "ipam.sock") }
+
+// BirdSocket is the socket `tabbyctl node status --socket` reads.
+func (n *Node) BirdSocket() string { return filepath.Join(n.RunDir, "bird.sock") }
+
+// Health ports are per namespace, so every node uses the DaemonSet's numbers.
+const (
+	HealthAddr  = "127.0.0.1:9099"
+	MetricsAddr = "127.0.0.1:9091"
+	GoBGPAPI    = "127.0.0.1:50051"
+)
+
+// AgentArgs are tabby-node's flags, as the chart's DaemonSet passes them.
+func (n *Node) AgentArgs() []string {
+	shutdown := n.Spec.Shutdown
+	if shutdown == "" {
+		shutdown = "restart"
+	}
+	return append([]string{
+		"--node-name=" + n.Name, "--namespace=" + Namespace, "--kubeconfig=" + n.Kubeconfig,
+		"--run-dir=" + n.RunDir,
+		// Both lab subnets: the node's own address is the one in it.
+		"--bgp-address=cidr=198.51.100.0/24",
+		"--health-addr=" + HealthAddr, "--metrics-addr=" + MetricsAddr, "--gobgp-api=" + GoBGPAPI,
+		"--shutdown=" + shutdown, "--log-level=info",
+	}, n.lab.Opts.AgentArgs...)
+}
+
+// Start starts tabby-node in the node's namespace and waits until /readyz answers 200.
+func (n *Node) Start(ctx context.Context) error {
+	if err := n.spawn(); err != nil {
+		return err
+	}
+	return n.WaitReady(ctx)
+}
+
+func (n *Node) spawn() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("node %s: tabby-node already runs (pid %d)", n.Name, n.cmd.Process.Pid)
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	n.starts++
+	fmt.Fprintf(logf, "==== lab: start #%d of tabby-node at %s\n", n.starts, time.Now().Format(time.RFC3339Nano))
+	bin := filepath.Join(n.lab.TabbyBin, "tabby-node")
+	cmd := exec.Command("ip", append([]string{"netns", "exec", n.NS, bin}, n.AgentArgs()...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "NODE_NAME="+n.Name)
+	// `ip netns exec` execs the agent in place, so signals reach it. It dies with the lab.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("node %s: start tabby-node: %w", n.Name, err)
+	}
+	exited := make(chan struct{})
+	n.cmd, n.exited = cmd, exited
+	go func() {
+		err := cmd.Wait()
+		n.mu.Lock()
+		n.exit = err
+		if n.cmd == cmd {
+			n.cmd = nil
+		}
+		n.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+// Running tells whether tabby-node runs.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// WaitReady polls the agent's /readyz (from inside the namespace) until it answers 200.
+func (n *Node) WaitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dialIn(ctx, n.NS, addr) },
+	}}
+	var last string
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("node %s: tabby-node exited before it was ready (%v); log tail:\n%s", n.Name, n.exitErr(), n.LogTail(40))
+		default:
+		}
+		resp, err := hc.Get("http://" + HealthAddr + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, body)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s: tabby-node not ready: %s; log tail:\n%s", n.Name, last, n.LogTail(40))
+		case <-exited:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) exitErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.exit
+}
+
+// signal sends sig to the agent and waits up to wait for it to exit (then SIGKILL).
+func (n *Node) signal(sig syscall.Signal, wait time.Duration) error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("node %s: signal tabby-node: %w", n.Name, err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(wait):
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("node %s: tabby-node did not exit %s after %v: killed; log tail:\n%s", n.Name, wait, sig, n.LogTail(20))
+	}
+}
+
+// Stop sends SIGTERM (tabby-node's configured shutdown: restart-style by default) and waits.
+func (n *Node) Stop(ctx context.Context) error { return n.signal(syscall.SIGTERM, 20*time.Second) }
+
+// Kill sends SIGKILL: a crash.
+func (n *Node) Kill() error { return n.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Restart stops tabby-node with SIGTERM and starts it again, waiting until it is ready.
+func (n *Node) Restart(ctx context.Context) error {
+	if err := n.Stop(ctx); err != nil {
+		return err
+	}
+	return n.Start(ctx)
+}
+
+func (n *Node) killAgent() {
+	_ = n.signal(syscall.SIGKILL, 5*time.Second)
+}
+
+// teardown removes everything of the node (the agent must be stopped or it is killed).
+func (n *Node) teardown(ctx context.Context) {
+	n.killAgent()
+	if n.fwd != nil {
+		n.fwd.Close()
+		n.fwd = nil
+	}
+	_ = delNetns(ctx, n.NS)
+}
+
+// LogTail is the last lines of the agent's log.
+func (n *Node) LogTail(lines int) string { return tailFile(n.LogPath, lines) }
+
+func tailFile(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	cnt := 0
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' && i != len(b)-1 {
+			cnt++
+			if cnt >= lines {
+				return string(b[i+1:])
+			}
+		}
+	}
+	return string(b)
+}

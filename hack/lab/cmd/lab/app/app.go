@@ -1,0 +1,108 @@
+// Package app is the lab command's logic (the main only parses flags).
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+// DemoOptions size the demo.
+type DemoOptions struct {
+	Nodes, PodsPerNode int
+	Stub               bool
+}
+
+// Demo runs the README's first command: a mesh of nodes with pods, tabby's view of one node, a
+// ping matrix, then waits (Ctrl-C) while the user looks around. Everything is removed on exit.
+func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
+	start := time.Now()
+	fmt.Fprintf(w, "starting a %d-node tabby lab (control plane, namespaces, tabby-node)...\n", o.Nodes)
+	l, err := lab.New(ctx, lab.Options{Stub: o.Stub})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(w, "\ntearing the lab down...")
+		cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if cerr := l.Close(cctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", cerr))
+		} else {
+			fmt.Fprintln(w, "removed everything.")
+		}
+	}()
+	fail := func(err error) error {
+		fmt.Fprintln(w, l.Diagnostics(context.Background()))
+		return err
+	}
+	var specs []lab.NodeSpec
+	for i := 1; i <= o.Nodes; i++ {
+		specs = append(specs, lab.NodeSpec{Name: fmt.Sprintf("node-%d", i)})
+	}
+	nodes, err := l.AddNodes(ctx, specs...)
+	if err != nil {
+		return fail(err)
+	}
+	var pods []lab.PodSpec
+	for i := 1; i <= o.Nodes; i++ {
+		for j := 1; j <= o.PodsPerNode; j++ {
+			pods = append(pods, lab.PodSpec{Name: fmt.Sprintf("pod-%d-%d", i, j), Node: fmt.Sprintf("node-%d", i)})
+		}
+	}
+	if _, err := l.AddPods(ctx, pods...); err != nil {
+		return fail(err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	m := lab.PingMatrix(mctx, l.PodEndpoints(), l.PodEndpoints())
+	cancel()
+	first := nodes[0]
+	fmt.Fprintf(w, "\nlab %s up in %s; cluster objects from %s\n", l.ID, time.Since(start).Round(100*time.Millisecond), l.Chart)
+	if !o.Stub {
+		status, err := first.NodeStatus(ctx)
+		if err != nil {
+			status += err.Error()
+		}
+		fmt.Fprintf(w, "\n$ tabbyctl node status --socket %s   (on %s)\n%s", first.BirdSocket(), first.Name, status)
+		routes, err := first.TabbyRoutes(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(w, "\n$ ip netns exec %s ip route show proto 201   (tabby's routes on %s)\n", first.NS, first.Name)
+		for _, r := range lab.RouteStrings(routes) {
+			fmt.Fprintln(w, r)
+		}
+	}
+	fmt.Fprintf(w, "\npod-to-pod ping matrix:\n%s", m)
+	if f := m.Failures(); len(f) > 0 {
+		return fail(fmt.Errorf("%d pairs do not reach each other: %v", len(f), f))
+	}
+	p := l.Pods()[0]
+	fmt.Fprintf(w, `
+all green. Look around (in another shell, as root):
+  ip netns exec %s sh                      # a shell in pod %s (%s)
+  ip netns exec %s ip route                # node %s's routes
+  bin/tabbyctl --kubeconfig %s get ippool -o wide
+  bin/tabbyctl node status --socket %s
+  KUBECONFIG=%s kubectl get nodes,pods -o wide
+namespaces: ip netns list | grep tl-%s
+Ctrl-C stops the lab and removes everything.
+`, p.NS, p.Name, p.IP, first.NS, first.Name, l.Kubecfg, first.BirdSocket(), l.Kubecfg, l.ID)
+	<-ctx.Done()
+	return nil
+}
+
+// Cleanup removes what labs whose process died left behind.
+func Cleanup(ctx context.Context, w io.Writer) error {
+	left, err := lab.Cleanup(ctx)
+	if left.Empty() {
+		fmt.Fprintln(w, "nothing to clean up")
+	} else {
+		fmt.Fprintf(w, "removed %s\n", left)
+	}
+	return err
+}

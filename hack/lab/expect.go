@@ -1,0 +1,117 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// Canon renders a route the way the expectations are written: "blackhole 10.244.1.0/26",
+// "10.244.1.5/32 dev caliXXX", "10.244.2.0/26 via 198.51.100.12 dev eth0".
+func Canon(r Route) string {
+	dst := r.Dst
+	if dst != "default" && !strings.Contains(dst, "/") {
+		dst += "/32"
+	}
+	if r.Type == "blackhole" {
+		return "blackhole " + dst
+	}
+	s := dst
+	if r.Gateway != "" {
+		s += " via " + r.Gateway
+	}
+	if r.Dev != "" {
+		s += " dev " + r.Dev
+	}
+	return s
+}
+
+// Blocks maps each node to the IPAM blocks affine to it.
+func (l *Lab) Blocks(ctx context.Context) (map[string][]netip.Prefix, error) {
+	list, err := l.Client.IPAMBlocks().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list IPAMBlocks: %w", err)
+	}
+	out := map[string][]netip.Prefix{}
+	for _, b := range list.Items {
+		node, ok := strings.CutPrefix(b.Spec.Affinity, v1.AffinityPrefixHost)
+		if !ok {
+			continue
+		}
+		p, err := netip.ParsePrefix(b.Spec.CIDR)
+		if err != nil {
+			return nil, fmt.Errorf("IPAMBlock %s: cidr %q: %w", b.Name, b.Spec.CIDR, err)
+		}
+		out[node] = append(out[node], p)
+	}
+	return out, nil
+}
+
+// ExpectedRoutes is the set of tabby routes (protocol 201) node n must hold in a native-routed
+// (ipipMode Never) single-subnet cluster: its pods' /32 on their host veth, a blackhole for
+// each of its blocks, each other node's blocks via that node's address on eth0.
+func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
+	blocks, err := l.Blocks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var want []string
+	for _, p := range l.Pods() {
+		if p.Node == n {
+			want = append(want, fmt.Sprintf("%s/32 dev %s", p.IP, names.HostVethName(PodNamespace, p.Name, p.ContainerID)))
+		}
+	}
+	for node, bs := range blocks {
+		other := l.Node(node)
+		for _, b := range bs {
+			switch {
+			case node == n.Name:
+				want = append(want, "blackhole "+b.String())
+			case other != nil:
+				want = append(want, fmt.Sprintf("%s via %s dev eth0", b, other.IP()))
+			}
+		}
+	}
+	sort.Strings(want)
+	return want, nil
+}
+
+// CheckRoutes compares the node's tabby routes with ExpectedRoutes; the error shows the
+// difference.
+func (l *Lab) CheckRoutes(ctx context.Context, n *Node) error {
+	want, err := l.ExpectedRoutes(ctx, n)
+	if err != nil {
+		return err
+	}
+	rs, err := n.TabbyRoutes(ctx)
+	if err != nil {
+		return err
+	}
+	got := make([]string, len(rs))
+	for i, r := range rs {
+		got[i] = Canon(r)
+	}
+	sort.Strings(got)
+	if slices.Equal(got, want) {
+		return nil
+	}
+	return fmt.Errorf("node %s tabby routes differ:\n missing: %v\n extra:   %v", n.Name, diff(want, got), diff(got, want))
+}
+
+func diff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

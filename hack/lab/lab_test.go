@@ -1,0 +1,169 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestStubLab proves the lab's own machinery with the reference plugins standing in for tabby:
+// namespaces and the switch, API server reachability from a node namespace through the
+// forwarder, pods through libcni, the ping matrix, the internet behind the router, the chart's
+// CNI config rendered for a node, and a teardown that leaves nothing.
+func TestStubLab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root and the control plane (skipped under -short)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, err := New(ctx, Options{Stub: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			if t.Failed() {
+				t.Log(l.Diagnostics(context.Background()))
+			}
+			_ = l.Close(context.Background())
+		}
+	})
+	nodes, err := l.AddNodes(ctx, NodeSpec{Name: "node-1"}, NodeSpec{Name: "node-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes[0].IP().String(); got != "198.51.100.11" {
+		t.Errorf("node-1 address %s, want 198.51.100.11 (addresses follow the order given)", got)
+	}
+
+	// The node's kubeconfig works from inside its namespace (and only there).
+	cfg, err := clientcmd.BuildConfigFromFlags("", nodes[0].Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return dialIn(ctx, nodes[0].NS, addr) }
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.Discovery().ServerVersion(); err != nil {
+		t.Fatalf("API server from node-1's namespace: %v", err)
+	}
+
+	if _, err := l.AddPods(ctx, PodSpec{Name: "a", Node: "node-1"}, PodSpec{Name: "b", Node: "node-1"}, PodSpec{Name: "c", Node: "node-2"}); err != nil {
+		t.Fatal(err)
+	}
+	mctx, mcancel := context.WithTimeout(ctx, 20*time.Second)
+	m := PingMatrix(mctx, l.PodEndpoints(), append(l.PodEndpoints(), l.NodeEndpoints()...))
+	mcancel()
+	if f := m.Failures(); len(f) > 0 {
+		t.Fatalf("unreachable: %v\n%s", f, m)
+	}
+	if err := Ping(ctx, nodes[0].NS, InternetHost); err != nil {
+		t.Errorf("node-1 does not reach the internet host: %v", err)
+	}
+	if err := l.DeletePod(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The tabby CNI config a node gets: the chart's template (or the built-in one), with the
+	// node's own name, kubeconfig and IPAM socket.
+	l.Opts.Stub = false
+	raw, err := l.Conflist(nodes[1])
+	l.Opts.Stub = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Plugins []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(raw, &conf); err != nil {
+		t.Fatal(err)
+	}
+	tabby := conf.Plugins[0]
+	if tabby["type"] != "tabby" || tabby["nodename"] != "node-2" || tabby["ipamSocket"] != nodes[1].IPAMSocket() || tabby["kubeconfig"] != nodes[1].Kubeconfig {
+		t.Errorf("tabby plugin config for node-2: %v", tabby)
+	}
+	t.Logf("objects from %s; node-2's conflist: %s", l.Chart, raw)
+
+	id := l.ID
+	closed = true
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := listNetns()
+	for _, n := range names {
+		if strings.HasPrefix(n, NetnsPrefix+id+"-") {
+			t.Errorf("namespace %s left behind", n)
+		}
+	}
+	if _, err := os.Stat(l.Dir); err == nil {
+		t.Errorf("state directory %s left behind", l.Dir)
+	}
+}
+
+// TestLeftoversRefused: a lab whose owner died blocks new labs until cleanup removes it.
+func TestLeftoversRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs root (skipped under -short)")
+	}
+	ctx := context.Background()
+	stateRoot, netnsPrefix = t.TempDir(), "tt-"
+	t.Cleanup(func() { stateRoot, netnsPrefix = StateRoot, NetnsPrefix })
+	id := "dead"
+	dir := stateRoot + "/" + id
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// pid 1's start time never matches this: the owner is dead.
+	if err := writeOwner(dir, owner{PID: 1, Start: "0"}); err != nil {
+		t.Fatal(err)
+	}
+	ns := netnsPrefix + id + "-x"
+	if err := addNetns(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = delNetns(ctx, ns); _ = os.RemoveAll(dir) })
+	_, err := New(ctx, Options{Stub: true})
+	if err == nil || !strings.Contains(err.Error(), CleanupCommand) || !strings.Contains(err.Error(), ns) {
+		t.Fatalf("New with leftovers: %v, want a refusal naming %s and %q", err, ns, CleanupCommand)
+	}
+	left, err := Cleanup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(left.String(), ns) {
+		t.Errorf("cleanup removed %s, want %s among them", left, ns)
+	}
+	if _, err := os.Stat(NetnsPath(ns)); !os.IsNotExist(err) {
+		t.Errorf("%s still exists after cleanup", ns)
+	}
+}
+
+func TestParsePeers(t *testing.T) {
+	out := `tabby-node is running.
+
+IPv4 BGP status
++---------------+-------------------+-------+----------+-------------+
+| PEER ADDRESS  |     PEER TYPE     | STATE |  SINCE   |    INFO     |
++---------------+-------------------+-------+----------+-------------+
+| 198.51.100.12 | node-to-node mesh | up    | 08:01:02 | Established |
+| 198.51.100.13 | node-to-node mesh | start | 08:01:02 | Active      |
++---------------+-------------------+-------+----------+-------------+
+`
+	ps, err := parsePeers(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || !ps[0].Established() || ps[1].Established() || ps[1].Address != "198.51.100.13" {
+		t.Fatalf("parsed %+v", ps)
+	}
+}
