@@ -2,7 +2,6 @@ package ipam
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -30,8 +29,9 @@ type Config struct {
 	// gives it back to the pool (default 5 minutes).
 	AffinityGracePeriod time.Duration
 	// CacheTTL is how long pools, node labels and namespace annotations are reused before being
-	// read again (default 2 s; negative: read every time). Blocks are not subject to it: they are
-	// cached until a compare-and-swap finds them stale.
+	// read again (default 2 s; negative: read every time). Past it, and up to 10 TTLs, the last
+	// copy is still served while one background read refreshes it. Blocks are not subject to it:
+	// they are cached until a compare-and-swap finds them stale.
 	CacheTTL time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
@@ -85,6 +85,7 @@ type Allocator struct {
 	poolCache  cached[poolSet]
 	labelCache map[string]cached[map[string]string]
 	nsCache    map[string]cached[map[string]string]
+	refreshing map[string]bool // background cache reads in flight (revalidate)
 }
 
 type cached[T any] struct {
@@ -100,11 +101,12 @@ type poolSet struct {
 
 // nodeState is what the allocator remembers of one node. mu serialises the writes to the node's
 // blocks: concurrent Assigns on one node would otherwise all pick the same free ordinal and all
-// but one lose the compare-and-swap.
+// but one lose the compare-and-swap. Concurrent Assigns are not serialised one by one, though:
+// they queue, and one committer writes all queued allocations of a block in one update.
 type nodeState struct {
 	name   string
 	mu     sync.Mutex
-	loaded bool
+	loaded atomic.Bool                    // read without mu on the fast path
 	blocks map[netip.Prefix]*v1.IPAMBlock // affine blocks, last copy seen
 	cursor map[netip.Prefix]int           // next ordinal to try, per block
 	// emptySince is when ReleaseEmptyBlocks first saw a block empty.
@@ -112,6 +114,13 @@ type nodeState struct {
 	// last is the block of the last assignment: the guess written into a new handle, so that in
 	// the common case the handle needs no second write. Read without mu.
 	last atomic.Pointer[netip.Prefix]
+
+	// The group commit of Assigns (commit.go): queue holds the requests waiting for the
+	// committer; committing says a committer goroutine runs. Guarded by qmu, not mu (the
+	// committer holds mu across its datastore writes).
+	qmu        sync.Mutex
+	queue      []*assignOp
+	committing bool
 }
 
 // New returns an allocator over store.
@@ -138,6 +147,7 @@ func New(store Store, cfg Config) *Allocator {
 		blockLocks: map[netip.Prefix]*sync.Mutex{},
 		labelCache: map[string]cached[map[string]string]{},
 		nsCache:    map[string]cached[map[string]string]{},
+		refreshing: map[string]bool{},
 	}
 }
 
@@ -153,9 +163,13 @@ func (a *Allocator) pools(ctx context.Context, force bool) ([]pool, []string, er
 	a.mu.Lock()
 	c := a.poolCache
 	a.mu.Unlock()
-	if !force && c.ok && a.fresh(c.at) {
+	if !force && c.ok && (a.fresh(c.at) || a.revalidate("pools", c.at, func(ctx context.Context) error { _, _, err := a.readPools(ctx); return err })) {
 		return c.val.pools, c.val.bad, nil
 	}
+	return a.readPools(ctx)
+}
+
+func (a *Allocator) readPools(ctx context.Context) ([]pool, []string, error) {
 	items, err := a.store.ListPools(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list IPPools: %w", err)
@@ -167,13 +181,50 @@ func (a *Allocator) pools(ctx context.Context, force bool) ([]pool, []string, er
 	return pools, bad, nil
 }
 
+// staleFactor bounds how old (in CacheTTLs) a cached value may be and still be served while a
+// background read refreshes it.
+const staleFactor = 10
+
+// revalidate reports whether a cached value read at "at", past its TTL, may still be served; if
+// so it starts (at most one per key) a background read that refreshes it. Serving the last copy
+// keeps the ListPools/GetNode/GET namespace round trips off the Assign path (and stops every
+// Assign of a burst from reading them at once when the TTL runs out); the price is that a
+// change is seen one background read later.
+func (a *Allocator) revalidate(key string, at time.Time, read func(context.Context) error) bool {
+	if a.cfg.CacheTTL <= 0 || a.cfg.Now().Sub(at) >= staleFactor*a.cfg.CacheTTL {
+		return false
+	}
+	a.mu.Lock()
+	if a.refreshing[key] {
+		a.mu.Unlock()
+		return true
+	}
+	a.refreshing[key] = true
+	a.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := read(ctx); err != nil {
+			a.log.Debug("background cache refresh failed", "key", key, "err", err)
+		}
+		a.mu.Lock()
+		delete(a.refreshing, key)
+		a.mu.Unlock()
+	}()
+	return true
+}
+
 func (a *Allocator) nodeLabels(ctx context.Context, node string) (map[string]string, error) {
 	a.mu.Lock()
 	c := a.labelCache[node]
 	a.mu.Unlock()
-	if c.ok && a.fresh(c.at) {
+	if c.ok && (a.fresh(c.at) || a.revalidate("node/"+node, c.at, func(ctx context.Context) error { _, err := a.readNodeLabels(ctx, node); return err })) {
 		return c.val, nil
 	}
+	return a.readNodeLabels(ctx, node)
+}
+
+func (a *Allocator) readNodeLabels(ctx context.Context, node string) (map[string]string, error) {
 	n, err := a.store.GetNode(ctx, node)
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", node, err)
@@ -188,9 +239,13 @@ func (a *Allocator) namespaceAnnotations(ctx context.Context, ns string) (map[st
 	a.mu.Lock()
 	c := a.nsCache[ns]
 	a.mu.Unlock()
-	if c.ok && a.fresh(c.at) {
+	if c.ok && (a.fresh(c.at) || a.revalidate("namespace/"+ns, c.at, func(ctx context.Context) error { _, err := a.readNamespaceAnnotations(ctx, ns); return err })) {
 		return c.val, nil
 	}
+	return a.readNamespaceAnnotations(ctx, ns)
+}
+
+func (a *Allocator) readNamespaceAnnotations(ctx context.Context, ns string) (map[string]string, error) {
 	ann, err := a.store.GetNamespaceAnnotations(ctx, ns)
 	if apierrors.IsNotFound(err) {
 		ann, err = nil, nil
@@ -233,7 +288,9 @@ func backoff(ctx context.Context, attempt int) {
 	if attempt == 0 {
 		return
 	}
-	d := time.Duration(rand.Int64N(int64(min(attempt, 8)) * int64(2*time.Millisecond)))
+	// Up to 32 ms: ten CNI processes of the direct path releasing in one block under load
+	// (each round a GET and an update) kept colliding through 20 attempts with a 16 ms cap.
+	d := time.Duration(rand.Int64N(int64(min(attempt, 16)) * int64(2*time.Millisecond)))
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
@@ -250,32 +307,52 @@ func (a *Allocator) knownNode(name string) *nodeState {
 // Assign gives r.Handle an address, or returns the one it already holds.
 func (a *Allocator) Assign(ctx context.Context, r Request) (Assignment, error) {
 	if r.Handle == "" {
-		return Assignment{}, errors.New("assign: request has no handle")
+		return Assignment{}, &kindError{ErrInvalidRequest, "assign: request has no handle"}
 	}
 	if r.Node == "" {
-		return Assignment{}, fmt.Errorf("assign %s: request names no node", r.Handle)
-	}
-	pools, err := a.choosePools(ctx, r)
-	if err != nil {
-		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+		return Assignment{}, &kindError{ErrInvalidRequest, fmt.Sprintf("assign %s: request names no node", r.Handle)}
 	}
 	ns := a.node(r.Node)
 	if err := a.ensureLoaded(ctx, ns); err != nil {
 		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
 	}
 
-	// The handle is written before the block (doc.go): a crash between the two leaves a handle
-	// without allocation, which the garbage collector recognises.
+	// The pool choice (a pod GET for its annotation) and the handle Create are independent
+	// round trips: run them side by side. The handle is still written before the block (doc.go):
+	// a crash between the two leaves a handle without allocation, which the garbage collector
+	// recognises. It lists the node's last block as its guess; the committer re-points it
+	// before the block write when the address lands elsewhere (or the guess is not in the
+	// pools the request may use).
+	type chosen struct {
+		pools []pool
+		err   error
+	}
+	pch := make(chan chosen, 1)
+	go func() {
+		p, err := a.choosePools(ctx, r)
+		pch <- chosen{p, err}
+	}()
 	var guess netip.Prefix
 	if p := ns.last.Load(); p != nil {
-		if _, ok := poolFor(pools, *p); ok {
-			guess = *p
+		guess = *p
+	}
+	h, existed, herr := a.createHandle(ctx, r, guess)
+	pc := <-pch
+	if herr != nil {
+		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, herr)
+	}
+	if pc.err != nil {
+		if !existed {
+			// Leave nothing behind: no block was written, so the new handle goes alone.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if derr := a.store.DeleteHandle(cctx, h.Name, h.ResourceVersion); derr != nil && !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
+				return Assignment{}, fmt.Errorf("assign %s: %w (and deleting IPAMHandle %s failed: %v)", r.Handle, pc.err, h.Name, derr)
+			}
 		}
+		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, pc.err)
 	}
-	h, existed, err := a.createHandle(ctx, r, guess)
-	if err != nil {
-		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
-	}
+	pools := pc.pools
 	if existed {
 		all, _, err := a.pools(ctx, false)
 		if err != nil {
@@ -292,7 +369,7 @@ func (a *Allocator) Assign(ctx context.Context, r Request) (Assignment, error) {
 		// writes. Carry on with it.
 	}
 
-	as, err := a.assignLocked(ctx, ns, r, pools, h)
+	as, err := a.commitAssign(ctx, ns, &assignOp{ctx: ctx, r: r, pools: pools, h: h})
 	if err != nil {
 		// Leave nothing behind: the handle (and an allocation, if an update whose outcome is
 		// unknown went through after all) goes.
@@ -304,55 +381,6 @@ func (a *Allocator) Assign(ctx context.Context, r Request) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
 	}
 	return as, nil
-}
-
-func (a *Allocator) assignLocked(ctx context.Context, ns *nodeState, r Request, pools []pool, h *v1.IPAMHandle) (Assignment, error) {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	var lastErr error
-	for attempt := range a.cfg.MaxRetries {
-		backoff(ctx, attempt)
-		c, err := a.pick(ctx, ns, pools)
-		if err != nil {
-			return Assignment{}, err
-		}
-		if h.Spec.Block[c.block.String()] == 0 || len(h.Spec.Block) != 1 {
-			// No listed block holds an allocation of this handle yet (a guess that did not
-			// hold, or an earlier attempt that lost its compare-and-swap): point it at c.block.
-			if h, err = a.pointHandle(ctx, h, c.block); err != nil {
-				if apierrors.IsConflict(err) {
-					lastErr = err
-					continue
-				}
-				return Assignment{}, err
-			}
-		}
-		b := c.obj.DeepCopy()
-		if b.Spec.Allocations == nil {
-			b.Spec.Allocations = map[string]v1.Allocation{}
-		}
-		b.Spec.Allocations[strconv.Itoa(c.ordinal)] = v1.Allocation{Handle: r.Handle, Namespace: r.Namespace, Pod: r.Pod, Node: r.Node}
-		nb, err := a.store.UpdateBlock(ctx, b)
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			lastErr = err
-			a.refreshBlock(ctx, ns, c.block, b.Name)
-			continue
-		}
-		if err != nil {
-			return Assignment{}, fmt.Errorf("allocate %s in IPAMBlock %s: %w", addrAt(c.block, c.ordinal), b.Name, err)
-		}
-		if !c.borrowed {
-			ns.blocks[c.block] = nb
-			ns.cursor[c.block] = (c.ordinal + 1) % blockLen(c.block)
-			blk := c.block
-			ns.last.Store(&blk)
-		}
-		delete(ns.emptySince, c.block)
-		as := Assignment{IP: addrAt(c.block, c.ordinal), Block: c.block, Pool: c.pool.Name, IPIPMode: c.pool.IPIPMode, Borrowed: c.borrowed, Node: r.Node}
-		a.log.Debug("assigned", "handle", r.Handle, "ip", as.IP, "block", as.Block, "borrowed", as.Borrowed)
-		return as, nil
-	}
-	return Assignment{}, fmt.Errorf("gave up after %d compare-and-swap conflicts (last: %v)", a.cfg.MaxRetries, lastErr)
 }
 
 // createHandle creates the handle object, or returns the existing one (existed).
@@ -457,12 +485,16 @@ func exhausted(pools []pool, strict bool) error {
 		s = fmt.Sprint(cidrs)
 	}
 	if strict {
-		return fmt.Errorf("pool %s exhausted: no free block, and StrictAffinity forbids borrowing", s)
+		return fmt.Errorf("pool %s %w: no free block, and StrictAffinity forbids borrowing", s, ErrPoolExhausted)
 	}
-	return fmt.Errorf("pool %s exhausted: no free block and no free address to borrow", s)
+	return fmt.Errorf("pool %s %w: no free block and no free address to borrow", s, ErrPoolExhausted)
 }
 
-func (ns *nodeState) pickAffine(pools []pool) (choice, bool) {
+func (ns *nodeState) pickAffine(pools []pool) (choice, bool) { return ns.pickAffineIn(pools, nil) }
+
+// pickAffineIn is pickAffine seeing the blocks a batch is about to write (pending) instead of
+// their cached copies, so two requests of one batch never get the same ordinal.
+func (ns *nodeState) pickAffineIn(pools []pool, pending map[netip.Prefix]*blockWrite) (choice, bool) {
 	cidrs := make([]netip.Prefix, 0, len(ns.blocks))
 	for c := range ns.blocks {
 		cidrs = append(cidrs, c)
@@ -473,9 +505,12 @@ func (ns *nodeState) pickAffine(pools []pool) (choice, bool) {
 			if !p.CIDR.Contains(c.Addr()) {
 				continue
 			}
-			b := ns.blocks[c]
-			if o, ok := freeOrdinal(c, b, ns.cursor[c]); ok {
-				return choice{block: c, obj: b, ordinal: o, pool: p}, true
+			b, from := ns.blocks[c], ns.cursor[c]
+			if w := pending[c]; w != nil {
+				b, from = w.obj, w.next
+			}
+			if o, ok := freeOrdinal(c, b, from); ok {
+				return choice{block: c, obj: ns.blocks[c], ordinal: o, pool: p}, true
 			}
 		}
 	}
@@ -607,9 +642,12 @@ func (a *Allocator) refreshBlock(ctx context.Context, ns *nodeState, c netip.Pre
 // ensureLoaded fills the node's block cache once, and repairs what a crash between two writes of
 // a claim or a block release left behind (doc.go).
 func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
+	if ns.loaded.Load() {
+		return nil
+	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.loaded {
+	if ns.loaded.Load() {
 		return nil
 	}
 	blocks, err := a.store.ListBlocks(ctx)
@@ -647,7 +685,7 @@ func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
 			a.log.Info("restored missing block affinity", "node", ns.name, "block", c)
 		}
 	}
-	ns.loaded = true
+	ns.loaded.Store(true)
 	return nil
 }
 

@@ -58,9 +58,16 @@
 //
 // One Allocator per process (tabby-node) serves every CNI call of its node: it caches the
 // node's affine blocks (refreshed when a compare-and-swap finds them stale), pools, node labels
-// and namespace annotations (CacheTTL). The common Assign is: GET pod (its annotations choose the
-// pool), create the handle, update the block — three round trips; a release is GET handle,
-// update block, delete handle. Assigns on one node are serialised per node while they write
-// blocks (handle creation and pod lookups run concurrently), so they do not fight over the same
-// free ordinal; releases of one block are serialised per block.
+// and namespace annotations (CacheTTL; past it the last copy is served while one background read
+// refreshes it). The common Assign is: GET pod (its annotations choose the pool) side by side
+// with the handle Create, then the block update — two round trips on its path. A release is GET
+// handle, update block, delete handle.
+//
+// Group commit (commit.go): Assigns on one node are not serialised one block update each. While
+// an update for the node is in flight the others queue; the node's committer then chooses all
+// queued requests' ordinals in its in-memory copy of the block and writes them in ONE update
+// (a lost compare-and-swap re-reads the block and retries the batch; each request gets its own
+// result or error). The write order above holds per request: every handle of a batch exists, and
+// lists the block, before the update that holds its allocation. Releases of one block are
+// serialised per block.
 package ipam

@@ -128,9 +128,9 @@ func selectPools(all []pool, bad []string, nodeName string, labels map[string]st
 		if len(out) == 0 {
 			why = append(why, bad...)
 			if len(why) == 0 {
-				return nil, fmt.Errorf("no IPPool matches node %s: there are no IPPools", nodeName)
+				return nil, &kindError{ErrNoPool, fmt.Sprintf("no IPPool matches node %s: there are no IPPools", nodeName)}
 			}
-			return nil, fmt.Errorf("no IPPool matches node %s (pools: %s)", nodeName, strings.Join(why, ", "))
+			return nil, &kindError{ErrNoPool, fmt.Sprintf("no IPPool matches node %s (pools: %s)", nodeName, strings.Join(why, ", "))}
 		}
 		return out, nil
 	}
@@ -153,7 +153,7 @@ func selectPools(all []pool, bad []string, nodeName string, labels map[string]st
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no usable IPPool for node %s among those named by %s (pools: %s)", nodeName, source, strings.Join(why, ", "))
+		return nil, fmt.Errorf("%w for node %s among those named by %s (pools: %s)", ErrNoPool, nodeName, source, strings.Join(why, ", "))
 	}
 	return out, nil
 }

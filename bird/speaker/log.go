@@ -33,7 +33,7 @@ func (l *logAdapter) GetLevel() gobgplog.LogLevel { return gobgplog.DebugLevel }
 
 func (l *logAdapter) record(level slog.Level, msg string, f gobgplog.Fields) {
 	peer, _ := netip.ParseAddr(fmt.Sprint(f["Key"]))
-	if level > slog.LevelDebug || msg == "failed to connect" {
+	if level >= slog.LevelWarn || msg == "failed to connect" || msg == "Peer Down" {
 		if peer.IsValid() && f["Topic"] == "Peer" {
 			e := Event{Type: PeerLog, Peer: peer, Message: describe(msg, f), Time: time.Now()}
 			if msg == "received notification" {

@@ -144,22 +144,19 @@ func fromIPAM(a ipam.Assignment) api.Assignment {
 	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, IPIPMode: string(a.IPIPMode), Borrowed: a.Borrowed}
 }
 
-// classify wraps an allocator error with its kind. The allocator's errors carry no sentinels for
-// exhaustion and missing pools, so those are recognised by their (stable, tested) wording.
+// classify wraps an allocator error with its kind, told by the allocator's sentinels.
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
 	switch {
 	case isUnreachable(err):
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
-	case strings.Contains(msg, "exhausted"):
+	case errors.Is(err, ipam.ErrPoolExhausted):
 		return fmt.Errorf("%w: %v", api.ErrExhausted, err)
-	case strings.Contains(msg, "no IPPool matches") || strings.Contains(msg, "no usable IPPool") ||
-		strings.Contains(msg, "there are no IPPools"):
+	case errors.Is(err, ipam.ErrNoPool):
 		return fmt.Errorf("%w: %v", api.ErrNoPool, err)
-	case strings.Contains(msg, "request has no handle") || strings.Contains(msg, "names no node"):
+	case errors.Is(err, ipam.ErrInvalidRequest):
 		return fmt.Errorf("%w: %v", api.ErrInvalid, err)
 	}
 	return err

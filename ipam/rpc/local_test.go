@@ -12,8 +12,8 @@ import (
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
-// The allocator's errors carry no sentinels: classify recognises its wording. This test holds
-// that wording and the kinds together (decision logic over the ipam fake store).
+// classify maps the allocator's sentinels to the service's kinds (decision logic over the ipam
+// fake store).
 func TestClassifyAllocatorErrors(t *testing.T) {
 	ctx := context.Background()
 	s := ipamtest.NewStore()

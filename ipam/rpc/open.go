@@ -27,5 +27,5 @@ func OpenLocal(_ context.Context, kubeconfig string, strictAffinity bool) (api.S
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", api.ErrInvalid, err)
 	}
-	return NewLocal(ipam.New(ipam.NewKubeStore(c), ipam.Config{StrictAffinity: strictAffinity})), nil
+	return &nodeLocked{Service: NewLocal(ipam.New(ipam.NewKubeStore(c), ipam.Config{StrictAffinity: strictAffinity})), path: DirectLockPath}, nil
 }

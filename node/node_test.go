@@ -1,0 +1,74 @@
+package node
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird"
+	"github.com/tabbynet/tabby/node/syncer"
+)
+
+func TestNeedsTunnel(t *testing.T) {
+	pool := func(mode v1.IPIPMode, sel string, disabled bool) v1.IPPool {
+		return v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", IPIPMode: mode, NodeSelector: sel, Disabled: disabled}}
+	}
+	local := &syncer.NodeInfo{Name: "a", Labels: map[string]string{"zone": "x"}}
+	for _, tc := range []struct {
+		name string
+		s    syncer.Snapshot
+		want bool
+	}{
+		{"no local node yet", syncer.Snapshot{Pools: []v1.IPPool{pool(v1.IPIPModeAlways, "", false)}}, false},
+		{"never", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeNever, "", false)}}, false},
+		{"cross-subnet selects us", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true},
+		{"always, other zone", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeAlways, "zone == 'y'", false)}}, false},
+		{"always but disabled", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeAlways, "", true)}}, false},
+	} {
+		if got := needsTunnel(tc.s); got != tc.want {
+			t.Errorf("%s: needsTunnel = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestBirdNodes(t *testing.T) {
+	until := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	got := birdNodes([]syncer.NodeInfo{
+		{Name: "a", BGPAddress: netip.MustParsePrefix("198.51.100.11/25"), ASN: 65001, RRClusterID: "244.0.0.1", RestartingUntil: until},
+		{Name: "b", InternalIP: netip.MustParseAddr("198.51.100.12")}, // not annotated yet
+		{Name: "c"}, // nothing known: no address
+	})
+	want := []bird.Node{
+		{Name: "a", Address: netip.MustParsePrefix("198.51.100.11/25"), ASN: 65001, RRClusterID: "244.0.0.1", RestartingUntil: until},
+		{Name: "b", Address: netip.MustParsePrefix("198.51.100.12/32")},
+		{Name: "c"},
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Address != want[i].Address || got[i].ASN != want[i].ASN || got[i].RRClusterID != want[i].RRClusterID || !got[i].RestartingUntil.Equal(want[i].RestartingUntil) {
+			t.Errorf("node %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestAllEstablished(t *testing.T) {
+	if !allEstablished(nil) {
+		t.Error("no peers: nothing to wait for")
+	}
+	if allEstablished([]bird.PeerStatus{{State: "established"}, {State: "active"}}) {
+		t.Error("one session down: not all established")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{RunDir: "/run"}, {NodeName: "a"}, {NodeName: "a", RunDir: "/run", Shutdown: "sometimes"}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: want an error", c)
+		}
+	}
+	if err := (&Config{NodeName: "a", RunDir: "/run"}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
