@@ -139,9 +139,17 @@ func (s *KubeStore) SetNodeAnnotation(ctx context.Context, node, key, value stri
 }
 
 func podOf(p *corev1.Pod) Pod {
-	out := Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), NodeName: p.Spec.NodeName, Annotations: p.Annotations}
+	out := Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), NodeName: p.Spec.NodeName, Annotations: p.Annotations,
+		HostNetwork: p.Spec.HostNetwork, Deleting: p.DeletionTimestamp != nil,
+		Terminated: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
 	for _, ip := range p.Status.PodIPs {
 		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			out.IPs = append(out.IPs, a)
+		}
+	}
+	if len(out.IPs) == 0 && p.Status.PodIP != "" {
+		// Older writers set only the singular field.
+		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil {
 			out.IPs = append(out.IPs, a)
 		}
 	}

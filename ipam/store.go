@@ -60,6 +60,12 @@ type Pod struct {
 	Annotations     map[string]string
 	// IPs from status.podIPs; empty until the kubelet reports them.
 	IPs []netip.Addr
+	// HostNetwork pods use the node's address, not one of tabby's.
+	HostNetwork bool
+	// Terminated: phase Succeeded or Failed, so the runtime has torn the pod's network down.
+	Terminated bool
+	// Deleting: deletionTimestamp is set; the pod may still run until its grace period ends.
+	Deleting bool
 }
 
 // Labels and annotations tabby sets on its IPAM objects.

@@ -371,7 +371,8 @@ func (a *Agent) clearRestartMark(ctx context.Context) error {
 	return nil
 }
 
-// runGC releases addresses whose pods are gone (after a grace period and a second look).
+// runGC releases addresses whose pods are gone (after a grace period and a second look); on the
+// node whose name sorts first it also releases deleted nodes' IPAM (ipam/gc, nodes.go).
 func (a *Agent) runGC(ctx context.Context) error {
 	c := ipamgc.New(a.store, a.alloc, ipamgc.Config{Node: a.cfg.NodeName, GracePeriod: a.cfg.GCGrace, Logger: a.log.With("component", "ipam-gc")})
 	if err := c.Run(ctx, a.cfg.GCInterval); err != nil && !errors.Is(err, context.Canceled) {

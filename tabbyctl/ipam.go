@@ -4,13 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tabbynet/tabby/tabbyctl/ipamreport"
+	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/tabbyctl/printer"
 )
+
+// The ipam commands only format: the queries are the IPAM library's (ipam/report.go), the one
+// implementation tabby-node's metrics and garbage collector read too.
 
 func (a *app) ipamCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -29,6 +33,14 @@ func parseIP(s string) (netip.Addr, error) {
 	return ip, nil
 }
 
+func (a *app) ipamStore() (*ipam.KubeStore, error) {
+	c, err := a.cluster()
+	if err != nil {
+		return nil, err
+	}
+	return ipam.NewKubeStore(c), nil
+}
+
 func (a *app) ipamShow() *cobra.Command {
 	var showBlocks bool
 	var ipStr string
@@ -44,37 +56,36 @@ func (a *app) ipamShow() *cobra.Command {
 					return err
 				}
 			}
-			c, err := a.cluster()
-			if err != nil {
-				return err
-			}
-			d, err := ipamreport.Load(cmd.Context(), c)
+			store, err := a.ipamStore()
 			if err != nil {
 				return err
 			}
 			if ip.IsValid() {
-				h := ipamreport.Lookup(d, ip)
-				fmt.Fprintln(a.Out, h.String())
-				if !h.Allocated {
+				o, err := ipam.WhoHas(cmd.Context(), store, ip)
+				allocated := err == nil
+				if err != nil && !errors.Is(err, ipam.ErrNotAllocated) {
+					return err
+				}
+				fmt.Fprintln(a.Out, ownerText(o, allocated))
+				if !allocated {
 					return &exitError{code: 1}
 				}
 				return nil
 			}
-			usage := ipamreport.Usage(d)
+			usage, err := ipam.GetUsage(cmd.Context(), store)
+			if err != nil {
+				return err
+			}
 			var rows [][]string
-			for _, p := range usage {
-				name := p.Name
-				if name == "" {
-					name = "(no pool)"
-				}
-				rows = append(rows, []string{"pool", name, p.CIDR, "-", u(p.Total), u(p.InUse), pct(p.InUse, p.Total), u(p.Free())})
+			for _, p := range usageRows(usage) {
+				rows = append(rows, []string{"pool", p.name, p.cidr, "-", i64(p.total), i64(p.inUse), pct(p.inUse, p.total), i64(p.total - p.inUse)})
 				if showBlocks {
-					for _, b := range p.Blocks {
+					for _, b := range p.blocks {
 						node := b.Node
 						if node == "" {
 							node = "(none)"
 						}
-						rows = append(rows, []string{"block", name, b.CIDR, node, u(b.Total), u(b.InUse), pct(b.InUse, b.Total), u(b.Total - b.InUse)})
+						rows = append(rows, []string{"block", p.name, b.CIDR.String(), node, i64(int64(b.Size)), i64(int64(b.InUse)), pct(int64(b.InUse), int64(b.Size)), i64(int64(b.Size - b.InUse))})
 					}
 				}
 			}
@@ -92,13 +103,79 @@ func (a *app) ipamShow() *cobra.Command {
 	return cmd
 }
 
-func u(v uint64) string { return strconv.FormatUint(v, 10) }
+// poolRow is one pool of `ipam show` with its blocks.
+type poolRow struct {
+	name, cidr   string
+	total, inUse int64
+	blocks       []ipam.BlockUsage
+}
 
-func pct(part, total uint64) string {
+// usageRows groups the blocks under their pools, sorted by name; blocks no pool contains (their
+// pool was deleted while addresses were still allocated) come last, under "(no pool)".
+func usageRows(u ipam.Usage) []poolRow {
+	var out []poolRow
+	byName := map[string]int{}
+	for _, p := range u.Pools {
+		byName[p.Name] = len(out)
+		out = append(out, poolRow{name: p.Name, cidr: p.CIDR.String(), total: p.Total, inUse: p.InUse})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	for i := range out {
+		byName[out[i].name] = i
+	}
+	orphan := poolRow{name: "(no pool)", cidr: "-"}
+	for _, b := range u.Blocks {
+		if i, ok := byName[b.Pool]; ok && b.Pool != "" {
+			out[i].blocks = append(out[i].blocks, b)
+			continue
+		}
+		orphan.blocks = append(orphan.blocks, b)
+		orphan.total += int64(b.Size)
+		orphan.inUse += int64(b.InUse)
+	}
+	if len(orphan.blocks) > 0 {
+		out = append(out, orphan)
+	}
+	return out
+}
+
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+func pct(part, total int64) string {
 	if total == 0 {
 		return "0%"
 	}
 	return fmt.Sprintf("%.0f%%", float64(part)*100/float64(total))
+}
+
+// ownerText is one human line about who holds an address (ipam.WhoHas).
+func ownerText(o ipam.Owner, allocated bool) string {
+	switch {
+	case !o.Block.IsValid() && o.Pool == "":
+		return fmt.Sprintf("%s is not in any IPPool", o.IP)
+	case !o.Block.IsValid():
+		return fmt.Sprintf("%s is in IPPool %s but no block holding it has been claimed: not allocated", o.IP, o.Pool)
+	case !allocated:
+		return fmt.Sprintf("%s is in block %s (%s) but not allocated", o.IP, o.Block, affinityText(o.BlockNode))
+	}
+	who := "handle " + o.Handle
+	if o.Pod != "" {
+		who = fmt.Sprintf("pod %s/%s (handle %s)", o.Namespace, o.Pod, o.Handle)
+	} else if node, ok := ipam.TunnelNode(o.Handle); ok {
+		who = fmt.Sprintf("the IPIP tunnel of node %s (handle %s)", node, o.Handle)
+	}
+	s := fmt.Sprintf("%s is allocated to %s in block %s (%s)", o.IP, who, o.Block, affinityText(o.BlockNode))
+	if o.Node != "" {
+		s += ", by node " + o.Node
+	}
+	return s
+}
+
+func affinityText(node string) string {
+	if node == "" {
+		return "no affinity"
+	}
+	return "affinity host:" + node
 }
 
 func (a *app) ipamCheck() *cobra.Command {
@@ -107,21 +184,18 @@ func (a *app) ipamCheck() *cobra.Command {
 		Short: "Report leaked allocations, pods without one, duplicate IPs, blocks of deleted nodes; exit 1 if any",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.cluster()
+			store, err := a.ipamStore()
 			if err != nil {
 				return err
 			}
-			d, err := ipamreport.Load(cmd.Context(), c)
+			r, err := ipam.Check(cmd.Context(), store)
 			if err != nil {
 				return err
 			}
-			allocs := 0
-			for _, b := range d.Blocks {
-				allocs += len(b.Spec.Allocations)
-			}
+			n := r.Checked
 			fmt.Fprintf(a.Out, "Checked %d pools, %d blocks, %d allocations, %d handles, %d pods, %d nodes.\n",
-				len(d.Pools), len(d.Blocks), allocs, len(d.Handles), len(d.Pods), len(d.Nodes))
-			probs := ipamreport.Check(d)
+				n.Pools, n.Blocks, n.Allocations, n.Handles, n.Pods, n.Nodes)
+			probs := problems(r)
 			if len(probs) == 0 {
 				fmt.Fprintln(a.Out, "No problems found.")
 				return nil
@@ -150,15 +224,15 @@ func (a *app) ipamRelease() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := a.cluster()
+			store, err := a.ipamStore()
 			if err != nil {
 				return err
 			}
-			h, err := ipamreport.Release(cmd.Context(), c, ip, force)
+			o, err := releaseIP(cmd.Context(), store, ip, force)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.Out, "Released %s (handle %s, block %s)\n", ip, h.Handle, h.Block.Spec.CIDR)
+			fmt.Fprintf(a.Out, "Released %s (handle %s, block %s)\n", ip, o.Handle, o.Block)
 			return nil
 		},
 	}

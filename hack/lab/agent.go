@@ -68,6 +68,8 @@ func (n *Node) AgentArgs() []string {
 		"--bgp-address=cidr=198.51.100.0/24",
 		"--health-addr=" + HealthAddr, "--metrics-addr=" + MetricsAddr, "--gobgp-api=" + GoBGPAPI,
 		"--shutdown=" + shutdown, "--log-level=info",
+		// Short IPAM GC timers so leaks (and a removed node's IPAM) are collected within a test.
+		"--ipam-gc-interval=1s", "--ipam-gc-grace=3s",
 	}, n.lab.Opts.AgentArgs...)
 }
 

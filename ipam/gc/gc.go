@@ -2,13 +2,17 @@
 // uses any more, the leftovers of crashes and of DELs that never came (see ipam/doc.go for the
 // write order that makes every leftover recognisable).
 //
-// Three kinds of leftover are collected, each only after it has been seen for the grace period
-// and passed a second look at fresh data:
+// Each kind of leftover is collected only after it has been seen for the grace period and passed
+// a second look at fresh data:
 //   - an allocation whose pod no longer exists (looked up by the allocation's namespace/pod;
 //     allocations without pod attributes, such as the tunnel address, are never released);
 //   - a handle that holds no allocation (a crash between the handle write and the block write);
 //   - an allocation whose handle object is missing: released if its pod is gone, otherwise the
-//     handle is written again (a live pod's address is never released).
+//     handle is written again (a live pod's address is never released);
+//   - the IPAM of a deleted node (nodes.go), collected by one live node for the cluster: its
+//     allocations whose pods are gone, its tunnel address, its handles, its empty blocks with
+//     their affinities; a block still holding live pods' addresses loses its affinity, and is
+//     deleted once it has stayed empty.
 package gc
 
 import (
@@ -33,6 +37,8 @@ import (
 type Config struct {
 	// Node limits the collector to allocations made by this node and handles created by it, and
 	// releases the node's empty blocks; empty: the whole cluster (the CLI's use), no block release.
+	// Deleted nodes' IPAM is collected by the collector whose Node sorts first among the Node
+	// objects (so the first node must run tabby-node), or by one without Node.
 	Node string
 	// GracePeriod a leftover must be seen for before it is collected (default 1 minute).
 	GracePeriod time.Duration
@@ -48,6 +54,8 @@ type Collector struct {
 	cfg   Config
 	log   *slog.Logger
 	seen  map[leak]time.Time
+	// First seen: deleted nodes (by name) and blocks without affinity that are empty (by name).
+	goneSince, unaffineSince map[string]time.Time
 }
 
 // New returns a collector; alloc does the releases (so they take its locks and keep its cache).
@@ -62,7 +70,8 @@ func New(store ipam.Store, alloc *ipam.Allocator, cfg Config) *Collector {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{store: store, alloc: alloc, cfg: cfg, log: log.With("component", "ipam-gc", "node", cfg.Node), seen: map[leak]time.Time{}}
+	return &Collector{store: store, alloc: alloc, cfg: cfg, log: log.With("component", "ipam-gc", "node", cfg.Node), seen: map[leak]time.Time{},
+		goneSince: map[string]time.Time{}, unaffineSince: map[string]time.Time{}}
 }
 
 type kind int
@@ -86,11 +95,7 @@ type leak struct {
 	ordinal int
 }
 
-func (l leak) ip() netip.Addr {
-	a := l.block.Addr().As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) + uint32(l.ordinal)
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-}
+func (l leak) ip() netip.Addr { return ipam.AddrAt(l.block, l.ordinal) }
 
 // Result says what a run did.
 type Result struct {
@@ -100,6 +105,9 @@ type Result struct {
 	DeletedHandles []string
 	// RestoredHandles are handles written again for live allocations that had lost theirs.
 	RestoredHandles []string
+	// ReleasedBlocks are blocks of deleted nodes deleted (empty), UnaffinedBlocks those that lost
+	// their affinity (still holding live pods' addresses).
+	ReleasedBlocks, UnaffinedBlocks []netip.Prefix
 	// Pending is how many candidates wait for their grace period.
 	Pending int
 }
@@ -184,8 +192,12 @@ func (c *Collector) RunOnce(ctx context.Context) (Result, error) {
 			errs = append(errs, err)
 		}
 	}
-	if n := len(res.ReleasedIPs) + len(res.DeletedHandles) + len(res.RestoredHandles); n > 0 {
-		c.log.Info("IPAM garbage collection", "releasedIPs", res.ReleasedIPs, "deletedHandles", res.DeletedHandles, "restoredHandles", res.RestoredHandles, "pending", res.Pending)
+	if err := c.collectDeletedNodes(ctx, &res); err != nil {
+		errs = append(errs, err)
+	}
+	if n := len(res.ReleasedIPs) + len(res.DeletedHandles) + len(res.RestoredHandles) + len(res.ReleasedBlocks) + len(res.UnaffinedBlocks); n > 0 {
+		c.log.Info("IPAM garbage collection", "releasedIPs", res.ReleasedIPs, "deletedHandles", res.DeletedHandles, "restoredHandles", res.RestoredHandles,
+			"releasedBlocks", res.ReleasedBlocks, "unaffinedBlocks", res.UnaffinedBlocks, "pending", res.Pending)
 	}
 	return res, errors.Join(errs...)
 }
@@ -256,10 +268,7 @@ func allocNode(b *v1.IPAMBlock, al v1.Allocation) string {
 	if al.Node != "" {
 		return al.Node
 	}
-	if len(b.Spec.Affinity) > len(v1.AffinityPrefixHost) {
-		return b.Spec.Affinity[len(v1.AffinityPrefixHost):]
-	}
-	return ""
+	return blockNode(b)
 }
 
 // collect is the second look at fresh data, then the release.

@@ -128,6 +128,14 @@ func (s *Store) AddNode(name string, labels map[string]string) {
 	s.nodes[name] = &ipam.Node{Name: name, Labels: labels, Annotations: map[string]string{}}
 }
 
+// AddTabbyNode adds a node on which tabby-node runs: it has recorded its BGP address.
+func (s *Store) AddTabbyNode(name string, labels map[string]string) {
+	s.AddNode(name, labels)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodes[name].Annotations[v1.AnnotationBGPIPv4Address] = "198.51.100.1/24"
+}
+
 // DeleteNode removes a node.
 func (s *Store) DeleteNode(name string) {
 	s.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/ipam"
 )
 
 // NodeInfo is tabby's view of a Kubernetes Node.
@@ -112,7 +113,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 				log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
 				continue
 			}
-			ip := addrAt(cidr, n)
+			ip := ipam.AddrAt(cidr, n)
 			if !local {
 				s.Borrowed = append(s.Borrowed, ip)
 			}
@@ -204,11 +205,4 @@ func containerID(handle string) string {
 		return handle[i+1:]
 	}
 	return handle
-}
-
-func addrAt(block netip.Prefix, ordinal int) netip.Addr {
-	b := block.Addr().As4()
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	v += uint32(ordinal)
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
