@@ -19,9 +19,7 @@ type Config struct {
 	GoBGPAPI    string // "" disables GoBGP's own gRPC API
 	MTU         int    // 0: the uplink's
 	// Shutdown is "restart" (graceful restart: peers keep routes) or "final" (withdraw).
-	Shutdown string
-	// RestartGrace is how long peers keep this node's routes after a restart-style shutdown.
-	RestartGrace   time.Duration
+	Shutdown       string
 	ResyncInterval time.Duration
 	GCInterval     time.Duration
 	GCGrace        time.Duration

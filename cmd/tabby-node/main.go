@@ -34,7 +34,6 @@ func main() {
 	fs.StringVar(&cfg.GoBGPAPI, "gobgp-api", "127.0.0.1:50051", "GoBGP's own gRPC API (loopback only; empty disables)")
 	fs.IntVar(&cfg.MTU, "mtu", 0, "uplink MTU override (0: detect)")
 	fs.StringVar(&cfg.Shutdown, "shutdown", "restart", "on SIGTERM: restart (peers keep routes: graceful restart) or final (withdraw everything)")
-	fs.DurationVar(&cfg.RestartGrace, "restart-grace", 120*time.Second, "how long peers keep this node's routes after a restart-style shutdown")
 	fs.DurationVar(&cfg.ResyncInterval, "resync-interval", 90*time.Second, "felix's periodic full resync")
 	fs.DurationVar(&cfg.GCInterval, "ipam-gc-interval", time.Minute, "how often IPAM garbage collection runs")
 	fs.DurationVar(&cfg.GCGrace, "ipam-gc-grace", 5*time.Minute, "how long an allocation must look orphaned before GC releases it")

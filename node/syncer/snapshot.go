@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -29,9 +28,6 @@ type NodeInfo struct {
 	ASN         uint32 // 0: BGPConfiguration's
 	RRClusterID string
 	TunnelAddr  netip.Addr
-	// RestartingUntil is the deadline tabby-node announced before a restart-style shutdown;
-	// zero when it announced none. Until then its peers honour graceful restart.
-	RestartingUntil time.Time
 }
 
 // Workload is a pod on this node: its address and host veth.
@@ -53,11 +49,6 @@ type Snapshot struct {
 	BGPPeers    []v1.BGPPeer
 	Secrets     map[string]map[string][]byte
 }
-
-// AnnotationRestarting is written by tabby-node before a restart-style shutdown: an RFC 3339
-// deadline until which peers keep its routes (graceful restart); absent or past, a lost session
-// means a dead node.
-const AnnotationRestarting = "tabby.dev/bgp-restarting"
 
 // Inputs are the objects the snapshot is built from.
 type Inputs struct {
@@ -179,13 +170,6 @@ func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
 		info.RRClusterID = n.Annotations[v1.AnnotationRRClusterID]
 		if v := n.Annotations[v1.AnnotationIPIPTunnelAddress]; v != "" {
 			info.TunnelAddr = netip.MustParseAddr(v)
-		}
-	}
-	if d, ok := n.Annotations[AnnotationRestarting]; ok {
-		if t, err := time.Parse(time.RFC3339, d); err == nil {
-			info.RestartingUntil = t
-		} else {
-			log.Warn("node has an unparsable restart mark: ignoring it", "node", n.Name, "annotation", AnnotationRestarting, "value", d)
 		}
 	}
 	for _, a := range n.Status.Addresses {

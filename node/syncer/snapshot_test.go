@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +20,7 @@ func TestBuild(t *testing.T) {
 	in := Inputs{
 		NodeName: "a",
 		Nodes: []*corev1.Node{
-			node("b", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24", v1.AnnotationRRClusterID: "244.0.0.1", AnnotationRestarting: "2030-01-02T03:04:05Z"}),
+			node("b", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24", v1.AnnotationRRClusterID: "244.0.0.1"}),
 			node("a", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.11/24", v1.AnnotationBGPASN: "65010", v1.AnnotationIPIPTunnelAddress: "10.244.0.1"}),
 			node("bad", map[string]string{v1.AnnotationBGPIPv4Address: "nonsense"}),
 		},
@@ -48,7 +47,7 @@ func TestBuild(t *testing.T) {
 	if s.Local == nil || s.Local.ASN != 65010 || s.Local.BGPAddress != netip.MustParsePrefix("198.51.100.11/24") || s.Local.TunnelAddr != netip.MustParseAddr("10.244.0.1") {
 		t.Fatalf("local node = %+v", s.Local)
 	}
-	if len(s.Nodes) != 3 || s.Nodes[1].Name != "b" || !s.Nodes[1].RestartingUntil.Equal(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) || s.Nodes[1].RRClusterID != "244.0.0.1" {
+	if len(s.Nodes) != 3 || s.Nodes[1].Name != "b" || s.Nodes[1].RRClusterID != "244.0.0.1" {
 		t.Fatalf("nodes = %+v", s.Nodes)
 	}
 	if s.Nodes[2].BGPAddress.IsValid() || s.Nodes[2].InternalIP != netip.MustParseAddr("198.51.100.9") {

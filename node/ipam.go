@@ -1,0 +1,103 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tabbynet/tabby/apis/selector"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/grpcjson"
+	ipamgc "github.com/tabbynet/tabby/ipam/gc"
+	ipamrpc "github.com/tabbynet/tabby/ipam/rpc"
+	"github.com/tabbynet/tabby/node/installcni"
+	"github.com/tabbynet/tabby/node/syncer"
+)
+
+func (a *Agent) serveIPAM() (*grpc.Server, error) {
+	l, err := grpcjson.Listen(filepath.Join(a.cfg.RunDir, "ipam.sock"))
+	if err != nil {
+		return nil, fmt.Errorf("IPAM service: %w", err)
+	}
+	srv := grpc.NewServer(grpcjson.ServerOptions()...)
+	ipamrpc.NewServer(a.alloc).Register(srv)
+	go func() {
+		if err := srv.Serve(l); err != nil {
+			a.log.Error("IPAM service stopped", "error", err)
+		}
+	}()
+	return srv, nil
+}
+
+// runGC releases addresses whose pods are gone (after a grace period and a second look); on the
+// node whose name sorts first it also releases deleted nodes' IPAM (ipam/gc, nodes.go).
+func (a *Agent) runGC(ctx context.Context) error {
+	c := ipamgc.New(a.store, a.alloc, ipamgc.Config{Node: a.cfg.NodeName, GracePeriod: a.cfg.GCGrace, Logger: a.log.With("component", "ipam-gc")})
+	if err := c.Run(ctx, a.cfg.GCInterval); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("IPAM GC: %w", err)
+	}
+	return nil
+}
+
+// runTunnelAddress keeps this node's tunl0 address allocated while a pool needs IPIP (and released
+// when none does); felix learns it from the Node annotation the allocator writes.
+func (a *Agent) runTunnelAddress(ctx context.Context) error {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.tunnelKick:
+		case <-retry.C:
+		}
+		a.mu.Lock()
+		want := needsTunnel(a.last)
+		have := a.last.Local != nil && a.last.Local.TunnelAddr.IsValid()
+		a.mu.Unlock()
+		if want == have {
+			continue
+		}
+		addr, needed, err := a.alloc.EnsureTunnelAddress(ctx, a.cfg.NodeName)
+		if err != nil {
+			a.log.Error("tunnel address", "error", err)
+			retry.Reset(5 * time.Second)
+			continue
+		}
+		a.log.Info("tunnel address", "address", addr, "needed", needed)
+	}
+}
+
+// needsTunnel: an enabled IPIP pool selects this node (the allocator decides the same way; this
+// only spares it a call per snapshot).
+func needsTunnel(s syncer.Snapshot) bool {
+	if s.Local == nil {
+		return false
+	}
+	for _, p := range s.Pools {
+		if p.Spec.Disabled || p.Spec.IPIPMode == "" || p.Spec.IPIPMode == v1.IPIPModeNever {
+			continue
+		}
+		if sel, err := selector.Parse(p.Spec.NodeSelector); err == nil && sel.Matches(s.Local.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshCNIKubeconfig keeps the CNI plugins' kubeconfig (their direct path to the API server
+// while tabby-node's socket is down) valid as the service account token rotates.
+func (a *Agent) refreshCNIKubeconfig(ctx context.Context) error {
+	o := installcni.Defaults()
+	o.NodeName = a.cfg.NodeName
+	o.HostNetDir, o.KubeconfigName = filepath.Split(a.cfg.CNIKubeconfig)
+	o.Logger = a.log.With("component", "install-cni")
+	if err := installcni.KeepKubeconfigFresh(ctx, o, 10*time.Minute); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("keep the CNI kubeconfig fresh: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/tabbynet/tabby/bird"
+)
+
+// shutdown: restart-style leaves the kernel routes in place (felix has stopped) and closes the
+// sessions with a graceful-restart notice, so peers keep this node's routes until it is back;
+// final withdraws everything.
+func (a *Agent) shutdown() error {
+	return a.bgp.Stop(a.cfg.Shutdown != "final")
+}
+
+// inSyncGrace bounds how long felix keeps routes it has not re-learned when a peer does not come
+// back: past it, what BGP has not confirmed is stale.
+const inSyncGrace = 30 * time.Second
+
+// declareInSync lets felix remove stale state once it knows everything again: the datastore has
+// synced (the first snapshot) and every BGP peer that is up has sent its End-of-RIB — re-learn,
+// re-advertise, and only then remove what is stale.
+func (a *Agent) declareInSync(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-a.firstSnap:
+	}
+	if err := a.bgp.WaitSynced(ctx, inSyncGrace); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		a.log.Warn("BGP did not sync: removing stale routes anyway", "error", err)
+	}
+	a.felix.SetInSync()
+	return nil
+}
+
+func allEstablished(peers []bird.PeerStatus) bool {
+	for _, p := range peers {
+		if p.State != "established" {
+			return false
+		}
+	}
+	return true
+}

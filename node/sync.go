@@ -1,0 +1,66 @@
+package node
+
+import (
+	"net/netip"
+
+	"github.com/tabbynet/tabby/bird"
+	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/node/syncer"
+)
+
+// onSnapshot hands the new desired state to felix and bird. Advertised prefixes go to bird before
+// its peers (End-of-RIB is sent as soon as a session is up).
+func (a *Agent) onSnapshot(s syncer.Snapshot) {
+	a.mu.Lock()
+	a.last = s
+	a.mu.Unlock()
+
+	var pools []felix.Pool
+	for _, p := range s.Pools {
+		pools = append(pools, felix.Pool{Name: p.Name, CIDR: netip.MustParsePrefix(p.Spec.CIDR), IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled})
+	}
+	var workloads []felix.Workload
+	for _, w := range s.Workloads {
+		workloads = append(workloads, felix.Workload{IP: w.IP, Interface: w.Interface})
+	}
+	if s.Local != nil {
+		a.felix.SetLocalNode(s.Local.BGPAddress, s.Local.TunnelAddr)
+	}
+	a.felix.SetPools(pools)
+	a.felix.SetLocalBlocks(s.LocalBlocks)
+	a.felix.SetWorkloads(workloads)
+
+	a.bgp.SetPools(s.PoolPrefixes())
+	a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
+	a.bgp.SetBGPConfiguration(s.BGPConfig)
+	a.bgp.SetSecrets(s.Secrets)
+	a.bgp.SetBGPPeers(s.BGPPeers)
+	a.bgp.SetNodes(birdNodes(s.Nodes))
+
+	select {
+	case a.tunnelKick <- struct{}{}:
+	default:
+	}
+	a.firstOnce.Do(func() { close(a.firstSnap) })
+}
+
+func birdNodes(nodes []syncer.NodeInfo) []bird.Node {
+	out := make([]bird.Node, 0, len(nodes))
+	for _, n := range nodes {
+		addr := n.BGPAddress
+		if !addr.IsValid() && n.InternalIP.IsValid() {
+			addr = netip.PrefixFrom(n.InternalIP, 32)
+		}
+		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, ASN: n.ASN, RRClusterID: n.RRClusterID})
+	}
+	return out
+}
+
+// onBGPRoute passes a learned best path to felix, which picks the device.
+func (a *Agent) onBGPRoute(u bird.RouteUpdate) {
+	if u.Withdrawn {
+		a.felix.DeleteBGPRoute(u.Prefix)
+		return
+	}
+	a.felix.UpsertBGPRoute(felix.BGPRoute{Prefix: u.Prefix, NextHop: u.NextHop})
+}
