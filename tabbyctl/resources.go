@@ -85,7 +85,7 @@ func nodeResource() *resource {
 	patch := func(ctx context.Context, c *client.Client, name string, body []byte) error {
 		_, err := c.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("Kubernetes Node %q does not exist: tabbyctl sets tabby's settings on existing Nodes only: %w", name, err)
+			return fmt.Errorf("no Kubernetes Node %q: tabbyctl sets tabby's settings on existing Nodes only: %w", name, err)
 		}
 		return err
 	}

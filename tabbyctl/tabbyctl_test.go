@@ -439,7 +439,7 @@ spec:
 		t.Fatalf("bad node file: %+v", r)
 	}
 	r = run(t, "", "apply", "-f", writeFile(t, "n.yaml", "apiVersion: tabby.dev/v1\nkind: Node\nmetadata: {name: nv-missing}\nspec: {bgp: {asNumber: 65000}}\n"))
-	if r.code == 0 || !strings.Contains(r.stderr, `Kubernetes Node "nv-missing" does not exist`) {
+	if r.code == 0 || !strings.Contains(r.stderr, `no Kubernetes Node "nv-missing"`) {
 		t.Fatalf("missing node: %+v", r)
 	}
 

@@ -89,7 +89,6 @@ type triggers struct {
 	handle  map[string]chan struct{}
 	alloc   map[string]chan struct{}
 	fired   map[string]bool // "h/"+handle or "a/"+handle
-	watches []watch.Interface
 }
 
 func (tr *triggers) wait(kind, handle string) <-chan struct{} {

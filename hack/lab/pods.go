@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -256,11 +255,3 @@ func (l *Lab) Conflist(n *Node) ([]byte, error) {
 	return json.Marshal(conf)
 }
 
-// writeConflist records the node's CNI config in its state directory (for people looking).
-func (l *Lab) writeConflist(n *Node) error {
-	b, err := l.Conflist(n)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(n.Dir, "10-tabby.conflist"), b, 0o644)
-}
