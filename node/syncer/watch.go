@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -42,11 +43,13 @@ func New(c *client.Client, cfg Config) *Syncer {
 		cfg.Logger = slog.Default()
 	}
 	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, changed: make(chan struct{}, 1)}
-	all := informers.NewSharedInformerFactory(c.Kube, 0)
+	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
+	// object, and a Node's images and conditions are of no use to tabby.
+	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
 	s.nodes = all.Core().V1().Nodes().Informer()
 	s.factories = append(s.factories, all)
 	if cfg.Namespace != "" {
-		ns := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithNamespace(cfg.Namespace))
+		ns := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithNamespace(cfg.Namespace), informers.WithTransform(trim))
 		s.secrets = ns.Core().V1().Secrets().Informer()
 		s.factories = append(s.factories, ns)
 	}
@@ -54,6 +57,9 @@ func New(c *client.Client, cfg Config) *Syncer {
 	s.blocks = cache.NewSharedIndexInformer(c.IPAMBlocks().ListWatch(), &v1.IPAMBlock{}, 0, cache.Indexers{})
 	s.configs = cache.NewSharedIndexInformer(c.BGPConfigurations().ListWatch(), &v1.BGPConfiguration{}, 0, cache.Indexers{})
 	s.peers = cache.NewSharedIndexInformer(c.BGPPeers().ListWatch(), &v1.BGPPeer{}, 0, cache.Indexers{})
+	for _, inf := range []cache.SharedIndexInformer{s.pools, s.blocks, s.configs, s.peers} {
+		_ = inf.SetTransform(trim)
+	}
 	for _, inf := range s.informers() {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.kick() },
@@ -135,4 +141,18 @@ func list[T runtime.Object](inf cache.SharedIndexInformer) []T {
 		out = append(out, it.(T))
 	}
 	return out
+}
+
+// trim drops the parts of cached objects nothing in tabby reads.
+func trim(obj any) (any, error) {
+	if m, ok := obj.(interface {
+		SetManagedFields([]metav1.ManagedFieldsEntry)
+	}); ok {
+		m.SetManagedFields(nil)
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		n.Status.Images = nil
+		n.Status.Conditions = nil
+	}
+	return obj, nil
 }
