@@ -107,6 +107,11 @@ type session struct {
 	flush         bool // lost without a restart mark: drop its routes (reconcile does it)
 	hardReset     bool // the peer's last NOTIFICATION was a Hard Reset: GoBGP dropped its routes itself
 	inGR          bool // lost while restarting: routes kept until it is back or the mark ends
+	// upSinceAdded: established at least once since the peer was (re)added to the speaker;
+	// until then the speaker holds no route from it.
+	upSinceAdded bool
+	redial       bool // a tabby node refused our first connection: re-add the peer (see onState)
+	redials      int  // re-adds since the session was last established
 }
 
 // New returns a Bird; Run starts it.

@@ -46,6 +46,12 @@
 // non-clients of each other, a client route passed from one to the other came out with the first
 // reflector's ORIGINATOR_ID (found by TestRouteReflectors). As mutual clients, the CLUSTER_LIST
 // keeps a reflector from reflecting its sibling's copies. Next hops are never changed on iBGP.
+// To an eBGP peer GoBGP sets itself as next hop (before export policy) unless the BGPPeer has
+// keepOriginalNextHop: then an export statement restores the next hop the route had (GoBGP's
+// "unchanged" action), i.e. the owning node, for a reflector's own blocks, its clients' and
+// those reflected to it by another reflector alike. That is what lets a ToR between two subnets
+// forward straight to the owner instead of bouncing traffic off a reflector
+// (TestRouteReflectorKeepsNextHopToExternal, hack/e2e TestMultiHopNative).
 //
 // # Restart versus death
 //
@@ -74,6 +80,12 @@
 //     5 s after a failed attempt, so two sides dialling each other after a restart could miss each
 //     other for many seconds, and a helper whose dial is accepted and then closed drops the routes
 //     it keeps.
+//   - The helper that stays up sits in that 5 s Idle after the restarting node's Cease, so a node
+//     that restarts faster dials into it and, left alone, would wait 5 s more itself. A tabby node
+//     peer whose connection ends before the session ever opened (since it was added) holds no
+//     route, so bird re-adds it at once (a fresh FSM dials again in 1-2 s), at most 10 times
+//     in a row (a peer refusing for good, e.g. a wrong AS, is then paced by GoBGP's Idle).
+//     The waiting side's 5 s Idle (it holds the routes: re-adding would drop them) stays.
 //   - After a restart, WaitSynced returns once every established peer has sent End-of-RIB: only
 //     then should the dataplane remove the routes it kept and did not learn again.
 //
@@ -81,8 +93,9 @@
 //
 //	Stop(true), restarted 3 s later      routes kept at the peer, no update but the withdrawal of
 //	                                     a prefix the node no longer has (after its End-of-RIB);
-//	                                     session back 6.6-7.0 s (waiting side) / 10.4-11.9 s
-//	                                     (dialling side: the helper's 5 s Idle) after the stop
+//	                                     session back 6.2-6.9 s (waiting side) / 6.5-6.7 s
+//	                                     (dialling side; 10.4-11.9 s before the re-add above)
+//	                                     after the stop: the helper's 5 s Idle + a 1-2 s dial
 //	Stop(false)                          routes gone at the peer in < 1 s
 //	link cut (iptables DROP)             routes gone at both peers 8.9-9.0 s after the cut (hold
 //	                                     9 s: a lower BGPConfiguration holdTime widens the margin)

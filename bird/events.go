@@ -59,13 +59,28 @@ func (b *Bird) onState(e speaker.Event) {
 	}
 	if e.State == "established" {
 		s.info, s.inGR, s.flush, s.hardReset, s.gracefulUntil = "", false, false, false, time.Time{}
+		s.upSinceAdded, s.redial, s.redials = true, false, 0
 		b.log.Info("BGP session established", "peer", e.Peer)
 		return
 	}
-	if old != "established" || b.stopped {
+	if b.stopped {
 		return
 	}
 	p, ok := b.desired[e.Peer]
+	// A connection to a tabby node that ends before the session opens leaves GoBGP's FSM in
+	// Idle for a hard-coded 5 s, refusing the peer's own connections meanwhile. After a
+	// restart that is the usual case (the peer is still in its own 5 s Idle after our
+	// graceful-restart Cease) and cost 5 s more. A peer that was never established since it
+	// was added holds no route, so re-adding it loses nothing and dials again in 1-2 s.
+	if ok && p.Node != "" && e.State == "idle" && (old == "opensent" || old == "openconfirm") &&
+		!s.upSinceAdded && s.redials < maxRedials {
+		s.redial = true
+		b.trigger()
+		return
+	}
+	if old != "established" {
+		return
+	}
 	switch {
 	case !ok:
 	case p.Node == "":
@@ -84,6 +99,10 @@ func (b *Bird) onState(e speaker.Event) {
 		b.trigger()
 	}
 }
+
+// maxRedials bounds the quick re-adds of a peer that keeps refusing (a wrong AS, say): after
+// that GoBGP's own 5 s Idle paces the attempts.
+const maxRedials = 10
 
 func (b *Bird) onPeerLog(e speaker.Event) {
 	b.mu.Lock()

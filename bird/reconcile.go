@@ -144,10 +144,26 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		delete(b.configured, addr)
 		b.mu.Unlock()
 	}
+	for addr := range b.configured {
+		if !b.takeRedial(addr) {
+			continue
+		}
+		if err := spk.DeletePeer(ctx, addr); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b.mu.Lock()
+		delete(b.configured, addr)
+		b.mu.Unlock()
+	}
 	for addr, p := range desired {
 		if _, ok := b.configured[addr]; ok || p.Err != "" {
 			continue
 		}
+		// Before AddPeer: its established event may come before AddPeer returns.
+		b.mu.Lock()
+		b.sessionLocked(addr).upSinceAdded = false
+		b.mu.Unlock()
 		if err := spk.AddPeer(ctx, p); err != nil {
 			errs = append(errs, err)
 			continue
@@ -182,6 +198,25 @@ func (b *Bird) takeFlush(addr netip.Addr, p peers.Peer, now time.Time) bool {
 	f := s.flush
 	s.flush = false
 	return f
+}
+
+// takeRedial tells whether a never-established tabby node peer must be re-added now (see
+// onState), and clears the request.
+func (b *Bird) takeRedial(addr netip.Addr) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessions[addr]
+	if s == nil || !s.redial {
+		return false
+	}
+	s.redial = false
+	if s.upSinceAdded || s.state == "established" {
+		return false
+	}
+	s.redials++
+	b.log.Debug("tabby node refused our connection before the session opened: re-adding the peer to redial without GoBGP's 5 s idle",
+		"peer", addr, "attempt", s.redials)
+	return true
 }
 
 // ensureSpeaker starts the speaker, or restarts it when its identity (router ID, AS, port)

@@ -38,6 +38,14 @@ var v4uc = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 
 func startRouter(t *testing.T, addr netip.Addr, asn uint32, neighbors map[netip.Addr]uint32, announce ...string) *router {
 	t.Helper()
+	return startRouterMode(t, addr, asn, neighbors, false, announce...)
+}
+
+// startRouterMode is startRouter with a choice of passive sessions: a test that resets a
+// session from tabby's side wants the router to wait, since two GoBGPs both dialling after a
+// reset can miss each other for many seconds (shared/NOTES.md).
+func startRouterMode(t *testing.T, addr netip.Addr, asn uint32, neighbors map[netip.Addr]uint32, passive bool, announce ...string) *router {
+	t.Helper()
 	netnstest.AddLoopback(t, addr)
 	ctx := context.Background()
 	s := server.NewBgpServer(server.LoggerOption(quietLogger{}))
@@ -58,7 +66,7 @@ func startRouter(t *testing.T, addr netip.Addr, asn uint32, neighbors map[netip.
 	for n, as := range neighbors {
 		err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
 			Conf:      &api.PeerConf{NeighborAddress: n.String(), PeerAsn: as},
-			Transport: &api.Transport{LocalAddress: addr.String()},
+			Transport: &api.Transport{LocalAddress: addr.String(), PassiveMode: passive},
 			Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1}},
 		}})
 		if err != nil {
