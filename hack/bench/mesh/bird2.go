@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+// birdNode is one BIRD2 daemon in a lab node's namespace.
+type birdNode struct {
+	node    *lab.Node
+	conf    string
+	sock    string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	statics []netip.Prefix
+}
+
+// bird2Run stops the cluster's tabby-node agents and measures BIRD2 doing the same propagation
+// in the same namespaces and topology (full iBGP mesh, or the same nodes as reflectors with
+// the same cluster ID), each daemon originating its blocks as static blackholes and installing
+// what it learns into the kernel. up is the time from the daemons' start to every initial
+// route in every kernel.
+func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up time.Duration, err error) {
+	if _, err := exec.LookPath("bird"); err != nil {
+		return res, 0, fmt.Errorf("BIRD2 not installed (apt-get install bird2): %w", err)
+	}
+	if err := stopAgents(ctx, c.nodes); err != nil {
+		return res, 0, err
+	}
+	dir := filepath.Join(c.lab.Dir, "bird2") // removed with the lab
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, 0, err
+	}
+	paths := map[string]string{}
+	for _, n := range c.nodes {
+		paths[n.Name] = lab.NetnsPath(n.NS)
+	}
+	w, err := watchRoutes(paths, unix.RTPROT_BIRD, lab.PodCIDR)
+	if err != nil {
+		return res, 0, err
+	}
+	defer w.close()
+
+	birds := make([]*birdNode, len(c.nodes))
+	defer func() {
+		if serr := stopBirds(birds); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	start := time.Now()
+	for i, n := range c.nodes {
+		b := &birdNode{node: n, conf: filepath.Join(dir, n.Name+".conf"), sock: filepath.Join(dir, n.Name+".ctl"),
+			statics: []netip.Prefix{blockAt(200, i)}}
+		if err := b.writeConfig(c.topo, c.nodes); err != nil {
+			return res, 0, err
+		}
+		if err := b.start(dir); err != nil {
+			return res, 0, err
+		}
+		birds[i] = b
+	}
+	for i, b := range birds {
+		if _, err := w.arrived(ctx, 60*time.Second, blockAt(200, i), b.node.IP(), othersThan(c.nodes, b.node)); err != nil {
+			return res, 0, fmt.Errorf("BIRD2 %s convergence: %w%s", c.topo.name, err, b.logTail(dir))
+		}
+	}
+	up = time.Since(start)
+
+	var added []netip.Prefix
+	for k := range blocks {
+		owner := birds[k%len(birds)]
+		p := blockAt(210, k)
+		owner.statics = append(owner.statics, p)
+		added = append(added, p)
+		if err := owner.writeConfig(c.topo, c.nodes); err != nil {
+			return res, up, err
+		}
+		t0 := time.Now()
+		if err := owner.configure(ctx); err != nil {
+			return res, up, err
+		}
+		got, err := w.arrived(ctx, 10*time.Second, p, owner.node.IP(), othersThan(c.nodes, owner.node))
+		if err != nil {
+			return res, up, fmt.Errorf("BIRD2 static %s at %s: %w", p, owner.node.Name, err)
+		}
+		var last time.Duration
+		for _, at := range got {
+			d := at.Sub(t0)
+			res.each = append(res.each, d)
+			last = max(last, d)
+		}
+		res.last = append(res.last, last)
+	}
+	t1 := time.Now()
+	for _, b := range birds {
+		b.statics = b.statics[:1]
+		if err := b.writeConfig(c.topo, c.nodes); err != nil {
+			return res, up, err
+		}
+		if err := b.configure(ctx); err != nil {
+			return res, up, err
+		}
+	}
+	if err := w.gone(ctx, 20*time.Second, added); err != nil {
+		return res, up, fmt.Errorf("BIRD2: routes after removing the statics: %w", err)
+	}
+	res.withdraw = time.Since(t1)
+	return res, up, nil
+}
+
+func othersThan(nodes []*lab.Node, n *lab.Node) []string {
+	var out []string
+	for _, m := range nodes {
+		if m != n {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// stopAgents stops every tabby-node (all at once, as the lab does) so BIRD2 can take port 179.
+func stopAgents(ctx context.Context, nodes []*lab.Node) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Stop(ctx) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stop tabby-node before BIRD2: %w", err)
+	}
+	// A restart-style stop keeps tabby's routes (and a failed withdrawal may have left some):
+	// clear them, or BIRD2's `learn` would pick them up and carry them into its BGP.
+	for _, n := range nodes {
+		if out, err := exec.CommandContext(ctx, "ip", "-n", n.NS, "route", "flush", "proto", strconv.Itoa(v1.RouteProtocol)).CombinedOutput(); err != nil {
+			return fmt.Errorf("flush tabby routes in %s: %v: %s", n.NS, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// writeConfig renders the daemon's whole configuration; BIRD2 re-reads it on `configure`.
+func (b *birdNode) writeConfig(t topo, nodes []*lab.Node) error {
+	var s strings.Builder
+	me := b.node.IP()
+	fmt.Fprintf(&s, `router id %s;
+protocol device { scan time 10; }
+protocol kernel { ipv4 { export all; }; learn; }
+protocol static blocks {
+	ipv4;
+`, me)
+	for _, p := range b.statics {
+		fmt.Fprintf(&s, "\troute %s blackhole;\n", p)
+	}
+	fmt.Fprintf(&s, `}
+template bgp mesh {
+	local %s as 64512;
+	direct; connect delay time 1; connect retry time 1;
+	ipv4 { import all; export where net ~ [ 10.244.0.0/16+ ]; };
+}
+`, me)
+	self := slices.Index(nodes, b.node)
+	for j, n := range nodes {
+		extra := ""
+		switch {
+		case j == self:
+			continue
+		case t.rrs == 0, self < t.rrs && j < t.rrs: // mesh; reflectors among themselves
+		case self < t.rrs: // a reflector towards its client
+			extra = " rr client; rr cluster id " + rrClusterID + ";"
+		case j >= t.rrs: // clients peer with reflectors only
+			continue
+		}
+		fmt.Fprintf(&s, "protocol bgp %s from mesh { neighbor %s as 64512;%s }\n", strings.ReplaceAll(n.Name, "-", "_"), n.IP(), extra)
+	}
+	if err := os.WriteFile(b.conf, []byte(s.String()), 0o644); err != nil {
+		return fmt.Errorf("BIRD2 config for %s: %w", b.node.Name, err)
+	}
+	return nil
+}
+
+func (b *birdNode) start(dir string) error {
+	logf, err := os.Create(filepath.Join(dir, b.node.Name+".log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command("ip", "netns", "exec", b.node.NS, "bird", "-f", "-c", b.conf, "-s", b.sock,
+		"-P", filepath.Join(dir, b.node.Name+".pid"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The lab kills whatever is left in its namespaces too; this covers the bench dying first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start BIRD2 in %s: %w", b.node.NS, err)
+	}
+	b.cmd, b.exited = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(b.exited) }()
+	return nil
+}
+
+func (b *birdNode) configure(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "birdc", "-s", b.sock, "configure").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Reconfigured") {
+		return fmt.Errorf("birdc configure at %s: %v: %s", b.node.Name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (b *birdNode) logTail(dir string) string {
+	out, err := os.ReadFile(filepath.Join(dir, b.node.Name+".log"))
+	if err != nil || len(out) == 0 {
+		return ""
+	}
+	return "; " + b.node.Name + " log: " + strings.TrimSpace(string(out[max(0, len(out)-1000):]))
+}
+
+// stopBirds ends every daemon (SIGTERM, then SIGKILL) and waits for it.
+func stopBirds(birds []*birdNode) error {
+	var errs []error
+	for _, b := range birds {
+		if b != nil && b.cmd != nil {
+			_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, b := range birds {
+		if b == nil || b.cmd == nil {
+			continue
+		}
+		select {
+		case <-b.exited:
+		case <-time.After(5 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-b.exited
+			errs = append(errs, fmt.Errorf("BIRD2 at %s ignored SIGTERM: killed", b.node.Name))
+		}
+	}
+	return errors.Join(errs...)
+}

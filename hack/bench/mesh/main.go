@@ -1,0 +1,262 @@
+// Command mesh benchmarks tabby at cluster level in the lab (hack/lab: a real kube-apiserver and
+// etcd, one network namespace and one real tabby-node per node): how long a new block takes from
+// its IPAMBlock appearing in the datastore to its route in every other node's kernel, in a
+// 20-node full mesh and with 2 route reflectors + 18 clients; tabby-node's RSS and CPU at idle
+// with 19 peers; and, for reference, BIRD2 daemons in the same namespaces doing the same
+// propagation from a new static route. Everything it makes is removed at the end, on failure and
+// on Ctrl-C. Run as root: go run ./hack/bench/mesh
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	nodes    int
+	blocks   int
+	idle     time.Duration
+	bird2    bool
+	hold     time.Duration
+	tabbyBin string
+	log      *slog.Logger
+}
+
+func main() {
+	var o options
+	verbose := flag.Bool("v", false, "log the lab's progress")
+	flag.IntVar(&o.nodes, "nodes", 20, "nodes per cluster")
+	flag.IntVar(&o.blocks, "blocks", 50, "blocks measured per topology")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window for tabby-node's CPU")
+	flag.BoolVar(&o.bird2, "bird2", true, "measure BIRD2 in the same namespaces")
+	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long (for a look at its logs) before removing it")
+	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
+	flag.Parse()
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	o.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := validate(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench mesh:", err)
+		os.Exit(2)
+	}
+	// Ctrl-C and SIGTERM cancel the run; the labs are removed on the way out either way.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench mesh:", err)
+		os.Exit(1)
+	}
+}
+
+func validate(o options) error {
+	switch {
+	case os.Geteuid() != 0:
+		return errors.New("needs root (network namespaces): run as root or through `make bench`")
+	case o.nodes < 4 || o.nodes > 100:
+		return fmt.Errorf("-nodes=%d: want 4..100", o.nodes)
+	case o.blocks < 1 || o.blocks > 200:
+		return fmt.Errorf("-blocks=%d: want 1..200", o.blocks)
+	case o.idle < time.Second:
+		return fmt.Errorf("-idle=%v: want at least 1s", o.idle)
+	}
+	return nil
+}
+
+// results is everything one run measured.
+type results struct {
+	mesh, rr     propagation
+	meshUp, rrUp time.Duration
+	usage        []usage
+	bird2Mesh    *bird2Result
+	bird2RR      *bird2Result
+}
+
+// run measures both topologies, one lab at a time, and prints the table.
+func run(ctx context.Context, o options, out io.Writer) error {
+	start := time.Now()
+	var r results
+	mesh := topo{name: "full mesh"}
+	rr := topo{name: "2 RR + clients", rrs: 2}
+
+	if err := phase(ctx, o, mesh, func(c *cluster) error {
+		r.meshUp = c.up
+		var err error
+		if r.usage, err = idleUsage(ctx, c.nodes, o.idle); err != nil {
+			return fmt.Errorf("idle usage: %w", err)
+		}
+		if r.mesh, err = c.measure(ctx, o.blocks, 100); err != nil {
+			return err
+		}
+		r.bird2Mesh, err = bird2Phase(ctx, o, c)
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := phase(ctx, o, rr, func(c *cluster) error {
+		r.rrUp = c.up
+		var err error
+		if r.rr, err = c.measure(ctx, o.blocks, 150); err != nil {
+			return err
+		}
+		r.bird2RR, err = bird2Phase(ctx, o, c)
+		return err
+	}); err != nil {
+		return err
+	}
+	report(out, o, r, time.Since(start))
+	var errs []error
+	for _, p := range []struct {
+		name string
+		res  propagation
+	}{{"full mesh", r.mesh}, {"route reflectors", r.rr}} {
+		if p.res.withdrawErr != nil {
+			errs = append(errs, fmt.Errorf("%s: routes outlived their deleted blocks: %w", p.name, p.res.withdrawErr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// bird2Result is BIRD2's run in one topology; err says why it was not measured.
+type bird2Result struct {
+	res propagation
+	up  time.Duration
+	err error
+}
+
+// bird2Phase runs BIRD2 in the cluster's namespaces once tabby-node is stopped (one port 179
+// per node). A BIRD2 failure is reported in the table, not fatal, unless the run was cancelled.
+func bird2Phase(ctx context.Context, o options, c *cluster) (*bird2Result, error) {
+	if !o.bird2 {
+		return nil, nil
+	}
+	res, up, err := bird2Run(ctx, c, o.blocks)
+	if err != nil && ctx.Err() != nil {
+		return nil, err
+	}
+	return &bird2Result{res: res, up: up, err: err}, nil
+}
+
+// phase runs fn on a fresh cluster and always removes the cluster afterwards.
+func phase(ctx context.Context, o options, t topo, fn func(*cluster) error) (err error) {
+	c, err := startCluster(ctx, o, t)
+	defer func() {
+		if cerr := c.close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("%s: remove lab: %w", t.name, cerr))
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
+	if err := fn(c); err != nil {
+		if o.hold > 0 {
+			fmt.Fprintf(os.Stderr, "%s failed: %v\nlab %s kept for %v (state in %s; Ctrl-C removes it)\n", t.name, err, c.lab.ID, o.hold, c.lab.Dir)
+			select {
+			case <-ctx.Done():
+			case <-time.After(o.hold):
+			}
+		}
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
+	return nil
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+func report(w io.Writer, o options, r results, took time.Duration) {
+	peers := o.nodes - 1
+	fmt.Fprintf(w, "How it was measured:\n")
+	fmt.Fprintf(w, "  cluster: hack/lab, real kube-apiserver+etcd, %d node namespaces on one bridge, one tabby-node each, no pods\n", o.nodes)
+	fmt.Fprintf(w, "  tabby propagation: t0 = just before the IPAMBlock Create (affinity host:<node>; BlockAffinity pending before, confirmed after, as IPAM does);\n")
+	fmt.Fprintf(w, "    end = RTM_NEWROUTE '<block> via <owner> proto 201' in the main table of the LAST of the %d other nodes (netlink route subscription per netns);\n", peers)
+	fmt.Fprintf(w, "    %d blocks one at a time, owners round robin; so it includes the API write, the watch to %d agents, BGP and the kernel write\n", o.blocks, o.nodes)
+	fmt.Fprintf(w, "  withdrawal: all %d blocks + affinities deleted, until no node holds any of their routes\n", o.blocks)
+	fmt.Fprintf(w, "  idle usage: every tabby-node of the mesh, /proc/<pid>/status VmRSS and utime+stime over %v, %d established sessions each\n", o.idle, peers)
+	if o.bird2 {
+		fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0): same namespaces and topology after tabby-node stopped (iBGP mesh, or rr client + rr cluster id), connect delay/retry 1 s, kernel { export all; learn };\n")
+		fmt.Fprintf(w, "    t0 = just before `birdc configure` with one more static blackhole at the owner; end = route via owner (proto bird) in the last other kernel.\n")
+		fmt.Fprintf(w, "    BIRD2 has no datastore step: tabby's figure also pays the API write and watch, BIRD2's the config reload\n")
+	}
+	fmt.Fprintf(w, "\n%-44s %12s %12s %12s  %s\n", "figure", "p50/median", "p99/max", "target", "")
+	row := func(name, a, b, target, v string) {
+		fmt.Fprintf(w, "%-44s %12s %12s %12s  %s\n", name, a, b, target, v)
+	}
+	prop := func(label string, p propagation) {
+		p99 := percentile(p.last, 99)
+		row(label+": block → last node", ms(percentile(p.last, 50)), ms(p99), "p99 < 250 ms", verdict(p99 < 250*time.Millisecond))
+		row(label+": block → each node", ms(percentile(p.each, 50)), ms(percentile(p.each, 99)), "", "")
+		row(label+": IPAMBlock Create call", ms(percentile(p.create, 50)), ms(percentile(p.create, 99)), "", "")
+		if p.withdrawErr != nil {
+			row(label+": withdrawal of all blocks", "-", "-", "all gone", "FAILED (below)")
+		} else {
+			row(label+": withdrawal of all blocks", ms(p.withdraw), "", "all gone", "ok")
+		}
+	}
+	prop(fmt.Sprintf("tabby mesh %d", o.nodes), r.mesh)
+	prop(fmt.Sprintf("tabby 2 RR + %d", o.nodes-2), r.rr)
+	var rss []int
+	var cpu []float64
+	maxNode, maxRSS := "", 0
+	for _, u := range r.usage {
+		rss = append(rss, u.rssKB)
+		cpu = append(cpu, u.cpu)
+		if u.rssKB > maxRSS {
+			maxNode, maxRSS = u.node, u.rssKB
+		}
+	}
+	if len(rss) > 0 {
+		rm, rx := medianMax(rss)
+		cm, cx := medianMax(cpu)
+		row(fmt.Sprintf("tabby-node RSS, %d peers (%d agents)", peers, len(rss)), fmt.Sprintf("%.1f MB", float64(rm)/1024), fmt.Sprintf("%.1f MB (%s)", float64(rx)/1024, maxNode), "< 60 MB", verdict(float64(rx)/1024 < 60))
+		row(fmt.Sprintf("tabby-node CPU idle, %d peers", peers), fmt.Sprintf("%.2f %%", cm), fmt.Sprintf("%.2f %%", cx), "< 1 %", verdict(cx < 1))
+	}
+	birdRows := func(label string, b *bird2Result, tabby propagation) {
+		switch {
+		case b == nil:
+		case b.err != nil:
+			row("BIRD2 "+label, "-", "-", "", "not measured: "+b.err.Error())
+		default:
+			row("BIRD2 "+label+": static → last node", ms(percentile(b.res.last, 50)), ms(percentile(b.res.last, 99)), "(reference)", "")
+			row("BIRD2 "+label+": static → each node", ms(percentile(b.res.each, 50)), ms(percentile(b.res.each, 99)), "", "")
+			row("BIRD2 "+label+": withdrawal of all", ms(b.res.withdraw), "", "", "")
+			row("tabby/BIRD2 "+label+", last node", fmt.Sprintf("%.1f×", ratio(percentile(tabby.last, 50), percentile(b.res.last, 50))),
+				fmt.Sprintf("%.1f×", ratio(percentile(tabby.last, 99), percentile(b.res.last, 99))), "", "")
+		}
+	}
+	birdRows(fmt.Sprintf("mesh %d", o.nodes), r.bird2Mesh, r.mesh)
+	birdRows(fmt.Sprintf("2 RR + %d", o.nodes-2), r.bird2RR, r.rr)
+	fmt.Fprintf(w, "\nclusters up (lab + agents + all sessions): mesh %s, RR %s", r.meshUp.Round(time.Millisecond), r.rrUp.Round(time.Millisecond))
+	for _, b := range []struct {
+		name string
+		r    *bird2Result
+	}{{"mesh", r.bird2Mesh}, {"RR", r.bird2RR}} {
+		if b.r != nil && b.r.err == nil {
+			fmt.Fprintf(w, "; BIRD2 %s converged %s after start", b.name, b.r.up.Round(time.Millisecond))
+		}
+	}
+	fmt.Fprintf(w, "\nwhole benchmark: %s\n", took.Round(time.Second))
+}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+const rrClusterID = "244.0.0.1"
+
+// topo is one cluster shape: how many route reflectors among the nodes (0: full mesh).
+type topo struct {
+	name string
+	rrs  int
+}
+
+func (t topo) specs(nodes int) []lab.NodeSpec {
+	specs := make([]lab.NodeSpec, nodes)
+	for i := range specs {
+		if i < t.rrs {
+			specs[i] = lab.NodeSpec{Name: fmt.Sprintf("rr-%d", i+1), RouteReflectorClusterID: rrClusterID}
+		} else {
+			specs[i] = lab.NodeSpec{Name: fmt.Sprintf("node-%d", i+1-t.rrs)}
+		}
+	}
+	return specs
+}
+
+// wantPeers is the set of sessions node i must have established.
+func (t topo) wantPeers(nodes []*lab.Node, i int) []netip.Addr {
+	var out []netip.Addr
+	for j, n := range nodes {
+		if j == i {
+			continue
+		}
+		// Mesh: everyone. RR: reflectors peer with everyone, clients with reflectors only.
+		if t.rrs == 0 || i < t.rrs || j < t.rrs {
+			out = append(out, n.IP())
+		}
+	}
+	return out
+}
+
+// useRouteReflectors turns the node-to-node mesh off and writes the peerings of
+// hack/e2e/rr_test.go: clients peer with the reflectors, the reflectors with each other.
+func useRouteReflectors(ctx context.Context, l *lab.Lab) error {
+	off := false
+	cfg, err := l.Client.BGPConfigurations().Get(ctx, v1.DefaultBGPConfigurationName)
+	switch {
+	case apierrors.IsNotFound(err):
+		cfg = &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultBGPConfigurationName}, Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: &off}}
+		_, err = l.Client.BGPConfigurations().Create(ctx, cfg)
+	case err == nil:
+		cfg.Spec.NodeToNodeMeshEnabled = &off
+		_, err = l.Client.BGPConfigurations().Update(ctx, cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("BGPConfiguration %s: mesh off: %w", v1.DefaultBGPConfigurationName, err)
+	}
+	rr := "has(" + lab.RouteReflectorLabel + ")"
+	for _, p := range []*v1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "rr-clients"}, Spec: v1.BGPPeerSpec{NodeSelector: "!" + rr, PeerSelector: rr}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "rr-mesh"}, Spec: v1.BGPPeerSpec{NodeSelector: rr, PeerSelector: rr}},
+	} {
+		if _, err := l.Client.BGPPeers().Create(ctx, p); err != nil {
+			return fmt.Errorf("BGPPeer %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// cluster is a lab with its nodes and a route watch over their namespaces.
+type cluster struct {
+	lab   *lab.Lab
+	topo  topo
+	nodes []*lab.Node
+	watch *routeWatch
+	up    time.Duration // lab + nodes + every session established
+}
+
+// startCluster builds the lab for one topology and waits until every expected BGP session is up.
+func startCluster(ctx context.Context, o options, t topo) (_ *cluster, err error) {
+	start := time.Now()
+	// The agents run as in production: the lab's e2e defaults (a GC every second, for tests that
+	// wait on it) would inflate the resource figures.
+	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: []string{"--ipam-gc-interval=1m", "--ipam-gc-grace=5m"}})
+	if err != nil {
+		return nil, fmt.Errorf("start lab: %w", err)
+	}
+	c := &cluster{lab: l, topo: t}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	if t.rrs > 0 {
+		if err := useRouteReflectors(ctx, l); err != nil {
+			return c, err
+		}
+	}
+	if c.nodes, err = l.AddNodes(ctx, t.specs(o.nodes)...); err != nil {
+		return c, fmt.Errorf("add %d nodes: %w", o.nodes, err)
+	}
+	paths := map[string]string{}
+	for _, n := range c.nodes {
+		paths[n.Name] = lab.NetnsPath(n.NS)
+	}
+	if c.watch, err = watchRoutes(paths, v1.RouteProtocol, lab.PodCIDR); err != nil {
+		return c, err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.nodes))
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.WaitPeers(ctx, 90*time.Second, t.wantPeers(c.nodes, i)...) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("BGP sessions: %w", err)
+	}
+	c.up = time.Since(start)
+	return c, nil
+}
+
+// close removes the lab; it is the one cleanup path, also on failure and Ctrl-C.
+func (c *cluster) close() error {
+	if c == nil || c.lab == nil {
+		return nil
+	}
+	if c.watch != nil {
+		c.watch.close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	err := c.lab.Close(ctx)
+	c.lab = nil
+	return err
+}
+
+// blockAt is the k-th benchmark block of a run: /26s from 10.244.<base>.0 upwards, inside the
+// lab's pool and clear of anything IPAM would hand out first.
+func blockAt(base, k int) netip.Prefix {
+	return netip.MustParsePrefix(fmt.Sprintf("10.244.%d.%d/26", base+k/4, (k%4)*64))
+}
+
+// propagation is what one topology's run measured.
+type propagation struct {
+	last     []time.Duration // per block: datastore write → route in the last other node
+	each     []time.Duration // per block and other node
+	create   []time.Duration // the IPAMBlock Create call alone
+	withdraw time.Duration   // all blocks deleted → every route gone
+	// withdrawErr says which routes outlived their blocks; the figures above still stand.
+	withdrawErr error
+}
+
+// claim writes a block the way IPAM claims one: a pending BlockAffinity, the IPAMBlock with the
+// node's affinity, then the affinity confirmed. t0 is taken just before the IPAMBlock write:
+// the block's affinity appears in the datastore inside that call.
+func claim(ctx context.Context, l *lab.Lab, node string, b netip.Prefix) (t0 time.Time, createTook time.Duration, err error) {
+	aff := &v1.BlockAffinity{ObjectMeta: metav1.ObjectMeta{Name: names.AffinityName(node, b)},
+		Spec: v1.BlockAffinitySpec{Node: node, CIDR: b.String(), State: v1.AffinityPending}}
+	if aff, err = l.Client.BlockAffinities().Create(ctx, aff); err != nil {
+		return t0, 0, fmt.Errorf("create BlockAffinity %s: %w", names.AffinityName(node, b), err)
+	}
+	blk := &v1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: names.BlockName(b)},
+		Spec: v1.IPAMBlockSpec{CIDR: b.String(), Affinity: v1.AffinityPrefixHost + node}}
+	t0 = time.Now()
+	if _, err = l.Client.IPAMBlocks().Create(ctx, blk); err != nil {
+		return t0, 0, fmt.Errorf("create IPAMBlock %s: %w", names.BlockName(b), err)
+	}
+	createTook = time.Since(t0)
+	aff.Spec.State = v1.AffinityConfirmed
+	if _, err = l.Client.BlockAffinities().Update(ctx, aff); err != nil {
+		return t0, createTook, fmt.Errorf("confirm BlockAffinity %s: %w", aff.Name, err)
+	}
+	return t0, createTook, nil
+}
+
+func release(ctx context.Context, l *lab.Lab, node string, b netip.Prefix) error {
+	if err := l.Client.IPAMBlocks().Delete(ctx, names.BlockName(b), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete IPAMBlock %s: %w", names.BlockName(b), err)
+	}
+	if err := l.Client.BlockAffinities().Delete(ctx, names.AffinityName(node, b), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete BlockAffinity %s: %w", names.AffinityName(node, b), err)
+	}
+	return nil
+}
+
+// measure claims blocks one at a time, each for the next node in turn, and waits until every
+// other node's kernel routes it via the owner; then deletes them all and waits until every
+// route is gone.
+func (c *cluster) measure(ctx context.Context, blocks, base int) (propagation, error) {
+	var res propagation
+	owners := map[netip.Prefix]string{}
+	var ps []netip.Prefix
+	for k := range blocks {
+		owner := c.nodes[k%len(c.nodes)]
+		b := blockAt(base, k)
+		var others []string
+		for _, n := range c.nodes {
+			if n != owner {
+				others = append(others, n.Name)
+			}
+		}
+		t0, took, err := claim(ctx, c.lab, owner.Name, b)
+		owners[b], ps = owner.Name, append(ps, b)
+		if err != nil {
+			return res, err
+		}
+		got, err := c.watch.arrived(ctx, 10*time.Second, b, owner.IP(), others)
+		if err != nil {
+			return res, fmt.Errorf("block %s of %s: %w", b, owner.Name, err)
+		}
+		var last time.Duration
+		for _, at := range got {
+			d := at.Sub(t0)
+			res.each = append(res.each, d)
+			last = max(last, d)
+		}
+		res.last = append(res.last, last)
+		res.create = append(res.create, took)
+	}
+	start := time.Now()
+	for _, b := range ps {
+		if err := release(ctx, c.lab, owners[b], b); err != nil {
+			return res, err
+		}
+	}
+	if err := c.watch.gone(ctx, 10*time.Second, ps); err != nil {
+		if ctx.Err() != nil {
+			return res, err
+		}
+		res.withdrawErr = err
+		return res, nil
+	}
+	res.withdraw = time.Since(start)
+	return res, nil
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on Linux).
+const clockTicks = 100
+
+// usage is one process's resident memory and CPU share over the idle window.
+type usage struct {
+	node  string
+	rssKB int
+	cpu   float64 // percent of one core
+}
+
+// agentPID finds tabby-node among the processes of the node's namespace (`ip netns exec`
+// execs it in place, so it is the process the lab started).
+func agentPID(ctx context.Context, n *lab.Node) (int, error) {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "pids", n.NS).Output()
+	if err != nil {
+		return 0, fmt.Errorf("ip netns pids %s: %w", n.NS, err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err == nil && strings.TrimSpace(string(comm)) == "tabby-node" {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("node %s: no tabby-node process in %s", n.Name, n.NS)
+}
+
+// cpuTicks is utime+stime of a process.
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	// Fields after the command name's closing paren: state is field 3, utime 14, stime 15.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return u + st, nil
+}
+
+// rssKB is VmRSS from /proc/<pid>/status.
+func rssKB(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// idleUsage samples every agent's CPU ticks at the start and end of the same window, and its
+// RSS at the end.
+func idleUsage(ctx context.Context, nodes []*lab.Node, window time.Duration) ([]usage, error) {
+	pids := make([]int, len(nodes))
+	before := make([]int64, len(nodes))
+	for i, n := range nodes {
+		var err error
+		if pids[i], err = agentPID(ctx, n); err != nil {
+			return nil, err
+		}
+		if before[i], err = cpuTicks(pids[i]); err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(window):
+	}
+	elapsed := time.Since(start).Seconds()
+	out := make([]usage, len(nodes))
+	for i, n := range nodes {
+		after, err := cpuTicks(pids[i])
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		rss, err := rssKB(pids[i])
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		out[i] = usage{node: n.Name, rssKB: rss, cpu: float64(after-before[i]) / clockTicks / elapsed * 100}
+	}
+	return out, nil
+}
+
+func medianMax[T int | float64](xs []T) (T, T) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
+}
