@@ -41,11 +41,40 @@
 // # Route reflectors
 //
 // A node with tabby.dev/route-reflector-cluster-id reflects for every iBGP tabby node it peers
-// with, including the other reflectors of its cluster. GoBGP v3 adds ORIGINATOR_ID and
-// CLUSTER_LIST only to routes it sends to a client; with reflectors of one cluster as plain
-// non-clients of each other, a client route passed from one to the other came out with the first
-// reflector's ORIGINATOR_ID (found by TestRouteReflectors). As mutual clients, the CLUSTER_LIST
-// keeps a reflector from reflecting its sibling's copies. Next hops are never changed on iBGP.
+// with, including the other reflectors of its cluster (its siblings). GoBGP v3 adds
+// ORIGINATOR_ID and CLUSTER_LIST only to routes it sends to a client; with siblings as plain
+// non-clients of each other, a client route passed from one to the other came out with the
+// first reflector's ORIGINATOR_ID (found by TestRouteReflectors), so siblings are clients of
+// each other. But GoBGP checks the CLUSTER_LIST only when sending (RFC 4456 section 8 asks for
+// it on receipt), before export policy, and when that check drops a new best path it never
+// withdraws the old one it had sent. With the shared cluster ID on the sibling sessions, each
+// sibling kept the other's reflected copy of every client route: when the client withdrew, each
+// one's best path became the other's copy, which it may not send back, so neither withdrew and
+// both (and every client) kept the route for good (hack/bench/mesh: 76 routes left; BIRD2
+// withdrew them all). So:
+//
+//   - On a sibling session GoBGP's cluster ID is this node's router ID (RFC 4456's default),
+//     not the shared one: a sibling's copy carries CLUSTER_LIST [sibling's router ID] and the
+//     send-side check never drops it. Clients still get [cluster ID] (or [cluster ID, sibling]
+//     for a route the reflector has only from its sibling), and ORIGINATOR_ID stays the
+//     originating node's.
+//   - Loops between siblings are kept out by policy instead: a route learned from a sibling is
+//     tagged with community 0:202 on import and never exported to a sibling. A policy reject,
+//     unlike the CLUSTER_LIST check, makes GoBGP withdraw what it had sent, so a reflector whose
+//     best path becomes its sibling's copy withdraws its own from the sibling, and a client's
+//     withdrawal converges. The tag is stripped from every export (a reflector of another
+//     cluster must not read it as its own).
+//   - A sibling's copy gets MED+1 on import, so a path the reflector has first hand always wins
+//     over it (GoBGP has no CLUSTER_LIST-length tie-break; on router ID alone, a reflector would
+//     pass on its sibling's copy of a client whose address is above the sibling's).
+//   - A client that peers with one reflector only is reached through the other: the sibling's
+//     copy is reflected to the other's clients (TestRouteReflectorsWithdraw).
+//
+// Known limit: with several clusters whose reflectors peer across clusters, a route can come
+// back to a cluster with its own ID in the CLUSTER_LIST, and GoBGP's send-side check can again
+// leave a stale copy; one cluster (any number of siblings) is what the tests cover.
+//
+// Next hops are never changed on iBGP.
 // To an eBGP peer GoBGP sets itself as next hop (before export policy) unless the BGPPeer has
 // keepOriginalNextHop: then an export statement restores the next hop the route had (GoBGP's
 // "unchanged" action), i.e. the owning node, for a reflector's own blocks, its clients' and

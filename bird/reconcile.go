@@ -68,6 +68,9 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		if p.KeepOriginalNextHop && !p.IBGP() {
 			pol.KeepNextHop = append(pol.KeepNextHop, p.Address)
 		}
+		if p.Sibling {
+			pol.Siblings = append(pol.Siblings, p.Address)
+		}
 	}
 	if b.policy == nil || !policyEqual(*b.policy, pol) {
 		if err := spk.SetPolicy(ctx, pol); err != nil {
@@ -286,5 +289,5 @@ func sortedPrefixes(in []netip.Prefix) []netip.Prefix {
 
 func policyEqual(a, b speaker.Policy) bool {
 	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.External, b.External) &&
-		slices.Equal(a.KeepNextHop, b.KeepNextHop)
+		slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings)
 }

@@ -74,11 +74,15 @@ type Peer struct {
 	// Node is the remote tabby node's name, empty for an external router.
 	Node string
 	// Source names the object that asked for the session: "mesh" or "bgppeer/NAME".
-	Source              string
-	Password            string
-	RRClient            bool
-	ClusterID           string // with RRClient: the cluster ID we reflect for
-	EBGPMultihop        uint8  // TTL; 0 = directly connected
+	Source    string
+	Password  string
+	RRClient  bool
+	ClusterID string // with RRClient: the cluster ID we reflect for
+	// Sibling: the peer is another route reflector of our own cluster (both reflect for
+	// ClusterID). The speaker keeps what it learns from a sibling away from the other siblings
+	// (see bird/doc.go, "Route reflectors").
+	Sibling             bool
+	EBGPMultihop        uint8 // TTL; 0 = directly connected
 	KeepOriginalNextHop bool
 	// Passive: wait for the peer to connect. Between two tabby nodes the one with the higher
 	// address waits: GoBGP closes incoming connections for 5 s after a failed attempt, so two
@@ -194,12 +198,13 @@ func Compute(in Input) (Result, error) {
 			p.Type = RouteReflectorClient
 		}
 		// A reflector treats every iBGP tabby node as a client, other reflectors of its own
-		// cluster included: GoBGP v3 adds ORIGINATOR_ID and CLUSTER_LIST only on routes it sends
-		// to a client, so a client route passed to a non-client reflector would come out of it
-		// with the wrong ORIGINATOR_ID. The CLUSTER_LIST then keeps reflectors of one cluster
-		// from reflecting each other's copies (RFC 4456 section 8).
+		// cluster (siblings) included: GoBGP v3 adds ORIGINATOR_ID and CLUSTER_LIST only on
+		// routes it sends to a client, so a client route passed to a non-client reflector would
+		// come out of it with the wrong ORIGINATOR_ID. Loops between siblings are kept out by
+		// the route policy, not by the CLUSTER_LIST (bird/doc.go).
 		if local.RRClusterID != "" {
 			p.RRClient, p.ClusterID = true, local.RRClusterID
+			p.Sibling = n.RRClusterID == local.RRClusterID
 		}
 	}
 

@@ -42,6 +42,9 @@ func short(r Result) string {
 		if p.RRClient {
 			s += "/rrc=" + p.ClusterID
 		}
+		if p.Sibling {
+			s += "/sibling"
+		}
 		if p.Password != "" {
 			s += "/pw=" + p.Password
 		}
@@ -85,7 +88,9 @@ func TestCompute(t *testing.T) {
 		{name: "rr topology, client side", local: "n1", nodes: []Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
 			want: "198.51.100.101:179/route-reflector/r1/64512 198.51.100.102:179/route-reflector/r2/64512"},
 		{name: "rr topology, reflector side learns clients from the same object", local: "r1", nodes: []Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
-			want: "198.51.100.2:179/route-reflector-client/n2/64512/rrc=244.0.0.1 198.51.100.1:179/route-reflector-client/n1/64512/rrc=244.0.0.1 198.51.100.102:179/route-reflector/r2/64512/rrc=244.0.0.1"},
+			want: "198.51.100.2:179/route-reflector-client/n2/64512/rrc=244.0.0.1 198.51.100.1:179/route-reflector-client/n1/64512/rrc=244.0.0.1 198.51.100.102:179/route-reflector/r2/64512/rrc=244.0.0.1/sibling"},
+		{name: "a reflector of another cluster is a client, not a sibling", local: "r1", nodes: []Node{n1, r1, r2, node("r3", "198.51.100.103/24", rr, 0, "244.0.0.3")}, cfg: meshOff, peers: rrPeers,
+			want: "198.51.100.1:179/route-reflector-client/n1/64512/rrc=244.0.0.1 198.51.100.102:179/route-reflector/r2/64512/rrc=244.0.0.1/sibling 198.51.100.103:179/route-reflector/r3/64512/rrc=244.0.0.1"},
 		{name: "global peer with port and password", local: "n1", nodes: []Node{n1},
 			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{PeerIP: "203.0.113.1:1179", ASNumber: 65000, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp", Key: "tor"}}})},
 			want:  "203.0.113.1:1179/global//65000/pw=s3cret"},

@@ -165,6 +165,14 @@ func apiPeer(p peers.Peer, local netip.Addr) *api.Peer {
 	}
 	if p.RRClient {
 		ap.RouteReflector = &api.RouteReflector{RouteReflectorClient: true, RouteReflectorClusterId: p.ClusterID}
+		if p.Sibling && local.IsValid() {
+			// GoBGP checks the CLUSTER_LIST against the session's cluster ID before export
+			// policy and, when that check drops a new best path, never withdraws the old one it
+			// sent: with the shared cluster ID, two siblings kept each other's copy of a
+			// withdrawn client route for good. Our router ID (RFC 4456's default cluster ID)
+			// keeps that check out of the way; the policy keeps loops out (bird/doc.go).
+			ap.RouteReflector.RouteReflectorClusterId = local.String()
+		}
 	}
 	if p.EBGPMultihop > 1 && !p.IBGP() {
 		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultihop)}
@@ -235,9 +243,14 @@ const (
 	setExternal = "tabby-external"
 	setLearned  = "tabby-learned-external"
 	setKeepNH   = "tabby-keep-next-hop"
+	setSiblings = "tabby-sibling-reflectors"
+	setFromSib  = "tabby-learned-sibling"
 	// LearnedExternalCommunity marks routes learned from a router that is not a tabby node, so
 	// that they are never passed on to another peer. AS 0 is reserved: no operator uses it.
 	LearnedExternalCommunity = "0:201"
+	// LearnedSiblingCommunity marks, inside this speaker only, routes learned from another
+	// route reflector of our cluster: never sent to a sibling, stripped from every export.
+	LearnedSiblingCommunity = "0:202"
 )
 
 // placeholder keeps a set non-empty: GoBGP treats an empty neighbor set as matching everyone.
@@ -256,8 +269,9 @@ func prefixSet(name string, list []netip.Prefix) *api.DefinedSet {
 
 // SetPolicy implements Speaker. Import: routes inside a pool, except that an external router
 // may not announce one of our own prefixes (or anything inside them); what it announces is
-// tagged. Export: pool routes, never one learned from an external router (no transit between
-// ToRs, no ToR route leaked into the mesh). Everything else is rejected both ways.
+// tagged, and so is what a sibling reflector sends (less preferred, never sent to a sibling:
+// see bird/doc.go). Export: pool routes, never one learned from an external router (no transit
+// between ToRs, no ToR route leaked into the mesh). Everything else is rejected both ways.
 func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
 		ds := &api.DefinedSet{DefinedType: api.DefinedType_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
@@ -271,25 +285,38 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		prefixSet(setLocal, p.Local),
 		neighbors(setExternal, p.External),
 		neighbors(setKeepNH, p.KeepNextHop),
+		neighbors(setSiblings, p.Siblings),
 		{DefinedType: api.DefinedType_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
+		{DefinedType: api.DefinedType_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
 	}
+	stripSibling := &api.CommunityAction{Type: api.CommunityAction_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
 	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_ANY, Name: name} }
 	imp := &api.Policy{Name: "tabby-import", Statements: []*api.Statement{
 		{Name: "tabby-import-own-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setLocal)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
 		{Name: "tabby-import-pools-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: &api.CommunityAction{Type: api.CommunityAction_ADD, Communities: []string{LearnedExternalCommunity}}}},
+		// A sibling's copy is tagged, and its MED raised so that a path we have first hand
+		// always wins over it (GoBGP would otherwise decide on the sibling's router ID and
+		// pass its copy on instead of the client's own route).
+		{Name: "tabby-import-pools-from-sibling", Conditions: &api.Conditions{NeighborSet: match(setSiblings), PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT,
+				Community: &api.CommunityAction{Type: api.CommunityAction_ADD, Communities: []string{LearnedSiblingCommunity}},
+				Med:       &api.MedAction{Type: api.MedAction_MOD, Value: 1}}},
 		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: stripSibling}},
 	}}
 	exp := &api.Policy{Name: "tabby-export", Statements: []*api.Statement{
 		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
-		// On export the neighbor set matches the receiving peer.
+		// On export the neighbor set matches the receiving peer. A policy reject (unlike
+		// GoBGP's CLUSTER_LIST check) withdraws what the sibling had from us before.
+		{Name: "tabby-export-not-to-siblings", Conditions: &api.Conditions{NeighborSet: match(setSiblings), CommunitySet: match(setFromSib)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
 		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
 		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: stripSibling}},
 	}}
 	// SetPolicies replaces sets and policies but ignores assignments: assign separately.
 	if err := g.srv.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: sets, Policies: []*api.Policy{imp, exp}}); err != nil {
@@ -308,7 +335,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	// routers send, so they re-run the import from those alone.
 	last := g.lastPolicy
 	g.lastPolicy = &p
-	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) {
+	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) || !slices.Equal(last.Siblings, p.Siblings) {
 		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_BOTH}); err != nil {
 			return fmt.Errorf("re-apply policy: %w", err)
 		}

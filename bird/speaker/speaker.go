@@ -39,6 +39,9 @@ type Policy struct {
 	// KeepNextHop are the eBGP peers (BGPPeer keepOriginalNextHop) that get routes with their
 	// next hop unchanged instead of this node.
 	KeepNextHop []netip.Addr
+	// Siblings are the other route reflectors of this node's cluster: what they send is tagged
+	// and made less preferred, and never sent to a sibling (see bird/doc.go).
+	Siblings []netip.Addr
 }
 
 // EventType tells which fields of an Event are set.

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/lab"
 )
@@ -112,4 +116,110 @@ func TestRouteReflectors(t *testing.T) {
 		}
 	}
 	t.Logf("ToR holds %d pod routes learned by BGP", n)
+
+	// Blocks released by a client (IPAMBlock and BlockAffinity deleted, as IPAM releases an
+	// empty block) vanish from every node and the ToR. With both reflectors holding each
+	// other's reflected copy, about half of them used to stay everywhere for good.
+	var extra []netip.Prefix
+	owners := map[netip.Prefix]*lab.Node{}
+	for i, c := range clients[:2] {
+		for j := range 4 {
+			b := netip.MustParsePrefix(fmt.Sprintf("10.244.%d.%d/26", 240+i, 64*j))
+			claimBlock(t, ctx, l, c.Name, b)
+			extra = append(extra, b)
+			owners[b] = c
+		}
+	}
+	routers := append(slices.Clone(nodes), nil) // nil: the ToR
+	routesOf := func(ctx context.Context, n *lab.Node) ([]lab.Route, string, error) {
+		if n == nil {
+			rs, err := l.Router().Routes(ctx)
+			return rs, "the ToR", err
+		}
+		rs, err := n.TabbyRoutes(ctx)
+		return rs, n.Name, err
+	}
+	for _, n := range routers {
+		err := lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+			rs, name, err := routesOf(ctx, n)
+			if err != nil {
+				return err
+			}
+			for _, b := range extra {
+				if n == owners[b] {
+					continue
+				}
+				if !slices.ContainsFunc(rs, func(r lab.Route) bool { return r.Dst == b.String() }) {
+					return fmt.Errorf("%s has no route for %s of %s", name, b, owners[b].Name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for _, b := range extra {
+		releaseBlock(t, ctx, l, owners[b].Name, b)
+	}
+	for _, n := range routers {
+		err := lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+			rs, name, err := routesOf(ctx, n)
+			if err != nil {
+				return err
+			}
+			for _, r := range rs {
+				if p, err := netip.ParsePrefix(orHost(r.Dst)); err == nil && slices.Contains(extra, p) {
+					return fmt.Errorf("%s still routes released block: %s", name, r)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d released blocks gone from every node and the ToR in %s", len(extra), time.Since(start).Round(time.Millisecond))
+	requireReach(t, ctx, "pod to pod after the release", podEndpoints(pods), podEndpoints(pods), 30*time.Second)
+}
+
+// orHost gives ip's host-route destinations ("10.244.0.5") their prefix length.
+func orHost(dst string) string {
+	if strings.Contains(dst, "/") {
+		return dst
+	}
+	return dst + "/32"
+}
+
+// claimBlock gives node an IPAM block the way tabby's IPAM claims one (pending affinity, block,
+// confirmed affinity).
+func claimBlock(t *testing.T, ctx context.Context, l *lab.Lab, node string, b netip.Prefix) {
+	t.Helper()
+	aff := &v1.BlockAffinity{ObjectMeta: metav1.ObjectMeta{Name: names.AffinityName(node, b)},
+		Spec: v1.BlockAffinitySpec{Node: node, CIDR: b.String(), State: v1.AffinityPending}}
+	aff, err := l.Client.BlockAffinities().Create(ctx, aff)
+	if err != nil {
+		t.Fatalf("create BlockAffinity for %s: %v", b, err)
+	}
+	blk := &v1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: names.BlockName(b)},
+		Spec: v1.IPAMBlockSpec{CIDR: b.String(), Affinity: v1.AffinityPrefixHost + node}}
+	if _, err := l.Client.IPAMBlocks().Create(ctx, blk); err != nil {
+		t.Fatalf("create IPAMBlock %s: %v", b, err)
+	}
+	aff.Spec.State = v1.AffinityConfirmed
+	if _, err := l.Client.BlockAffinities().Update(ctx, aff); err != nil {
+		t.Fatalf("confirm BlockAffinity %s: %v", aff.Name, err)
+	}
+}
+
+// releaseBlock deletes an empty block and its affinity, as IPAM releases one.
+func releaseBlock(t *testing.T, ctx context.Context, l *lab.Lab, node string, b netip.Prefix) {
+	t.Helper()
+	if err := l.Client.IPAMBlocks().Delete(ctx, names.BlockName(b), metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete IPAMBlock %s: %v", b, err)
+	}
+	if err := l.Client.BlockAffinities().Delete(ctx, names.AffinityName(node, b), metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete BlockAffinity for %s: %v", b, err)
+	}
 }

@@ -1,0 +1,129 @@
+package bird
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird/internal/netnstest"
+)
+
+// TestRouteReflectorsWithdraw: two reflectors of one cluster peering with each other, clients
+// 11 and 12 peering with both, client 13 with rr1 only and client 14 with rr2 only (found by
+// hack/bench/mesh: with the reflectors as plain mutual clients, each kept the other's reflected
+// copy of a withdrawn client route for good, and so did every client). Prefixes added at a
+// client are learned by every speaker, and once withdrawn they are gone from every speaker's
+// RIB (GoBGP's own API) and from every OnRoute table.
+func TestRouteReflectorsWithdraw(t *testing.T) {
+	netnstest.Require(t)
+	const rrKey = "tabby.dev/route-reflector"
+	rr := func(site string) map[string]string { return map[string]string{rrKey: "true", "site": site} }
+	all := []Node{
+		mkNode(101, rr("a"), "244.0.0.1"), mkNode(102, rr("b"), "244.0.0.1"),
+		mkNode(11, map[string]string{"dual": "true"}, ""), mkNode(12, map[string]string{"dual": "true"}, ""),
+		mkNode(13, map[string]string{"site": "a"}, ""), mkNode(14, map[string]string{"site": "b"}, ""),
+		// Above the reflectors' addresses: on router ID alone they would prefer each other's
+		// copy of its routes to the client's own.
+		mkNode(121, map[string]string{"dual": "true"}, ""),
+	}
+	bgpPeers := []v1.BGPPeer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "rr-mesh"}, Spec: v1.BGPPeerSpec{NodeSelector: "has(" + rrKey + ")", PeerSelector: "has(" + rrKey + ")"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "dual"}, Spec: v1.BGPPeerSpec{NodeSelector: "dual == 'true'", PeerSelector: "has(" + rrKey + ")"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "site-a"}, Spec: v1.BGPPeerSpec{NodeSelector: "site == 'a' && !has(" + rrKey + ")", PeerSelector: "site == 'a' && has(" + rrKey + ")"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "site-b"}, Spec: v1.BGPPeerSpec{NodeSelector: "site == 'b' && !has(" + rrKey + ")", PeerSelector: "site == 'b' && has(" + rrKey + ")"}},
+	}
+	setup := func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(bgpPeers) }
+	var tns []*testNode
+	apis := map[string]string{}
+	for i, n := range all {
+		api := fmt.Sprintf("127.0.0.1:%d", 50161+i)
+		apis[n.Name] = api
+		tns = append(tns, startNode(t, n, all, setup, func(c *Config) { c.GoBGPAPI = api }))
+	}
+	// Every block everywhere, the one-reflector clients' included, with the owner as next hop.
+	for _, a := range tns {
+		for _, b := range tns {
+			if a != b {
+				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+			}
+		}
+	}
+
+	rrs := tns[:2]
+	for _, owner := range []*testNode{tns[2], tns[6], tns[4], tns[5]} { // dual-homed (2), rr1-only, rr2-only
+		dual := owner.Labels["dual"] == "true"
+		var i int
+		fmt.Sscanf(owner.Address.Addr().String(), "198.51.100.%d", &i)
+		var added []netip.Prefix
+		for j := 0; j < 8; j++ {
+			added = append(added, netip.MustParsePrefix(fmt.Sprintf("10.244.%d.%d/29", 100+i, 8*j)))
+		}
+		owner.bird.SetLocalPrefixes(append([]netip.Prefix{owner.block}, added...))
+		for _, tn := range tns {
+			if tn == owner {
+				continue
+			}
+			for _, p := range added {
+				tn.routes.waitRoute(t, p, owner.Address.Addr(), 15*time.Second)
+			}
+		}
+		if dual {
+			// The case that stuck: each reflector holds the owner's path and its sibling's copy.
+			for i, r := range rrs {
+				sibling := rrs[1-i].Address.Addr().String()
+				for _, p := range added {
+					waitPaths(t, r.Name, apis[r.Name], p, func(paths []*api.Path) bool {
+						return slices.ContainsFunc(paths, func(x *api.Path) bool { return x.NeighborIp == sibling })
+					})
+				}
+			}
+		}
+		owner.bird.SetLocalPrefixes([]netip.Prefix{owner.block})
+		for _, tn := range tns {
+			for _, p := range added {
+				tn.routes.waitGone(t, p, 15*time.Second)
+			}
+		}
+		// OnRoute follows the best path; the RIBs must be empty too (a copy that is not best
+		// would come back as soon as something else changed).
+		for _, tn := range tns {
+			for _, p := range added {
+				waitPaths(t, tn.Name, apis[tn.Name], p, func(paths []*api.Path) bool { return len(paths) == 0 })
+			}
+		}
+		// The owner's block is untouched.
+		for _, tn := range tns {
+			if tn != owner {
+				tn.routes.waitRoute(t, owner.block, owner.Address.Addr(), 5*time.Second)
+			}
+		}
+	}
+}
+
+// waitPaths polls a speaker's RIB for prefix until cond holds.
+func waitPaths(t *testing.T, name, apiAddr string, prefix netip.Prefix, cond func([]*api.Path) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		paths := gobgpPaths(t, apiAddr, prefix)
+		if cond(paths) {
+			return
+		}
+		if time.Now().After(deadline) {
+			var held []string
+			for _, p := range paths {
+				orig, clusters, nh := attrs(p)
+				held = append(held, fmt.Sprintf("from %s (originator %s, cluster list %v, next hop %s, best %v)", p.NeighborIp, orig, clusters, nh, p.Best))
+			}
+			t.Fatalf("%s: %s paths after 10s: %v", name, prefix, held)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
