@@ -180,11 +180,3 @@ func orPort(s string) string {
 	}
 	return s + ":179"
 }
-
-func nodesOf(tns ...*testNode) []Node {
-	out := make([]Node, 0, len(tns))
-	for _, tn := range tns {
-		out = append(out, tn.Node)
-	}
-	return out
-}

@@ -87,7 +87,7 @@ func TestPasswords(t *testing.T) {
 	a.bird.SetSecrets(nil)
 	b.bird.SetBGPPeers(passwordPeer("bgp-auth"))
 	st = stayDown(t, a, "198.51.100.62", 2*time.Second)
-	if st.State != "not configured" || !strings.Contains(st.Info, `Secret "bgp-auth" not found`) {
+	if st.State != "not configured" || !strings.Contains(st.Info, `secret "bgp-auth" not found`) {
 		t.Errorf("missing Secret: %+v", st)
 	}
 

@@ -328,17 +328,17 @@ func secretRef(bp v1.BGPPeer) *v1.SecretKeyRef {
 func lookupSecret(secrets map[string]map[string][]byte, ref *v1.SecretKeyRef) (string, error) {
 	data, ok := secrets[ref.Name]
 	if !ok {
-		return "", fmt.Errorf("Secret %q not found", ref.Name)
+		return "", fmt.Errorf("password secret %q not found", ref.Name)
 	}
 	v, ok := data[ref.Key]
 	if !ok {
-		return "", fmt.Errorf("Secret %q has no key %q", ref.Name, ref.Key)
+		return "", fmt.Errorf("password secret %q has no key %q", ref.Name, ref.Key)
 	}
 	if len(v) == 0 {
-		return "", fmt.Errorf("Secret %q key %q is empty", ref.Name, ref.Key)
+		return "", fmt.Errorf("password secret %q key %q is empty", ref.Name, ref.Key)
 	}
 	if len(v) > 80 { // TCP_MD5SIG_MAXKEYLEN
-		return "", fmt.Errorf("Secret %q key %q: password is %d bytes, at most 80", ref.Name, ref.Key, len(v))
+		return "", fmt.Errorf("password secret %q key %q: the password is %d bytes, at most 80", ref.Name, ref.Key, len(v))
 	}
 	return string(v), nil
 }

@@ -85,10 +85,10 @@ func (a *attempt) handle() string { return crashNetwork + "." + a.container }
 
 // triggers wakes the attempts waiting for their handle or allocation to appear.
 type triggers struct {
-	mu      sync.Mutex
-	handle  map[string]chan struct{}
-	alloc   map[string]chan struct{}
-	fired   map[string]bool // "h/"+handle or "a/"+handle
+	mu     sync.Mutex
+	handle map[string]chan struct{}
+	alloc  map[string]chan struct{}
+	fired  map[string]bool // "h/"+handle or "a/"+handle
 }
 
 func (tr *triggers) wait(kind, handle string) <-chan struct{} {

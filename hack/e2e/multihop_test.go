@@ -29,7 +29,9 @@ func TestMultiHopNative(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	meshOff(t, ctx, l)
+	if err := l.UseRouteReflectors(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for name, p := range map[string]v1.BGPPeerSpec{
 		"tor-a": {Node: "rr-a", PeerIP: lab.RouterA.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
 		"tor-b": {Node: "rr-b", PeerIP: lab.RouterB.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},

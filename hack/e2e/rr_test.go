@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/apis/names"
@@ -23,41 +22,15 @@ const (
 	torPassword = "tabby-lab-md5"
 )
 
-// meshOff turns the node-to-node mesh off and writes the route-reflector peerings: clients peer
-// with the reflectors, the reflectors with each other.
-func meshOff(t *testing.T, ctx context.Context, l *lab.Lab) {
-	t.Helper()
-	off := false
-	cfg, err := l.Client.BGPConfigurations().Get(ctx, v1.DefaultBGPConfigurationName)
-	switch {
-	case apierrors.IsNotFound(err):
-		cfg = &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultBGPConfigurationName}, Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: &off}}
-		_, err = l.Client.BGPConfigurations().Create(ctx, cfg)
-	case err == nil:
-		cfg.Spec.NodeToNodeMeshEnabled = &off
-		_, err = l.Client.BGPConfigurations().Update(ctx, cfg)
-	}
-	if err != nil {
-		t.Fatalf("BGPConfiguration: %v", err)
-	}
-	rr := "has(" + lab.RouteReflectorLabel + ")"
-	for _, p := range []*v1.BGPPeer{
-		{ObjectMeta: metav1.ObjectMeta{Name: "rr-clients"}, Spec: v1.BGPPeerSpec{NodeSelector: "!" + rr, PeerSelector: rr}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "rr-mesh"}, Spec: v1.BGPPeerSpec{NodeSelector: rr, PeerSelector: rr}},
-	} {
-		if _, err := l.Client.BGPPeers().Create(ctx, p); err != nil {
-			t.Fatalf("BGPPeer %s: %v", p.Name, err)
-		}
-	}
-}
-
 // TestRouteReflectors: 2 route reflectors + 4 clients with the mesh off, and a ToR (FRR) peering
 // eBGP with TCP MD5 with both reflectors. Every pod reaches every pod and is reachable from the
 // ToR; clients hold sessions to the reflectors only.
 func TestRouteReflectors(t *testing.T) {
 	l := startLab(t, lab.Options{})
 	ctx := testCtx(t, 5*time.Minute)
-	meshOff(t, ctx, l)
+	if err := l.UseRouteReflectors(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := l.Kube.CoreV1().Secrets(lab.Namespace).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "tor-bgp"},
 		StringData: map[string]string{"password": torPassword},

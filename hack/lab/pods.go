@@ -254,4 +254,3 @@ func (l *Lab) Conflist(n *Node) ([]byte, error) {
 	}
 	return json.Marshal(conf)
 }
-

@@ -52,34 +52,6 @@ func (t topo) wantPeers(nodes []*lab.Node, i int) []netip.Addr {
 	return out
 }
 
-// useRouteReflectors turns the node-to-node mesh off and writes the peerings of
-// hack/e2e/rr_test.go: clients peer with the reflectors, the reflectors with each other.
-func useRouteReflectors(ctx context.Context, l *lab.Lab) error {
-	off := false
-	cfg, err := l.Client.BGPConfigurations().Get(ctx, v1.DefaultBGPConfigurationName)
-	switch {
-	case apierrors.IsNotFound(err):
-		cfg = &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultBGPConfigurationName}, Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: &off}}
-		_, err = l.Client.BGPConfigurations().Create(ctx, cfg)
-	case err == nil:
-		cfg.Spec.NodeToNodeMeshEnabled = &off
-		_, err = l.Client.BGPConfigurations().Update(ctx, cfg)
-	}
-	if err != nil {
-		return fmt.Errorf("BGPConfiguration %s: mesh off: %w", v1.DefaultBGPConfigurationName, err)
-	}
-	rr := "has(" + lab.RouteReflectorLabel + ")"
-	for _, p := range []*v1.BGPPeer{
-		{ObjectMeta: metav1.ObjectMeta{Name: "rr-clients"}, Spec: v1.BGPPeerSpec{NodeSelector: "!" + rr, PeerSelector: rr}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "rr-mesh"}, Spec: v1.BGPPeerSpec{NodeSelector: rr, PeerSelector: rr}},
-	} {
-		if _, err := l.Client.BGPPeers().Create(ctx, p); err != nil {
-			return fmt.Errorf("BGPPeer %s: %w", p.Name, err)
-		}
-	}
-	return nil
-}
-
 // cluster is a lab with its nodes and a route watch over their namespaces.
 type cluster struct {
 	lab   *lab.Lab
@@ -105,7 +77,7 @@ func startCluster(ctx context.Context, o options, t topo) (_ *cluster, err error
 		}
 	}()
 	if t.rrs > 0 {
-		if err := useRouteReflectors(ctx, l); err != nil {
+		if err := l.UseRouteReflectors(ctx); err != nil {
 			return c, err
 		}
 	}
