@@ -133,16 +133,28 @@ func New(h nl.Handle, opts Options) *RouteTable {
 
 // SetRoutes records the full desired set; only differences are marked dirty.
 func (t *RouteTable) SetRoutes(routes map[netip.Prefix]calc.Route) {
+	kept := 0
 	for dst, r := range routes {
-		if old, ok := t.desired[dst]; !ok || old != r {
+		old, ok := t.desired[dst]
+		if ok {
+			kept++
+		}
+		if !ok || old != r {
 			t.dirty[dst] = struct{}{}
 		}
-		delete(t.released, dst)
+		if len(t.released) > 0 {
+			delete(t.released, dst)
+		}
 	}
-	for dst := range t.desired {
-		if _, ok := routes[dst]; !ok {
-			t.dirty[dst] = struct{}{}
-			t.released[dst] = struct{}{}
+	// Every route felix wanted before is still wanted (a pod was added, a route changed): no
+	// second pass over the old set is needed to find released ones. This is the hot path of a
+	// new pod on a node with thousands of routes.
+	if kept < len(t.desired) {
+		for dst := range t.desired {
+			if _, ok := routes[dst]; !ok {
+				t.dirty[dst] = struct{}{}
+				t.released[dst] = struct{}{}
+			}
 		}
 	}
 	t.desired = routes

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -254,6 +255,18 @@ func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, wl []fe
 	time.Sleep(200 * time.Millisecond) // let the loop's first resync settle
 	drain(events)
 
+	// TABBY_BENCH_CPUPROFILE=FILE profiles this phase (where a single new route's time goes).
+	if path := os.Getenv("TABBY_BENCH_CPUPROFILE"); path != "" {
+		pf, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var lat []time.Duration
 	cur := slices.Clone(wl)
 	for i := 0; i < 100; i++ {
