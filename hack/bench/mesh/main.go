@@ -218,11 +218,12 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 	}
 	prop(fmt.Sprintf("tabby mesh %d", o.nodes), r.mesh)
 	prop(fmt.Sprintf("tabby 2 RR + %d", o.nodes-2), r.rr)
-	var rss []int
+	var rss, anon []int
 	var cpu []float64
 	maxNode, maxRSS := "", 0
 	for _, u := range r.usage {
 		rss = append(rss, u.rssKB)
+		anon = append(anon, u.anonKB)
 		cpu = append(cpu, u.cpu)
 		if u.rssKB > maxRSS {
 			maxNode, maxRSS = u.node, u.rssKB
@@ -230,8 +231,10 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 	}
 	if len(rss) > 0 {
 		rm, rx := medianMax(rss)
+		am, ax := medianMax(anon)
 		cm, cx := medianMax(cpu)
 		row(fmt.Sprintf("tabby-node RSS, %d peers (%d agents)", peers, len(rss)), fmt.Sprintf("%.1f MB", float64(rm)/1024), fmt.Sprintf("%.1f MB (%s)", float64(rx)/1024, maxNode), "< 60 MB", verdict(float64(rx)/1024 < 60))
+		row("  of which the agent's own (RssAnon)", fmt.Sprintf("%.1f MB", float64(am)/1024), fmt.Sprintf("%.1f MB", float64(ax)/1024), "", "the rest: the binary's pages, shared by every agent on a host")
 		row(fmt.Sprintf("tabby-node CPU idle, %d peers", peers), fmt.Sprintf("%.2f %%", cm), fmt.Sprintf("%.2f %%", cx), "< 1 %", verdict(cx < 1))
 	}
 	birdRows := func(label string, b *bird2Result, tabby propagation) {

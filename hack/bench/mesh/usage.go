@@ -20,7 +20,10 @@ const clockTicks = 100
 type usage struct {
 	node  string
 	rssKB int
-	cpu   float64 // percent of one core
+	// anonKB is the agent's own memory (RssAnon): RSS also counts the binary's pages, which every
+	// tabby-node on a host shares.
+	anonKB int
+	cpu    float64 // percent of one core
 }
 
 // agentPID finds tabby-node among the processes of the node's namespace (`ip netns exec`
@@ -64,17 +67,20 @@ func cpuTicks(pid int) (int64, error) {
 }
 
 // rssKB is VmRSS from /proc/<pid>/status.
-func rssKB(pid int) (int, error) {
+func rssKB(pid int) (int, error) { return statusKB(pid, "VmRSS:") }
+
+// statusKB reads one "<field> N kB" line of /proc/<pid>/status.
+func statusKB(pid int, field string) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
 // idleUsage samples every agent's CPU ticks at the start and end of the same window, and its
@@ -108,7 +114,11 @@ func idleUsage(ctx context.Context, nodes []*lab.Node, window time.Duration) ([]
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		out[i] = usage{node: n.Name, rssKB: rss, cpu: float64(after-before[i]) / clockTicks / elapsed * 100}
+		anon, err := statusKB(pids[i], "RssAnon:")
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		out[i] = usage{node: n.Name, rssKB: rss, anonKB: anon, cpu: float64(after-before[i]) / clockTicks / elapsed * 100}
 	}
 	return out, nil
 }
