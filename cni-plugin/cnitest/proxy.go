@@ -2,12 +2,12 @@ package cnitest
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/url"
-	"sync"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tabbynet/tabby/hack/netnsfwd"
 )
 
 // Proxy forwards TCP connections made inside the node namespace to an address reachable from the
@@ -15,52 +15,25 @@ import (
 // the API server without any link or address added to the machine's own namespace.
 type Proxy struct {
 	Addr string // host:port, inside the node namespace
-	l    net.Listener
-	wg   sync.WaitGroup
+	fwd  *netnsfwd.Forwarder
 }
 
 // Proxy starts a forwarder to target (host:port) listening on 127.0.0.1 inside the node.
 func (n *Node) Proxy(target string) (*Proxy, error) {
-	p := &Proxy{}
+	var l net.Listener
 	if err := n.Do(func() error {
-		// The socket belongs to the namespace of the thread that creates it.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		p.l = l
+		var err error
+		l, err = net.Listen("tcp", "127.0.0.1:0")
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("listen in node netns: %w", err)
 	}
-	p.Addr = p.l.Addr().String()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := p.l.Accept()
-			if err != nil {
-				return
-			}
-			go forward(c, target)
-		}
-	}()
-	return p, nil
+	f := netnsfwd.Serve(l, target)
+	return &Proxy{Addr: f.Addr(), fwd: f}, nil
 }
 
-func forward(c net.Conn, target string) {
-	defer c.Close()
-	up, err := net.Dial("tcp", target)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-	go func() { io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-	<-done
-	<-done
-}
-
-// Close stops accepting.
-func (p *Proxy) Close() { p.l.Close(); p.wg.Wait() }
+// Close stops accepting and cuts the relayed connections.
+func (p *Proxy) Close() { p.fwd.Close() }
 
 // RewriteKubeconfig writes a copy of the kubeconfig at src to dst whose clusters point at
 // server (e.g. "https://" + proxy.Addr).

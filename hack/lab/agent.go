@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/netnsfwd"
 )
 
 // Node is a lab node: a namespace on a subnet, with tabby-node running in it.
@@ -30,7 +32,7 @@ type Node struct {
 	Kubeconfig string       // reaches the API server from inside NS
 	LogPath    string
 
-	fwd *forwarder
+	fwd *netnsfwd.Forwarder
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
