@@ -26,6 +26,8 @@ type Config struct {
 	// CNIKubeconfig is the CNI plugins' kubeconfig as mounted from the host; when set, tabby-node
 	// rewrites it as the service account token rotates. Empty: off (the lab writes its own).
 	CNIKubeconfig string
+	// Pprof serves /debug/pprof on the metrics address.
+	Pprof bool
 	// WorkloadGrace protects routes the CNI plugin made before felix learned of the pod.
 	WorkloadGrace time.Duration
 }

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -68,5 +71,21 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (&Config{NodeName: "a", RunDir: "/run"}).Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		a := &Agent{cfg: Config{Pprof: on}, reg: prometheus.NewRegistry()}
+		rec := httptest.NewRecorder()
+		a.metricsMux().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil))
+		if got := rec.Code == http.StatusOK; got != on {
+			t.Errorf("--pprof=%v: /debug/pprof/heap answered %d", on, rec.Code)
+		}
+		rec = httptest.NewRecorder()
+		a.metricsMux().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("/metrics answered %d", rec.Code)
+		}
 	}
 }

@@ -40,6 +40,7 @@ func main() {
 	fs.DurationVar(&cfg.GCGrace, "ipam-gc-grace", 5*time.Minute, "how long an allocation must look orphaned before GC releases it")
 	fs.DurationVar(&cfg.WorkloadGrace, "workload-grace", 10*time.Second, "how long felix keeps a CNI-made route it has not yet learned of")
 	fs.StringVar(&cfg.CNIKubeconfig, "cni-kubeconfig", "", "the CNI plugins' kubeconfig (host mount) to keep fresh as the token rotates; empty: off")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof on the metrics address")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
