@@ -115,7 +115,10 @@ type Felix struct {
 	mu            sync.Mutex // inputs
 	in            calc.Input
 	inputsChanged bool
-	kick          chan struct{}
+	// bgpChanged: BGP routes changed since the last snapshot; else the last copy serves.
+	bgpChanged bool
+	bgpSnap    map[netip.Prefix]netip.Addr
+	kick       chan struct{}
 
 	dpMu          sync.Mutex // dataplane state, one apply at a time
 	rt            *routetable.RouteTable
@@ -270,6 +273,7 @@ func (f *Felix) UpsertBGPRoute(r BGPRoute) {
 		return
 	}
 	f.in.BGPRoutes[p] = r.NextHop
+	f.bgpChanged = true
 	f.changed()
 }
 
@@ -282,6 +286,7 @@ func (f *Felix) DeleteBGPRoute(prefix netip.Prefix) {
 		return
 	}
 	delete(f.in.BGPRoutes, p)
+	f.bgpChanged = true
 	f.changed()
 }
 
@@ -325,10 +330,13 @@ func (f *Felix) snapshot() (calc.Input, bool) {
 	defer f.mu.Unlock()
 	in := f.in
 	changed := f.inputsChanged
-	if changed {
-		// The setters replace slices rather than mutate them; only the map needs a copy.
-		in.BGPRoutes = maps.Clone(f.in.BGPRoutes)
+	if f.bgpChanged || f.bgpSnap == nil {
+		// The setters replace slices rather than mutate them; only the map needs a copy, and
+		// only when it changed: a new pod must not pay for copying every BGP route.
+		f.bgpSnap = maps.Clone(f.in.BGPRoutes)
+		f.bgpChanged = false
 	}
+	in.BGPRoutes = f.bgpSnap
 	f.inputsChanged = false
 	return in, changed
 }
