@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +69,7 @@ func runIntegration(m *testing.M) (int, error) {
 		return 0, err
 	}
 	binDirs = []string{tabbyDir, refDir}
-	if env, err = startControlPlane(ctx); err != nil {
+	if env, err = testenv.StartProcess(ctx, testenv.Options{}); err != nil {
 		return 0, err
 	}
 	defer env.Stop()
@@ -82,27 +81,6 @@ func runIntegration(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("create default pool: %w", err)
 	}
 	return m.Run(), nil
-}
-
-// startControlPlane starts etcd and kube-apiserver from a goroutine locked to its OS thread for
-// the life of the test binary. testenv starts them with Pdeathsig, which the kernel ties to the
-// *thread* that forked them; tests here end locked threads on purpose (testutils.NewNS, ns.Do
-// after a failed switch back), and if that thread had forked the control plane, it would be
-// SIGKILLed mid-test.
-func startControlPlane(ctx context.Context) (*testenv.Env, error) {
-	type started struct {
-		env *testenv.Env
-		err error
-	}
-	ch := make(chan started)
-	go func() {
-		runtime.LockOSThread()
-		e, err := testenv.StartProcess(ctx, testenv.Options{})
-		ch <- started{e, err}
-		select {} // keep the thread (and so the children's parent thread) alive
-	}()
-	s := <-ch
-	return s.env, s.err
 }
 
 func skipUnlessIntegration(t *testing.T) {

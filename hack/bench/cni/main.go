@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"sort"
 	"sync"
@@ -84,7 +83,7 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 	if err != nil {
 		return err
 	}
-	env, err := startControlPlane(ctx)
+	env, err := testenv.StartProcess(ctx, testenv.Options{})
 	if err != nil {
 		return err
 	}
@@ -322,23 +321,4 @@ func report(vs []variant, rs []figures, pods, parallel int) {
 		}
 	}
 	fmt.Println("targets (tabby via tabby-node): ADD p50 and DEL p50 ≤ 1.5x, ADD wall ≤ 2x")
-}
-
-// startControlPlane starts etcd and kube-apiserver from a goroutine locked to its thread for the
-// life of the program: testenv sets Pdeathsig, which follows the forking *thread*, and netns
-// helpers end locked threads.
-func startControlPlane(ctx context.Context) (*testenv.Env, error) {
-	type started struct {
-		env *testenv.Env
-		err error
-	}
-	ch := make(chan started)
-	go func() {
-		runtime.LockOSThread()
-		e, err := testenv.StartProcess(ctx, testenv.Options{})
-		ch <- started{e, err}
-		select {}
-	}()
-	s := <-ch
-	return s.env, s.err
 }
