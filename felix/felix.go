@@ -112,9 +112,15 @@ type Felix struct {
 	nat      NATManager
 	sysctl   SysctlWriter
 
-	mu            sync.Mutex // inputs
-	in            calc.Input
-	inputsChanged bool
+	mu sync.Mutex // inputs
+	in calc.Input
+	// A pod coming or going changes only workload routes, which felix updates one by one;
+	// anything else (pools, blocks, the node, BGP) recomputes every route and re-applies the
+	// tunnel and NAT.
+	workloadsChanged, otherChanged bool
+	// workloadsInUse: apply is reading in.Workloads, so SetWorkloads must not overwrite it in
+	// place (it reuses the slice otherwise: a node's pod list is copied on every pod change).
+	workloadsInUse bool
 	// bgpChanged: BGP routes changed since the last snapshot; else the last copy serves.
 	bgpChanged bool
 	bgpSnap    map[netip.Prefix]netip.Addr
@@ -131,6 +137,10 @@ type Felix struct {
 	tunnelDirty   bool
 	tunnelErr     string
 	natRetryAt    time.Time // zero = NAT in line
+
+	// wlIndex indexes the workloads of the last apply; wlSpare is the previous one, reused to
+	// index the next list without allocating a map of every pod for each new pod.
+	wlIndex, wlSpare calc.WorkloadIndex
 }
 
 // New validates cfg and opens the dataplane handles.
@@ -223,8 +233,13 @@ func (f *Felix) Close() {
 	}
 }
 
-func (f *Felix) changed() {
-	f.inputsChanged = true
+// changed records what changed and wakes the loop; f.mu must be held.
+func (f *Felix) changed(workloads bool) {
+	if workloads {
+		f.workloadsChanged = true
+	} else {
+		f.otherChanged = true
+	}
 	select {
 	case f.kick <- struct{}{}:
 	default:
@@ -237,7 +252,7 @@ func (f *Felix) SetLocalNode(bgpAddr netip.Prefix, tunnelAddr netip.Addr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.in.NodeAddr, f.in.TunnelAddr = bgpAddr, tunnelAddr
-	f.changed()
+	f.changed(false)
 }
 
 // SetPools sets every IPPool.
@@ -245,7 +260,7 @@ func (f *Felix) SetPools(pools []Pool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.in.Pools = slices.Clone(pools)
-	f.changed()
+	f.changed(false)
 }
 
 // SetLocalBlocks sets the blocks affine to this node.
@@ -253,15 +268,19 @@ func (f *Felix) SetLocalBlocks(blocks []netip.Prefix) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.in.LocalBlocks = slices.Clone(blocks)
-	f.changed()
+	f.changed(false)
 }
 
 // SetWorkloads sets the full set of this node's workloads.
 func (f *Felix) SetWorkloads(w []Workload) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.in.Workloads = slices.Clone(w)
-	f.changed()
+	if f.workloadsInUse {
+		f.in.Workloads = slices.Clone(w)
+	} else {
+		f.in.Workloads = append(f.in.Workloads[:0], w...)
+	}
+	f.changed(true)
 }
 
 // UpsertBGPRoute records a route learned from BGP.
@@ -274,7 +293,7 @@ func (f *Felix) UpsertBGPRoute(r BGPRoute) {
 	}
 	f.in.BGPRoutes[p] = r.NextHop
 	f.bgpChanged = true
-	f.changed()
+	f.changed(false)
 }
 
 // DeleteBGPRoute forgets a withdrawn route.
@@ -287,7 +306,7 @@ func (f *Felix) DeleteBGPRoute(prefix netip.Prefix) {
 	}
 	delete(f.in.BGPRoutes, p)
 	f.bgpChanged = true
-	f.changed()
+	f.changed(false)
 }
 
 // HealthHandler serves /livez and /readyz.
@@ -325,20 +344,34 @@ func (f *Felix) QueueResync() {
 	}
 }
 
-func (f *Felix) snapshot() (calc.Input, bool) {
+// snapshot returns the inputs and what changed since the last one. in.Workloads is only set
+// when they changed (or wantWorkloads), and then stays apply's until releaseWorkloads.
+func (f *Felix) snapshot(wantWorkloads bool) (in calc.Input, workloadsChanged, otherChanged bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	in := f.in
-	changed := f.inputsChanged
+	in = f.in
+	workloadsChanged, otherChanged = f.workloadsChanged || wantWorkloads, f.otherChanged
+	if workloadsChanged {
+		f.workloadsInUse = true
+	} else {
+		in.Workloads = nil
+	}
 	if f.bgpChanged || f.bgpSnap == nil {
-		// The setters replace slices rather than mutate them; only the map needs a copy, and
-		// only when it changed: a new pod must not pay for copying every BGP route.
+		// The setters replace slices rather than mutate them (SetWorkloads reuses its slice
+		// only while apply is not reading it); only the map needs a copy, and only when it
+		// changed: a new pod must not pay for copying every BGP route.
 		f.bgpSnap = maps.Clone(f.in.BGPRoutes)
 		f.bgpChanged = false
 	}
 	in.BGPRoutes = f.bgpSnap
-	f.inputsChanged = false
-	return in, changed
+	f.workloadsChanged, f.otherChanged = false, false
+	return in, workloadsChanged, otherChanged
+}
+
+func (f *Felix) releaseWorkloads() {
+	f.mu.Lock()
+	f.workloadsInUse = false
+	f.mu.Unlock()
 }
 
 func (f *Felix) onRoute(u netlink.RouteUpdate) {
@@ -381,20 +414,8 @@ func (f *Felix) apply(ctx context.Context) error {
 			}
 		}
 	}
-	in, inputsChanged := f.snapshot()
-	if inputsChanged || f.rt.HostRoutesChanged() || f.last == nil {
-		in.HostRoutes = f.rt.HostRoutes()
-		res := calc.ComputeInto(in, f.spare)
-		for _, p := range res.Problems {
-			f.log.Warn("input skipped", "problem", p)
-		}
-		f.reportUnresolved(res.Unresolved)
-		f.rt.SetRoutes(res.Routes)
-		if f.last != nil {
-			f.spare = f.last.Routes
-		}
-		f.last = &res
-	}
+	in, workloadsChanged, otherChanged := f.snapshot(f.wlIndex == nil)
+	f.updateRoutes(in, workloadsChanged, otherChanged)
 	var errs []error
 	errs = append(errs, f.applySysctls(resync)...)
 	if !f.inSync.Load() {
@@ -404,12 +425,14 @@ func (f *Felix) apply(ctx context.Context) error {
 		f.metrics.NetlinkErrors.Add(float64(res.NetlinkErrors))
 		return errors.Join(append(errs, err)...)
 	}
-	if resync || inputsChanged || f.tunnelDirty {
+	// A pod coming or going changes neither tunl0 nor NAT: leave them (and their netlink and
+	// iptables calls) to the changes that can.
+	if resync || otherChanged || f.tunnelDirty {
 		if err := f.applyTunnel(in); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if resync || inputsChanged || (!f.natRetryAt.IsZero() && !start.Before(f.natRetryAt)) {
+	if resync || otherChanged || (!f.natRetryAt.IsZero() && !start.Before(f.natRetryAt)) {
 		f.natRetryAt = time.Time{}
 		if err := f.nat.Apply(f.last.MasqPools, f.last.AllPools, resync); err != nil {
 			f.metrics.NATErrors.Inc()
@@ -439,6 +462,52 @@ func (f *Felix) apply(ctx context.Context) error {
 		f.metrics.LastApply.Set(float64(time.Now().UnixNano()) / 1e9)
 	}
 	return errors.Join(errs...)
+}
+
+// updateRoutes hands the route table what changed: on a workload-only change just the routes
+// of the pods that came, went or moved (calc.WorkloadChanges), otherwise a full recompute. The
+// full path is the reference; the incremental one is proven equal to it in calc's tests.
+func (f *Felix) updateRoutes(in calc.Input, workloadsChanged, otherChanged bool) {
+	old := f.wlIndex
+	if workloadsChanged {
+		idx, problems := calc.IndexWorkloads(in.Workloads, f.wlSpare)
+		f.releaseWorkloads()
+		in.Workloads = nil
+		for _, p := range problems {
+			f.log.Warn("workload skipped", "problem", p)
+		}
+		f.wlIndex, f.wlSpare = idx, old
+	}
+	in.WorkloadIndex = f.wlIndex
+	full := f.rt.HostRoutesChanged() || otherChanged || f.last == nil
+	if !full && workloadsChanged {
+		changes, ok := calc.WorkloadChanges(in, old, f.wlIndex)
+		if ok {
+			for _, c := range changes {
+				if c.Remove {
+					f.rt.RemoveRoute(c.Dst)
+				} else {
+					f.rt.SetRoute(c.Dst, c.Route)
+				}
+			}
+			return
+		}
+		full = true
+	}
+	if !full {
+		return
+	}
+	in.HostRoutes = f.rt.HostRoutes()
+	res := calc.ComputeInto(in, f.spare)
+	for _, p := range res.Problems {
+		f.log.Warn("input skipped", "problem", p)
+	}
+	f.reportUnresolved(res.Unresolved)
+	f.rt.SetRoutes(res.Routes)
+	if f.last != nil {
+		f.spare = f.last.Routes
+	}
+	f.last = &res
 }
 
 func (f *Felix) reportUnresolved(list []calc.Unresolved) {
@@ -509,7 +578,9 @@ func (f *Felix) SetInSync() {
 	f.tunnelDirty = true
 	f.dpMu.Unlock()
 	f.log.Info("in sync: stale routes, NAT rules and tunnel state may now be removed")
-	f.changed()
+	f.mu.Lock()
+	f.changed(false) // NAT and tunl0 are applied again, now with removals
+	f.mu.Unlock()
 }
 
 // Run is the event loop: netlink subscriptions, input changes, timed work (grace periods,

@@ -19,13 +19,21 @@ import (
 type fakeNAT struct {
 	mu        sync.Mutex
 	masq, all []netip.Prefix
+	calls     int
 }
 
 func (n *fakeNAT) Apply(masq, all []netip.Prefix, force bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.masq, n.all = masq, all
+	n.calls++
 	return nil
+}
+
+func (n *fakeNAT) applies() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.calls
 }
 
 type fakeSysctl struct {

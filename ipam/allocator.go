@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +36,13 @@ type Config struct {
 	Now func() time.Time
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
+	// PodAnnotations, when set, answers from a cache (tabby-node's informer of its node's pods)
+	// what the pool choice would otherwise GET from the API server; found=false falls back to the
+	// GET. Only the pool choice uses it: the garbage collector always looks at fresh data.
+	PodAnnotations func(namespace, name string) (annotations map[string]string, found bool)
+	// WaitForHandles makes Assign return only once the handle object is written (handles.go):
+	// for a short-lived process (the plugins' direct path) that would otherwise exit first.
+	WaitForHandles bool
 }
 
 // DefaultMaxRetries etc. are the defaults New fills in.
@@ -86,6 +92,11 @@ type Allocator struct {
 	labelCache map[string]cached[map[string]string]
 	nsCache    map[string]cached[map[string]string]
 	refreshing map[string]bool // background cache reads in flight (revalidate)
+
+	// Handle writes that follow their block write (handles.go), by handle.
+	hmu            sync.Mutex
+	pendingHandles map[string]*handleWrite
+	handleWrites   sync.WaitGroup
 }
 
 type cached[T any] struct {
@@ -111,9 +122,6 @@ type nodeState struct {
 	cursor map[netip.Prefix]int           // next ordinal to try, per block
 	// emptySince is when ReleaseEmptyBlocks first saw a block empty.
 	emptySince map[netip.Prefix]time.Time
-	// last is the block of the last assignment: the guess written into a new handle, so that in
-	// the common case the handle needs no second write. Read without mu.
-	last atomic.Pointer[netip.Prefix]
 
 	// The group commit of Assigns (commit.go): queue holds the requests waiting for the
 	// committer; committing says a committer goroutine runs. Guarded by qmu, not mu (the
@@ -143,11 +151,12 @@ func New(store Store, cfg Config) *Allocator {
 	}
 	return &Allocator{
 		store: store, cfg: cfg, log: log.With("component", "ipam"),
-		nodes:      map[string]*nodeState{},
-		blockLocks: map[netip.Prefix]*sync.Mutex{},
-		labelCache: map[string]cached[map[string]string]{},
-		nsCache:    map[string]cached[map[string]string]{},
-		refreshing: map[string]bool{},
+		nodes:          map[string]*nodeState{},
+		blockLocks:     map[netip.Prefix]*sync.Mutex{},
+		labelCache:     map[string]cached[map[string]string]{},
+		nsCache:        map[string]cached[map[string]string]{},
+		refreshing:     map[string]bool{},
+		pendingHandles: map[string]*handleWrite{},
 	}
 }
 
@@ -317,62 +326,19 @@ func (a *Allocator) Assign(ctx context.Context, r Request) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
 	}
 
-	// The pool choice (a pod GET for its annotation) and the handle Create are independent
-	// round trips: run them side by side. The handle is still written before the block (doc.go):
-	// a crash between the two leaves a handle without allocation, which the garbage collector
-	// recognises. It lists the node's last block as its guess; the committer re-points it
-	// before the block write when the address lands elsewhere (or the guess is not in the
-	// pools the request may use).
-	type chosen struct {
-		pools []pool
-		err   error
-	}
-	pch := make(chan chosen, 1)
-	go func() {
-		p, err := a.choosePools(ctx, r)
-		pch <- chosen{p, err}
-	}()
-	var guess netip.Prefix
-	if p := ns.last.Load(); p != nil {
-		guess = *p
-	}
-	h, existed, herr := a.createHandle(ctx, r, guess)
-	pc := <-pch
-	if herr != nil {
-		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, herr)
-	}
-	if pc.err != nil {
-		if !existed {
-			// Leave nothing behind: no block was written, so the new handle goes alone.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if derr := a.store.DeleteHandle(cctx, h.Name, h.ResourceVersion); derr != nil && !apierrors.IsNotFound(derr) && !apierrors.IsConflict(derr) {
-				return Assignment{}, fmt.Errorf("assign %s: %w (and deleting IPAMHandle %s failed: %v)", r.Handle, pc.err, h.Name, derr)
-			}
-		}
-		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, pc.err)
-	}
-	pools := pc.pools
-	if existed {
-		all, _, err := a.pools(ctx, false)
-		if err != nil {
-			return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
-		}
-		held, err := a.assignmentsOf(ctx, h, all)
-		if err != nil {
-			return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
-		}
-		if len(held) > 0 {
-			return held[0], nil
-		}
-		// A handle without an address: an earlier attempt failed or crashed between the two
-		// writes. Carry on with it.
-	}
-
-	as, err := a.commitAssign(ctx, ns, &assignOp{ctx: ctx, r: r, pools: pools, h: h})
+	// The block is written first and the IPAMHandle after it, off the reply's path (handles.go):
+	// one API write per pod on the CNI's clock instead of two in series.
+	pools, err := a.choosePools(ctx, r)
 	if err != nil {
-		// Leave nothing behind: the handle (and an allocation, if an update whose outcome is
-		// unknown went through after all) goes.
+		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
+	}
+	as, err := a.commitAssign(ctx, ns, &assignOp{ctx: ctx, r: r, pools: pools})
+	if err == nil && a.cfg.WaitForHandles {
+		err = a.waitHandle(ctx, r.Handle)
+	}
+	if err != nil {
+		// Leave nothing behind: an allocation (also one whose update's outcome was unknown, if
+		// it went through after all) and its handle go.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if rerr := a.ReleaseHandle(cctx, r.Handle); rerr != nil {
@@ -381,58 +347,6 @@ func (a *Allocator) Assign(ctx context.Context, r Request) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
 	}
 	return as, nil
-}
-
-// createHandle creates the handle object, or returns the existing one (existed).
-func (a *Allocator) createHandle(ctx context.Context, r Request, guess netip.Prefix) (*v1.IPAMHandle, bool, error) {
-	name := names.HandleName(r.Handle)
-	h := &v1.IPAMHandle{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{AnnotationHandleNode: r.Node}},
-		Spec:       v1.IPAMHandleSpec{HandleID: r.Handle},
-	}
-	if guess.IsValid() {
-		h.Spec.Block = map[string]int{guess.String(): 1}
-	}
-	got, err := a.store.CreateHandle(ctx, h)
-	if err == nil {
-		return got, false, nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return nil, false, fmt.Errorf("create IPAMHandle %s: %w", name, err)
-	}
-	got, err = a.store.GetHandle(ctx, name)
-	if err != nil {
-		return nil, false, fmt.Errorf("get IPAMHandle %s: %w", name, err)
-	}
-	if got.Spec.HandleID != r.Handle {
-		return nil, false, fmt.Errorf("IPAMHandle %s belongs to handle %q, not %q", name, got.Spec.HandleID, r.Handle)
-	}
-	return got, true, nil
-}
-
-// pointHandle makes the handle list exactly block, before the block is written.
-func (a *Allocator) pointHandle(ctx context.Context, h *v1.IPAMHandle, block netip.Prefix) (*v1.IPAMHandle, error) {
-	nh := h.DeepCopy()
-	nh.Spec.Block = map[string]int{block.String(): 1}
-	got, err := a.store.UpdateHandle(ctx, nh)
-	switch {
-	case err == nil:
-		return got, nil
-	case apierrors.IsNotFound(err):
-		// Gone (a garbage collector saw it without allocation): write it again.
-		nh.ResourceVersion = ""
-		got, err = a.store.CreateHandle(ctx, nh)
-		if err != nil {
-			return h, fmt.Errorf("re-create IPAMHandle %s: %w", nh.Name, err)
-		}
-		return got, nil
-	case apierrors.IsConflict(err):
-		if fresh, gerr := a.store.GetHandle(ctx, h.Name); gerr == nil {
-			return fresh, err
-		}
-		return h, err
-	}
-	return h, fmt.Errorf("update IPAMHandle %s: %w", nh.Name, err)
 }
 
 // choice is a free address found by pick.
@@ -687,56 +601,4 @@ func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
 	}
 	ns.loaded.Store(true)
 	return nil
-}
-
-// assignmentsOf finds the addresses a handle object's blocks hold for it.
-func (a *Allocator) assignmentsOf(ctx context.Context, h *v1.IPAMHandle, pools []pool) ([]Assignment, error) {
-	cidrs := make([]string, 0, len(h.Spec.Block))
-	for c := range h.Spec.Block {
-		cidrs = append(cidrs, c)
-	}
-	sort.Strings(cidrs)
-	var out []Assignment
-	for _, cs := range cidrs {
-		c, err := netip.ParsePrefix(cs)
-		if err != nil {
-			continue
-		}
-		b, err := a.store.GetBlock(ctx, names.BlockName(c))
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get IPAMBlock %s: %w", names.BlockName(c), err)
-		}
-		p, _ := poolFor(pools, c)
-		for _, o := range allocationsOf(b, h.Spec.HandleID) {
-			al := b.Spec.Allocations[strconv.Itoa(o)]
-			out = append(out, Assignment{
-				IP: addrAt(c, o), Block: c, Pool: p.Name, IPIPMode: p.IPIPMode,
-				Borrowed: al.Node != "" && al.Node != affinityNode(b), Node: al.Node,
-			})
-		}
-	}
-	return out, nil
-}
-
-// Lookup returns the addresses a handle holds (none for an unknown handle).
-func (a *Allocator) Lookup(ctx context.Context, handle string) ([]Assignment, error) {
-	h, err := a.store.GetHandle(ctx, names.HandleName(handle))
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lookup %s: get IPAMHandle %s: %w", handle, names.HandleName(handle), err)
-	}
-	pools, _, err := a.pools(ctx, false)
-	if err != nil {
-		return nil, fmt.Errorf("lookup %s: %w", handle, err)
-	}
-	out, err := a.assignmentsOf(ctx, h, pools)
-	if err != nil {
-		return nil, fmt.Errorf("lookup %s: %w", handle, err)
-	}
-	return out, nil
 }

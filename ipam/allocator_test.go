@@ -43,7 +43,18 @@ func TestAssignCommonCaseRoundTrips(t *testing.T) {
 	if first.IP.String() != "10.244.0.0" || first.Block.String() != "10.244.0.0/26" || first.Pool != "p" || first.Borrowed {
 		t.Fatalf("first assignment %+v", first)
 	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	s.ResetCalls()
+	// The handle is written after the reply: hold its Create, and Assign must still return.
+	hold := make(chan struct{})
+	s.Inject(func(op ipamtest.Op, name string) error {
+		if op == "CreateHandle" {
+			<-hold
+		}
+		return nil
+	})
 	second, err := a.Assign(ctx, req("n1", "c1"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +62,26 @@ func TestAssignCommonCaseRoundTrips(t *testing.T) {
 	if second.IP.String() != "10.244.0.1" {
 		t.Fatalf("second assignment %+v", second)
 	}
-	// Pod lookup (annotation), namespace lookup, one handle Create, one block Update.
-	writes := s.Calls("CreateHandle") + s.Calls("UpdateBlock") + s.Calls("UpdateHandle") + s.Calls("CreateBlock")
-	if writes != 2 || s.Calls("UpdateBlock") != 1 || s.Calls("ListBlocks") != 0 || s.Calls("GetBlock") != 0 {
-		t.Fatalf("common case: want 1 handle create + 1 block update, got creates=%d updates=%d handleUpdates=%d lists=%d gets=%d",
-			s.Calls("CreateHandle"), s.Calls("UpdateBlock"), s.Calls("UpdateHandle"), s.Calls("ListBlocks"), s.Calls("GetBlock"))
+	// On the reply's path: one block Update, nothing else written, nothing read.
+	if s.Calls("UpdateBlock") != 1 || s.Calls("CreateHandle") != 0 || s.Calls("UpdateHandle") != 0 || s.Calls("CreateBlock") != 0 ||
+		s.Calls("ListBlocks") != 0 || s.Calls("GetBlock") != 0 || s.Calls("GetHandle") != 0 {
+		t.Fatalf("common case: want 1 block update on the path, got updates=%d handleCreates=%d handleUpdates=%d lists=%d gets=%d",
+			s.Calls("UpdateBlock"), s.Calls("CreateHandle"), s.Calls("UpdateHandle"), s.Calls("ListBlocks"), s.Calls("GetBlock"))
+	}
+	// Before its handle exists, the address is found through the node's block.
+	if got, err := a.Lookup(ctx, "net.c1"); err != nil || len(got) != 1 || got[0].IP != second.IP {
+		t.Fatalf("lookup before the handle write: %+v %v", got, err)
+	}
+	close(hold)
+	s.Inject(nil)
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.Calls("CreateHandle") != 1 {
+		t.Fatalf("after the reply: want 1 handle create, got %d", s.Calls("CreateHandle"))
+	}
+	if h, err := s.GetHandle(ctx, names.HandleName("net.c1")); err != nil || h.Spec.Block["10.244.0.0/26"] != 1 || h.Annotations[ipam.AnnotationHandleNode] != "n1" {
+		t.Fatalf("handle after flush: %+v %v", h, err)
 	}
 	// The block and its affinity exist with the right names.
 	if len(s.Affinities()) != 1 || s.Affinities()[0].Name != names.AffinityName("n1", first.Block) || s.Affinities()[0].Spec.State != v1.AffinityConfirmed {
@@ -89,6 +115,99 @@ func TestAssignIdempotent(t *testing.T) {
 	got, err := a.Lookup(ctx, "net.c0")
 	if err != nil || len(got) != 1 || got[0].IP != x.IP || got[0].Node != "n1" {
 		t.Fatalf("lookup: %+v %v", got, err)
+	}
+}
+
+// The handle object is written after the block (handles.go). A process that dies in between
+// leaves an allocation without its handle: a restarted allocator must still give the same
+// address to a repeated Assign, find it on Lookup, release it on DEL, and write the handle.
+func TestAllocationWithoutHandleObject(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	crashed := ipam.New(s, ipam.Config{})
+	s.Inject(func(op ipamtest.Op, name string) error {
+		if op == "CreateHandle" || op == "UpdateHandle" {
+			return fmt.Errorf("the process died before this write")
+		}
+		return nil
+	})
+	x, err := crashed.Assign(ctx, req("n1", "c0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crashed.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Inject(nil)
+	if _, err := s.GetHandle(ctx, names.HandleName("net.c0")); err == nil {
+		t.Fatal("the handle was written despite the failure")
+	}
+
+	// The restarted process: Lookup (a repeated ADD's first question) and Assign find it.
+	restarted := ipam.New(s, ipam.Config{})
+	if err := restarted.LoadNode(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := restarted.Lookup(ctx, "net.c0"); err != nil || len(got) != 1 || got[0].IP != x.IP {
+		t.Fatalf("lookup: %+v %v, want %v", got, err, x.IP)
+	}
+	y, err := restarted.Assign(ctx, req("n1", "c0"))
+	if err != nil || y.IP != x.IP {
+		t.Fatalf("assign again: %v %v, want %v", y.IP, err, x.IP)
+	}
+	if n := countAllocations(s); n != 1 {
+		t.Fatalf("%d allocations, want 1", n)
+	}
+	if err := restarted.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.GetHandle(ctx, names.HandleName("net.c0")); err != nil || h.Spec.Block[x.Block.String()] != 1 {
+		t.Fatalf("the repeated Assign did not write the lost handle: %+v %v", h, err)
+	}
+
+	// Lost again, and DEL comes to yet another process (the direct path): it still releases.
+	if err := s.DeleteHandle(ctx, names.HandleName("net.c0"), ""); err != nil {
+		t.Fatal(err)
+	}
+	direct := ipam.New(s, ipam.Config{})
+	if err := direct.LoadNode(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.ReleaseHandle(ctx, "net.c0"); err != nil {
+		t.Fatal(err)
+	}
+	if n := countAllocations(s); n != 0 {
+		t.Fatalf("%d allocations after the release, want 0", n)
+	}
+}
+
+// WaitForHandles (the plugins' direct path, a process that exits after its reply) returns only
+// once the handle is written, and fails the Assign, leaving nothing, when it cannot be.
+func TestWaitForHandles(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	a := ipam.New(s, ipam.Config{WaitForHandles: true})
+	if _, err := a.Assign(ctx, req("n1", "ok")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetHandle(ctx, names.HandleName("net.ok")); err != nil {
+		t.Fatalf("Assign returned before its handle was written: %v", err)
+	}
+	s.Inject(func(op ipamtest.Op, name string) error {
+		if op == "CreateHandle" {
+			return fmt.Errorf("etcd is on fire")
+		}
+		return nil
+	})
+	_, err := a.Assign(ctx, req("n1", "bad"))
+	s.Inject(nil)
+	if err == nil || !strings.Contains(err.Error(), "etcd is on fire") {
+		t.Fatalf("assign with an unwritable handle: %v", err)
+	}
+	if n := countAllocations(s); n != 1 {
+		t.Fatalf("%d allocations, want 1 (the failed Assign's address released)", n)
 	}
 }
 

@@ -20,16 +20,14 @@ import (
 // ONE update per block. A lost compare-and-swap re-reads the block and retries the whole batch;
 // each request gets its own result or error.
 //
-// Crash safety is unchanged: every request's handle exists (and lists the block, re-pointed here
-// when needed) before the block update that holds its allocation, exactly as in doc.go; a batch
-// is just several allocations in that one update.
+// Crash safety is as in doc.go: a batch is just several allocations in one update. Each handle
+// is written after it (handles.go), except a borrowed address's, which is written before.
 
 // assignOp is one Assign waiting for its node's committer.
 type assignOp struct {
 	ctx   context.Context
 	r     Request
 	pools []pool
-	h     *v1.IPAMHandle
 
 	attempt int   // lost compare-and-swaps so far
 	lastErr error // the last of them
@@ -154,6 +152,13 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 	var writes []*blockWrite
 	pending := map[netip.Prefix]*blockWrite{}
 	for _, op := range live {
+		if c, o, ok := ns.heldBy(op.r.Handle, pending); ok {
+			// The handle has its address already (a repeated Assign, or one whose first reply
+			// never arrived): the same one again, and its handle written if a crash lost it.
+			a.recordHandleLater(op.r, c)
+			op.finish(a.assignmentAt(ctx, op, c, o, false), nil)
+			continue
+		}
 		c, ok := ns.pickAffineIn(op.pools, pending)
 		if !ok {
 			if len(writes) > 0 {
@@ -184,9 +189,11 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 	}
 
 	for _, w := range writes {
-		a.pointHandles(ctx, w, retry)
-		if len(w.ops) == 0 {
-			continue
+		if w.c.borrowed {
+			a.recordHandlesFirst(ctx, w, retry)
+			if len(w.ops) == 0 {
+				continue
+			}
 		}
 		nb, err := a.store.UpdateBlock(ctx, w.obj)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -197,6 +204,11 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 			continue
 		}
 		if err != nil {
+			// The update may have gone through all the same (a timeout): read the block again
+			// so that the requests' clean-up (ReleaseHandle) finds what it holds.
+			if !w.c.borrowed {
+				a.refreshBlock(ctx, ns, w.c.block, w.obj.Name)
+			}
 			for i, op := range w.ops {
 				op.finish(Assignment{}, fmt.Errorf("allocate %s in IPAMBlock %s: %w", addrAt(w.c.block, w.ordinals[i]), w.obj.Name, err))
 			}
@@ -206,15 +218,13 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 		if !c.borrowed {
 			ns.blocks[c.block] = nb
 			ns.cursor[c.block] = w.next
-			blk := c.block
-			ns.last.Store(&blk)
 		}
 		delete(ns.emptySince, c.block)
 		for i, op := range w.ops {
-			as := Assignment{IP: addrAt(c.block, w.ordinals[i]), Block: c.block, Pool: c.pool.Name, IPIPMode: c.pool.IPIPMode, Borrowed: c.borrowed, Node: op.r.Node}
-			if p, ok := poolFor(op.pools, c.block); ok {
-				as.Pool, as.IPIPMode = p.Name, p.IPIPMode
+			if !c.borrowed {
+				a.recordHandleLater(op.r, c.block)
 			}
+			as := a.assignmentAt(ctx, op, c.block, w.ordinals[i], c.borrowed)
 			a.log.Debug("assigned", "handle", op.r.Handle, "ip", as.IP, "block", as.Block, "borrowed", as.Borrowed, "batch", len(w.ops))
 			op.finish(as, nil)
 		}
@@ -222,21 +232,27 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 	return again
 }
 
-// pointHandles makes the handle of every request in w list w's block before the block is
-// written (doc.go): a handle created with a guess that did not hold, or left by an earlier
-// attempt, is re-pointed. A request whose handle cannot be written leaves the batch (its
-// allocation is taken out of the block): retried on a conflict, failed otherwise.
-func (a *Allocator) pointHandles(ctx context.Context, w *blockWrite, retry func(*assignOp, error)) {
-	key := w.c.block.String()
+// assignmentAt describes op's address: ordinal o of block c.
+func (a *Allocator) assignmentAt(ctx context.Context, op *assignOp, c netip.Prefix, o int, borrowed bool) Assignment {
+	as := Assignment{IP: addrAt(c, o), Block: c, Borrowed: borrowed, Node: op.r.Node}
+	p, ok := poolFor(op.pools, c)
+	if !ok {
+		// An address held since before the pools changed: its own pool, if it still exists.
+		all, _, _ := a.pools(ctx, false)
+		p, _ = poolFor(all, c)
+	}
+	as.Pool, as.IPIPMode = p.Name, p.IPIPMode
+	return as
+}
+
+// recordHandlesFirst writes the handle of every request in w (a borrowed block, which this node's
+// cache does not hold) before the block is written, so DEL finds the address through its handle
+// alone. A request whose handle cannot be written leaves the batch (its allocation is taken out
+// of the block): retried on a conflict, failed otherwise.
+func (a *Allocator) recordHandlesFirst(ctx context.Context, w *blockWrite, retry func(*assignOp, error)) {
 	keep := 0
 	for i, op := range w.ops {
-		if op.h.Spec.Block[key] != 0 && len(op.h.Spec.Block) == 1 {
-			w.ops[keep], w.ordinals[keep] = op, w.ordinals[i]
-			keep++
-			continue
-		}
-		h, err := a.pointHandle(ctx, op.h, w.c.block)
-		op.h = h
+		err := a.recordHandle(ctx, op.r, w.c.block)
 		if err == nil {
 			w.ops[keep], w.ordinals[keep] = op, w.ordinals[i]
 			keep++

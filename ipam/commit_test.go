@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestConcurrentAssignsAreBatched(t *testing.T) {
 	}
 }
 
-// A batch's requests fail or succeed on their own: one whose handle cannot be written fails
+// A batch's requests fail or succeed on their own: one whose block cannot be claimed fails
 // alone, the others of its batch are written.
 func TestBatchFailsRequestsAlone(t *testing.T) {
 	ctx := context.Background()
@@ -115,7 +116,7 @@ func TestBatchFailsRequestsAlone(t *testing.T) {
 		switch {
 		case op == "UpdateBlock":
 			once.Do(func() { <-hold })
-		case op == "UpdateHandle" && name == names.HandleName("net.bad"):
+		case op == "CreateBlock":
 			return fmt.Errorf("etcd is on fire")
 		}
 		return nil
@@ -134,8 +135,7 @@ func TestBatchFailsRequestsAlone(t *testing.T) {
 	}
 	run("first", "a")
 	waitFor(t, "the first update in flight", func() bool { return s.Calls("UpdateBlock") == 1 })
-	// "bad" asks for pool b: its handle (guessing the node's block of pool a) must be
-	// re-pointed, and that write fails.
+	// "bad" asks for pool b, where the node has no block: its claim fails.
 	run("ok1", "a")
 	run("bad", "b")
 	run("ok2", "a")
@@ -148,14 +148,20 @@ func TestBatchFailsRequestsAlone(t *testing.T) {
 			t.Errorf("%s: %v", id, errs[id])
 		}
 	}
-	if errs["bad"] == nil {
-		t.Fatal("bad: want an error")
+	if errs["bad"] == nil || !strings.Contains(errs["bad"].Error(), "etcd is on fire") {
+		t.Fatalf("bad: %v, want the claim's error", errs["bad"])
 	}
 	if got, _ := a.Lookup(ctx, "net.bad"); len(got) != 0 {
 		t.Fatalf("the failed request holds %v", got)
 	}
 	if c := countAllocations(s); c != 4 {
 		t.Fatalf("%d allocations, want 4", c)
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetHandle(ctx, names.HandleName("net.bad")); err == nil {
+		t.Fatal("the failed request left its handle")
 	}
 }
 

@@ -19,25 +19,40 @@
 //
 // # Write order, and what a crash between two writes leaves
 //
-// Assign: (1) create the handle, listing the block it expects to use (the node's current block,
-// kept in memory, so the common case needs no further handle write); (2) update the block with
-// the allocation. When the address ends up in another block (the guess was full, or the block
-// update lost its compare-and-swap), the handle is re-pointed BEFORE the block is written. So
-// every allocation's block is listed in its handle: the handle exists whenever an allocation
-// does.
-//   - crash after (1): a handle without allocation. Assigning the same handle again (the
-//     runtime's retry) resumes it; otherwise the garbage collector deletes it after its grace
-//     period (ipam/gc, "handle without allocation").
+// Assign, address in one of the node's own blocks (the common case): (1) update the block with
+// the allocation, which names the handle; (2) create the handle, listing the block, after the
+// reply and off its path (handles.go), so an ADD waits for one API write, not two. The node's
+// blocks are this process's cache and are what Assign, Lookup and ReleaseHandle look at besides
+// the handle objects: until (2) lands, the block alone says which address the handle holds.
+//   - crash after (1): an allocation without its handle object. A repeated Assign (the runtime's
+//     retry) finds it in the node's blocks, answers with it and writes the handle; DEL finds it
+//     there too (the plugins pass the node, and the allocator loads that node's blocks first);
+//     otherwise the garbage collector releases it if its pod is gone, or writes its handle
+//     again (ipam/gc, "allocation without handle"), after its grace period.
 //   - crash after (2): a complete allocation whose ADD never returned. The runtime calls DEL
 //     (release by handle), or, if the pod is gone, the garbage collector releases it.
+//
+// The plugins' direct path (a process per CNI call, Config.WaitForHandles) waits for (2) before
+// it answers, because it exits right after; tabby-node flushes its pending handle writes when it
+// stops.
+//
+// Assign, borrowed address (another node's block, which this node's cache does not hold): the
+// handle is written first, then the block, so that DEL finds the address through the handle
+// alone. A crash in between leaves a handle without allocation: a repeated Assign adds the block
+// of its new address to it; otherwise the garbage collector deletes it after its grace period
+// ("handle without allocation").
+//
+// A handle may list more than one block (an Assign that raced a direct-path process's write in
+// a block this process had not seen): release visits them all, so nothing leaks.
 //
 // Claim (inside Assign): (a) create the IPAMBlock with the node's affinity; (b) create the
 // BlockAffinity. A crash after (a) leaves a block without affinity object; the node's allocator
 // recreates the affinity when it loads the node's blocks (and the block is used normally).
 //
-// Release by handle: (1) remove the allocations from each block the handle lists; (2) delete the
-// handle (with its resourceVersion as precondition: a handle an Assign re-pointed in between is
-// looked at again). A crash after (1) leaves a handle without allocation: DEL again, or the
+// Release by handle: (1) remove the allocations from each block the handle lists, and from the
+// node's blocks that hold the handle; (2) delete the
+// handle (with its resourceVersion as precondition: a handle an Assign added a block to in
+// between is looked at again). A crash after (1) leaves a handle without allocation: DEL again, or the
 // garbage collector, deletes it. Releasing an unknown handle succeeds.
 //
 // Release of an empty block (after AffinityGracePeriod): (1) delete the block with its
@@ -50,24 +65,23 @@
 // its block, and released only by another. The garbage collector releases an allocation only if
 // it still holds the same handle at a fresh read (Allocator.ReleaseIfHeld), after a fresh GET
 // of the pod says it is gone. Allocations without pod attributes (the tunnel address) are never
-// released by the collector. An allocation whose handle object is missing (not produced by this
-// write order, but by hand-edits or older writers) is released if its pod is gone, otherwise its
-// handle is written again.
+// released by the collector. An allocation whose handle object is missing is released if its pod
+// is gone, otherwise its handle is written again.
 //
 // # Performance
 //
 // One Allocator per process (tabby-node) serves every CNI call of its node: it caches the
 // node's affine blocks (refreshed when a compare-and-swap finds them stale), pools, node labels
 // and namespace annotations (CacheTTL; past it the last copy is served while one background read
-// refreshes it). The common Assign is: GET pod (its annotations choose the pool) side by side
-// with the handle Create, then the block update — two round trips on its path. A release is GET
-// handle, update block, delete handle.
+// refreshes it), and takes the pod's annotations from tabby-node's informer of the node's pods
+// (Config.PodAnnotations, package podcache). The common Assign is then one round trip on its
+// path, the block update; the handle Create follows it. A release is GET handle, update block,
+// delete handle.
 //
 // Group commit (commit.go): Assigns on one node are not serialised one block update each. While
 // an update for the node is in flight the others queue; the node's committer then chooses all
 // queued requests' ordinals in its in-memory copy of the block and writes them in ONE update
 // (a lost compare-and-swap re-reads the block and retries the batch; each request gets its own
-// result or error). The write order above holds per request: every handle of a batch exists, and
-// lists the block, before the update that holds its allocation. Releases of one block are
+// result or error). The write order above holds per request. Releases of one block are
 // serialised per block.
 package ipam

@@ -160,18 +160,14 @@ func selectPools(all []pool, bad []string, nodeName string, labels map[string]st
 
 // annotatedPools reads tabby.dev/ipv4pools from the pod, else from its namespace.
 func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string) ([]string, string, error) {
-	pod, err := a.store.GetPod(ctx, namespace, name)
-	switch {
-	case apierrors.IsNotFound(err):
-		// A pod the API does not know (a runtime without Kubernetes, or a test): no annotation.
-	case err != nil:
-		return nil, "", fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
-	default:
-		if v, ok := pod.Annotations[v1.AnnotationIPv4Pools]; ok {
-			src := fmt.Sprintf("pod %s/%s annotation %s", namespace, name, v1.AnnotationIPv4Pools)
-			l, err := parsePoolList(v, src)
-			return l, src, err
-		}
+	podAnn, err := a.podAnnotations(ctx, namespace, name)
+	if err != nil {
+		return nil, "", err
+	}
+	if v, ok := podAnn[v1.AnnotationIPv4Pools]; ok {
+		src := fmt.Sprintf("pod %s/%s annotation %s", namespace, name, v1.AnnotationIPv4Pools)
+		l, err := parsePoolList(v, src)
+		return l, src, err
 	}
 	ann, err := a.namespaceAnnotations(ctx, namespace)
 	if err != nil {
@@ -183,6 +179,24 @@ func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string) 
 		return l, src, err
 	}
 	return nil, "", nil
+}
+
+// podAnnotations asks the cache (Config.PodAnnotations) first, then the API server. A pod the
+// API does not know (a runtime without Kubernetes, or a test) has no annotations.
+func (a *Allocator) podAnnotations(ctx context.Context, namespace, name string) (map[string]string, error) {
+	if a.cfg.PodAnnotations != nil {
+		if ann, ok := a.cfg.PodAnnotations(namespace, name); ok {
+			return ann, nil
+		}
+	}
+	pod, err := a.store.GetPod(ctx, namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
+	}
+	return pod.Annotations, nil
 }
 
 func parsePoolList(v, src string) ([]string, error) {

@@ -18,33 +18,32 @@ import (
 var ErrNotAllocated = errors.New("not allocated")
 
 // ReleaseHandle releases every address of handle and deletes the handle. Releasing an unknown
-// handle succeeds. The blocks are written before the handle is deleted (doc.go).
+// handle succeeds. The blocks are written before the handle is deleted (doc.go). Besides the
+// blocks the handle object lists, it looks in the cached blocks of the nodes this allocator
+// knows (LoadNode): an address whose handle object is not written yet, or was lost to a crash.
 func (a *Allocator) ReleaseHandle(ctx context.Context, handle string) error {
+	// A handle write still in flight would otherwise land after the release and leave a
+	// handle without allocation behind.
+	_ = a.waitHandle(ctx, handle)
 	name := names.HandleName(handle)
 	for range a.cfg.MaxRetries {
 		h, err := a.store.GetHandle(ctx, name)
 		if apierrors.IsNotFound(err) {
-			return nil
+			h, err = nil, nil
 		}
 		if err != nil {
 			return fmt.Errorf("release %s: get IPAMHandle %s: %w", handle, name, err)
 		}
-		if h.Spec.HandleID != handle {
+		if h != nil && h.Spec.HandleID != handle {
 			return fmt.Errorf("release %s: IPAMHandle %s belongs to handle %q", handle, name, h.Spec.HandleID)
 		}
-		cidrs := make([]string, 0, len(h.Spec.Block))
-		for c := range h.Spec.Block {
-			cidrs = append(cidrs, c)
-		}
-		sort.Strings(cidrs)
-		for _, cs := range cidrs {
-			c, err := netip.ParsePrefix(cs)
-			if err != nil {
-				continue
-			}
+		for _, c := range a.blocksOfHandle(h, handle) {
 			if _, err := a.releaseInBlock(ctx, c, func(_ int, al v1.Allocation) bool { return al.Handle == handle }); err != nil {
 				return fmt.Errorf("release %s: %w", handle, err)
 			}
+		}
+		if h == nil {
+			return nil
 		}
 		err = a.store.DeleteHandle(ctx, name, h.ResourceVersion)
 		if err == nil || apierrors.IsNotFound(err) {
@@ -54,8 +53,8 @@ func (a *Allocator) ReleaseHandle(ctx context.Context, handle string) error {
 		if !apierrors.IsConflict(err) {
 			return fmt.Errorf("release %s: delete IPAMHandle %s: %w", handle, name, err)
 		}
-		// The handle changed under us (an Assign resuming it pointed it at another block): the
-		// blocks must be looked at again.
+		// The handle changed under us (an Assign added a block to it): the blocks must be
+		// looked at again.
 	}
 	return fmt.Errorf("release %s: gave up after %d compare-and-swap conflicts on IPAMHandle %s", handle, a.cfg.MaxRetries, name)
 }
@@ -309,9 +308,6 @@ func (a *Allocator) ReleaseEmptyBlocks(ctx context.Context, node string) error {
 		delete(ns.blocks, c)
 		delete(ns.emptySince, c)
 		delete(ns.cursor, c)
-		if p := ns.last.Load(); p != nil && *p == c {
-			ns.last.Store(nil)
-		}
 		an := names.AffinityName(node, c)
 		if err := a.store.DeleteAffinity(ctx, an, ""); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete BlockAffinity %s: %w", an, err))

@@ -7,24 +7,20 @@ import (
 	"path/filepath"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/tabbynet/tabby/apis/selector"
 	v1 "github.com/tabbynet/tabby/apis/v1"
-	"github.com/tabbynet/tabby/internal/grpcjson"
 	ipamgc "github.com/tabbynet/tabby/ipam/gc"
 	ipamrpc "github.com/tabbynet/tabby/ipam/rpc"
 	"github.com/tabbynet/tabby/node/installcni"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
-func (a *Agent) serveIPAM() (*grpc.Server, error) {
-	l, err := grpcjson.Listen(filepath.Join(a.cfg.RunDir, "ipam.sock"))
+func (a *Agent) serveIPAM() (*ipamrpc.Server, error) {
+	l, err := ipamrpc.Listen(filepath.Join(a.cfg.RunDir, "ipam.sock"))
 	if err != nil {
 		return nil, fmt.Errorf("IPAM service: %w", err)
 	}
-	srv := grpc.NewServer(grpcjson.ServerOptions()...)
-	ipamrpc.NewServer(a.alloc).Register(srv)
+	srv := ipamrpc.NewServer(a.alloc)
 	go func() {
 		if err := srv.Serve(l); err != nil {
 			a.log.Error("IPAM service stopped", "error", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/ipam"
+	"github.com/tabbynet/tabby/ipam/podcache"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -37,6 +38,7 @@ type Agent struct {
 	bgp    *bird.Bird
 	alloc  *ipam.Allocator
 	store  ipam.Store
+	pods   *podcache.Cache
 	syncer *syncer.Syncer
 
 	tunnelKick chan struct{}
@@ -77,7 +79,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	a.store = ipam.NewKubeStore(c)
-	a.alloc = ipam.New(a.store, ipam.Config{Logger: log.With("component", "ipam")})
+	a.pods = podcache.New(c.Kube, cfg.NodeName)
+	a.alloc = ipam.New(a.store, ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations})
 	if a.felix, err = felix.New(felix.Config{
 		NodeName: cfg.NodeName, UplinkInterface: uplink, TunnelMTU: tunnelMTU(cfg.MTU),
 		WorkloadGracePeriod: cfg.WorkloadGrace, ResyncInterval: cfg.ResyncInterval,
@@ -129,6 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return a.bgp.Run(gctx)
 	})
 	g.Go(func() error { return a.syncer.Run(gctx) })
+	g.Go(func() error { return a.pods.Run(gctx) })
 	g.Go(func() error { return a.runTunnelAddress(gctx) })
 	g.Go(func() error { return a.runGC(gctx) })
 	g.Go(func() error { return a.declareInSync(gctx) })
@@ -144,7 +148,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	stopFelix()
 	<-felixDone
 	shutdownErr := a.shutdown()
-	ipamSrv.GracefulStop()
+	ipamSrv.Stop()
+	a.flushIPAM()
 	_ = health.Close()
 	_ = metrics.Close()
 	stopRun()

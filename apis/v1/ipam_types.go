@@ -25,7 +25,11 @@ type IPAMBlockSpec struct {
 	// +optional
 	Affinity string `json:"affinity,omitempty"`
 	// Allocations by ordinal: the address's offset in the block, in decimal.
+	// Atomic for server-side apply: tabby writes the map whole with compare-and-swap anyway, and
+	// tracking each entry's field manager made every update of a full block cost the API server
+	// twice as much.
 	// +optional
+	// +mapType=atomic
 	Allocations map[string]Allocation `json:"allocations,omitempty"`
 }
 

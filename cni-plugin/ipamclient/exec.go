@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,25 +19,6 @@ import (
 // Kubernetes client (its init alone cost ~10 ms per exec, paid by every ADD and DEL); its direct
 // path, only used when tabby-node does not answer, runs the allocator in tabby-ipam instead.
 const ExecEnv = "TABBY_IPAM_EXEC"
-
-type execRequest struct {
-	Kubeconfig     string          `json:"kubeconfig,omitempty"`
-	StrictAffinity bool            `json:"strictAffinity,omitempty"`
-	Request        json.RawMessage `json:"request"`
-}
-
-type execReply struct {
-	Reply json.RawMessage `json:"reply,omitempty"`
-	Kind  string          `json:"kind,omitempty"` // error kind, see kinds
-	Error string          `json:"error,omitempty"`
-}
-
-var kinds = map[string]error{
-	"unavailable": api.ErrUnavailable,
-	"exhausted":   api.ErrExhausted,
-	"nopool":      api.ErrNoPool,
-	"invalid":     api.ErrInvalid,
-}
 
 // ExecOpener is the tabby binary's direct path: every call runs binary (found in CNI_PATH, else
 // next to the running executable) with ExecEnv set.
@@ -79,7 +59,7 @@ func (e *execService) call(ctx context.Context, method string, req, resp any) er
 	if err != nil {
 		return err
 	}
-	in, err := json.Marshal(execRequest{Kubeconfig: e.kubeconfig, StrictAffinity: e.strict, Request: body})
+	in, err := json.Marshal(api.Request{Method: method, Kubeconfig: e.kubeconfig, StrictAffinity: e.strict, Body: body})
 	if err != nil {
 		return err
 	}
@@ -89,17 +69,11 @@ func (e *execService) call(ctx context.Context, method string, req, resp any) er
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	runErr := cmd.Run()
-	var r execReply
+	var r api.Reply
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		return fmt.Errorf("%s %s: %v (no reply: %v) %s", e.path, method, runErr, err, strings.TrimSpace(stderr.String()))
 	}
-	if r.Error != "" {
-		if k, ok := kinds[r.Kind]; ok {
-			return fmt.Errorf("%w: %s", k, r.Error)
-		}
-		return errors.New(r.Error)
-	}
-	return json.Unmarshal(r.Reply, resp)
+	return r.Decode(resp)
 }
 
 func (e *execService) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
@@ -130,21 +104,8 @@ func (e *execService) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, e
 // ServeExec answers one ExecEnv call: decode the request from stdin, run method on the Service
 // open builds, write the reply (or the error and its kind) to stdout.
 func ServeExec(ctx context.Context, method string, open DirectOpener, stdin io.Reader, stdout io.Writer) error {
-	reply := func(v any, err error) error {
-		var r execReply
-		if err != nil {
-			r.Error = err.Error()
-			for name, k := range kinds {
-				if errors.Is(err, k) {
-					r.Kind = name
-				}
-			}
-		} else if r.Reply, err = json.Marshal(v); err != nil {
-			return err
-		}
-		return json.NewEncoder(stdout).Encode(r)
-	}
-	var req execRequest
+	reply := func(v any, err error) error { return json.NewEncoder(stdout).Encode(api.NewReply(v, err)) }
+	var req api.Request
 	if err := json.NewDecoder(stdin).Decode(&req); err != nil {
 		return reply(nil, fmt.Errorf("%w: decode %s request: %v", api.ErrInvalid, method, err))
 	}
@@ -152,28 +113,5 @@ func ServeExec(ctx context.Context, method string, open DirectOpener, stdin io.R
 	if err != nil {
 		return reply(nil, err)
 	}
-	dispatch := func(in any, call func() (any, error)) error {
-		if err := json.Unmarshal(req.Request, in); err != nil {
-			return reply(nil, fmt.Errorf("%w: decode %s request: %v", api.ErrInvalid, method, err))
-		}
-		return reply(call())
-	}
-	switch method {
-	case "Assign":
-		r := new(api.AssignRequest)
-		return dispatch(r, func() (any, error) { return svc.Assign(ctx, r) })
-	case "Release":
-		r := new(api.ReleaseRequest)
-		return dispatch(r, func() (any, error) { return svc.Release(ctx, r) })
-	case "Lookup":
-		r := new(api.LookupRequest)
-		return dispatch(r, func() (any, error) { return svc.Lookup(ctx, r) })
-	case "Ready":
-		r := new(api.ReadyRequest)
-		return dispatch(r, func() (any, error) { return svc.Ready(ctx, r) })
-	case "GC":
-		r := new(api.GCRequest)
-		return dispatch(r, func() (any, error) { return svc.GC(ctx, r) })
-	}
-	return reply(nil, fmt.Errorf("%w: %s=%q is not a method", api.ErrInvalid, ExecEnv, method))
+	return reply(api.Dispatch(ctx, svc, method, req.Body))
 }

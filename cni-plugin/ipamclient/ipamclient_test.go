@@ -60,7 +60,7 @@ func TestNoDirectPathIsUnavailable(t *testing.T) {
 
 // The exec transport keeps error kinds: what tabby-ipam's allocator says reaches tabby intact.
 func TestServeExecKeepsKinds(t *testing.T) {
-	in := bytes.NewBufferString(`{"kubeconfig":"/k","request":{"handle":"n.c","node":"a"}}`)
+	in := bytes.NewBufferString(`{"method":"Assign","kubeconfig":"/k","body":{"handle":"n.c","node":"a"}}`)
 	var out bytes.Buffer
 	open := func(_ context.Context, kc string, _ bool) (api.Service, error) {
 		if kc != "/k" {
@@ -75,7 +75,7 @@ func TestServeExecKeepsKinds(t *testing.T) {
 		t.Fatalf("reply %s lacks the kind", out.Bytes())
 	}
 	out.Reset()
-	in = bytes.NewBufferString(`{"kubeconfig":"/k","request":{}}`)
+	in = bytes.NewBufferString(`{"method":"Nope","kubeconfig":"/k","body":{}}`)
 	ServeExec(context.Background(), "Nope", open, in, &out)
 	if !bytes.Contains(out.Bytes(), []byte(`"kind":"invalid"`)) {
 		t.Fatalf("unknown method reply %s", out.Bytes())

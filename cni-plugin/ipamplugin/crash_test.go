@@ -52,18 +52,18 @@ const (
 	// The direct path serialises a node's processes on /run/tabby/ipam-direct.lock, so most of
 	// an ADD's life is the wait for that lock: these kills mostly land before any write.
 	killTimer
-	// killOnHandle: SIGKILL a random 0–10 ms after its IPAMHandle appears: between the handle
-	// and the block write, or during the block write.
-	killOnHandle
-	// killFrozen: like killOnHandle, but the moment is pinned with SIGSTOP, then SIGKILL once
-	// its allocation appears (or 100 ms passed). A write already sent commits; the reply is
-	// never read. Without the pin, a kill aimed after the block write almost always comes after
+	// killOnAlloc: SIGKILL a random 0–10 ms after its allocation appears in the block: between
+	// the block and the handle write (ipam/handles.go), or during the handle write.
+	killOnAlloc
+	// killFrozen: the moment is pinned with SIGSTOP as soon as the allocation appears, then
+	// SIGKILL once the handle appears (or 100 ms passed). A write already sent commits; the
+	// reply is never read. Without the pin, a kill aimed after the block write often comes after
 	// the process has printed its result and exited (it is faster than any watch).
 	killFrozen
 )
 
 func (m killMode) String() string {
-	return [...]string{"none", "timer", "on-handle", "frozen"}[m]
+	return [...]string{"none", "timer", "on-alloc", "frozen"}[m]
 }
 
 // attempt is one container's ADD.
@@ -207,7 +207,7 @@ func (p *plugin) add(t *testing.T, tr *triggers, a *attempt) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// Subscribe before exec: the handle can appear within milliseconds.
 	var handleSeen, allocSeen <-chan struct{}
-	if a.mode == killOnHandle || a.mode == killFrozen {
+	if a.mode == killOnAlloc || a.mode == killFrozen {
 		handleSeen = tr.wait("h", a.handle())
 		allocSeen = tr.wait("a", a.handle())
 	}
@@ -230,20 +230,23 @@ func (p *plugin) add(t *testing.T, tr *triggers, a *attempt) {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			werr = <-exited
 		}
-	case killOnHandle, killFrozen:
+	case killOnAlloc, killFrozen:
 		select {
 		case werr = <-exited:
-		case <-handleSeen:
+		case <-allocSeen:
+			if a.mode == killFrozen {
+				_ = cmd.Process.Signal(syscall.SIGSTOP)
+				select {
+				case <-handleSeen:
+				case <-time.After(100 * time.Millisecond):
+				}
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				werr = <-exited
+				break
+			}
 			select {
 			case werr = <-exited:
 			case <-time.After(a.delay):
-				if a.mode == killFrozen {
-					_ = cmd.Process.Signal(syscall.SIGSTOP)
-					select {
-					case <-allocSeen:
-					case <-time.After(100 * time.Millisecond):
-					}
-				}
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				werr = <-exited
 			}
@@ -374,7 +377,7 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 	usedIP := map[netip.Addr]string{}
 	timerMax := 150 * time.Millisecond // then the p90 of the completed ADDs
 	// fates[outcome][kept]: whether some killed attempt with that outcome (0 nothing written,
-	// 1 handle only, 2 handle and allocation) had its pod kept / deleted yet.
+	// 1 allocation only, 2 allocation and handle) had its pod kept / deleted yet.
 	var fates [3][2]bool
 	var durs []time.Duration // of the completed ADDs
 	for round := range crashRounds {
@@ -445,9 +448,10 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 			case a.killed:
 				outcome := 0
 				if held[a.handle()] {
-					outcome = 2
-				} else if handles[a.handle()] {
 					outcome = 1
+					if handles[a.handle()] {
+						outcome = 2
+					}
 				}
 				switch f := &fates[outcome]; {
 				case !f[0]:
@@ -497,10 +501,11 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		}
 		allocOf[al.Handle] = ip
 	}
-	var completed, killed, untouched, handleOnly, fullAlloc, dead int
-	byMode := map[killMode][3]int{} // killed: nothing written, handle only, handle+allocation
+	var completed, killed, untouched, allocOnly, fullAlloc, dead int
+	byMode := map[killMode][3]int{} // killed: nothing written, allocation only, allocation+handle
 	deadAllocs := map[netip.Addr]string{}
 	deadHandles := map[string]bool{}
+	lostHandles := map[string]bool{} // live pods' allocations whose handle the kill prevented
 	var live []*attempt
 	for _, a := range all {
 		if a.completed {
@@ -514,16 +519,16 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		killed++
 		_, hasAlloc := allocOf[a.handle()]
 		hasHandle := handles[a.handle()]
-		if hasAlloc && !hasHandle {
-			t.Fatalf("killed %s left an allocation without its handle (write order broken)", a.container)
+		if hasHandle && !hasAlloc {
+			t.Fatalf("killed %s left a handle without allocation (write order broken: the handle follows the block)", a.container)
 		}
 		c := byMode[a.mode]
 		switch {
-		case hasAlloc:
+		case hasHandle:
 			fullAlloc++
 			c[2]++
-		case hasHandle:
-			handleOnly++
+		case hasAlloc:
+			allocOnly++
 			c[1]++
 		default:
 			untouched++
@@ -532,6 +537,9 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		byMode[a.mode] = c
 		if a.podKept {
 			live = append(live, a)
+			if hasAlloc && !hasHandle {
+				lostHandles[a.handle()] = true
+			}
 			continue
 		}
 		dead++
@@ -542,14 +550,14 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 			deadHandles[a.handle()] = true
 		}
 	}
-	t.Logf("%d ADDs in %d rounds of %d: %d completed, %d SIGKILLed (%d before any write, %d between handle and block write, %d after the allocation but before the result); %d killed pods deleted",
-		len(all), crashRounds, crashPerRound, completed, killed, untouched, handleOnly, fullAlloc, dead)
-	for _, m := range []killMode{killTimer, killOnHandle, killFrozen} {
+	t.Logf("%d ADDs in %d rounds of %d: %d completed, %d SIGKILLed (%d before any write, %d between block and handle write, %d after both but before the result); %d killed pods deleted",
+		len(all), crashRounds, crashPerRound, completed, killed, untouched, allocOnly, fullAlloc, dead)
+	for _, m := range []killMode{killTimer, killOnAlloc, killFrozen} {
 		c := byMode[m]
-		t.Logf("  kill %-9s: %d nothing written, %d handle only, %d handle+allocation", m, c[0], c[1], c[2])
+		t.Logf("  kill %-9s: %d nothing written, %d allocation only, %d allocation+handle", m, c[0], c[1], c[2])
 	}
-	if handleOnly == 0 {
-		t.Log("note: no kill landed between the handle and the block write this run")
+	if allocOnly == 0 {
+		t.Log("note: no kill landed between the block and the handle write this run")
 	}
 	if fullAlloc == 0 {
 		t.Log("note: no kill landed after the allocation this run")
@@ -560,8 +568,8 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ipam.Check: %v", err)
 	}
-	// Before the GC, only what the kills explain: allocations of deleted pods, and handles whose
-	// process died before the block write.
+	// Before the GC, only what the kills explain: allocations of deleted pods, and allocations
+	// whose process died before the handle write.
 	for _, o := range rep.WithoutPod {
 		if deadAllocs[o.IP] != o.Handle {
 			t.Errorf("Check: %v (%s) reported without pod, but its pod lives", o.IP, o.Handle)
@@ -570,20 +578,19 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 	if len(rep.WithoutPod) != len(deadAllocs) {
 		t.Errorf("Check: %d allocations without pod, want %d", len(rep.WithoutPod), len(deadAllocs))
 	}
-	for _, h := range rep.HandlesWithoutAllocation {
-		if _, ok := allocOf[h]; ok || !handles[h] {
-			t.Errorf("Check: handle %s reported without allocation, but it has one", h)
+	for _, o := range rep.WithoutHandle {
+		if deadAllocs[o.IP] != o.Handle && !lostHandles[o.Handle] {
+			t.Errorf("Check: %v (%s) reported without handle, but no kill explains it", o.IP, o.Handle)
 		}
 	}
-	if other := rep.Problems() - len(rep.WithoutPod) - len(rep.HandlesWithoutAllocation); other != 0 {
+	if other := rep.Problems() - len(rep.WithoutPod) - len(rep.WithoutHandle); other != 0 {
 		t.Fatalf("Check before GC: %d unexpected problems: %+v", other, rep)
 	}
-	orphanHandlesBefore := len(rep.HandlesWithoutAllocation)
 
 	// The collector, as tabby-node runs it for its node, until nothing is pending.
 	alloc := ipam.New(store, ipam.Config{})
 	col := gc.New(store, alloc, gc.Config{Node: node, GracePeriod: gcGrace})
-	released, deleted := map[netip.Addr]bool{}, map[string]bool{}
+	released, deleted, restored := map[netip.Addr]bool{}, map[string]bool{}, map[string]bool{}
 	gcStart := time.Now()
 	deadline := gcStart.Add(20 * time.Second)
 	runs := 0
@@ -596,8 +603,8 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		if n := len(res.ReleasedIPs) + len(res.DeletedHandles) + len(res.RestoredHandles); n > 0 && time.Since(gcStart) < gcGrace {
 			t.Fatalf("GC collected %d leftovers %v after %v, before its grace period %v", n, res, time.Since(gcStart), gcGrace)
 		}
-		if len(res.RestoredHandles) > 0 {
-			t.Errorf("GC restored handles %v: no allocation ever lost its handle here", res.RestoredHandles)
+		for _, h := range res.RestoredHandles {
+			restored[h] = true
 		}
 		for _, ip := range res.ReleasedIPs {
 			released[ip] = true
@@ -623,8 +630,12 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // the poll interval; the grace period is the condition
 	}
 	t.Logf("orphaned by the kills of deleted pods: %d allocations, %d handles", len(deadAllocs), len(deadHandles))
-	t.Logf("GC converged after %d runs in %v: released %d addresses of deleted pods, deleted %d handles (%d were without allocation before the GC)",
-		runs, time.Since(gcStart).Round(time.Millisecond), len(released), len(deleted), orphanHandlesBefore)
+	t.Logf("GC converged after %d runs in %v: released %d addresses of deleted pods, deleted %d handles, restored %d handles of live pods",
+		runs, time.Since(gcStart).Round(time.Millisecond), len(released), len(deleted), len(restored))
+	// Exactly the live pods' lost handles were written again.
+	if !maps.Equal(restored, lostHandles) {
+		t.Errorf("GC restored handles %v, want exactly the kept pods' lost ones %v", slices.Sorted(maps.Keys(restored)), slices.Sorted(maps.Keys(lostHandles)))
+	}
 
 	// Exactly the dead pods' addresses were released; the live ones kept theirs.
 	for ip := range released {

@@ -96,7 +96,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		return err
 	}
 	defer inv.close()
-	if _, err := inv.ipam.Release(inv.ctx, &api.ReleaseRequest{Handle: inv.handle}); err != nil {
+	if _, err := inv.ipam.Release(inv.ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName}); err != nil {
 		return cnierr.IPAM("release address", err)
 	}
 	return nil
@@ -108,7 +108,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 		return err
 	}
 	defer inv.close()
-	l, err := inv.ipam.Lookup(inv.ctx, &api.LookupRequest{Handle: inv.handle})
+	l, err := inv.ipam.Lookup(inv.ctx, &api.LookupRequest{Handle: inv.handle, Node: inv.conf.NodeName})
 	if err != nil {
 		return cnierr.IPAM("look up addresses", err)
 	}

@@ -20,14 +20,12 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/cni-plugin/cnitest"
 	"github.com/tabbynet/tabby/hack/testenv"
-	"github.com/tabbynet/tabby/internal/grpcjson"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/rpc"
 )
@@ -319,15 +317,14 @@ func cniCode(t *testing.T, err error) *types.Error {
 func (h *harness) serveIPAM() (socket string, stop func()) {
 	h.t.Helper()
 	socket = filepath.Join(h.t.TempDir(), "ipam.sock")
-	l, err := grpcjson.Listen(socket)
+	l, err := rpc.Listen(socket)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	g := grpc.NewServer(grpcjson.ServerOptions()...)
-	rpc.NewServer(ipam.New(ipam.NewKubeStore(env.Client), ipam.Config{})).Register(g)
-	go g.Serve(l)
-	h.t.Cleanup(g.Stop)
-	return socket, g.Stop
+	srv := rpc.NewServer(ipam.New(ipam.NewKubeStore(env.Client), ipam.Config{}))
+	go srv.Serve(l)
+	h.t.Cleanup(srv.Stop)
+	return socket, srv.Stop
 }
 
 // deadKubeconfig points at a port nothing listens on.

@@ -119,7 +119,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if links, ok, err := dataplane.Existing(inv.att); err != nil {
 		return dataplaneError("inspect container netns", err)
 	} else if ok {
-		look, err := inv.ipam.Lookup(ctx, &api.LookupRequest{Handle: inv.handle})
+		look, err := inv.ipam.Lookup(ctx, &api.LookupRequest{Handle: inv.handle, Node: inv.conf.NodeName})
 		if err != nil {
 			return ipamError("look up existing address", err)
 		}
@@ -174,7 +174,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 			// The invocation's context may be what expired: undo gets its own.
 			uctx, ucancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer ucancel()
-			if _, rerr := inv.ipam.Release(uctx, &api.ReleaseRequest{Handle: inv.handle}); rerr != nil {
+			if _, rerr := inv.ipam.Release(uctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName}); rerr != nil {
 				inv.log.Error("undo: release address failed", "handle", inv.handle, "err", rerr)
 				if te, ok := err.(*types.Error); ok {
 					err = withUndo(te, "release of "+inv.handle, rerr)
@@ -282,7 +282,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	}
 	rch := make(chan released, 1)
 	go func() {
-		r, err := inv.ipam.Release(ctx, &api.ReleaseRequest{Handle: inv.handle, WantReleased: !nsFound})
+		r, err := inv.ipam.Release(ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName, WantReleased: !nsFound})
 		rch <- released{r, err}
 	}()
 	var terr error
@@ -334,7 +334,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err := dataplane.Check(inv.att); err != nil {
 		return dataplaneCheckError(err)
 	}
-	look, err := inv.ipam.Lookup(ctx, &api.LookupRequest{Handle: inv.handle})
+	look, err := inv.ipam.Lookup(ctx, &api.LookupRequest{Handle: inv.handle, Node: inv.conf.NodeName})
 	if err != nil {
 		return ipamError("CHECK: look up addresses", err)
 	}

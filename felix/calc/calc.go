@@ -110,8 +110,12 @@ type Input struct {
 	Pools       []Pool
 	LocalBlocks []netip.Prefix
 	Workloads   []Workload
-	BGPRoutes   map[netip.Prefix]netip.Addr
-	HostRoutes  []HostRoute
+	// WorkloadIndex, when not nil, stands for Workloads (which is then not read): a caller that
+	// already indexed the workloads, as felix does to diff them, saves indexing them twice.
+	// ComputeInto then reports no workload problems; IndexWorkloads gave them to the caller.
+	WorkloadIndex WorkloadIndex
+	BGPRoutes     map[netip.Prefix]netip.Addr
+	HostRoutes    []HostRoute
 }
 
 // Unresolved is a BGP route felix could not program, with the reason.
@@ -144,13 +148,19 @@ func Compute(in Input) Result {
 // ComputeInto is Compute writing the routes into routes (cleared first) when it is not nil: a
 // caller recomputing on every pod change reuses two maps instead of allocating one each time.
 func ComputeInto(in Input, routes map[netip.Prefix]Route) Result {
+	idx := in.WorkloadIndex
+	var wlProblems []string
+	if idx == nil {
+		idx, wlProblems = IndexWorkloads(in.Workloads, nil)
+	}
 	if routes == nil {
-		routes = make(map[netip.Prefix]Route, len(in.Workloads)+len(in.LocalBlocks)+len(in.BGPRoutes))
+		routes = make(map[netip.Prefix]Route, len(idx)+len(in.LocalBlocks)+len(in.BGPRoutes))
 	} else {
 		clear(routes)
 	}
 	res := Result{Routes: routes}
 	pools := validPools(in.Pools, &res)
+	res.Problems = append(res.Problems, wlProblems...)
 	for _, p := range pools {
 		res.AllPools = append(res.AllPools, p.CIDR)
 		if p.NATOutgoing {
@@ -161,20 +171,9 @@ func ComputeInto(in Input, routes map[netip.Prefix]Route) Result {
 		}
 	}
 
-	for _, w := range in.Workloads {
-		if !w.IP.Is4() || w.Interface == "" {
-			res.Problems = append(res.Problems, fmt.Sprintf("workload ip %s interface %q: need an IPv4 address and an interface", w.IP, w.Interface))
-			continue
-		}
-		dst := netip.PrefixFrom(w.IP, 32)
-		if old, ok := res.Routes[dst]; ok {
-			// Two pods claim one address: keep a stable choice and say so.
-			res.Problems = append(res.Problems, fmt.Sprintf("workload ip %s on both %s and %s", w.IP, old.Dev, w.Interface))
-			if old.Dev < w.Interface {
-				continue
-			}
-		}
-		res.Routes[dst] = Route{Dst: dst, Kind: KindWorkload, Dev: w.Interface}
+	for ip, dev := range idx {
+		dst := netip.PrefixFrom(ip, 32)
+		res.Routes[dst] = Route{Dst: dst, Kind: KindWorkload, Dev: dev}
 	}
 
 	for _, b := range in.LocalBlocks {

@@ -77,6 +77,9 @@ type RouteTable struct {
 	log  *slog.Logger
 
 	desired map[netip.Prefix]calc.Route
+	// kinds counts desired routes by kind, kept by every setter, so that Apply reports what is
+	// programmed without walking thousands of routes for one new pod.
+	kinds map[calc.Kind]int
 	// released are routes felix itself stopped wanting: they go at once, without grace.
 	released map[netip.Prefix]struct{}
 	kernel   map[kkey]kroute
@@ -123,7 +126,7 @@ func New(h nl.Handle, opts Options) *RouteTable {
 	}
 	return &RouteTable{
 		h: h, opts: opts, log: opts.Log,
-		desired: map[netip.Prefix]calc.Route{}, released: map[netip.Prefix]struct{}{},
+		desired: map[netip.Prefix]calc.Route{}, kinds: map[calc.Kind]int{}, released: map[netip.Prefix]struct{}{},
 		kernel: map[kkey]kroute{}, byDst: map[netip.Prefix][]int{},
 		linkIdx: map[string]int{}, linkName: map[int]string{},
 		dirty: map[netip.Prefix]struct{}{}, fullResync: true,
@@ -131,10 +134,18 @@ func New(h nl.Handle, opts Options) *RouteTable {
 	}
 }
 
-// SetRoutes records the full desired set; only differences are marked dirty.
+// SetRoutes records the full desired set; only differences are marked dirty. The table keeps
+// routes (SetRoute and RemoveRoute write into it): the caller must not reuse it for something
+// else while the table holds it.
 func (t *RouteTable) SetRoutes(routes map[netip.Prefix]calc.Route) {
+	if routes == nil {
+		routes = map[netip.Prefix]calc.Route{}
+	}
+	// Counted afresh: the caller may have handed the same map back after changing it.
+	clear(t.kinds)
 	kept := 0
 	for dst, r := range routes {
+		t.kinds[r.Kind]++
 		old, ok := t.desired[dst]
 		if ok {
 			kept++
@@ -158,6 +169,35 @@ func (t *RouteTable) SetRoutes(routes map[netip.Prefix]calc.Route) {
 		}
 	}
 	t.desired = routes
+}
+
+// SetRoute records one desired route (a new pod) and marks only it dirty.
+func (t *RouteTable) SetRoute(dst netip.Prefix, r calc.Route) {
+	old, had := t.desired[dst]
+	if had {
+		if old == r {
+			return
+		}
+		t.kinds[old.Kind]--
+	}
+	t.kinds[r.Kind]++
+	t.desired[dst] = r
+	t.dirty[dst] = struct{}{}
+	delete(t.released, dst)
+}
+
+// RemoveRoute stops wanting the route to dst. Like a route left out of SetRoutes, it is released:
+// Apply deletes it at once, without the grace period of a route felix never knew, unless deletes
+// are held.
+func (t *RouteTable) RemoveRoute(dst netip.Prefix) {
+	old, had := t.desired[dst]
+	if !had {
+		return
+	}
+	t.kinds[old.Kind]--
+	delete(t.desired, dst)
+	t.dirty[dst] = struct{}{}
+	t.released[dst] = struct{}{}
 }
 
 // QueueResync makes the next Apply re-read the kernel (periodic resync, lost events).
@@ -481,12 +521,17 @@ func (t *RouteTable) Apply() (Result, error) {
 
 	t.execute(ops, opDst, opKey, &res)
 
-	for dst, r := range t.desired {
-		if _, bad := t.failed[dst]; !bad {
-			res.Programmed[r.Kind]++
+	for k, n := range t.kinds {
+		if n != 0 {
+			res.Programmed[k] = n
 		}
 	}
-	for _, e := range t.failed {
+	for dst, e := range t.failed {
+		if r, wanted := t.desired[dst]; wanted {
+			if res.Programmed[r.Kind]--; res.Programmed[r.Kind] == 0 {
+				delete(res.Programmed, r.Kind)
+			}
+		}
 		res.Failed = append(res.Failed, e)
 	}
 	if len(t.failed) > 0 {

@@ -7,12 +7,10 @@ package grpcjson
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 
+	"github.com/tabbynet/tabby/internal/unixsock"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
@@ -46,25 +44,8 @@ func Dial(socketPath string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// Listen opens a unix socket at path, replacing a stale one left by a previous run, readable and
-// writable by root only (the socket grants control over the node's addresses and sessions).
-func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("create socket directory: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	return l, nil
-}
+// Listen opens a unix socket at path (unixsock.Listen).
+func Listen(path string) (net.Listener, error) { return unixsock.Listen(path) }
 
 // Unary builds the handler of one unary method for a hand-written grpc.ServiceDesc:
 //

@@ -6,9 +6,11 @@
 // a second look at fresh data:
 //   - an allocation whose pod no longer exists (looked up by the allocation's namespace/pod;
 //     allocations without pod attributes, such as the tunnel address, are never released);
-//   - a handle that holds no allocation (a crash between the handle write and the block write);
-//   - an allocation whose handle object is missing: released if its pod is gone, otherwise the
-//     handle is written again (a live pod's address is never released);
+//   - a handle that holds no allocation (a crash between the handle write and the block write
+//     of a borrowed address);
+//   - an allocation whose handle object is missing (a crash between the block write and the
+//     handle write): released if its pod is gone, otherwise the handle is written again (a live
+//     pod's address is never released);
 //   - the IPAM of a deleted node (nodes.go), collected by one live node for the cluster: its
 //     allocations whose pods are gone, its tunnel address, its handles, its empty blocks with
 //     their affinities; a block still holding live pods' addresses loses its affinity, and is

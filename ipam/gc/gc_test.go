@@ -34,6 +34,9 @@ func TestCollectorUnit(t *testing.T) {
 	// A live pod's allocation whose handle object went missing.
 	s.AddPod(ipam.Pod{Namespace: "default", Name: "nohandle", NodeName: "n1"})
 	nh, _ := a.Assign(ctx, ipam.Request{Handle: "net.nohandle", Node: "n1", Namespace: "default", Pod: "nohandle"})
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteHandle(ctx, "net.nohandle", ""); err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,9 @@ func NewLocal(alloc *ipam.Allocator) *Local { return &Local{alloc: alloc} }
 
 // NewServer is tabby-node's IPAM service over its allocator:
 //
-//	g := grpc.NewServer(grpcjson.ServerOptions()...)
-//	rpc.NewServer(alloc).Register(g)
-//	l, _ := grpcjson.Listen(api.DefaultSocket); go g.Serve(l)
+//	l, _ := rpc.Listen(api.DefaultSocket)
+//	srv := rpc.NewServer(alloc)
+//	go srv.Serve(l)
 func NewServer(alloc *ipam.Allocator) *Server { return NewServerFor(NewLocal(alloc)) }
 
 func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
@@ -46,6 +46,9 @@ func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignRe
 func (l *Local) Release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
 	if r.Handle == "" {
 		return nil, fmt.Errorf("%w: release needs a handle", api.ErrInvalid)
+	}
+	if err := l.alloc.LoadNode(ctx, r.Node); err != nil {
+		return nil, classify(err)
 	}
 	// Lookup first when asked: DEL uses the addresses to find host state left by a vanished
 	// netns. It costs a read, so the common DEL does without.
@@ -67,6 +70,9 @@ func (l *Local) Release(ctx context.Context, r *api.ReleaseRequest) (*api.Releas
 }
 
 func (l *Local) Lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
+	if err := l.alloc.LoadNode(ctx, r.Node); err != nil {
+		return nil, classify(err)
+	}
 	held, err := l.alloc.Lookup(ctx, r.Handle)
 	if err != nil {
 		return nil, classify(err)
@@ -87,7 +93,8 @@ func (l *Local) Ready(ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply
 
 // GC releases the node's handles of the network that the runtime does not list. Candidates are
 // the allocations in blocks that name the node, and the handles annotated with the node (a crash
-// between the handle write and the block write leaves a handle without allocation).
+// between the handle write and the block write of a borrowed address leaves a handle without
+// allocation).
 func (l *Local) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
 	if r.Node == "" || r.Network == "" {
 		return nil, fmt.Errorf("%w: GC needs a node and a network (node %q, network %q)", api.ErrInvalid, r.Node, r.Network)
@@ -123,6 +130,9 @@ func (l *Local) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) 
 		if h.Annotations[ipam.AnnotationHandleNode] == r.Node {
 			consider(h.Spec.HandleID)
 		}
+	}
+	if err := l.alloc.LoadNode(ctx, r.Node); err != nil {
+		return nil, classify(err)
 	}
 	out := &api.GCReply{}
 	var errs []error

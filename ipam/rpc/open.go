@@ -12,7 +12,8 @@ import (
 
 // OpenLocal builds a Local over the API server named by a kubeconfig path ("" = the usual
 // lookup): the plugins' direct path. Pools and node labels are read once per invocation anyway,
-// so the allocator's cache settings do not matter here.
+// so the allocator's cache settings do not matter here. Assign waits for the handle write: the
+// process exits right after it.
 func OpenLocal(_ context.Context, kubeconfig string, strictAffinity bool) (api.Service, error) {
 	cfg, err := client.LoadConfig(kubeconfig, "")
 	if err != nil {
@@ -27,5 +28,5 @@ func OpenLocal(_ context.Context, kubeconfig string, strictAffinity bool) (api.S
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", api.ErrInvalid, err)
 	}
-	return &nodeLocked{Service: NewLocal(ipam.New(ipam.NewKubeStore(c), ipam.Config{StrictAffinity: strictAffinity})), path: DirectLockPath}, nil
+	return &nodeLocked{Service: NewLocal(ipam.New(ipam.NewKubeStore(c), ipam.Config{StrictAffinity: strictAffinity, WaitForHandles: true})), path: DirectLockPath}, nil
 }

@@ -1,88 +1,143 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/tabbynet/tabby/internal/grpcjson"
+	"github.com/tabbynet/tabby/internal/unixsock"
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
-// Server serves an api.Service over gRPC. tabby-node builds it with NewServer(allocator) and
-// registers it on the grpc.Server listening on DefaultSocket.
+// Server serves an api.Service on a unix socket, in api's wire format (wire.go). tabby-node
+// builds it with NewServer(allocator):
+//
+//	l, _ := rpc.Listen(api.DefaultSocket)
+//	srv := rpc.NewServer(alloc)
+//	go srv.Serve(l)
+//	defer srv.Stop()
 type Server struct {
 	svc api.Service
 	log *slog.Logger
+
+	closing atomic.Bool
+	mu      sync.Mutex
+	ls      []net.Listener
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+	calls   atomic.Int32
 }
 
 // NewServerFor serves any api.Service (tests and the benchmark use it with Local).
 func NewServerFor(svc api.Service) *Server {
-	return &Server{svc: svc, log: slog.Default().With("component", "ipam-rpc")}
+	return &Server{svc: svc, log: slog.Default().With("component", "ipam-rpc"), conns: map[net.Conn]struct{}{}}
 }
 
-// Register adds the IPAM service to a gRPC server built with grpcjson.ServerOptions().
-func (s *Server) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, s) }
+// Listen opens the service's socket (replacing a stale one), mode 0600.
+func Listen(path string) (net.Listener, error) { return unixsock.Listen(path) }
 
-var serviceDesc = grpc.ServiceDesc{
-	ServiceName: api.ServiceName,
-	HandlerType: (*api.Service)(nil),
-	Methods: []grpc.MethodDesc{
-		{MethodName: "Assign", Handler: grpcjson.Unary(func(s api.Service, ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
-			return s.Assign(ctx, r)
-		})},
-		{MethodName: "Release", Handler: grpcjson.Unary(func(s api.Service, ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
-			return s.Release(ctx, r)
-		})},
-		{MethodName: "Lookup", Handler: grpcjson.Unary(func(s api.Service, ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
-			return s.Lookup(ctx, r)
-		})},
-		{MethodName: "Ready", Handler: grpcjson.Unary(func(s api.Service, ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply, error) {
-			return s.Ready(ctx, r)
-		})},
-		{MethodName: "GC", Handler: grpcjson.Unary(func(s api.Service, ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
-			return s.GC(ctx, r)
-		})},
-	},
-}
-
-func (s *Server) done(method, key string, start time.Time, err error) error {
-	if err != nil {
-		s.log.Warn("ipam call failed", "method", method, "key", key, "took", time.Since(start), "err", err)
-		return api.ToStatus(err)
+// Serve answers connections on l until Stop (or l fails).
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	s.ls = append(s.ls, l)
+	s.mu.Unlock()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.closing.Load() {
+			s.mu.Unlock()
+			conn.Close()
+			return nil
+		}
+		s.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(conn)
 	}
-	s.log.Debug("ipam call", "method", method, "key", key, "took", time.Since(start))
-	return nil
 }
 
-func (s *Server) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
-	start := time.Now()
-	out, err := s.svc.Assign(ctx, r)
-	return out, s.done("Assign", r.Handle, start, err)
+// InFlight is the number of calls running.
+func (s *Server) InFlight() int { return int(s.calls.Load()) }
+
+// Stop closes the listeners and the idle connections, and waits for the calls in flight: an
+// Assign half done must not be cut between its writes.
+func (s *Server) Stop() {
+	s.closing.Store(true)
+	s.mu.Lock()
+	for _, l := range s.ls {
+		_ = l.Close()
+	}
+	for c := range s.conns {
+		// A connection waiting for its next request stops waiting; one in a call writes its
+		// reply first, then finds the deadline passed.
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
 }
 
-func (s *Server) Release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
-	start := time.Now()
-	out, err := s.svc.Release(ctx, r)
-	return out, s.done("Release", r.Handle, start, err)
+func (s *Server) serveConn(conn net.Conn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		conn.Close()
+		s.wg.Done()
+	}()
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var req api.Request
+		var reply api.Reply
+		if err := json.Unmarshal(line, &req); err != nil {
+			reply = api.NewReply(nil, err)
+		} else {
+			reply = s.call(req)
+		}
+		out, err := json.Marshal(reply)
+		if err != nil {
+			return
+		}
+		if _, err := conn.Write(append(out, '\n')); err != nil {
+			return
+		}
+	}
 }
 
-func (s *Server) Lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
+// call runs one request until the caller's deadline (at most callTimeout).
+func (s *Server) call(req api.Request) api.Reply {
+	s.calls.Add(1)
+	defer s.calls.Add(-1)
 	start := time.Now()
-	out, err := s.svc.Lookup(ctx, r)
-	return out, s.done("Lookup", r.Handle, start, err)
+	deadline := start.Add(callTimeout)
+	if !req.Deadline.IsZero() && req.Deadline.Before(deadline) {
+		deadline = req.Deadline
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	out, err := api.Dispatch(ctx, s.svc, req.Method, req.Body)
+	key := api.Key(req.Method, req.Body)
+	if err != nil {
+		s.log.Warn("ipam call failed", "method", req.Method, "key", key, "took", time.Since(start), "err", err)
+	} else {
+		s.log.Debug("ipam call", "method", req.Method, "key", key, "took", time.Since(start))
+	}
+	return api.NewReply(out, err)
 }
 
-func (s *Server) Ready(ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply, error) {
-	start := time.Now()
-	out, err := s.svc.Ready(ctx, r)
-	return out, s.done("Ready", r.Node, start, err)
-}
-
-func (s *Server) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
-	start := time.Now()
-	out, err := s.svc.GC(ctx, r)
-	return out, s.done("GC", r.Node+"/"+r.Network, start, err)
-}
+// callTimeout bounds one call on tabby-node's side.
+const callTimeout = 60 * time.Second

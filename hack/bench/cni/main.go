@@ -23,15 +23,14 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/cni-plugin/cnitest"
 	"github.com/tabbynet/tabby/hack/testenv"
-	"github.com/tabbynet/tabby/internal/grpcjson"
 	"github.com/tabbynet/tabby/ipam"
+	"github.com/tabbynet/tabby/ipam/podcache"
 	"github.com/tabbynet/tabby/ipam/rpc"
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
@@ -121,15 +120,34 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 
 	// tabby-node's IPAM service, as tabby-node runs it.
 	socket := filepath.Join(tmp, "ipam.sock")
-	l, err := grpcjson.Listen(socket)
+	l, err := rpc.Listen(socket)
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(grpcjson.ServerOptions()...)
+	// The pods exist before their sandboxes' ADDs, as in a cluster (the kubelet calls CNI for a
+	// pod the scheduler bound), and tabby-node's cache of its node's pods has heard of them.
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for i := range pods {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName(i), Namespace: "bench"},
+			Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+		if _, err := env.Kube.CoreV1().Pods("bench").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pod %s: %w", pod.Name, err)
+		}
+	}
+	podCtx, stopPods := context.WithCancel(ctx)
+	defer stopPods()
+	podCache := podcache.New(env.Kube, nodeName)
+	go podCache.Run(podCtx)
+	for !podCache.HasSynced() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	store := newTimedStore(ipam.NewKubeStore(env.Client))
-	rpc.NewServer(ipam.New(store, ipam.Config{})).Register(g)
-	go g.Serve(l)
-	defer g.Stop()
+	alloc := ipam.New(store, ipam.Config{PodAnnotations: podCache.Annotations})
+	srv := rpc.NewServer(alloc)
+	go srv.Serve(l)
+	defer srv.Stop()
 
 	mk := func(name string, plugin map[string]any) (*libcni.NetworkConfigList, error) {
 		b, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": name, "plugins": []any{plugin}})
@@ -226,9 +244,11 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 func rtFor(v variant, i int, p ns.NetNS) *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{
 		ContainerID: fmt.Sprintf("bench-%s-%03d", v.list.Name, i), NetNS: p.Path(), IfName: "eth0",
-		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "bench"}, {"K8S_POD_NAME", fmt.Sprintf("pod-%03d", i)}},
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "bench"}, {"K8S_POD_NAME", podName(i)}},
 	}
 }
+
+func podName(i int) string { return fmt.Sprintf("pod-%03d", i) }
 
 func measure(ctx context.Context, node *cnitest.Node, v variant, pods []ns.NetNS, parallel int) (figures, error) {
 	var f figures

@@ -3,13 +3,13 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/tabbynet/tabby/internal/grpcjson"
 	"github.com/tabbynet/tabby/ipam/rpc"
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
@@ -39,14 +39,13 @@ func (f fake) GC(context.Context, *api.GCRequest) (*api.GCReply, error) {
 func serve(t *testing.T, svc api.Service) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "ipam.sock")
-	l, err := grpcjson.Listen(sock)
+	l, err := rpc.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpcjson.ServerOptions()...)
-	rpc.NewServerFor(svc).Register(g)
-	go g.Serve(l)
-	t.Cleanup(g.Stop)
+	srv := rpc.NewServerFor(svc)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
 	return sock
 }
 
@@ -89,7 +88,7 @@ func TestNoServer(t *testing.T) {
 	}
 	// A stale socket file with nobody listening.
 	sock := filepath.Join(t.TempDir(), "stale.sock")
-	l, err := grpcjson.Listen(sock)
+	l, err := rpc.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,4 +102,99 @@ func TestNoServer(t *testing.T) {
 	if _, err := c.Ready(context.Background(), &api.ReadyRequest{Node: "a"}); !api.IsNoServer(err) {
 		t.Fatalf("stale socket: %v, want ErrNoServer", err)
 	}
+}
+
+// slow blocks Assign until released or its context ends, and records how it ended.
+type slow struct {
+	fake
+	release chan struct{}
+	ended   chan error
+}
+
+func (s *slow) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
+	select {
+	case <-s.release:
+		s.ended <- nil
+		return s.fake.Assign(ctx, r)
+	case <-ctx.Done():
+		s.ended <- ctx.Err()
+		return nil, ctx.Err()
+	}
+}
+
+// The caller's deadline crosses the wire: a plugin that gives up ends the server's call too (an
+// Assign then cleans up after itself rather than finishing unseen).
+func TestDeadlineReachesServer(t *testing.T) {
+	s := &slow{release: make(chan struct{}), ended: make(chan error, 1)}
+	c, err := api.Dial(serve(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.Assign(ctx, &api.AssignRequest{Handle: "n.c", Node: "a"}); !api.IsNoServer(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("client: %v, want ErrNoServer after its deadline", err)
+	}
+	select {
+	case err := <-s.ended:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("server call ended with %v, want its deadline", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server's call outlived the caller's deadline by 5 s")
+	}
+}
+
+// One Client serves concurrent calls (the benchmark's and tabbyctl's use), and Stop lets a
+// call in flight finish with its reply.
+func TestConcurrentCallsAndGracefulStop(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "ipam.sock")
+	l, err := rpc.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &slow{release: make(chan struct{}), ended: make(chan error, 20)}
+	srv := rpc.NewServerFor(s)
+	go srv.Serve(l)
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for range 10 {
+		wg.Go(func() {
+			r, err := c.Assign(context.Background(), &api.AssignRequest{Handle: "n.c", Node: "a"})
+			if err == nil && r.Assignment.IP.String() != "10.244.0.7" {
+				err = fmt.Errorf("reply %+v", r)
+			}
+			errs <- err
+		})
+	}
+	// Every call is in the server before Stop; Stop must wait for them.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.ended) == 0 && srv.InFlight() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d calls reached the server", srv.InFlight())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stopped := make(chan struct{})
+	go func() { srv.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned with calls in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(s.release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("call: %v", err)
+		}
+	}
+	<-stopped
 }

@@ -3,16 +3,13 @@
 // code on purpose: the tabby CNI binary imports it, and every package linked into that binary is
 // paid for at each exec (client-go's init alone cost ~10 ms per invocation, measured).
 //
-// The wire format is gRPC with internal/grpcjson's JSON codec and a hand-written ServiceDesc.
+// The wire format is newline-delimited JSON (wire.go).
 package api
 
 import (
 	"context"
 	"net/netip"
 )
-
-// ServiceName is the gRPC service name of the IPAM service.
-const ServiceName = "tabby.ipam.IPAM"
 
 // DefaultSocket is where tabby-node serves IPAM and where the CNI plugins look for it.
 const DefaultSocket = "/var/run/tabby/ipam.sock"
@@ -45,6 +42,9 @@ type AssignReply struct {
 // ReleaseRequest releases every address of a handle.
 type ReleaseRequest struct {
 	Handle string `json:"handle"`
+	// Node is where the container ran: its blocks are searched too, for an address whose
+	// IPAMHandle is not written yet (ipam/handles.go). Optional.
+	Node string `json:"node,omitempty"`
 	// WantReleased asks for the addresses released (one more read); DEL needs them only when the
 	// container's netns is already gone.
 	WantReleased bool `json:"wantReleased,omitempty"`
@@ -59,6 +59,8 @@ type ReleaseReply struct {
 // LookupRequest asks which addresses a handle holds.
 type LookupRequest struct {
 	Handle string `json:"handle"`
+	// Node: as in ReleaseRequest.
+	Node string `json:"node,omitempty"`
 }
 
 // LookupReply lists them (empty when the handle holds nothing).

@@ -1,0 +1,188 @@
+package routetable
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/nl"
+)
+
+func workloadRoute(dst, dev string) calc.Route {
+	return calc.Route{Dst: netip.MustParsePrefix(dst), Kind: calc.KindWorkload, Dev: dev}
+}
+
+// manyRoutes is desired() plus n workload /32s, a node's worth of pods.
+func manyRoutes(n int) map[netip.Prefix]calc.Route {
+	m := desired()
+	for i := 0; i < n; i++ {
+		r := workloadRoute(fmt.Sprintf("10.244.%d.%d/32", 2+i/250, 1+i%250), fmt.Sprintf("cali%d", 1+i%2))
+		m[r.Dst] = r
+	}
+	return m
+}
+
+// ops counts route writes to the fake kernel.
+func (r *rig) ops() (replaced, deleted int) {
+	return r.fake.Calls("RouteReplace"), r.fake.Calls("RouteDel")
+}
+
+func (r *rig) wantOps(what string, replaced0, deleted0, replaced, deleted int) {
+	r.t.Helper()
+	rep, del := r.ops()
+	if rep-replaced0 != replaced || del-deleted0 != deleted {
+		r.t.Fatalf("%s: %d replaces and %d deletes, want %d and %d", what, rep-replaced0, del-deleted0, replaced, deleted)
+	}
+}
+
+func TestSetRouteAndRemoveRouteWriteOnlyThatRoute(t *testing.T) {
+	r := newRig(t)
+	r.rt.SetRoutes(manyRoutes(500))
+	if res := r.apply(); res.Replaced != 504 || len(res.Failed) != 0 {
+		t.Fatalf("full sync: %+v", res)
+	}
+
+	rep, del := r.ops()
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	if res := r.apply(); res.Replaced != 1 || res.Deleted != 0 || !r.has("10.244.0.9/32") {
+		t.Fatalf("new pod: %+v\n%s", res, r.fake)
+	}
+	r.wantOps("new pod", rep, del, 1, 0)
+
+	rep, del = r.ops()
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	r.apply()
+	r.wantOps("same route again", rep, del, 0, 0)
+
+	rep, del = r.ops()
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali1"))
+	r.apply()
+	r.wantOps("pod moved to another veth", rep, del, 1, 0)
+	if rt, _ := r.fake.Route("10.244.0.9/32"); rt.LinkIndex != r.link("cali1") {
+		t.Fatalf("moved route on link %d, want cali1", rt.LinkIndex)
+	}
+
+	// A deleted pod's route goes at once: felix wanted it, so no grace period applies.
+	rep, del = r.ops()
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.9/32"))
+	if res := r.apply(); res.Deleted != 1 || r.has("10.244.0.9/32") {
+		t.Fatalf("deleted pod: %+v", res)
+	}
+	r.wantOps("deleted pod", rep, del, 0, 1)
+
+	rep, del = r.ops()
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.9/32"))
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.99.9/32"))
+	r.apply()
+	r.wantOps("removing what is not wanted", rep, del, 0, 0)
+
+	// Removed then wanted again before an Apply: not released, nothing written.
+	rep, del = r.ops()
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.2.1/32"))
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.2.1/32"), workloadRoute("10.244.2.1/32", "cali1"))
+	r.apply()
+	r.wantOps("remove and re-add", rep, del, 0, 0)
+	if _, rel := r.rt.released[netip.MustParsePrefix("10.244.2.1/32")]; rel || !r.has("10.244.2.1/32") {
+		t.Fatal("re-added route still released or gone")
+	}
+
+	// A full SetRoutes after incremental changes diffs against them.
+	rep, del = r.ops()
+	r.rt.SetRoutes(manyRoutes(500))
+	r.apply()
+	r.wantOps("same full set", rep, del, 0, 0)
+}
+
+func (r *rig) link(name string) int {
+	l, err := r.fake.LinkByName(name)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return l.Attrs().Index
+}
+
+// programmedByWalk is what Programmed was before counts were kept: desired routes not failed.
+func (r *rig) programmedByWalk() map[calc.Kind]int {
+	out := map[calc.Kind]int{}
+	for dst, rt := range r.rt.desired {
+		if _, bad := r.rt.failed[dst]; !bad {
+			out[rt.Kind]++
+		}
+	}
+	return out
+}
+
+func TestProgrammedCountsAcrossSetters(t *testing.T) {
+	r := newRig(t)
+	check := func(what string, res Result, want map[calc.Kind]int) {
+		t.Helper()
+		if walk := r.programmedByWalk(); !maps.Equal(res.Programmed, walk) || (want != nil && !maps.Equal(res.Programmed, want)) {
+			t.Fatalf("%s: programmed %v, by walking desired %v, want %v", what, res.Programmed, walk, want)
+		}
+	}
+	r.fake.Fail(&nl.Failure{Op: "RouteReplace", Dst: "10.244.0.5/32", Err: unix.EINVAL, Times: -1})
+	r.rt.SetRoutes(manyRoutes(10))
+	check("full set with one failure", r.apply(), map[calc.Kind]int{calc.KindWorkload: 11, calc.KindBlackhole: 1, calc.KindRemote: 1})
+
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	check("one added", r.apply(), map[calc.Kind]int{calc.KindWorkload: 12, calc.KindBlackhole: 1, calc.KindRemote: 1})
+
+	// A route on a veth that does not exist yet fails without a netlink call.
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.10/32"), workloadRoute("10.244.0.10/32", "cali9"))
+	res := r.apply()
+	check("one on a missing veth", res, map[calc.Kind]int{calc.KindWorkload: 12, calc.KindBlackhole: 1, calc.KindRemote: 1})
+	if len(res.Failed) != 2 {
+		t.Fatalf("failed %v", res.Failed)
+	}
+
+	// The failing route is no longer wanted: it neither counts nor fails any more.
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.5/32"))
+	res = r.apply()
+	check("failed one removed", res, map[calc.Kind]int{calc.KindWorkload: 12, calc.KindBlackhole: 1, calc.KindRemote: 1})
+	if len(res.Failed) != 1 {
+		t.Fatalf("failed %v", res.Failed)
+	}
+
+	// A prefix changes kind (a workload /32 becomes a remote route).
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), calc.Route{Dst: netip.MustParsePrefix("10.244.0.9/32"), Kind: calc.KindRemote, Dev: "eth0", Gw: netip.MustParseAddr("198.51.100.12")})
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.0/26"))
+	check("kind changed, blackhole removed", r.apply(), map[calc.Kind]int{calc.KindWorkload: 11, calc.KindRemote: 2})
+
+	r.fake.AddLink("cali9", 1500)
+	check("missing veth appeared", r.apply(), map[calc.Kind]int{calc.KindWorkload: 12, calc.KindRemote: 2})
+
+	// A full set replaces the counts, also when it is the very map the table holds.
+	r.rt.SetRoutes(desired())
+	check("full set again", r.apply(), map[calc.Kind]int{calc.KindWorkload: 1, calc.KindBlackhole: 1, calc.KindRemote: 1})
+	d := r.rt.desired
+	delete(d, netip.MustParsePrefix("10.244.1.0/26"))
+	r.rt.SetRoutes(d)
+	check("own map handed back", r.apply(), map[calc.Kind]int{calc.KindWorkload: 1, calc.KindBlackhole: 1})
+}
+
+// While felix is not in sync, a removed route stays in the kernel, as one left out of
+// SetRoutes does; it goes when the hold ends.
+func TestRemoveRouteHonoursHoldDeletes(t *testing.T) {
+	r := newRig(t)
+	r.rt.SetRoutes(desired())
+	r.apply()
+	r.rt.SetHoldDeletes(true)
+	rep, del := r.ops()
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.5/32"))
+	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.1.0/26"))
+	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	r.apply()
+	r.wantOps("while holding", rep, del, 1, 0)
+	if !r.has("10.244.0.5/32") || !r.has("10.244.1.0/26") || !r.has("10.244.0.9/32") {
+		t.Fatalf("while holding deletes:\n%s", r.fake)
+	}
+	r.rt.SetHoldDeletes(false)
+	r.apply()
+	if r.has("10.244.0.5/32") || r.has("10.244.1.0/26") || !r.has("10.244.0.9/32") {
+		t.Fatalf("after the hold:\n%s", r.fake)
+	}
+}

@@ -1,0 +1,68 @@
+// Package podcache keeps the annotations of one node's pods in memory (an informer on the pods
+// bound to the node), so that choosing a pod's pool (tabby.dev/ipv4pools) costs no API round trip
+// on the CNI ADD's path: the scheduler binds a pod, and tabby-node's watch hears of it at about
+// the moment the kubelet does, long before the kubelet has set up the sandbox and called the
+// plugin. A pod the cache has not seen is read from the API server (ipam.Config.PodAnnotations).
+package podcache
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Cache is an informer of the pods bound to one node, trimmed to their metadata.
+type Cache struct {
+	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
+}
+
+// New builds the cache; Run starts it.
+func New(kube kubernetes.Interface, node string) *Cache {
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		}),
+		informers.WithTransform(trim))
+	return &Cache{factory: f, informer: f.Core().V1().Pods().Informer()}
+}
+
+// trim keeps what the pool choice reads: a node's pods' specs and statuses are most of the memory
+// and none of the use.
+func trim(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		Annotations: p.Annotations,
+	}}, nil
+}
+
+// Run runs the informer until ctx ends. Until its first list is in (HasSynced), and for a pod
+// it has not heard of yet, Annotations says so and the allocator asks the API server.
+func (c *Cache) Run(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	<-ctx.Done()
+	c.factory.Shutdown()
+	return nil
+}
+
+// HasSynced tells whether the first list of the node's pods is in.
+func (c *Cache) HasSynced() bool { return c.informer.HasSynced() }
+
+// Annotations returns the pod's annotations if the cache holds the pod (for
+// ipam.Config.PodAnnotations).
+func (c *Cache) Annotations(namespace, name string) (map[string]string, bool) {
+	obj, ok, err := c.informer.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return obj.(*corev1.Pod).Annotations, true
+}
