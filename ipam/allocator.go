@@ -584,7 +584,14 @@ func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
 			continue
 		}
 		if _, ok := ns.blocks[c]; !ok {
-			// The block was released (or claimed by another node) but the affinity stayed.
+			// The block was released (or claimed by another node) but the affinity stayed. The
+			// list may be stale (KubeStore.ListsFromCache): ask for the block itself first.
+			if b, err := a.store.GetBlock(ctx, names.BlockName(c)); err == nil && affinityNode(b) == ns.name {
+				ns.blocks[c] = b
+				continue
+			} else if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("get IPAMBlock %s: %w", names.BlockName(c), err)
+			}
 			if err := a.store.DeleteAffinity(ctx, af.Name, af.ResourceVersion); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return fmt.Errorf("delete stale BlockAffinity %s: %w", af.Name, err)
 			}

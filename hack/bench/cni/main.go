@@ -143,7 +143,7 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 	for !podCache.HasSynced() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	store := newTimedStore(ipam.NewKubeStore(env.Client))
+	store := newTimedStore(ipam.NewKubeStore(env.Client).ListsFromCache()) // as tabby-node
 	alloc := ipam.New(store, ipam.Config{PodAnnotations: podCache.Annotations})
 	srv := rpc.NewServer(alloc)
 	go srv.Serve(l)
