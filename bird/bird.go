@@ -43,10 +43,9 @@ type Node struct {
 	Address     netip.Prefix // tabby.dev/bgp-ipv4-address
 	ASN         uint32       // tabby.dev/bgp-asn; 0 = BGPConfiguration / default
 	RRClusterID string       // tabby.dev/route-reflector-cluster-id
-	// RestartingUntil marks a planned restart of the node's tabby-node (annotation
-	// tabby.dev/bgp-restarting, RFC 3339): until then, a lost session with it is a graceful
-	// restart and its routes stay. Optional: a Stop(true) on the restarting node tells its peers
-	// by itself (see doc.go).
+	// RestartingUntil marks a planned restart of the node (annotation tabby.dev/bgp-restarting,
+	// RFC 3339): until then, a lost session with it is a graceful restart and its routes stay.
+	// A restart of tabby-node alone needs no mark: its Stop(true) tells the peers (see doc.go).
 	RestartingUntil time.Time
 }
 

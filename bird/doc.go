@@ -97,8 +97,9 @@
 //     Reset: routes dropped at once. That is Stop(false).)
 //   - The receiving bird sees that NOTIFICATION through GoBGP's log (the API reports the state
 //     change but not why) and marks the peer restarting for its restart time. Node.RestartingUntil
-//     (the lead can fill it from a Node annotation such as tabby.dev/bgp-restarting) marks a node
-//     the same way, e.g. for a restart that cannot send the notification.
+//     (tabby-node fills it from the Node annotation tabby.dev/bgp-restarting) marks a node the
+//     same way, for a restart that cannot send the notification (a power cycle, a link
+//     maintenance).
 //   - Any other loss of an established session with a tabby node (hold timer, connection reset or
 //     closed without a notice) while the node is not marked: bird deletes and re-adds the peer,
 //     which drops its routes at once; the session comes back by itself if the node does. A mark

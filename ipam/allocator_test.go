@@ -224,8 +224,8 @@ func TestAssignResumesHandleWithoutAllocation(t *testing.T) {
 	s := newFake(t)
 	s.AddPool("p", "10.244.0.0/24", 26)
 	a := ipam.New(s, ipam.Config{})
-	// The block write fails after the handle was written (as a crash would leave it): the
-	// failure is cleaned up, and a retry succeeds.
+	// The block write fails (a dropped connection): the failure is cleaned up, nothing is left,
+	// and a retry succeeds.
 	s.Inject(func(op ipamtest.Op, _ string) error {
 		if op == "UpdateBlock" {
 			return errors.New("connection reset")
@@ -271,6 +271,9 @@ func TestAssignRetriesConflicts(t *testing.T) {
 	s.Inject(nil)
 	if got, _ := a.Lookup(ctx, "net.c2"); len(got) != 0 {
 		t.Fatalf("a failed assign holds %v", got)
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if countAllocations(s) != 2 || len(s.Handles()) != 2 {
 		t.Fatalf("allocations %d handles %d, want 2 and 2", countAllocations(s), len(s.Handles()))

@@ -10,3 +10,6 @@ func QueuedAssigns(a *Allocator, node string) int {
 	defer ns.qmu.Unlock()
 	return len(ns.queue)
 }
+
+// NodeOf is KubeStore's view of a Node.
+var NodeOf = nodeOf

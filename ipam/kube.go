@@ -120,7 +120,13 @@ func (s *KubeStore) DeleteHandle(ctx context.Context, name, rv string) error {
 }
 
 func nodeOf(n *corev1.Node) Node {
-	return Node{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
+	out := Node{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			out.NotReady = true
+		}
+	}
+	return out
 }
 
 func (s *KubeStore) GetNode(ctx context.Context, name string) (*Node, error) {

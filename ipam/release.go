@@ -210,6 +210,9 @@ func (a *Allocator) releaseIP(ctx context.Context, ip netip.Addr, onlyHandle str
 
 // dropFromHandle takes one address in block c off the handle; a handle left with none is deleted.
 func (a *Allocator) dropFromHandle(ctx context.Context, handle string, c netip.Prefix) error {
+	// A handle write still in flight would land after this and leave a handle without
+	// allocation behind.
+	_ = a.waitHandle(ctx, handle)
 	name := names.HandleName(handle)
 	for range a.cfg.MaxRetries {
 		h, err := a.store.GetHandle(ctx, name)

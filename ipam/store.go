@@ -50,6 +50,9 @@ type Node struct {
 	Name        string
 	Labels      map[string]string
 	Annotations map[string]string
+	// NotReady: its Ready condition is False or Unknown (the kubelet stopped reporting). A node
+	// without conditions (no kubelet, as in the lab) counts as ready.
+	NotReady bool
 }
 
 // Pod is the part of a Kubernetes Pod IPAM looks at.

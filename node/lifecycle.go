@@ -14,17 +14,6 @@ func (a *Agent) shutdown() error {
 	return a.bgp.Stop(a.cfg.Shutdown != "final")
 }
 
-// flushIPAM waits (briefly) for the IPAM handle writes that follow their allocations
-// (ipam/handles.go): a clean exit leaves every allocation with its handle. One that does not make
-// it is found by DEL through the node's blocks, and written again by the garbage collector.
-func (a *Agent) flushIPAM() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := a.alloc.Flush(ctx); err != nil {
-		a.log.Warn("IPAM handle writes unfinished at exit", "error", err)
-	}
-}
-
 // inSyncGrace bounds how long felix keeps routes it has not re-learned when a peer does not come
 // back: past it, what BGP has not confirmed is stale.
 const inSyncGrace = 30 * time.Second

@@ -151,8 +151,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	stopFelix()
 	<-felixDone
 	shutdownErr := a.shutdown()
-	ipamSrv.Stop()
-	a.flushIPAM()
+	ipamSrv.Stop() // also waits for the IPAM handle writes that follow their replies
 	_ = health.Close()
 	_ = metrics.Close()
 	stopRun()

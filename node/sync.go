@@ -51,7 +51,7 @@ func birdNodes(nodes []syncer.NodeInfo) []bird.Node {
 		if !addr.IsValid() && n.InternalIP.IsValid() {
 			addr = netip.PrefixFrom(n.InternalIP, 32)
 		}
-		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, ASN: n.ASN, RRClusterID: n.RRClusterID})
+		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, ASN: n.ASN, RRClusterID: n.RRClusterID, RestartingUntil: n.RestartingUntil})
 	}
 	return out
 }

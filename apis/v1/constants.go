@@ -16,6 +16,10 @@ const (
 	// AnnotationIPv4Pools on a pod or its namespace names the pools (a JSON list of pool names or
 	// CIDRs) its address must come from; the pod's annotation wins.
 	AnnotationIPv4Pools = "tabby.dev/ipv4pools"
+	// AnnotationBGPRestarting announces a planned restart of the node that its tabby-node cannot
+	// announce itself (a power cycle, a link maintenance): until this time (RFC 3339), its peers
+	// treat a lost session with it as a graceful restart and keep its routes.
+	AnnotationBGPRestarting = "tabby.dev/bgp-restarting"
 )
 
 // Defaults shared by the schema, the agents and the CLI.

@@ -230,5 +230,19 @@ func NodeAnnotations(annotations map[string]string) field.ErrorList {
 			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationIPIPTunnelAddress), v, "not an IPv4 address"))
 		}
 	}
+	if v, ok := annotations[v1.AnnotationBGPRestarting]; ok {
+		if _, err := RestartingUntil(v); err != nil {
+			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPRestarting), v, err.Error()))
+		}
+	}
 	return errs
+}
+
+// RestartingUntil parses a tabby.dev/bgp-restarting value (RFC 3339).
+func RestartingUntil(v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("not an RFC 3339 time (2026-11-21T10:30:00Z)")
+	}
+	return t, nil
 }

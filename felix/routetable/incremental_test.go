@@ -186,3 +186,32 @@ func TestRemoveRouteHonoursHoldDeletes(t *testing.T) {
 		t.Fatalf("after the hold:\n%s", r.fake)
 	}
 }
+
+// The per-device index follows SetRoute and RemoveRoute: when a pod's veth appears, exactly the
+// routes still wanted on it are programmed.
+func TestLinkEventUsesDeviceIndex(t *testing.T) {
+	r := newRig(t)
+	r.rt.SetRoutes(manyRoutes(100))
+	r.apply()
+	a, b, moved := netip.MustParsePrefix("10.244.9.1/32"), netip.MustParsePrefix("10.244.9.2/32"), netip.MustParsePrefix("10.244.9.3/32")
+	r.rt.SetRoute(a, workloadRoute(a.String(), "cali9"))
+	r.rt.SetRoute(b, workloadRoute(b.String(), "cali9"))
+	r.rt.SetRoute(moved, workloadRoute(moved.String(), "cali9"))
+	if res := r.apply(); len(res.Failed) != 3 {
+		t.Fatalf("routes on a missing veth: %+v, want 3 failed", res.Failed)
+	}
+	r.rt.RemoveRoute(b)
+	r.rt.SetRoute(moved, workloadRoute(moved.String(), "cali1"))
+	r.apply()
+	rep, del := r.ops()
+	r.fake.AddLink("cali9", 1500)
+	r.drain()
+	r.apply()
+	if !r.has(a.String()) || r.has(b.String()) {
+		t.Fatalf("after cali9 appeared: %s has=%v, %s has=%v", a, r.has(a.String()), b, r.has(b.String()))
+	}
+	r.wantOps("cali9 appears", rep, del, 1, 0)
+	if got := len(r.rt.byDev["cali9"]); got != 1 {
+		t.Fatalf("index of cali9 holds %d routes, want 1", got)
+	}
+}

@@ -80,6 +80,9 @@ type RouteTable struct {
 	// kinds counts desired routes by kind, kept by every setter, so that Apply reports what is
 	// programmed without walking thousands of routes for one new pod.
 	kinds map[calc.Kind]int
+	// byDev indexes desired routes by device, kept by every setter: a link event (a new pod's
+	// veth coming up) re-checks that device's routes without walking thousands of others.
+	byDev map[string]map[netip.Prefix]struct{}
 	// released are routes felix itself stopped wanting: they go at once, without grace.
 	released map[netip.Prefix]struct{}
 	kernel   map[kkey]kroute
@@ -126,7 +129,7 @@ func New(h nl.Handle, opts Options) *RouteTable {
 	}
 	return &RouteTable{
 		h: h, opts: opts, log: opts.Log,
-		desired: map[netip.Prefix]calc.Route{}, kinds: map[calc.Kind]int{}, released: map[netip.Prefix]struct{}{},
+		desired: map[netip.Prefix]calc.Route{}, kinds: map[calc.Kind]int{}, byDev: map[string]map[netip.Prefix]struct{}{}, released: map[netip.Prefix]struct{}{},
 		kernel: map[kkey]kroute{}, byDst: map[netip.Prefix][]int{},
 		linkIdx: map[string]int{}, linkName: map[int]string{},
 		dirty: map[netip.Prefix]struct{}{}, fullResync: true,
@@ -141,11 +144,13 @@ func (t *RouteTable) SetRoutes(routes map[netip.Prefix]calc.Route) {
 	if routes == nil {
 		routes = map[netip.Prefix]calc.Route{}
 	}
-	// Counted afresh: the caller may have handed the same map back after changing it.
+	// Counted and indexed afresh: the caller may have handed the same map back after changing it.
 	clear(t.kinds)
+	clear(t.byDev)
 	kept := 0
 	for dst, r := range routes {
 		t.kinds[r.Kind]++
+		t.indexDev(dst, r.Dev)
 		old, ok := t.desired[dst]
 		if ok {
 			kept++
@@ -179,8 +184,10 @@ func (t *RouteTable) SetRoute(dst netip.Prefix, r calc.Route) {
 			return
 		}
 		t.kinds[old.Kind]--
+		t.unindexDev(dst, old.Dev)
 	}
 	t.kinds[r.Kind]++
+	t.indexDev(dst, r.Dev)
 	t.desired[dst] = r
 	t.dirty[dst] = struct{}{}
 	delete(t.released, dst)
@@ -195,6 +202,7 @@ func (t *RouteTable) RemoveRoute(dst netip.Prefix) {
 		return
 	}
 	t.kinds[old.Kind]--
+	t.unindexDev(dst, old.Dev)
 	delete(t.desired, dst)
 	t.dirty[dst] = struct{}{}
 	t.released[dst] = struct{}{}
@@ -430,9 +438,28 @@ func (t *RouteTable) dropLinkRoutes(index int) {
 }
 
 func (t *RouteTable) markDev(name string) {
-	for dst, r := range t.desired {
-		if r.Dev == name {
-			t.dirty[dst] = struct{}{}
+	for dst := range t.byDev[name] {
+		t.dirty[dst] = struct{}{}
+	}
+}
+
+func (t *RouteTable) indexDev(dst netip.Prefix, dev string) {
+	if dev == "" {
+		return
+	}
+	m := t.byDev[dev]
+	if m == nil {
+		m = map[netip.Prefix]struct{}{}
+		t.byDev[dev] = m
+	}
+	m[dst] = struct{}{}
+}
+
+func (t *RouteTable) unindexDev(dst netip.Prefix, dev string) {
+	if m := t.byDev[dev]; m != nil {
+		delete(m, dst)
+		if len(m) == 0 {
+			delete(t.byDev, dev)
 		}
 	}
 }

@@ -39,8 +39,8 @@ import (
 type Config struct {
 	// Node limits the collector to allocations made by this node and handles created by it, and
 	// releases the node's empty blocks; empty: the whole cluster (the CLI's use), no block release.
-	// Deleted nodes' IPAM is collected by the collector whose Node sorts first among the Node
-	// objects (so the first node must run tabby-node), or by one without Node.
+	// Deleted nodes' IPAM is collected by the collector whose Node sorts first among the ready
+	// Nodes that run tabby-node (nodes.go), or by one without Node.
 	Node string
 	// GracePeriod a leftover must be seen for before it is collected (default 1 minute).
 	GracePeriod time.Duration

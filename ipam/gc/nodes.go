@@ -17,9 +17,10 @@ import (
 
 // A deleted node's IPAM (Calico's kube-controllers do this; tabby has no controller): its pods'
 // addresses, its tunnel address, its blocks and affinities, its handles. No node of it is left to
-// collect them, so one of the live nodes does: the tabby node (one whose tabby-node recorded its
-// BGP address, so not a node tabby does not run on) whose name sorts first. Every node reaches
-// the same choice from the same Node list, without a lease; two nodes acting at once (a Node list
+// collect them, so one of the live nodes does: the ready tabby node (one whose tabby-node
+// recorded its BGP address, so not a node tabby does not run on, and whose kubelet does not
+// report it NotReady, so not one that may be down) whose name sorts first. Every node reaches the
+// same choice from the same Node list, without a lease; two nodes acting at once (a Node list
 // that differs for a moment) is harmless, as every write is a compare-and-swap.
 
 // leader tells whether this collector acts for the whole cluster on nodes this round.
@@ -42,7 +43,7 @@ func (c *Collector) collectDeletedNodes(ctx context.Context, res *Result) error 
 	liveSet := map[string]bool{}
 	for _, n := range nodes {
 		liveSet[n.Name] = true
-		if n.Annotations[v1.AnnotationBGPIPv4Address] != "" {
+		if n.Annotations[v1.AnnotationBGPIPv4Address] != "" && !n.NotReady {
 			candidates = append(candidates, n.Name)
 		}
 	}

@@ -271,3 +271,31 @@ func TestDeletedNodeBlockRace(t *testing.T) {
 		t.Fatalf("next round: want unaffine with the allocation, got %+v", b)
 	}
 }
+
+// A NotReady node (its kubelet stopped reporting; perhaps down) does not lead: the next ready
+// tabby node collects the deleted node's IPAM, and the NotReady one leaves it alone.
+func TestNotReadyNodeDoesNotLead(t *testing.T) {
+	ctx := context.Background()
+	w := newDeletedNodeWorld(t)
+	s := w.s
+	s.SetNodeNotReady("node-a", true)
+	first, next := w.collector("node-a"), w.collector("node-c")
+	s.DeleteNode("node-b")
+	s.DeletePod("default", "gone")
+	for _, c := range []*gc.Collector{first, next} {
+		if _, err := c.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.now = w.now.Add(61 * time.Second)
+	if res, err := first.RunOnce(ctx); err != nil || len(res.ReleasedIPs)+len(res.ReleasedBlocks)+len(res.UnaffinedBlocks) != 0 {
+		t.Fatalf("the NotReady node acted: %+v %v", res, err)
+	}
+	res, err := next.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.ReleasedIPs, w.gone.IP) || w.held(t, w.gone.IP) {
+		t.Fatalf("the first ready node did not release %v of deleted node-b: %+v", w.gone.IP, res)
+	}
+}

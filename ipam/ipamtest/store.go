@@ -136,6 +136,13 @@ func (s *Store) AddTabbyNode(name string, labels map[string]string) {
 	s.nodes[name].Annotations[v1.AnnotationBGPIPv4Address] = "198.51.100.1/24"
 }
 
+// SetNodeNotReady marks a node's Ready condition as not True.
+func (s *Store) SetNodeNotReady(name string, notReady bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodes[name].NotReady = notReady
+}
+
 // DeleteNode removes a node.
 func (s *Store) DeleteNode(name string) {
 	s.mu.Lock()
@@ -356,7 +363,7 @@ func (s *Store) DeleteHandle(ctx context.Context, name, rv string) error {
 }
 
 func copyNode(n *ipam.Node) *ipam.Node {
-	c := &ipam.Node{Name: n.Name, Labels: map[string]string{}, Annotations: map[string]string{}}
+	c := &ipam.Node{Name: n.Name, Labels: map[string]string{}, Annotations: map[string]string{}, NotReady: n.NotReady}
 	for k, v := range n.Labels {
 		c.Labels[k] = v
 	}

@@ -6,10 +6,12 @@ package syncer
 
 import (
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -28,6 +30,8 @@ type NodeInfo struct {
 	ASN         uint32 // 0: BGPConfiguration's
 	RRClusterID string
 	TunnelAddr  netip.Addr
+	// RestartingUntil: tabby.dev/bgp-restarting, zero when unset.
+	RestartingUntil time.Time
 }
 
 // Workload is a pod on this node: its address and host veth.
@@ -157,7 +161,18 @@ func (s Snapshot) AdvertisedPrefixes() []netip.Prefix {
 
 func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
 	info := NodeInfo{Name: n.Name, Labels: n.Labels}
-	if errs := validation.NodeAnnotations(n.Annotations); len(errs) > 0 {
+	ann := n.Annotations
+	if v, ok := ann[v1.AnnotationBGPRestarting]; ok {
+		// On its own: a typo in a maintenance mark must not take the node's BGP address away.
+		if t, err := validation.RestartingUntil(v); err != nil {
+			log.Warn("node has an invalid restart mark: ignoring it", "node", n.Name, "annotation", v1.AnnotationBGPRestarting, "value", v, "error", err)
+		} else {
+			info.RestartingUntil = t
+		}
+		ann = maps.Clone(ann)
+		delete(ann, v1.AnnotationBGPRestarting)
+	}
+	if errs := validation.NodeAnnotations(ann); len(errs) > 0 {
 		log.Warn("node has invalid tabby annotations: ignoring them", "node", n.Name, "error", errs.ToAggregate())
 	} else {
 		if v := n.Annotations[v1.AnnotationBGPIPv4Address]; v != "" {

@@ -3,13 +3,16 @@ package syncer
 import (
 	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 )
 
 func TestBuild(t *testing.T) {
@@ -75,5 +78,25 @@ func TestBuild(t *testing.T) {
 	adv := s.AdvertisedPrefixes()
 	if len(adv) != 2 || adv[1] != netip.MustParsePrefix("10.244.0.69/32") {
 		t.Fatalf("advertised = %v", adv)
+	}
+}
+
+// tabby.dev/bgp-restarting reaches the node's info; a typo in it is ignored on its own and never
+// takes the node's BGP address away.
+func TestRestartMark(t *testing.T) {
+	node := func(name, mark string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			v1.AnnotationBGPIPv4Address: "198.51.100.11/24", v1.AnnotationBGPRestarting: mark}}}
+	}
+	s := Build(Inputs{NodeName: "a", Nodes: []*corev1.Node{node("a", "2026-11-21T12:00:00Z"), node("b", "tomorrow")}}, slog.Default())
+	want := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	if len(s.Nodes) != 2 || !s.Nodes[0].RestartingUntil.Equal(want) {
+		t.Fatalf("marked node: %+v, want RestartingUntil %v", s.Nodes, want)
+	}
+	if !s.Nodes[1].RestartingUntil.IsZero() || !s.Nodes[1].BGPAddress.IsValid() {
+		t.Fatalf("node with a bad mark: %+v, want no mark and its BGP address", s.Nodes[1])
+	}
+	if errs := validation.NodeAnnotations(map[string]string{v1.AnnotationBGPRestarting: "tomorrow"}); len(errs) != 1 || !strings.Contains(errs[0].Error(), v1.AnnotationBGPRestarting) {
+		t.Fatalf("validation of a bad mark: %v", errs)
 	}
 }
