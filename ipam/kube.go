@@ -38,7 +38,9 @@ func (s *KubeStore) ListsFromCache() *KubeStore {
 	return s
 }
 
-func (s *KubeStore) listOpts() metav1.ListOptions { return metav1.ListOptions{ResourceVersion: s.listRV} }
+func (s *KubeStore) listOpts() metav1.ListOptions {
+	return metav1.ListOptions{ResourceVersion: s.listRV}
+}
 
 func deleteOpts(rv string) metav1.DeleteOptions {
 	if rv == "" {
