@@ -38,6 +38,15 @@
 // Learned best paths (GoBGP BEST watch, no polling) inside the pools go to OnRoute; a prefix whose
 // best path becomes one of ours is withdrawn there.
 //
+// Service advertisement (Calico's): every node originates the BGPConfiguration's
+// serviceClusterIPs and serviceExternalIPs and sends them to its external routers only, so a ToR
+// that peers with each node has one path per node (ECMP; kube-proxy on the node takes it from
+// there). No node sends them to another, and none accepts them (nor anything inside them) from
+// anyone, even where a range lies inside a pool: a ToR's more specific route cannot pull a
+// service's traffic off the nodes. A topology whose ToRs peer only with route reflectors gets
+// the services from the reflectors alone. Per-service /32s (externalTrafficPolicy Local) are
+// not announced.
+//
 // # Route reflectors
 //
 // A node with tabby.dev/route-reflector-cluster-id reflects for every iBGP tabby node it peers

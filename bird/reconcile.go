@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
 )
@@ -29,6 +31,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 	}
 	pools := slices.Clone(b.pools)
 	local := slices.Clone(b.local)
+	services := serviceCIDRs(b.bgpConf)
 	b.mu.Unlock()
 
 	res, err := peers.Compute(in)
@@ -60,7 +63,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 
 	var errs []error
 	// Policy: pools, our prefixes, and which peers are external routers.
-	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local)}
+	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services}
 	for _, p := range res.Peers {
 		if p.Node == "" {
 			pol.External = append(pol.External, p.Address)
@@ -79,10 +82,13 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		b.policy = &pol
 	}
 
-	// Paths: ours, next hop = this node.
+	// Paths: ours and the service CIDRs, next hop = this node.
 	wantPaths := map[netip.Prefix]bool{}
 	for _, p := range local {
 		wantPaths[p.Masked()] = true
+	}
+	for _, p := range services {
+		wantPaths[p] = true
 	}
 	for p := range b.paths {
 		if !wantPaths[p] {
@@ -289,5 +295,22 @@ func sortedPrefixes(in []netip.Prefix) []netip.Prefix {
 
 func policyEqual(a, b speaker.Policy) bool {
 	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.External, b.External) &&
-		slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings)
+		slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings) && slices.Equal(a.Services, b.Services)
+}
+
+// serviceCIDRs are the BGPConfiguration's serviceClusterIPs and serviceExternalIPs, sorted; an
+// invalid one (the syncer passes only validated configurations) is skipped.
+func serviceCIDRs(c *v1.BGPConfiguration) []netip.Prefix {
+	if c == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, list := range [][]v1.ServiceCIDR{c.Spec.ServiceClusterIPs, c.Spec.ServiceExternalIPs} {
+		for _, s := range list {
+			if p, err := validation.ParseIPv4CIDR(s.CIDR); err == nil {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	return sortedPrefixes(out)
 }

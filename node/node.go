@@ -79,7 +79,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	a.store = ipam.NewKubeStore(c)
-	a.pods = podcache.New(c.Kube, cfg.NodeName)
+	if a.pods, err = podcache.New(restCfg, cfg.NodeName); err != nil {
+		return err
+	}
 	// The allocator lists from the API server's watch cache (it never relies on a fresh list:
 	// claiming a block waited ~80 ms for a consistent one); the garbage collector's first look
 	// reads consistently.

@@ -48,11 +48,12 @@ type BGPConfigurationSpec struct {
 	// +optional
 	LogSeverity LogSeverity `json:"logSeverity,omitempty"`
 
-	// ServiceClusterIPs are advertised by every node (service advertisement).
+	// ServiceClusterIPs (the cluster's service CIDR) are announced by every node to its
+	// external BGP peers (ToRs), never inside the cluster (service advertisement).
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	ServiceClusterIPs []ServiceCIDR `json:"serviceClusterIPs,omitempty"`
-	// ServiceExternalIPs are advertised by every node (service advertisement).
+	// ServiceExternalIPs (ranges of Services' externalIPs) are announced like ServiceClusterIPs.
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	ServiceExternalIPs []ServiceCIDR `json:"serviceExternalIPs,omitempty"`

@@ -240,6 +240,7 @@ func (g *GoBGP) DeletePath(ctx context.Context, prefix netip.Prefix, nextHop net
 const (
 	setPools    = "tabby-pools"
 	setLocal    = "tabby-local"
+	setServices = "tabby-services"
 	setExternal = "tabby-external"
 	setLearned  = "tabby-learned-external"
 	setKeepNH   = "tabby-keep-next-hop"
@@ -271,7 +272,8 @@ func prefixSet(name string, list []netip.Prefix) *api.DefinedSet {
 // may not announce one of our own prefixes (or anything inside them); what it announces is
 // tagged, and so is what a sibling reflector sends (less preferred, never sent to a sibling:
 // see bird/doc.go). Export: pool routes, never one learned from an external router (no transit
-// between ToRs, no ToR route leaked into the mesh). Everything else is rejected both ways.
+// between ToRs, no ToR route leaked into the mesh); the service ranges, to external routers
+// only, and never imported. Everything else is rejected both ways.
 func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
 		ds := &api.DefinedSet{DefinedType: api.DefinedType_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
@@ -283,6 +285,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	sets := []*api.DefinedSet{
 		prefixSet(setPools, p.Pools),
 		prefixSet(setLocal, p.Local),
+		prefixSet(setServices, p.Services),
 		neighbors(setExternal, p.External),
 		neighbors(setKeepNH, p.KeepNextHop),
 		neighbors(setSiblings, p.Siblings),
@@ -292,6 +295,12 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	stripSibling := &api.CommunityAction{Type: api.CommunityAction_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
 	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_ANY, Name: name} }
 	imp := &api.Policy{Name: "tabby-import", Statements: []*api.Statement{
+		// Service addresses are every node's own (kube-proxy): originated here (the global
+		// import policy sees local paths too), never learned, even inside a pool.
+		{Name: "tabby-import-own-services", Conditions: &api.Conditions{PrefixSet: match(setServices), RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+		{Name: "tabby-import-no-services", Conditions: &api.Conditions{PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
 		{Name: "tabby-import-own-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setLocal)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
 		{Name: "tabby-import-pools-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setPools)},
@@ -312,6 +321,12 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		// On export the neighbor set matches the receiving peer. A policy reject (unlike
 		// GoBGP's CLUSTER_LIST check) withdraws what the sibling had from us before.
 		{Name: "tabby-export-not-to-siblings", Conditions: &api.Conditions{NeighborSet: match(setSiblings), CommunitySet: match(setFromSib)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+		// Service CIDRs go to external routers (ECMP over every node that peers with them),
+		// never to other nodes.
+		{Name: "tabby-export-services-to-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+		{Name: "tabby-export-services-not-inside", Conditions: &api.Conditions{PrefixSet: match(setServices)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
 		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
@@ -335,7 +350,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	// routers send, so they re-run the import from those alone.
 	last := g.lastPolicy
 	g.lastPolicy = &p
-	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) || !slices.Equal(last.Siblings, p.Siblings) {
+	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
 		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_BOTH}); err != nil {
 			return fmt.Errorf("re-apply policy: %w", err)
 		}

@@ -33,9 +33,13 @@ type Speaker interface {
 
 // Policy is tabby's route filter (see bird/doc.go).
 type Policy struct {
-	Pools    []netip.Prefix // accepted and advertised, with every more-specific prefix
-	Local    []netip.Prefix // ours: never accepted from an external router
-	External []netip.Addr   // routers that are not tabby nodes (ToRs)
+	Pools []netip.Prefix // accepted and advertised, with every more-specific prefix
+	Local []netip.Prefix // ours: never accepted from an external router
+	// Services are the service CIDRs every node announces (BGPConfiguration serviceClusterIPs and
+	// serviceExternalIPs): sent to external routers only, accepted from no one (kube-proxy on
+	// each node handles service traffic; no node routes it to another).
+	Services []netip.Prefix
+	External []netip.Addr // routers that are not tabby nodes (ToRs)
 	// KeepNextHop are the eBGP peers (BGPPeer keepOriginalNextHop) that get routes with their
 	// next hop unchanged instead of this node.
 	KeepNextHop []netip.Addr

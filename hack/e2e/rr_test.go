@@ -90,6 +90,44 @@ func TestRouteReflectors(t *testing.T) {
 	}
 	t.Logf("ToR holds %d pod routes learned by BGP", n)
 
+	// Service advertisement: the cluster IP range reaches the ToR's kernel from the reflectors
+	// (the nodes that peer with it), and no node routes it.
+	svc := netip.MustParsePrefix("203.0.113.192/27")
+	cfg, err := l.Client.BGPConfigurations().Get(ctx, v1.DefaultBGPConfigurationName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Spec.ServiceClusterIPs = []v1.ServiceCIDR{{CIDR: svc.String()}}
+	if _, err := l.Client.BGPConfigurations().Update(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var svcRoute lab.Route
+	if err := lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+		rs, err := l.Router().Routes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Dst == svc.String() {
+				svcRoute = r
+				return nil
+			}
+		}
+		return fmt.Errorf("the ToR has no route for service range %s", svc)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ToR routes the service range: %s", svcRoute)
+	for _, n := range nodes {
+		rs, err := n.TabbyRoutes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(rs, func(r lab.Route) bool { return r.Dst == svc.String() }); i >= 0 {
+			t.Errorf("%s routes the service range: %s", n.Name, rs[i])
+		}
+	}
+
 	// Blocks released by a client (IPAMBlock and BlockAffinity deleted, as IPAM releases an
 	// empty block) vanish from every node and the ToR. With both reflectors holding each
 	// other's reflected copy, about half of them used to stay everywhere for good.

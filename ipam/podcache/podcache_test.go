@@ -56,7 +56,10 @@ func TestPoolChoiceFromCache(t *testing.T) {
 	pod("here", node)
 	pod("elsewhere", "another-node")
 
-	c := podcache.New(env.Kube, node)
+	c, err := podcache.New(env.Config, node)
+	if err != nil {
+		t.Fatal(err)
+	}
 	go c.Run(ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

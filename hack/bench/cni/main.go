@@ -138,7 +138,10 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 	}
 	podCtx, stopPods := context.WithCancel(ctx)
 	defer stopPods()
-	podCache := podcache.New(env.Kube, nodeName)
+	podCache, err := podcache.New(env.Config, nodeName)
+	if err != nil {
+		return err
+	}
 	go podCache.Run(podCtx)
 	for !podCache.HasSynced() {
 		time.Sleep(10 * time.Millisecond)
