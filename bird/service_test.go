@@ -1,0 +1,92 @@
+package bird
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird/internal/netnstest"
+)
+
+// TestServiceAdvertisement: the BGPConfiguration's serviceClusterIPs and serviceExternalIPs are
+// announced by every node to the external routers (the ToR gets one path per node: ECMP), never
+// to another node, and never learned from anyone, even when a range lies inside a pool; removing
+// a range withdraws it.
+func TestServiceAdvertisement(t *testing.T) {
+	netnstest.Require(t)
+	all := []Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
+	tor := netip.MustParseAddr("198.51.100.253")
+	n81, n82 := all[0].Address.Addr(), all[1].Address.Addr()
+	// A cluster IP range outside the pools, and external IPs inside one.
+	clusterIPs, externalIPs := netip.MustParsePrefix("203.0.113.192/27"), netip.MustParsePrefix("10.244.250.0/24")
+	conf := func(external bool) *v1.BGPConfiguration {
+		c := &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: clusterIPs.String()}}}}
+		if external {
+			c.Spec.ServiceExternalIPs = []v1.ServiceCIDR{{CIDR: externalIPs.String()}}
+		}
+		return c
+	}
+	peers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tor.String(), ASNumber: 65003}}}
+	// The ToR announces one external IP (a more specific route inside the range, as a
+	// misconfigured router might): it must not pull that service's traffic off the nodes.
+	hijack := netip.MustParsePrefix("10.244.250.5/32")
+	r := startRouter(t, tor, 65003, map[netip.Addr]uint32{n81: 64512, n82: 64512}, hijack.String())
+	// node82 has not seen the configuration yet (a rollout): it must not get the services from
+	// node81, where it would route them away (the external IPs lie in a pool).
+	a := startNode(t, all[0], all, func(b *Bird) { b.SetBGPPeers(peers); b.SetBGPConfiguration(conf(true)) })
+	b := startNode(t, all[1], all, func(b *Bird) { b.SetBGPPeers(peers) })
+	for _, p := range []netip.Prefix{clusterIPs, externalIPs} {
+		r.waitReceived(t, n81, p, n81.String())
+	}
+	b.routes.waitRoute(t, a.block, n81, 15*time.Second)
+	a.routes.waitRoute(t, b.block, n82, 15*time.Second)
+	r.waitReceived(t, n82, a.block, n82.String())
+	for _, p := range []netip.Prefix{clusterIPs, externalIPs, hijack} {
+		if nh, ok := a.routes.get(p); ok {
+			t.Errorf("node81 learned service route %s via %s", p, nh)
+		}
+	}
+	for _, p := range []netip.Prefix{clusterIPs, externalIPs} {
+		if nh, ok := b.routes.get(p); ok {
+			t.Errorf("node82 learned service range %s via %s", p, nh)
+		}
+	}
+	if got := r.received(t, n82); got[clusterIPs] != "" || got[externalIPs] != "" {
+		t.Fatalf("node82 passed node81's services on to the ToR: %v", got)
+	}
+
+	// Every node announces them: one path per node at the ToR; the ToR's /32 that node82 had
+	// learned while it did not know the range is dropped.
+	b.bird.SetBGPConfiguration(conf(true))
+	for _, p := range []netip.Prefix{clusterIPs, externalIPs} {
+		r.waitReceived(t, n82, p, n82.String())
+	}
+	b.routes.wait(t, "the ToR's route inside the service range withdrawn", 15*time.Second, func(m map[netip.Prefix]netip.Addr) bool {
+		_, ok := m[hijack]
+		return !ok
+	})
+
+	// External IPs no longer advertised: gone from the ToR, the cluster IPs stay.
+	a.bird.SetBGPConfiguration(conf(false))
+	b.bird.SetBGPConfiguration(conf(false))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got81, got82 := r.received(t, n81), r.received(t, n82)
+		_, has81 := got81[externalIPs]
+		_, has82 := got82[externalIPs]
+		if !has81 && !has82 {
+			if got81[clusterIPs] != n81.String() || got82[clusterIPs] != n82.String() {
+				t.Fatalf("cluster IPs lost with the external IPs: %v %v", got81, got82)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("external IPs still advertised 15 s after their removal: %v %v", got81, got82)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
