@@ -2,12 +2,17 @@ package tabbyctl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/tabbyctl/nodestatus"
 )
 
@@ -50,7 +55,52 @@ mounted. It does not reach across the network.`,
 	status.Flags().StringVar(&node, "node", "", "read the status of this node from --socket-dir/NAME/bird.sock")
 	status.Flags().StringVar(&socketDir, "socket-dir", "/var/run/tabby/nodes", "directory of per-node run directories, for --node")
 	status.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for tabby-node to answer")
-	cmd.AddCommand(status)
+	cmd.AddCommand(status, a.markRestartCommand())
+	return cmd
+}
+
+// markRestartCommand sets or clears tabby.dev/bgp-restarting on a Node.
+func (a *app) markRestartCommand() *cobra.Command {
+	var forDur time.Duration
+	var clearMark bool
+	cmd := &cobra.Command{
+		Use:   "mark-restart NODE (--for DURATION | --clear)",
+		Short: "Announce a planned restart of a node that its tabby-node cannot announce itself",
+		Long: `Sets the Node annotation tabby.dev/bgp-restarting to now + --for: until then, the node's
+BGP peers treat a lost session with it as a graceful restart and keep its routes (a power cycle,
+a link maintenance). A restart of tabby-node alone needs no mark. --clear removes the mark; a mark
+also stops counting once its time has passed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if clearMark == (forDur > 0) {
+				return errors.New("give --for DURATION (e.g. 10m) or --clear")
+			}
+			c, err := a.cluster()
+			if err != nil {
+				return err
+			}
+			var value any // JSON merge patch: null removes the annotation
+			until := time.Now().Add(forDur).UTC().Truncate(time.Second)
+			if !clearMark {
+				value = until.Format(time.RFC3339)
+			}
+			body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1.AnnotationBGPRestarting: value}}})
+			if err != nil {
+				return err
+			}
+			if _, err := c.Kube.CoreV1().Nodes().Patch(cmd.Context(), args[0], types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("mark node %s: %w", args[0], err)
+			}
+			if clearMark {
+				fmt.Fprintf(a.Out, "node %s: restart mark cleared\n", args[0])
+			} else {
+				fmt.Fprintf(a.Out, "node %s: peers keep its routes through a lost session until %s\n", args[0], until.Format(time.RFC3339))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&forDur, "for", 0, "how long the restart may take")
+	cmd.Flags().BoolVar(&clearMark, "clear", false, "remove the mark")
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/hack/testenv"
 )
 
@@ -508,6 +509,42 @@ func TestUsageErrors(t *testing.T) {
 		r := run(t, "", c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("tabbyctl %v: exit %d stderr %q; want %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+func TestNodeMarkRestart(t *testing.T) {
+	needCluster(t)
+	createNode(t, "mr-1", nil, map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.31/24"})
+	ctx := context.Background()
+	before := time.Now()
+	out := mustRun(t, "", "node", "mark-restart", "mr-1", "--for", "10m")
+	k, err := env.Kube.CoreV1().Nodes().Get(ctx, "mr-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until, err := validation.RestartingUntil(k.Annotations[v1.AnnotationBGPRestarting])
+	if err != nil || until.Before(before.Add(9*time.Minute)) || until.After(time.Now().Add(11*time.Minute)) {
+		t.Fatalf("mark %q (%v), want about 10 minutes from now; output: %s", k.Annotations[v1.AnnotationBGPRestarting], err, out)
+	}
+	if k.Annotations[v1.AnnotationBGPIPv4Address] != "198.51.100.31/24" {
+		t.Fatalf("the mark touched other annotations: %v", k.Annotations)
+	}
+	mustRun(t, "", "node", "mark-restart", "mr-1", "--clear")
+	if k, err = env.Kube.CoreV1().Nodes().Get(ctx, "mr-1", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := k.Annotations[v1.AnnotationBGPRestarting]; ok {
+		t.Fatalf("mark still there after --clear: %q", v)
+	}
+	for _, args := range [][]string{
+		{"node", "mark-restart", "mr-1"},
+		{"node", "mark-restart", "mr-1", "--for", "5m", "--clear"},
+		{"node", "mark-restart", "no-such-node", "--for", "5m"},
+	} {
+		r := run(t, "", args...)
+		if r.code == 0 || (!strings.Contains(r.stderr, "--for") && !strings.Contains(r.stderr, "no-such-node")) {
+			t.Errorf("tabbyctl %v: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}
 }
