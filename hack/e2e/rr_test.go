@@ -37,14 +37,6 @@ func TestRouteReflectors(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tor := &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{
-		NodeSelector: "has(" + lab.RouteReflectorLabel + ")", PeerIP: lab.RouterA.String(), ASNumber: lab.DefaultToRASN,
-		Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "tor-bgp", Key: "password"}},
-	}}
-	if _, err := l.Client.BGPPeers().Create(ctx, tor); err != nil {
-		t.Fatal(err)
-	}
-
 	specs := []lab.NodeSpec{
 		{Name: "rr-1", RouteReflectorClusterID: rrClusterID},
 		{Name: "rr-2", RouteReflectorClusterID: rrClusterID},
@@ -57,6 +49,15 @@ func TestRouteReflectors(t *testing.T) {
 		nbs = append(nbs, lab.BGPNeighbor{Addr: r.IP(), ASN: v1.DefaultASNumber, Password: torPassword})
 	}
 	if err := l.Router().StartFRR(ctx, lab.FRROptions{Neighbors: nbs, Zebra: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The reflectors peer with the ToR once it runs (a configured peer that is not there yet
+	// holds a node's readiness for the 30 s in-sync grace, waiting for its End-of-RIB).
+	tor := &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{
+		NodeSelector: "has(" + lab.RouteReflectorLabel + ")", PeerIP: lab.RouterA.String(), ASNumber: lab.DefaultToRASN,
+		Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "tor-bgp", Key: "password"}},
+	}}
+	if _, err := l.Client.BGPPeers().Create(ctx, tor); err != nil {
 		t.Fatal(err)
 	}
 	pods := addPodsPerNode(t, ctx, l, nodes, 1)
