@@ -79,9 +79,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	a.store = ipam.NewKubeStore(c)
-	if a.pods, err = podcache.New(restCfg, cfg.NodeName); err != nil {
-		return err
-	}
+	a.pods = podcache.New(c.Kube, cfg.NodeName)
 	// The allocator lists from the API server's watch cache (it never relies on a fresh list:
 	// claiming a block waited ~80 ms for a consistent one); the garbage collector's first look
 	// reads consistently.

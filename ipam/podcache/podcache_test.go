@@ -56,10 +56,7 @@ func TestPoolChoiceFromCache(t *testing.T) {
 	pod("here", node)
 	pod("elsewhere", "another-node")
 
-	c, err := podcache.New(env.Config, node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := podcache.New(env.Kube, node)
 	go c.Run(ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

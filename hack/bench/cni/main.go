@@ -138,10 +138,7 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 	}
 	podCtx, stopPods := context.WithCancel(ctx)
 	defer stopPods()
-	podCache, err := podcache.New(env.Config, nodeName)
-	if err != nil {
-		return err
-	}
+	podCache := podcache.New(env.Kube, nodeName)
 	go podCache.Run(podCtx)
 	for !podCache.HasSynced() {
 		time.Sleep(10 * time.Millisecond)
