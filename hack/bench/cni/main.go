@@ -15,10 +15,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -67,7 +69,11 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (network namespaces)")
 	}
-	ctx := context.Background()
+	// Ctrl-C (or a closed pipe, as with `| head`) must still remove the 100+ namespaces: a signal
+	// ends the context, the next CNI call fails, and run's deferred clean-ups run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	signal.Ignore(syscall.SIGPIPE)
 	tmp, err := os.MkdirTemp("", "tabby-bench-cni-")
 	if err != nil {
 		return err
