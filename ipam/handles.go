@@ -103,6 +103,13 @@ func (a *Allocator) Flush(ctx context.Context) error {
 	}
 }
 
+// RecordHandle makes the IPAMHandle of handle exist and list block, annotated with the node that
+// allocated in it: what the garbage collector restores for a live allocation whose handle object
+// is missing.
+func (a *Allocator) RecordHandle(ctx context.Context, handle, node string, block netip.Prefix) error {
+	return a.recordHandle(ctx, Request{Handle: handle, Node: node}, block)
+}
+
 // recordHandle makes handle r.Handle exist and list block (it may list others too).
 func (a *Allocator) recordHandle(ctx context.Context, r Request, block netip.Prefix) error {
 	name := names.HandleName(r.Handle)

@@ -28,7 +28,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -347,18 +346,15 @@ func (c *Collector) collect(ctx context.Context, l leak, res *Result) error {
 
 // restoreHandle writes the handle of a live allocation again, so DEL can release it.
 func (c *Collector) restoreHandle(ctx context.Context, l leak, node string, res *Result) error {
-	name := names.HandleName(l.handle)
-	if _, err := c.store.GetHandle(ctx, name); err == nil {
-		return nil
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get IPAMHandle %s: %w", name, err)
+	h, err := c.store.GetHandle(ctx, names.HandleName(l.handle))
+	if err == nil && h.Spec.Block[l.block.String()] > 0 {
+		return nil // written meanwhile (the allocator writes handles after their blocks)
 	}
-	h := &v1.IPAMHandle{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{ipam.AnnotationHandleNode: node}},
-		Spec:       v1.IPAMHandleSpec{HandleID: l.handle, Block: map[string]int{l.block.String(): 1}},
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get IPAMHandle %s: %w", names.HandleName(l.handle), err)
 	}
-	if _, err := c.store.CreateHandle(ctx, h); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("restore IPAMHandle %s: %w", name, err)
+	if err := c.alloc.RecordHandle(ctx, l.handle, node, l.block); err != nil {
+		return fmt.Errorf("restore IPAMHandle %s: %w", names.HandleName(l.handle), err)
 	}
 	c.log.Info("restored missing handle of a live allocation", "handle", l.handle, "ip", l.ip())
 	res.RestoredHandles = append(res.RestoredHandles, l.handle)
