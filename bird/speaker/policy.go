@@ -1,0 +1,147 @@
+package speaker
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	api "github.com/osrg/gobgp/v3/api"
+)
+
+// Names of tabby's GoBGP policy objects (visible with `gobgp policy` on the local API).
+const (
+	setPools    = "tabby-pools"
+	setLocal    = "tabby-local"
+	setServices = "tabby-services"
+	setExternal = "tabby-external"
+	setLearned  = "tabby-learned-external"
+	setKeepNH   = "tabby-keep-next-hop"
+	setSiblings = "tabby-sibling-reflectors"
+	setFromSib  = "tabby-learned-sibling"
+	// LearnedExternalCommunity marks routes learned from a router that is not a tabby node, so
+	// that they are never passed on to another peer. AS 0 is reserved: no operator uses it.
+	LearnedExternalCommunity = "0:201"
+	// LearnedSiblingCommunity marks, inside this speaker only, routes learned from another
+	// route reflector of our cluster: never sent to a sibling, stripped from every export.
+	LearnedSiblingCommunity = "0:202"
+)
+
+// placeholder keeps a set non-empty: GoBGP treats an empty neighbor set as matching everyone.
+var placeholder = netip.MustParsePrefix("255.255.255.255/32")
+
+func prefixSet(name string, list []netip.Prefix) *api.DefinedSet {
+	ds := &api.DefinedSet{DefinedType: api.DefinedType_PREFIX, Name: name}
+	if len(list) == 0 {
+		list = []netip.Prefix{placeholder}
+	}
+	for _, p := range list {
+		ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: 32})
+	}
+	return ds
+}
+
+// SetPolicy implements Speaker. Import: routes inside a pool, except that an external router
+// may not announce one of our own prefixes (or anything inside them); what it announces is
+// tagged, and so is what a sibling reflector sends (less preferred, never sent to a sibling:
+// see bird/doc.go). Export: pool routes, never one learned from an external router (no transit
+// between ToRs, no ToR route leaked into the mesh); the service ranges, to external routers
+// only, and never imported. Everything else is rejected both ways.
+func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
+	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
+		ds := &api.DefinedSet{DefinedType: api.DefinedType_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
+		for _, a := range list {
+			ds.List = append(ds.List, netip.PrefixFrom(a, 32).String())
+		}
+		return ds
+	}
+	sets := []*api.DefinedSet{
+		prefixSet(setPools, p.Pools),
+		prefixSet(setLocal, p.Local),
+		prefixSet(setServices, p.Services),
+		neighbors(setExternal, p.External),
+		neighbors(setKeepNH, p.KeepNextHop),
+		neighbors(setSiblings, p.Siblings),
+		{DefinedType: api.DefinedType_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
+		{DefinedType: api.DefinedType_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
+	}
+	stripSibling := &api.CommunityAction{Type: api.CommunityAction_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
+	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_ANY, Name: name} }
+	imp := &api.Policy{Name: "tabby-import", Statements: []*api.Statement{
+		// Service addresses are every node's own (kube-proxy): originated here (the global
+		// import policy sees local paths too), never learned, even inside a pool.
+		{Name: "tabby-import-own-services", Conditions: &api.Conditions{PrefixSet: match(setServices), RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+		{Name: "tabby-import-no-services", Conditions: &api.Conditions{PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+		{Name: "tabby-import-own-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setLocal)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+		{Name: "tabby-import-pools-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: &api.CommunityAction{Type: api.CommunityAction_ADD, Communities: []string{LearnedExternalCommunity}}}},
+		// A sibling's copy is tagged, and its MED raised so that a path we have first hand
+		// always wins over it (GoBGP would otherwise decide on the sibling's router ID and
+		// pass its copy on instead of the client's own route).
+		{Name: "tabby-import-pools-from-sibling", Conditions: &api.Conditions{NeighborSet: match(setSiblings), PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT,
+				Community: &api.CommunityAction{Type: api.CommunityAction_ADD, Communities: []string{LearnedSiblingCommunity}},
+				Med:       &api.MedAction{Type: api.MedAction_MOD, Value: 1}}},
+		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: stripSibling}},
+	}}
+	exp := &api.Policy{Name: "tabby-export", Statements: []*api.Statement{
+		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+		// On export the neighbor set matches the receiving peer. A policy reject (unlike
+		// GoBGP's CLUSTER_LIST check) withdraws what the sibling had from us before.
+		{Name: "tabby-export-not-to-siblings", Conditions: &api.Conditions{NeighborSet: match(setSiblings), CommunitySet: match(setFromSib)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+		// Service CIDRs go to external routers (ECMP over every node that peers with them),
+		// never to other nodes.
+		{Name: "tabby-export-services-to-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+		{Name: "tabby-export-services-not-inside", Conditions: &api.Conditions{PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
+		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: stripSibling}},
+	}}
+	// SetPolicies replaces sets and policies but ignores assignments: assign separately.
+	if err := g.srv.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: sets, Policies: []*api.Policy{imp, exp}}); err != nil {
+		return fmt.Errorf("set import/export policy: %w", err)
+	}
+	for _, a := range []*api.PolicyAssignment{
+		{Name: "global", Direction: api.PolicyDirection_IMPORT, Policies: []*api.Policy{{Name: imp.Name}}, DefaultAction: api.RouteAction_REJECT},
+		{Name: "global", Direction: api.PolicyDirection_EXPORT, Policies: []*api.Policy{{Name: exp.Name}}, DefaultAction: api.RouteAction_REJECT},
+	} {
+		if err := g.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: a}); err != nil {
+			return fmt.Errorf("assign %s policy: %w", a.Direction, err)
+		}
+	}
+	// GoBGP keeps every received route before policy: re-run the policy where it changed. Our
+	// own prefixes change with every block and borrowed address but only filter what external
+	// routers send, so they re-run the import from those alone.
+	last := g.lastPolicy
+	g.lastPolicy = &p
+	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
+		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_BOTH}); err != nil {
+			return fmt.Errorf("re-apply policy: %w", err)
+		}
+		return nil
+	}
+	if slices.Equal(last.Local, p.Local) && slices.Equal(last.External, p.External) {
+		return nil
+	}
+	states, err := g.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		if slices.Contains(p.External, st.Address) {
+			if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: st.Address.String(), Soft: true, Direction: api.ResetPeerRequest_IN}); err != nil {
+				return fmt.Errorf("re-apply import policy for %s: %w", st.Address, err)
+			}
+		}
+	}
+	return nil
+}
