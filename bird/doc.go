@@ -1,4 +1,4 @@
-// Package bird is tabby's BGP agent: an embedded GoBGP v3.37.0 speaker whose sessions and routes
+// Package bird is tabby's BGP agent: an embedded GoBGP v4.8.0 speaker whose sessions and routes
 // are computed from the datastore and kept in step with it. tabby-node feeds it (SetNodes,
 // SetBGPConfiguration, SetBGPPeers, SetSecrets, SetPools, SetLocalPrefixes) and receives the
 // learned routes through Config.OnRoute for felix. Only bird/... imports GoBGP.
@@ -50,7 +50,7 @@
 // # Route reflectors
 //
 // A node with tabby.dev/route-reflector-cluster-id reflects for every iBGP tabby node it peers
-// with, including the other reflectors of its cluster (its siblings). GoBGP v3 adds
+// with, including the other reflectors of its cluster (its siblings). GoBGP (v3, and the workaround is kept on v4) adds
 // ORIGINATOR_ID and CLUSTER_LIST only to routes it sends to a client; with siblings as plain
 // non-clients of each other, a client route passed from one to the other came out with the
 // first reflector's ORIGINATOR_ID (found by TestRouteReflectors), so siblings are clients of
@@ -103,9 +103,16 @@
 //     until none is established, then stops GoBGP (StopBgp then has nothing to send). With the N
 //     bit, a Cease that is not a Hard Reset is a graceful restart for the receiver, so peers keep
 //     our routes. (GoBGP's own StopBgp sends Peer De-configured, which RFC 8538 maps to a Hard
-//     Reset: routes dropped at once. That is Stop(false).)
-//   - The receiving bird sees that NOTIFICATION through GoBGP's log (the API reports the state
-//     change but not why) and marks the peer restarting for its restart time. Node.RestartingUntil
+//     Reset: routes dropped at once. That is Stop(false).) GoBGP v4's StopBgp with
+//     AllowGracefulRestart closes the connections without any NOTIFICATION instead: the
+//     receiver then sees "read-failed", exactly what a crashed node looks like, and tabby treats
+//     a crash as a death. So the Cease with its communication stays: it is what tells the two
+//     apart.
+//   - The receiving bird sees that NOTIFICATION's communication through GoBGP's log (v4's peer
+//     event gives the reason class, "notification-received cease/administrative-reset", but not
+//     the communication) and marks the peer restarting for its restart time. Everything else
+//     about a session's end comes from v4's peer event itself: its reason is what `tabbyctl
+//     node status` shows ("session down: hold-timer-expired"), and a Hard Reset is read from it. Node.RestartingUntil
 //     (tabby-node fills it from the Node annotation tabby.dev/bgp-restarting) marks a node the
 //     same way, for a restart that cannot send the notification (a power cycle, a link
 //     maintenance).
@@ -144,9 +151,12 @@
 // Known limits: a helper whose reconnect to a restarting node lands between the node's StartBgp
 // and its AddPeer (a few milliseconds) is refused and drops the stale routes (GoBGP treats the
 // failed attempt as the end of the restart); they come back with the session. A tabby-node that
-// crashes and comes back is treated as dead, then re-learned. Passwords need plain TCP: the
-// module's go.mod sets godebug multipathtcp=0 (tests included, TestGodebugPlainTCP); a wrong or
-// missing password leaves the session in active with "i/o timeout" and a password hint in status.
+// crashes and comes back is treated as dead, then re-learned. Passwords need plain TCP: Go's
+// listeners default to MPTCP since Go 1.24, on which GoBGP v3 could not set TCP MD5 (passwords
+// silently unenforced: tabby then needed `godebug multipathtcp=0`). GoBGP v4 turns MPTCP off on
+// its own listener, and Go's dialers are plain TCP, so the godebug is gone; TestPasswords (a
+// wrong and a missing password never establish) is the proof. A wrong or missing password
+// leaves the session in active with "i/o timeout" and a password hint in status.
 //
 // # Benchmark (go run ./hack/bench/bird: one host, 2 cores, tabby and BIRD2 in the same run)
 //

@@ -81,6 +81,12 @@ func (b *Bird) onState(e speaker.Event) {
 	if old != "established" {
 		return
 	}
+	// GoBGP v4 says why the session ended; a Cease / Hard Reset (RFC 8538) is never a
+	// graceful restart, and GoBGP has dropped the routes itself.
+	if e.Reason != "" {
+		s.info = "session down: " + e.Reason
+	}
+	s.hardReset = e.HardReset
 	switch {
 	case !ok:
 	case p.Node == "":
@@ -115,11 +121,8 @@ func (b *Bird) onPeerLog(e speaker.Event) {
 		}
 		s.gracefulUntil = e.Time.Add(restart)
 	}
-	if n := e.Notification; n != nil {
-		s.hardReset = n.Code == speaker.CodeCease && n.Subcode == speaker.SubcodeHardReset
-	}
-	// The last warning is the reason given when the session goes down (hold timer expired,
-	// connection reset, NOTIFICATION received), so keep it also while established.
+	// Between sessions the last warning (a connect error, a NOTIFICATION received) is the best
+	// explanation there is; the state event's own reason replaces it when a session ends.
 	s.info = e.Message
 	if p, ok := b.desired[e.Peer]; ok && p.Password != "" && s.state != "established" {
 		s.info += " (TCP MD5 password set: a wrong or missing password on either side silently drops every segment)"

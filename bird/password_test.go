@@ -1,7 +1,6 @@
 package bird
 
 import (
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -11,21 +10,6 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
-
-// TestGodebugPlainTCP: the test binary is built with go.mod's `godebug multipathtcp=0`, without
-// which GoBGP cannot set TCP MD5 on its listener and passwords are silently not enforced.
-func TestGodebugPlainTCP(t *testing.T) {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Fatal("no build info")
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "DefaultGODEBUG" && strings.Contains(s.Value, "multipathtcp=0") {
-			return
-		}
-	}
-	t.Fatalf("test binary lacks multipathtcp=0 in DefaultGODEBUG: %v", bi.Settings)
-}
 
 func passwordPeer(secret string) []v1.BGPPeer {
 	p := v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "pair"}, Spec: v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "all()"}}

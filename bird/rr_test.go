@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,8 +40,8 @@ func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stream, err := api.NewGobgpApiClient(conn).ListPath(ctx, &api.ListPathRequest{
-		TableType: api.TableType_GLOBAL,
+	stream, err := api.NewGoBgpServiceClient(conn).ListPath(ctx, &api.ListPathRequest{
+		TableType: api.TableType_TABLE_TYPE_GLOBAL,
 		Family:    &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST},
 		Prefixes:  []*api.TableLookupPrefix{{Prefix: prefix.String()}},
 	})
@@ -61,19 +61,13 @@ func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 
 func attrs(p *api.Path) (originator string, clusters []string, nextHop string) {
 	for _, a := range p.Pattrs {
-		var o api.OriginatorIdAttribute
-		var c api.ClusterListAttribute
-		var nh api.NextHopAttribute
 		switch {
-		case a.MessageIs(&o):
-			_ = a.UnmarshalTo(&o)
-			originator = o.Id
-		case a.MessageIs(&c):
-			_ = a.UnmarshalTo(&c)
-			clusters = c.Ids
-		case a.MessageIs(&nh):
-			_ = a.UnmarshalTo(&nh)
-			nextHop = nh.NextHop
+		case a.GetOriginatorId() != nil:
+			originator = a.GetOriginatorId().GetId()
+		case a.GetClusterList() != nil:
+			clusters = a.GetClusterList().GetIds()
+		case a.GetNextHop() != nil:
+			nextHop = a.GetNextHop().GetNextHop()
 		}
 	}
 	return

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

@@ -6,35 +6,21 @@ import (
 	"testing"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
-	"github.com/osrg/gobgp/v3/pkg/server"
-	"google.golang.org/protobuf/types/known/anypb"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
 
-// quietLogger keeps the test routers' GoBGP logs out of the test output.
-type quietLogger struct{}
-
-func (quietLogger) Panic(string, gobgplog.Fields) {}
-func (quietLogger) Fatal(string, gobgplog.Fields) {}
-func (quietLogger) Error(string, gobgplog.Fields) {}
-func (quietLogger) Warn(string, gobgplog.Fields)  {}
-func (quietLogger) Info(string, gobgplog.Fields)  {}
-func (quietLogger) Debug(string, gobgplog.Fields) {}
-func (quietLogger) SetLevel(gobgplog.LogLevel)    {}
-func (quietLogger) GetLevel() gobgplog.LogLevel   { return gobgplog.ErrorLevel }
-
 // router is a plain GoBGP playing a ToR: it accepts and announces everything.
 type router struct {
 	srv  *server.BgpServer
 	addr netip.Addr
 }
-
-var v4uc = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 
 func startRouter(t *testing.T, addr netip.Addr, asn uint32, neighbors map[netip.Addr]uint32, announce ...string) *router {
 	t.Helper()
@@ -48,7 +34,7 @@ func startRouterMode(t *testing.T, addr netip.Addr, asn uint32, neighbors map[ne
 	t.Helper()
 	netnstest.AddLoopback(t, addr)
 	ctx := context.Background()
-	s := server.NewBgpServer(server.LoggerOption(quietLogger{}))
+	s := server.NewBgpServer() // GoBGP discards its logs without a logger
 	go s.Serve()
 	t.Cleanup(s.Stop)
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: asn, RouterId: addr.String(), ListenPort: 179, ListenAddresses: []string{addr.String()}}}); err != nil {
@@ -56,10 +42,10 @@ func startRouterMode(t *testing.T, addr netip.Addr, asn uint32, neighbors map[ne
 	}
 	for _, p := range announce {
 		pfx := netip.MustParsePrefix(p)
-		nlri, _ := anypb.New(&api.IPAddressPrefix{Prefix: pfx.Addr().String(), PrefixLen: uint32(pfx.Bits())})
-		origin, _ := anypb.New(&api.OriginAttribute{Origin: 0})
-		nh, _ := anypb.New(&api.NextHopAttribute{NextHop: addr.String()})
-		if _, err := s.AddPath(ctx, &api.AddPathRequest{Path: &api.Path{Family: v4uc, Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}}}); err != nil {
+		nlri, _ := bgp.NewIPAddrPrefix(pfx)
+		nh, _ := bgp.NewPathAttributeNextHop(addr)
+		path := &apiutil.Path{Family: bgp.RF_IPv4_UC, Nlri: nlri, Attrs: []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh}}
+		if _, err := s.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{path}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,11 +66,14 @@ func startRouterMode(t *testing.T, addr netip.Addr, asn uint32, neighbors map[ne
 func (r *router) received(t *testing.T, neighbor netip.Addr) map[netip.Prefix]string {
 	t.Helper()
 	out := map[netip.Prefix]string{}
-	err := r.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_ADJ_IN, Name: neighbor.String(), Family: v4uc}, func(d *api.Destination) {
-		p := netip.MustParsePrefix(d.Prefix)
-		for _, path := range d.Paths {
-			_, _, nh := attrs(path)
-			out[p] = nh
+	err := r.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: neighbor.String(), Family: bgp.RF_IPv4_UC}, func(n bgp.NLRI, paths []*apiutil.Path) {
+		p := netip.MustParsePrefix(n.String())
+		for _, path := range paths {
+			for _, a := range path.Attrs {
+				if nh, ok := a.(*bgp.PathAttributeNextHop); ok {
+					out[p] = nh.Value.String()
+				}
+			}
 		}
 	})
 	if err != nil {

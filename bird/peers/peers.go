@@ -198,7 +198,7 @@ func Compute(in Input) (Result, error) {
 			p.Type = RouteReflectorClient
 		}
 		// A reflector treats every iBGP tabby node as a client, other reflectors of its own
-		// cluster (siblings) included: GoBGP v3 adds ORIGINATOR_ID and CLUSTER_LIST only on
+		// cluster (siblings) included: GoBGP (v3; kept on v4) adds ORIGINATOR_ID and CLUSTER_LIST only on
 		// routes it sends to a client, so a client route passed to a non-client reflector would
 		// come out of it with the wrong ORIGINATOR_ID. Loops between siblings are kept out by
 		// the route policy, not by the CLUSTER_LIST (bird/doc.go).

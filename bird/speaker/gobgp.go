@@ -10,16 +10,17 @@ import (
 	"sync"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/server"
-	"google.golang.org/protobuf/types/known/anypb"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/tabbynet/tabby/bird/peers"
 )
 
 var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 
-// GoBGP is a Speaker embedding GoBGP v3.
+// GoBGP is a Speaker embedding GoBGP v4.
 type GoBGP struct {
 	log     *slog.Logger
 	apiAddr string
@@ -51,7 +52,11 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 	// A failed Start may be retried on the same server: GoBGP's Serve loop never ends, so a new
 	// server per attempt would leak one each time (an address not there yet, say).
 	if g.srv == nil {
-		opts := []server.ServerOption{server.LoggerOption(&logAdapter{log: g.log, emit: g.emit})}
+		// GoBGP only logs connect failures at debug level, and status wants them: the handler
+		// sees every level and passes on what tabby's logger is enabled for.
+		lv := new(slog.LevelVar)
+		lv.Set(slog.LevelDebug)
+		opts := []server.ServerOption{server.LoggerOption(slog.New(newLogHandler(g.log, g.emit)), lv)}
 		if g.apiAddr != "" {
 			opts = append(opts, server.GrpcListenAddress(g.apiAddr))
 		}
@@ -195,27 +200,33 @@ func (g *GoBGP) DeletePeer(ctx context.Context, addr netip.Addr) error {
 	return nil
 }
 
-func apiPath(prefix netip.Prefix, nextHop netip.Addr) (*api.Path, error) {
-	nlri, err := anypb.New(&api.IPAddressPrefix{Prefix: prefix.Addr().String(), PrefixLen: uint32(prefix.Bits())})
+func apiPath(prefix netip.Prefix, nextHop netip.Addr) (*apiutil.Path, error) {
+	nlri, err := bgp.NewIPAddrPrefix(prefix)
 	if err != nil {
 		return nil, err
 	}
-	origin, err := anypb.New(&api.OriginAttribute{Origin: 0}) // IGP
+	nh, err := bgp.NewPathAttributeNextHop(nextHop)
 	if err != nil {
 		return nil, err
 	}
-	nh, err := anypb.New(&api.NextHopAttribute{NextHop: nextHop.String()})
-	if err != nil {
-		return nil, err
-	}
-	return &api.Path{Family: ipv4Unicast, Nlri: nlri, Pattrs: []*anypb.Any{origin, nh}}, nil
+	return &apiutil.Path{
+		Family: bgp.RF_IPv4_UC,
+		Nlri:   nlri,
+		Attrs:  []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nh},
+	}, nil
 }
 
 // AddPath implements Speaker.
 func (g *GoBGP) AddPath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error {
 	p, err := apiPath(prefix, nextHop)
 	if err == nil {
-		_, err = g.srv.AddPath(ctx, &api.AddPathRequest{Path: p})
+		var rs []apiutil.AddPathResponse
+		rs, err = g.srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
+		for _, r := range rs {
+			if err == nil {
+				err = r.Error
+			}
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("advertise %s via %s: %w", prefix, nextHop, err)
@@ -227,7 +238,7 @@ func (g *GoBGP) AddPath(ctx context.Context, prefix netip.Prefix, nextHop netip.
 func (g *GoBGP) DeletePath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error {
 	p, err := apiPath(prefix, nextHop)
 	if err == nil {
-		err = g.srv.DeletePath(ctx, &api.DeletePathRequest{Family: ipv4Unicast, Path: p})
+		err = g.srv.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{p}})
 	}
 	if err != nil {
 		return fmt.Errorf("withdraw %s: %w", prefix, err)
@@ -244,65 +255,100 @@ func (g *GoBGP) emit(e Event) {
 	}
 }
 
-var sessionStates = map[api.PeerState_SessionState]string{
-	api.PeerState_IDLE:        "idle",
-	api.PeerState_CONNECT:     "connect",
-	api.PeerState_ACTIVE:      "active",
-	api.PeerState_OPENSENT:    "opensent",
-	api.PeerState_OPENCONFIRM: "openconfirm",
-	api.PeerState_ESTABLISHED: "established",
+var sessionStates = map[bgp.FSMState]string{
+	bgp.BGP_FSM_IDLE:        "idle",
+	bgp.BGP_FSM_CONNECT:     "connect",
+	bgp.BGP_FSM_ACTIVE:      "active",
+	bgp.BGP_FSM_OPENSENT:    "opensent",
+	bgp.BGP_FSM_OPENCONFIRM: "openconfirm",
+	bgp.BGP_FSM_ESTABLISHED: "established",
 }
 
-// Watch implements Speaker. Best paths come from GoBGP's BEST watch with Init, so a watcher
-// started after routes arrived still sees them all.
+var apiSessionStates = map[api.PeerState_SessionState]string{
+	api.PeerState_SESSION_STATE_IDLE:        "idle",
+	api.PeerState_SESSION_STATE_CONNECT:     "connect",
+	api.PeerState_SESSION_STATE_ACTIVE:      "active",
+	api.PeerState_SESSION_STATE_OPENSENT:    "opensent",
+	api.PeerState_SESSION_STATE_OPENCONFIRM: "openconfirm",
+	api.PeerState_SESSION_STATE_ESTABLISHED: "established",
+}
+
+// Watch implements Speaker. Best paths come from GoBGP's best-path watch with the current
+// table first, so a watcher started after routes arrived still sees them all. GoBGP runs the
+// callbacks on one goroutine per watch, in order, until ctx is done; Watch returns at once.
 func (g *GoBGP) Watch(ctx context.Context, fn func(Event)) error {
 	g.mu.Lock()
 	g.watches = append(g.watches, fn)
 	g.mu.Unlock()
-	req := &api.WatchEventRequest{
-		Peer:  &api.WatchEventRequest_Peer{},
-		Table: &api.WatchEventRequest_Table{Filters: []*api.WatchEventRequest_Table_Filter{{Type: api.WatchEventRequest_Table_Filter_BEST, Init: true}}},
+	cb := server.WatchEventMessageCallbacks{
+		OnPeerUpdate: func(pe *apiutil.WatchEventMessage_PeerEvent, t time.Time) {
+			if e, ok := peerEvent(pe, time.Now()); ok {
+				fn(e)
+			}
+		},
+		OnBestPath: func(paths []*apiutil.Path, t time.Time) {
+			now := time.Now()
+			for _, p := range paths {
+				e, err := bestEvent(p)
+				if err != nil {
+					g.log.Warn("ignoring a best path GoBGP reported", "error", err)
+					continue
+				}
+				e.Time = now
+				fn(e)
+			}
+		},
 	}
-	return g.srv.WatchEvent(ctx, req, func(r *api.WatchEventResponse) {
-		now := time.Now()
-		if pe := r.GetPeer(); pe != nil && pe.Type == api.WatchEventResponse_PeerEvent_STATE {
-			st := pe.Peer.GetState()
-			addr, err := netip.ParseAddr(st.GetNeighborAddress())
-			if err != nil {
-				return
-			}
-			fn(Event{Type: PeerStateChanged, Peer: addr, State: sessionStates[st.GetSessionState()], Time: now})
-			return
-		}
-		for _, p := range r.GetTable().GetPaths() {
-			e, err := bestEvent(p)
-			if err != nil {
-				g.log.Warn("ignoring a best path GoBGP reported", "error", err)
-				continue
-			}
-			e.Time = now
-			fn(e)
-		}
-	})
+	if err := g.srv.WatchEvent(ctx, cb, server.WatchPeer(), server.WatchBestPath(true)); err != nil {
+		return fmt.Errorf("watch BGP events: %w", err)
+	}
+	return nil
 }
 
-func bestEvent(p *api.Path) (Event, error) {
-	var nlri api.IPAddressPrefix
-	if err := p.GetNlri().UnmarshalTo(&nlri); err != nil {
-		return Event{}, fmt.Errorf("NLRI: %w", err)
+// peerEvent turns GoBGP's peer state event into tabby's; v4 says why a session left
+// established (notification-received ..., hold-timer-expired, read-failed, hard-reset).
+func peerEvent(pe *apiutil.WatchEventMessage_PeerEvent, now time.Time) (Event, bool) {
+	if pe == nil || pe.Type != apiutil.PEER_EVENT_STATE {
+		return Event{}, false
 	}
-	addr, err := netip.ParseAddr(nlri.Prefix)
-	if err != nil {
-		return Event{}, fmt.Errorf("NLRI prefix %q: %w", nlri.Prefix, err)
+	st := pe.Peer.State
+	if !st.NeighborAddress.IsValid() {
+		return Event{}, false
 	}
-	e := Event{Type: BestPath, Prefix: netip.PrefixFrom(addr, int(nlri.PrefixLen)).Masked(), Withdrawn: p.GetIsWithdraw()}
-	// Local paths come with the source "<nil>": leave Peer zero for them.
-	e.Peer, _ = netip.ParseAddr(p.GetNeighborIp())
-	for _, a := range p.GetPattrs() {
-		var nh api.NextHopAttribute
-		if a.MessageIs(&nh) {
-			if err := a.UnmarshalTo(&nh); err == nil {
-				e.NextHop, _ = netip.ParseAddr(nh.NextHop)
+	e := Event{Type: PeerStateChanged, Peer: st.NeighborAddress.Unmap(), State: sessionStates[st.SessionState], Time: now}
+	if st.SessionState != bgp.BGP_FSM_ESTABLISHED {
+		e.Reason = st.DisconnectMessage
+		e.HardReset = st.DisconnectReason == api.PeerState_DISCONNECT_REASON_HARD_RESET
+	}
+	return e, true
+}
+
+// bestEvent converts a best path (or its withdrawal) into an Event. Anything GoBGP could hand
+// over is handled: a path that is not an IPv4 unicast prefix is an error, never a panic.
+func bestEvent(p *apiutil.Path) (Event, error) {
+	if p == nil || p.Nlri == nil {
+		return Event{}, fmt.Errorf("path without NLRI")
+	}
+	nlri, ok := p.Nlri.(*bgp.IPAddrPrefix)
+	if !ok || p.Family != bgp.RF_IPv4_UC {
+		return Event{}, fmt.Errorf("NLRI %v of family %v: not IPv4 unicast", p.Nlri, p.Family)
+	}
+	prefix := nlri.Prefix
+	if !prefix.IsValid() || !prefix.Addr().Is4() {
+		return Event{}, fmt.Errorf("NLRI prefix %v: not an IPv4 prefix", prefix)
+	}
+	e := Event{Type: BestPath, Prefix: prefix.Masked(), Withdrawn: p.Withdrawal}
+	// Local paths have no peer address: Peer stays zero for them.
+	if p.PeerAddress.IsValid() && !p.PeerAddress.IsUnspecified() {
+		e.Peer = p.PeerAddress.Unmap()
+	}
+	for _, a := range p.Attrs {
+		switch nh := a.(type) {
+		case *bgp.PathAttributeNextHop:
+			e.NextHop = nh.Value.Unmap()
+		case *bgp.PathAttributeMpReachNLRI:
+			if len(nh.Nexthop.AsSlice()) > 0 && !e.NextHop.IsValid() {
+				e.NextHop = nh.Nexthop.Unmap()
 			}
 		}
 	}
@@ -317,7 +363,7 @@ func (g *GoBGP) Peers(ctx context.Context) ([]PeerState, error) {
 		if err != nil {
 			return
 		}
-		ps := PeerState{Address: addr, State: sessionStates[p.GetState().GetSessionState()]}
+		ps := PeerState{Address: addr, State: apiSessionStates[p.GetState().GetSessionState()]}
 		ts := p.GetTimers().GetState()
 		if ps.State == "established" && ts.GetUptime() != nil {
 			ps.Since = ts.GetUptime().AsTime()
@@ -342,6 +388,8 @@ func uint8Field(v any) (uint8, bool) {
 	case uint8:
 		return x, true
 	case int:
+		return uint8(x), true
+	case int64:
 		return uint8(x), true
 	case string:
 		n, err := strconv.Atoi(x)

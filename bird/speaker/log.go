@@ -5,65 +5,89 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
-
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 )
 
-// logAdapter sends GoBGP's logs to slog and turns the peer-related ones into PeerLog events:
-// GoBGP's API says a session went down, only its log says why (a NOTIFICATION received, a hold
-// timer, a connect error), and bird needs the why for status and for graceful restart.
-type logAdapter struct {
-	log  *slog.Logger
-	emit func(Event)
+// logHandler is the slog.Handler GoBGP logs through. It passes records on to tabby's logger
+// (tagged component=gobgp) and turns the peer-related ones into PeerLog events: GoBGP v4's peer
+// event says that a session went down and a reason class (notification-received, read-failed,
+// hold-timer-expired), but only its log carries the NOTIFICATION's shutdown communication and
+// connect errors, and bird needs both for status and for graceful restart.
+type logHandler struct {
+	next  slog.Handler
+	emit  func(Event)
+	attrs []slog.Attr // from WithAttrs: GoBGP's per-peer loggers carry Topic and Key this way
 }
 
-func (l *logAdapter) Panic(msg string, f gobgplog.Fields) { l.record(slog.LevelError, msg, f) }
-func (l *logAdapter) Fatal(msg string, f gobgplog.Fields) { l.record(slog.LevelError, msg, f) }
-func (l *logAdapter) Error(msg string, f gobgplog.Fields) { l.record(slog.LevelError, msg, f) }
-func (l *logAdapter) Warn(msg string, f gobgplog.Fields)  { l.record(slog.LevelWarn, msg, f) }
-func (l *logAdapter) Info(msg string, f gobgplog.Fields)  { l.record(slog.LevelInfo, msg, f) }
-func (l *logAdapter) Debug(msg string, f gobgplog.Fields) { l.record(slog.LevelDebug, msg, f) }
+func newLogHandler(log *slog.Logger, emit func(Event)) *logHandler {
+	return &logHandler{next: log.With("component", "gobgp").Handler(), emit: emit}
+}
 
-// GoBGP only logs connect failures at debug level, and we want them for status.
-func (l *logAdapter) SetLevel(gobgplog.LogLevel)  {}
-func (l *logAdapter) GetLevel() gobgplog.LogLevel { return gobgplog.DebugLevel }
+// Enabled is true at every level: GoBGP logs connect failures at debug, and status wants them.
+func (h *logHandler) Enabled(context.Context, slog.Level) bool { return true }
 
-func (l *logAdapter) record(level slog.Level, msg string, f gobgplog.Fields) {
-	peer, _ := netip.ParseAddr(fmt.Sprint(f["Key"]))
-	if level >= slog.LevelWarn || msg == "failed to connect" || msg == "Peer Down" {
-		if peer.IsValid() && f["Topic"] == "Peer" {
-			e := Event{Type: PeerLog, Peer: peer, Message: describe(msg, f), Time: time.Now()}
-			if msg == "received notification" {
-				n := &Notification{}
-				n.Code, _ = uint8Field(f["Code"])
-				n.Subcode, _ = uint8Field(f["Subcode"])
-				if c, ok := f["Communicated-Reason"].(string); ok {
-					n.Communication = c
-				}
-				e.Notification = n
-			}
-			l.emit(e)
+func (h *logHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logHandler{next: h.next.WithAttrs(as), emit: h.emit, attrs: append(slices.Clone(h.attrs), as...)}
+}
+
+func (h *logHandler) WithGroup(name string) slog.Handler {
+	return &logHandler{next: h.next.WithGroup(name), emit: h.emit, attrs: h.attrs}
+}
+
+func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn || r.Message == "failed to connect" || r.Message == "Peer Down" || r.Message == "received notification" {
+		f := fields(h.attrs, r)
+		if e, ok := peerLog(r.Level, r.Message, f); ok {
+			h.emit(e)
 		}
 	}
-	if !l.log.Enabled(context.Background(), level) {
-		return
+	if !h.next.Enabled(ctx, r.Level) {
+		return nil
 	}
-	attrs := make([]slog.Attr, 0, len(f)+1)
-	attrs = append(attrs, slog.String("component", "gobgp"))
-	for k, v := range f {
-		attrs = append(attrs, slog.Any(strings.ToLower(k), v))
+	return h.next.Handle(ctx, r)
+}
+
+// fields flattens a record's attributes (and the logger's) into name → value.
+func fields(pre []slog.Attr, r slog.Record) map[string]any {
+	f := make(map[string]any, len(pre)+r.NumAttrs())
+	for _, a := range pre {
+		f[a.Key] = a.Value.Resolve().Any()
 	}
-	l.log.LogAttrs(context.Background(), level, msg, attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		f[a.Key] = a.Value.Resolve().Any()
+		return true
+	})
+	return f
+}
+
+// peerLog turns a GoBGP log record about a peer into a PeerLog event. Warnings and above are
+// always reported; below that, only the three records that explain a session's state.
+func peerLog(level slog.Level, msg string, f map[string]any) (Event, bool) {
+	peer, _ := netip.ParseAddr(fmt.Sprint(f["Key"]))
+	if !peer.IsValid() || f["Topic"] != "Peer" {
+		return Event{}, false
+	}
+	e := Event{Type: PeerLog, Peer: peer, Message: describe(msg, f), Time: time.Now()}
+	if msg == "received notification" {
+		n := &Notification{}
+		n.Code, _ = uint8Field(f["Code"])
+		n.Subcode, _ = uint8Field(f["Subcode"])
+		if c, ok := f["Communicated-Reason"].(string); ok {
+			n.Communication = c
+		}
+		e.Notification = n
+	}
+	return e, true
 }
 
 // describe renders a log record for a human reading `tabbyctl node status`.
-func describe(msg string, f gobgplog.Fields) string {
+func describe(msg string, f map[string]any) string {
 	keys := make([]string, 0, len(f))
 	for k := range f {
-		if k != "Topic" && k != "Key" && k != "State" {
+		if k != "Topic" && k != "Key" && k != "State" && k != "component" {
 			keys = append(keys, k)
 		}
 	}

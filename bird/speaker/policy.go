@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
 )
 
 // Names of tabby's GoBGP policy objects (visible with `gobgp policy` on the local API).
@@ -31,7 +31,7 @@ const (
 var placeholder = netip.MustParsePrefix("255.255.255.255/32")
 
 func prefixSet(name string, list []netip.Prefix) *api.DefinedSet {
-	ds := &api.DefinedSet{DefinedType: api.DefinedType_PREFIX, Name: name}
+	ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name}
 	if len(list) == 0 {
 		list = []netip.Prefix{placeholder}
 	}
@@ -49,7 +49,7 @@ func prefixSet(name string, list []netip.Prefix) *api.DefinedSet {
 // only, and never imported. Everything else is rejected both ways.
 func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
-		ds := &api.DefinedSet{DefinedType: api.DefinedType_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
+		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
 		for _, a := range list {
 			ds.List = append(ds.List, netip.PrefixFrom(a, 32).String())
 		}
@@ -62,57 +62,57 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		neighbors(setExternal, p.External),
 		neighbors(setKeepNH, p.KeepNextHop),
 		neighbors(setSiblings, p.Siblings),
-		{DefinedType: api.DefinedType_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
-		{DefinedType: api.DefinedType_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
+		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
+		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
 	}
-	stripSibling := &api.CommunityAction{Type: api.CommunityAction_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
-	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_ANY, Name: name} }
+	stripSibling := &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
+	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name} }
 	imp := &api.Policy{Name: "tabby-import", Statements: []*api.Statement{
 		// Service addresses are every node's own (kube-proxy): originated here (the global
 		// import policy sees local paths too), never learned, even inside a pool.
 		{Name: "tabby-import-own-services", Conditions: &api.Conditions{PrefixSet: match(setServices), RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
 		{Name: "tabby-import-no-services", Conditions: &api.Conditions{PrefixSet: match(setServices)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		{Name: "tabby-import-own-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setLocal)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		{Name: "tabby-import-pools-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: &api.CommunityAction{Type: api.CommunityAction_ADD, Communities: []string{LearnedExternalCommunity}}}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedExternalCommunity}}}},
 		// A sibling's copy is tagged, and its MED raised so that a path we have first hand
 		// always wins over it (GoBGP would otherwise decide on the sibling's router ID and
 		// pass its copy on instead of the client's own route).
 		{Name: "tabby-import-pools-from-sibling", Conditions: &api.Conditions{NeighborSet: match(setSiblings), PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT,
-				Community: &api.CommunityAction{Type: api.CommunityAction_ADD, Communities: []string{LearnedSiblingCommunity}},
-				Med:       &api.MedAction{Type: api.MedAction_MOD, Value: 1}}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedSiblingCommunity}},
+				Med:       &api.MedAction{Type: api.MedAction_TYPE_MOD, Value: 1}}},
 		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: stripSibling}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
 	}}
 	exp := &api.Policy{Name: "tabby-export", Statements: []*api.Statement{
 		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		// On export the neighbor set matches the receiving peer. A policy reject (unlike
 		// GoBGP's CLUSTER_LIST check) withdraws what the sibling had from us before.
 		{Name: "tabby-export-not-to-siblings", Conditions: &api.Conditions{NeighborSet: match(setSiblings), CommunitySet: match(setFromSib)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		// Service CIDRs go to external routers (ECMP over every node that peers with them),
 		// never to other nodes.
 		{Name: "tabby-export-services-to-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setServices)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
 		{Name: "tabby-export-services-not-inside", Conditions: &api.Conditions{PrefixSet: match(setServices)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_REJECT}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
 		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ACCEPT, Community: stripSibling}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
 	}}
 	// SetPolicies replaces sets and policies but ignores assignments: assign separately.
 	if err := g.srv.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: sets, Policies: []*api.Policy{imp, exp}}); err != nil {
 		return fmt.Errorf("set import/export policy: %w", err)
 	}
 	for _, a := range []*api.PolicyAssignment{
-		{Name: "global", Direction: api.PolicyDirection_IMPORT, Policies: []*api.Policy{{Name: imp.Name}}, DefaultAction: api.RouteAction_REJECT},
-		{Name: "global", Direction: api.PolicyDirection_EXPORT, Policies: []*api.Policy{{Name: exp.Name}}, DefaultAction: api.RouteAction_REJECT},
+		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT, Policies: []*api.Policy{{Name: imp.Name}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
+		{Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, Policies: []*api.Policy{{Name: exp.Name}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT},
 	} {
 		if err := g.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: a}); err != nil {
 			return fmt.Errorf("assign %s policy: %w", a.Direction, err)
@@ -124,7 +124,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	last := g.lastPolicy
 	g.lastPolicy = &p
 	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
-		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_BOTH}); err != nil {
+		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_DIRECTION_BOTH}); err != nil {
 			return fmt.Errorf("re-apply policy: %w", err)
 		}
 		return nil
@@ -138,7 +138,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	}
 	for _, st := range states {
 		if slices.Contains(p.External, st.Address) {
-			if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: st.Address.String(), Soft: true, Direction: api.ResetPeerRequest_IN}); err != nil {
+			if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: st.Address.String(), Soft: true, Direction: api.ResetPeerRequest_DIRECTION_IN}); err != nil {
 				return fmt.Errorf("re-apply import policy for %s: %w", st.Address, err)
 			}
 		}

@@ -1,5 +1,5 @@
 // Package speaker is the narrow interface bird uses to drive a BGP implementation, and its GoBGP
-// v3 implementation. Nothing else in tabby imports GoBGP: bird deals in peers.Peer, prefixes
+// v4 implementation. Nothing else in tabby imports GoBGP: bird deals in peers.Peer, prefixes
 // and events, so the session logic can be read (and replaced) without GoBGP's API in the way.
 package speaker
 
@@ -65,6 +65,12 @@ type Event struct {
 	Peer netip.Addr // PeerStateChanged, PeerLog, BestPath (zero for a local path)
 
 	State string // PeerStateChanged: idle, connect, active, opensent, openconfirm, established
+	// Reason (PeerStateChanged, out of established) is why the session went down, as the
+	// speaker tells it: "notification-received cease/...", "hold-timer-expired", "read-failed".
+	Reason string
+	// HardReset (PeerStateChanged): the peer ended the session with a Cease / Hard Reset
+	// (RFC 8538), which is never a graceful restart: the speaker has dropped its routes.
+	HardReset bool
 
 	Prefix    netip.Prefix // BestPath
 	NextHop   netip.Addr   // BestPath

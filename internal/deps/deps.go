@@ -7,7 +7,7 @@ import (
 	_ "github.com/containernetworking/plugins/pkg/ip"
 	_ "github.com/containernetworking/plugins/pkg/ns"
 	_ "github.com/coreos/go-iptables/iptables"
-	_ "github.com/osrg/gobgp/v3/pkg/server"
+	_ "github.com/osrg/gobgp/v4/pkg/server"
 	_ "github.com/prometheus/client_golang/prometheus"
 	_ "github.com/spf13/cobra"
 	_ "github.com/vishvananda/netlink"

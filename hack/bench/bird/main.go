@@ -190,7 +190,7 @@ func bench() error {
 		}
 		refs = append(refs, ref)
 	}
-	fmt.Printf("bird (embedded GoBGP v3.37.0) vs BIRD2 2.0.12: %d speakers on one host (2 cores), %d prefixes injected one at a time at node1\n", nodes, samples)
+	fmt.Printf("bird (embedded GoBGP v4.8.0) vs BIRD2 2.0.12: %d speakers on one host (2 cores), %d prefixes injected one at a time at node1\n", nodes, samples)
 	fmt.Println("all-seen = until the last of the 19 other nodes has the route (tabby: OnRoute; BIRD2: its kernel table); per-node = each node's arrival")
 	fmt.Printf("%-24s %-6s %10s %13s %13s %13s %13s\n", "topology", "", "converge", "all-seen p50", "all-seen p99", "per-node p50", "per-node p99")
 	for i, r := range results {
