@@ -6,6 +6,9 @@ export TABBY_CACHE
 CACHE_BIN := $(TABBY_CACHE)/bin
 CONTROLLER_GEN := $(CACHE_BIN)/controller-gen
 HELM := $(CACHE_BIN)/helm
+# The stock GoBGP CLI of the embedded GoBGP's major version (README: Dependencies).
+GOBGP_VERSION := v4.8.0
+GOBGP_CLI := $(CACHE_BIN)/gobgp-$(GOBGP_VERSION)
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
@@ -25,7 +28,11 @@ $(CONTROLLER_GEN):
 $(HELM):
 	GOBIN=$(CACHE_BIN) $(GO) install helm.sh/helm/v3/cmd/helm@v3.22.0
 
-tools: $(CONTROLLER_GEN) $(HELM)
+$(GOBGP_CLI):
+	@echo "building the gobgp CLI $(GOBGP_VERSION) (about a minute, once)"
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install github.com/osrg/gobgp/v4/cmd/gobgp@$(GOBGP_VERSION) && mv $$tmp/gobgp $@ && rm -rf $$tmp
+
+tools: $(CONTROLLER_GEN) $(HELM) $(GOBGP_CLI)
 
 # Deepcopy and CRD manifests from apis/v1; the chart's crds/ is the same output.
 generate: $(CONTROLLER_GEN)
