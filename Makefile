@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
 BINARIES := tabby tabby-ipam tabby-node tabbyctl
 
-.PHONY: all build generate test unit integration lint e2e bench demo chart controlplane tools deps clean
+.PHONY: all build generate test fuzz unit integration lint e2e bench demo chart controlplane tools deps clean
 
 all: build
 
@@ -53,6 +53,13 @@ test: deps controlplane tools build
 	bash hack/check-generated.sh
 	$(GO) vet ./...
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -p 2 -timeout 25m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+# Bounded fuzzing of what tabby does with what the BGP speaker delivers (CI runs it in `test`).
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzBestEvent$$' -fuzztime $(FUZZTIME) ./bird/speaker
+	$(GO) test -run '^$$' -fuzz '^FuzzBestPaths$$' -fuzztime $(FUZZTIME) ./bird
 
 unit:
 	$(GO) test -count=1 -short ./...

@@ -144,7 +144,9 @@ func (b *Bird) onBest(e speaker.Event) {
 	b.mu.Lock()
 	b.lastUpdate = e.Time
 	prev, told := b.told[e.Prefix]
-	learned := !e.Withdrawn && e.Peer.IsValid() && e.NextHop.IsValid() && b.inPoolsLocked(e.Prefix)
+	// A next hop of the other family (an IPv4 route over an IPv6 next hop, RFC 8950) is not
+	// something the dataplane can install: such a path is treated as absent.
+	learned := !e.Withdrawn && e.Peer.IsValid() && e.NextHop.IsValid() && e.NextHop.Is4() == e.Prefix.Addr().Is4() && b.inPoolsLocked(e.Prefix)
 	var u *RouteUpdate
 	switch {
 	case learned && (!told || prev != e.NextHop):
