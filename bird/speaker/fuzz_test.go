@@ -40,8 +40,8 @@ func FuzzBestEvent(f *testing.F) {
 	f.Add(updateBody(f, nil, []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), asPath, nh}, []string{"10.244.1.0/26"}))
 	f.Add(updateBody(f, []string{"10.244.2.0/26", "10.244.3.7/32"}, nil, nil))
 	f.Add(updateBody(f, nil, []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh}, []string{"0.0.0.0/0", "10.244.0.0/16"}))
-	f.Add([]byte{0, 0, 0, 4, 0x40, 3, 4, 0})                // NEXT_HOP cut short
-	f.Add([]byte{0, 5, 0x20, 10, 244, 0, 0, 0, 0})          // withdrawn length past the end
+	f.Add([]byte{0, 0, 0, 4, 0x40, 3, 4, 0})                 // NEXT_HOP cut short
+	f.Add([]byte{0, 5, 0x20, 10, 244, 0, 0, 0, 0})           // withdrawn length past the end
 	f.Add([]byte{0, 0, 0, 6, 0x40, 0xfe, 3, 1, 2, 3, 8, 10}) // unknown well-known attribute
 	f.Fuzz(func(t *testing.T, body []byte) {
 		h := &bgp.BGPHeader{Type: bgp.BGP_MSG_UPDATE, Len: uint16(min(len(body)+bgp.BGP_HEADER_LENGTH, 65535))}
