@@ -158,6 +158,34 @@
 // wrong and a missing password never establish) is the proof. A wrong or missing password
 // leaves the session in active with "i/o timeout" and a password hint in status.
 //
+// # Malformed input
+//
+// A peer's malformed UPDATE must never take the node down: GoBGP runs inside tabby-node, and a
+// panic there is the agent's death. TestMalformedUpdates opens a real session from a raw BGP
+// speaker (bird/internal/bgpwire, no BGP library) and sends 16 malformed UPDATEs next to a
+// healthy session; GoBGP v4.8.0 does, as measured:
+//
+//	NEXT_HOP shorter than 4 bytes, not transitive        treat-as-withdraw (RFC 7606)
+//	unknown attribute marked well-known                  session reset, NOTIFICATION 3/2
+//	treat-as-withdraw carrying MP_REACH of a family the
+//	  session did not negotiate                          treat-as-withdraw
+//	ORIGIN not transitive or over-long, truncated
+//	  attribute header, NEXT_HOP 0.0.0.0/multicast/
+//	  class E/6 bytes                                    treat-as-withdraw
+//	an attribute longer than its section or the message  nothing (route and session kept)
+//	withdrawn-routes length past the message             session reset, NOTIFICATION 3/1
+//	NLRI prefix length 33                                session reset, NOTIFICATION 3/10
+//	prefix outside every pool, next hop 0.0.0.0          rejected by import policy
+//
+// Each time the other session and its routes stay, and the peer's next valid UPDATE (on a new
+// session after a reset) is installed. The first cases are the published crash patterns of
+// GoBGP v4 before v4.4.0/v4.5.0 (CVE-2026-30405, CVE-2026-41642, CVE-2026-42285). The same test
+// against the v3.37.0 tabby used before passes too: v3 resets the session on the family
+// check before treat-as-withdraw, and its TreatAsWithdraw drops the attributes that the v4
+// crashes then validated, so these reconstructions do not crash it. The move to v4 rests on
+// v3 being unmaintained and on the advisories naming it affected, not on a crash reproduced
+// here.
+//
 // # Benchmark (go run ./hack/bench/bird: one host, 2 cores, tabby and BIRD2 in the same run)
 //
 //	                            tabby all-seen p50/p99   BIRD2 2.0.12 all-seen p50/p99   (two runs)
