@@ -18,7 +18,7 @@ import (
 // reconcile brings the speaker in line with the inputs. Only Run calls it. The order after a
 // start matters: policy, then our paths, then peers — GoBGP sends End-of-RIB as soon as a
 // session is up, so a path added after its peer would make a graceful-restart helper withdraw
-// and re-add our stale routes (shared/NOTES.md).
+// and re-add our stale routes; see bird/doc.go.
 func (b *Bird) reconcile(ctx context.Context) error {
 	b.mu.Lock()
 	if b.stopped {

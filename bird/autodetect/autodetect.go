@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/tabbynet/tabby/internal/nlretry"
 )
 
 // Method kinds.
@@ -89,7 +91,7 @@ func (c candidate) String() string { return c.prefix.String() + " on " + c.iface
 // candidates lists the usable IPv4 addresses of this network namespace: global unicast, not on
 // loopback.
 func candidates() ([]candidate, error) {
-	links, err := netlink.LinkList()
+	links, err := nlretry.Dump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
@@ -98,7 +100,7 @@ func candidates() ([]candidate, error) {
 		if l.Attrs().Flags&net.FlagLoopback != 0 {
 			continue
 		}
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		addrs, err := nlretry.Dump(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_V4) })
 		if err != nil {
 			return nil, fmt.Errorf("list addresses of %s: %w", l.Attrs().Name, err)
 		}

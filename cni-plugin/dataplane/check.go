@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/tabbynet/tabby/internal/nlretry"
 )
 
 // Check verifies an attachment and names every part that is missing or wrong, in one error.
@@ -31,7 +33,7 @@ func Check(a Attachment) error {
 		if cl.Attrs().RawFlags&1 == 0 { // IFF_UP
 			bad("container interface %s is down", a.IfName)
 		}
-		addrs, err := ch.AddrList(cl, netlink.FAMILY_V4)
+		addrs, err := nlretry.Dump(func() ([]netlink.Addr, error) { return ch.AddrList(cl, netlink.FAMILY_V4) })
 		if err != nil {
 			return fmt.Errorf("list addresses of %s in container: %w", a.IfName, err)
 		}
@@ -40,7 +42,7 @@ func Check(a Attachment) error {
 				bad("address %s/32 missing on container interface %s", ip, a.IfName)
 			}
 		}
-		routes, err := ch.RouteList(cl, netlink.FAMILY_V4)
+		routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return ch.RouteList(cl, netlink.FAMILY_V4) })
 		if err != nil {
 			return fmt.Errorf("list routes in container: %w", err)
 		}
@@ -77,7 +79,7 @@ func Check(a Attachment) error {
 				bad("sysctl %s is not 1", s)
 			}
 		}
-		routes, err := netlink.RouteList(hl, netlink.FAMILY_V4)
+		routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return netlink.RouteList(hl, netlink.FAMILY_V4) })
 		if err != nil {
 			return fmt.Errorf("list host routes of %s: %w", a.HostVeth, err)
 		}

@@ -20,6 +20,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/tabbynet/tabby/internal/nlretry"
 )
 
 // Gateway is the pod's next hop: never assigned anywhere, answered by the host's proxy ARP.
@@ -307,7 +309,7 @@ func RemoveHostVeth(name string, ips []netip.Addr) error {
 	if err != nil {
 		return nil
 	}
-	routes, err := netlink.RouteList(l, netlink.FAMILY_V4)
+	routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return netlink.RouteList(l, netlink.FAMILY_V4) })
 	if err != nil {
 		return fmt.Errorf("list routes of %s: %w", name, err)
 	}
@@ -350,7 +352,7 @@ func UplinkMTU(ifname string) (int, error) {
 		}
 		return l.Attrs().MTU, nil
 	}
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return 0, fmt.Errorf("find default route: %w", err)
 	}

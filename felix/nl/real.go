@@ -10,6 +10,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/tabbynet/tabby/internal/nlretry"
 )
 
 // Real is Handle over a netlink.Handle and a raw rtnetlink socket for batched writes, both
@@ -251,4 +253,14 @@ func (r *Real) Subscribe(done <-chan struct{}, routes chan<- netlink.RouteUpdate
 		return fmt.Errorf("subscribe to links: %w", err)
 	}
 	return nil
+}
+
+// LinkList lists links, repeating a dump that raced with a change (never a partial list).
+func (r *Real) LinkList() ([]netlink.Link, error) {
+	return nlretry.Dump(r.Handle.LinkList)
+}
+
+// AddrList lists addresses, repeating a dump that raced with a change.
+func (r *Real) AddrList(l netlink.Link, family int) ([]netlink.Addr, error) {
+	return nlretry.Dump(func() ([]netlink.Addr, error) { return r.Handle.AddrList(l, family) })
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tabbynet/tabby/felix/calc"
 	"github.com/tabbynet/tabby/felix/nl"
+	"github.com/tabbynet/tabby/internal/nlretry"
 )
 
 // Options tune a RouteTable.
@@ -280,19 +281,18 @@ func (t *RouteTable) Sync() error {
 		t.linkIdx[l.Attrs().Name] = l.Attrs().Index
 		t.linkName[l.Attrs().Index] = l.Attrs().Name
 	}
+	// A dump that raced with a change is repeated from scratch (nlretry): a partial route list
+	// would make felix take missing routes for gone ones.
 	var kernel map[kkey]kroute
-	for attempt := 0; ; attempt++ {
+	err = nlretry.Do(func() error {
 		kernel = make(map[kkey]kroute, len(t.kernel))
-		err = t.h.RouteListFilteredIter(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+		return t.h.RouteListFilteredIter(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
 			if k, kr, ok := fromNetlink(&r); ok {
 				kernel[k] = kr
 			}
 			return true
 		})
-		if err == nil || !nl.IsTransient(err) || attempt == 4 {
-			break
-		}
-	}
+	})
 	if err != nil {
 		return fmt.Errorf("list routes of the main table: %w", err)
 	}

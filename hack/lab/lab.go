@@ -29,7 +29,7 @@ import (
 	"github.com/tabbynet/tabby/hack/testenv"
 )
 
-// Addresses of the lab network (shared/NOTES.md: never 192.0.2.0/24).
+// Addresses of the lab network (never 192.0.2.0/24: the test machines' own uplink).
 var (
 	SubnetA      = netip.MustParsePrefix("198.51.100.0/25")
 	SubnetB      = netip.MustParsePrefix("198.51.100.128/25")
