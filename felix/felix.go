@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,30 +252,63 @@ func (f *Felix) changed(workloads bool) {
 func (f *Felix) SetLocalNode(bgpAddr netip.Prefix, tunnelAddr netip.Addr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.in.NodeAddr == bgpAddr && f.in.TunnelAddr == tunnelAddr {
+		return
+	}
 	f.in.NodeAddr, f.in.TunnelAddr = bgpAddr, tunnelAddr
 	f.changed(false)
 }
 
+// The setters below compare before they mark anything changed: tabby-node hands felix its whole
+// snapshot on every datastore event, and an unchanged pool, block or node must not turn a new
+// pod's one route into a recompute of every route (the per-workload path). Order carries no
+// meaning in these lists, so they are kept sorted.
+
 // SetPools sets every IPPool.
 func (f *Felix) SetPools(pools []Pool) {
+	pools = slices.Clone(pools)
+	slices.SortFunc(pools, func(a, b Pool) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return a.CIDR.Addr().Compare(b.CIDR.Addr())
+	})
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.in.Pools = slices.Clone(pools)
+	if slices.Equal(f.in.Pools, pools) {
+		return
+	}
+	f.in.Pools = pools
 	f.changed(false)
 }
 
 // SetLocalBlocks sets the blocks affine to this node.
 func (f *Felix) SetLocalBlocks(blocks []netip.Prefix) {
+	blocks = slices.Clone(blocks)
+	slices.SortFunc(blocks, comparePrefix)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.in.LocalBlocks = slices.Clone(blocks)
+	if slices.Equal(f.in.LocalBlocks, blocks) {
+		return
+	}
+	f.in.LocalBlocks = blocks
 	f.changed(false)
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }
 
 // SetWorkloads sets the full set of this node's workloads.
 func (f *Felix) SetWorkloads(w []Workload) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if slices.Equal(f.in.Workloads, w) {
+		return
+	}
 	if f.workloadsInUse {
 		f.in.Workloads = slices.Clone(w)
 	} else {

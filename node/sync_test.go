@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird"
+	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/felix/nl"
+	"github.com/tabbynet/tabby/felix/sysctl"
+	"github.com/tabbynet/tabby/node/syncer"
+)
+
+type countingNAT struct{ applies atomic.Int32 }
+
+func (n *countingNAT) Apply(masq, all []netip.Prefix, force bool) error {
+	n.applies.Add(1)
+	return nil
+}
+
+type nopSysctl struct{}
+
+func (nopSysctl) Set(...sysctl.Setting) error { return nil }
+
+// TestSnapshotWithOneMorePodWritesOneRoute: tabby-node hands felix its whole snapshot on every
+// datastore event. A snapshot that differs from the last by one pod must reach the kernel as
+// that pod's route alone: pools, blocks and the node, handed over again unchanged, recompute
+// nothing (no other route written, NAT not re-applied).
+func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
+	fk := nl.NewFake()
+	fk.AddLink("eth0", 1500)
+	fk.AddLink("cali0123456789a", 1500)
+	nat := &countingNAT{}
+	f, err := felix.New(felix.Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour},
+		felix.WithNetlink(fk), felix.WithNAT(nat), felix.WithSysctl(nopSysctl{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	b, err := bird.New(bird.Config{NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{felix: f, bgp: b, tunnelKick: make(chan struct{}, 1), firstSnap: make(chan struct{})}
+
+	snap := syncer.Snapshot{
+		NodeName: "n1",
+		Local:    &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")},
+		Pools: []v1.IPPool{
+			{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1.IPPoolSpec{CIDR: "10.245.0.0/16", NATOutgoing: true}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", NATOutgoing: true}},
+		},
+		LocalBlocks: []netip.Prefix{netip.MustParsePrefix("10.244.1.64/26"), netip.MustParsePrefix("10.244.1.0/26")},
+	}
+	for i := 0; i < 50; i++ {
+		snap.Workloads = append(snap.Workloads, syncer.Workload{IP: netip.AddrFrom4([4]byte{10, 244, 1, byte(1 + i)}), Interface: "cali0123456789a"})
+	}
+	apply := func() {
+		t.Helper()
+		if err := f.ApplyNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.onSnapshot(snap)
+	apply()
+	if n := len(fk.Routes()); n != 52 {
+		t.Fatalf("full sync: %d routes, want 50 pods + 2 blackholes", n)
+	}
+
+	// The next event: the same pools, blocks and node (as new slices, in another order), one pod more.
+	next := snap
+	next.Local = &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")}
+	next.Pools = []v1.IPPool{snap.Pools[1], snap.Pools[0]}
+	next.LocalBlocks = []netip.Prefix{snap.LocalBlocks[1], snap.LocalBlocks[0]}
+	next.Workloads = append(append([]syncer.Workload(nil), snap.Workloads...), syncer.Workload{IP: netip.MustParseAddr("10.244.1.60"), Interface: "cali0123456789a"})
+	replaces, dels, links, nats := fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkList"), nat.applies.Load()
+	a.onSnapshot(next)
+	apply()
+	if got := fk.Calls("RouteReplace") - replaces; got != 1 {
+		t.Errorf("one new pod: %d route replaces, want 1", got)
+	}
+	if got := fk.Calls("RouteDel") - dels; got != 0 {
+		t.Errorf("one new pod: %d route deletes, want 0", got)
+	}
+	if got := fk.Calls("LinkList") - links; got != 0 {
+		t.Errorf("one new pod: %d link lists, want 0", got)
+	}
+	if got := nat.applies.Load() - nats; got != 0 {
+		t.Errorf("one new pod: NAT re-applied %d times (everything recomputed), want 0", got)
+	}
+	if _, ok := fk.Route("10.244.1.60/32"); !ok {
+		t.Error("the new pod's route is missing")
+	}
+
+	// The same snapshot once more: nothing at all.
+	replaces, nats = fk.Calls("RouteReplace"), nat.applies.Load()
+	a.onSnapshot(next)
+	apply()
+	if fk.Calls("RouteReplace") != replaces || nat.applies.Load() != nats {
+		t.Error("an unchanged snapshot wrote to the kernel")
+	}
+}
