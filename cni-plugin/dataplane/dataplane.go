@@ -16,6 +16,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -49,6 +51,11 @@ type Attachment struct {
 	HostVeth string // caliXXXX, in the host (the plugin's own) netns
 	IPs      []netip.Addr
 	MTU      int
+	// Owner names the attachment (its IPAM handle, network.containerID); ADD records it as the
+	// host veth's alias, so that a DEL or GC that cannot enter the netns removes the host veth
+	// only when it is still this attachment's (the name is per pod: a newer sandbox of the same
+	// pod may own it now).
+	Owner string
 }
 
 // Links describes the pair made, for the CNI result.
@@ -181,6 +188,11 @@ func CreatePair(a Attachment) (_ *Pair, err error) {
 			}
 		}
 	}()
+	if a.Owner != "" {
+		if err := netlink.LinkSetAlias(p.host, a.Owner); err != nil {
+			return nil, fmt.Errorf("record owner %s on %s: %w", a.Owner, a.HostVeth, err)
+		}
+	}
 	if err := hostSysctls(a.HostVeth); err != nil {
 		return nil, err
 	}
@@ -301,36 +313,93 @@ func Teardown(netnsPath, ifname string) (nsFound bool, err error) {
 	return true, nil
 }
 
-// RemoveHostVeth deletes a host veth only if it routes one of ips: with the container's netns
-// gone, that proves it was this container's (the name is per pod, and a newer sandbox of the
-// same pod may own it now).
-func RemoveHostVeth(name string, ips []netip.Addr) error {
+// HostVeth is a host veth as found before a DEL releases its addresses: felix removes a
+// released address's route at once, so the route that proves a veth made before owners were
+// recorded was this container's must be read before the release.
+type HostVeth struct {
+	Name   string
+	Index  int
+	Alias  string
+	Routes []netip.Addr // /32 destinations routed to it
+}
+
+// FindHostVeth returns the host veth called name; found is false when there is none.
+func FindHostVeth(name string) (v HostVeth, found bool, err error) {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
-		return nil
+		if isNotFound(err) {
+			return HostVeth{}, false, nil
+		}
+		return HostVeth{}, false, fmt.Errorf("find host veth %s: %w", name, err)
 	}
+	v = HostVeth{Name: name, Index: l.Attrs().Index, Alias: l.Attrs().Alias}
 	routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return netlink.RouteList(l, netlink.FAMILY_V4) })
 	if err != nil {
-		return fmt.Errorf("list routes of %s: %w", name, err)
+		return HostVeth{}, false, fmt.Errorf("list routes of %s: %w", name, err)
 	}
 	for _, r := range routes {
 		if r.Dst == nil {
 			continue
 		}
-		dst, ok := netip.AddrFromSlice(r.Dst.IP)
-		if !ok {
-			continue
-		}
-		for _, ip := range ips {
-			if dst.Unmap() == ip {
-				if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
-					return fmt.Errorf("delete host veth %s: %w", name, err)
-				}
-				return nil
-			}
+		if dst, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+			v.Routes = append(v.Routes, dst.Unmap())
 		}
 	}
+	return v, true, nil
+}
+
+// OwnedBy tells whether the veth belongs to the attachment owner, whose released addresses are
+// ips: its recorded owner says so, or, for a veth made before owners were recorded, it routed
+// one of those addresses.
+func (v HostVeth) OwnedBy(owner string, ips []netip.Addr) bool {
+	if v.Alias != "" {
+		return v.Alias == owner
+	}
+	for _, r := range v.Routes {
+		if slices.Contains(ips, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// Remove deletes the veth found earlier, unless its name now belongs to another link (a new
+// sandbox of the same pod made one in between). Gone already is not an error.
+func (v HostVeth) Remove() error {
+	l, err := netlink.LinkByIndex(v.Index)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("find host veth %s: %w", v.Name, err)
+	}
+	if l.Attrs().Name != v.Name || l.Attrs().Alias != v.Alias {
+		return nil
+	}
+	if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete host veth %s: %w", v.Name, err)
+	}
 	return nil
+}
+
+// RemoveOrphanVeths deletes the host veths that ADD recorded as owned by an attachment of
+// network that is not in keep (CNI GC: the runtime says those attachments are gone).
+func RemoveOrphanVeths(network string, keep map[string]bool) (removed []string, err error) {
+	links, err := nlretry.Dump(netlink.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	for _, l := range links {
+		alias := l.Attrs().Alias
+		if _, isVeth := l.(*netlink.Veth); !isVeth || !strings.HasPrefix(alias, network+".") || keep[alias] {
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
+			return removed, fmt.Errorf("delete host veth %s of %s: %w", l.Attrs().Name, alias, err)
+		}
+		removed = append(removed, l.Attrs().Name)
+	}
+	return removed, nil
 }
 
 func hostNet(ip netip.Addr) *net.IPNet {

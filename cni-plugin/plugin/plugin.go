@@ -74,6 +74,7 @@ func (p *Plugin) start(args *skel.CmdArgs, cmd string) (*invocation, *types.Erro
 			Netns:    args.Netns,
 			IfName:   args.IfName,
 			HostVeth: names.HostVethName(string(k8s.K8S_POD_NAMESPACE), string(k8s.K8S_POD_NAME), args.ContainerID),
+			Owner:    config.Handle(conf.Name, args.ContainerID),
 		},
 	}
 	inv.ipam = ipamclient.Open(ipamclient.Options{
@@ -276,6 +277,16 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	// Whether the netns is still there decides what Release must report; the teardown (kernel
 	// work, slow for veths) and the release (IPAM round trip) then run side by side.
 	nsFound := dataplane.CheckNetns(args.Netns) == nil
+	// Without the netns the host veth stays behind when something still holds the namespace:
+	// find it before the release (felix drops a released address's route at once).
+	var veth dataplane.HostVeth
+	vethFound := false
+	if !nsFound {
+		var err error
+		if veth, vethFound, err = dataplane.FindHostVeth(inv.att.HostVeth); err != nil {
+			return dataplaneError("find host veth", err)
+		}
+	}
 	type released struct {
 		reply *api.ReleaseReply
 		err   error
@@ -296,10 +307,8 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if rel.err != nil {
 		return ipamError("release address", rel.err)
 	}
-	if !nsFound {
-		// The netns went first, but something may still hold it (and so the pair): remove the
-		// host veth if it routes this container's addresses.
-		if err := dataplane.RemoveHostVeth(inv.att.HostVeth, addrsOf(rel.reply.Released)); err != nil {
+	if vethFound && veth.OwnedBy(inv.att.Owner, addrsOf(rel.reply.Released)) {
+		if err := veth.Remove(); err != nil {
 			return dataplaneError("remove host veth", err)
 		}
 	}
@@ -390,6 +399,16 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 	if err != nil {
 		return ipamError("GC", err)
 	}
-	inv.log.Info("GC", "released", out.Released)
+	// The host side is tabby's: a released attachment's host veth goes too, when something
+	// still holds its netns (the runtime only tears down namespaces it can see).
+	keepSet := make(map[string]bool, len(keep))
+	for _, h := range keep {
+		keepSet[h] = true
+	}
+	removed, err := dataplane.RemoveOrphanVeths(inv.conf.Name, keepSet)
+	if err != nil {
+		return dataplaneError("remove host veths of released attachments", err)
+	}
+	inv.log.Info("GC", "released", out.Released, "hostVethsRemoved", removed)
 	return nil
 }
