@@ -74,6 +74,8 @@ type Bird struct {
 	secrets map[string]map[string][]byte
 	pools   []netip.Prefix
 	local   []netip.Prefix
+	// routable: what IPAM explains inside the pools, cluster-wide (SetRoutable).
+	routable []netip.Prefix
 	// applied state
 	spk          speaker.Speaker
 	spkCancel    context.CancelFunc
@@ -194,6 +196,20 @@ func (b *Bird) SetPools(p []netip.Prefix) {
 	b.pools = slices.Clone(p)
 	b.mu.Unlock()
 	b.trigger()
+}
+
+// SetRoutable sets the prefixes inside the pools that IPAM explains, cluster-wide: every
+// block's prefix and every borrowed /32. From an external router only these are accepted
+// inside a pool (a ToR cannot pull part of a block away from its node).
+func (b *Bird) SetRoutable(p []netip.Prefix) {
+	p = sortedPrefixes(p)
+	b.mu.Lock()
+	same := slices.Equal(b.routable, p)
+	b.routable = p
+	b.mu.Unlock()
+	if !same {
+		b.trigger()
+	}
 }
 
 // SetLocalPrefixes sets the prefixes this node advertises (its blocks and borrowed /32s).

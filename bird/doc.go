@@ -26,15 +26,29 @@
 //
 // # Route policy
 //
-// Import: REJECT by default; accept prefixes inside an IPPool (any length down to /32). From an
-// external router (a BGPPeer address that is not a tabby node) a prefix equal to or inside one of
-// this node's own prefixes is rejected, so a ToR can never override the node's own block; what an
-// external router announces inside a pool is tagged with community 0:201. Export: REJECT by
-// default; never a route tagged 0:201 (no ToR route leaks into the mesh or to another ToR);
-// accept prefixes inside a pool. Routes outside the pools (host routes, a ToR's default) are
-// neither learned nor passed on. A ToR's route for another node's block loses to the iBGP route
-// (shorter AS path); a more specific ToR route inside another node's block is accepted: it is
-// how AS-per-rack designs carry blocks between racks, and only this node can tell its own blocks.
+// Import: REJECT by default; accept prefixes inside an IPPool (any length down to /32) from
+// tabby nodes. From an external router (a BGPPeer address that is not a tabby node):
+//
+//   - a prefix equal to or inside one of this node's own prefixes is rejected;
+//   - an eBGP router's route whose AS path does not begin with the router's AS is rejected
+//     (RFC 4271 section 6.3, "enforce first AS"), unless its BGPPeer has routeServer: true
+//     (a route server, RFC 7947, passes routes on without its own AS);
+//   - inside a pool, only what IPAM explains is accepted: the exact prefix of a block that
+//     exists in the cluster, or a borrowed /32 recorded in a block (tabby-node feeds both from
+//     the IPAMBlocks, SetRoutable). A more specific route inside a block, or anything else, is
+//     rejected, so a ToR cannot pull part of a node's block away on any node;
+//   - what is accepted gets LOCAL_PREF 50 (the cluster's own paths have 100) and community
+//     0:201. LOCAL_PREF is compared before AS-path length, so a node's own announcement of its
+//     block beats any external path for it on every reflector and node; before, a ToR in
+//     route-server mode (empty AS path) tied on AS-path length with the owner's iBGP path and won
+//     as eBGP, and the reflectors sent the block to the ToR.
+//
+// AS-per-rack designs keep working: nodes learn other racks' blocks (exact block prefixes,
+// first AS = their ToR's) from their ToR, the only path they have. Tested with a real BIRD2 ToR
+// (TestRouteServerToRCannotTakeABlock, TestToRMoreSpecificInsideABlockRejected,
+// TestFirstASEnforced). Export: REJECT by default; never a route tagged 0:201 (no ToR route
+// leaks into the mesh or to another ToR); accept prefixes inside a pool. Routes outside the
+// pools (host routes, a ToR's default) are neither learned nor passed on.
 // Learned best paths (GoBGP BEST watch, no polling) inside the pools go to OnRoute; a prefix whose
 // best path becomes one of ours is withdrawn there.
 //

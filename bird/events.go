@@ -83,7 +83,9 @@ func (b *Bird) onState(e speaker.Event) {
 	}
 	// GoBGP v4 says why the session ended; a Cease / Hard Reset (RFC 8538) is never a
 	// graceful restart, and GoBGP has dropped the routes itself.
-	if e.Reason != "" {
+	// With graceful restart negotiated GoBGP folds a reset, a NOTIFICATION and a hold-timer
+	// expiry into "graceful-restart": then the log's last word (already in s.info) says more.
+	if e.Reason != "" && (e.Reason != "graceful-restart" || s.info == "") {
 		s.info = "session down: " + e.Reason
 	}
 	s.hardReset = e.HardReset

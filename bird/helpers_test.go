@@ -111,6 +111,16 @@ func mkNode(i int, labels map[string]string, cluster string) Node {
 
 func blockOf(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/26", i)) }
 
+// testBlocks is what IPAM would explain in the tests' datastore: the first /26 of every /24
+// of the pool (each test node's block among them).
+var testBlocks = func() []netip.Prefix {
+	var out []netip.Prefix
+	for i := 0; i < 256; i++ {
+		out = append(out, blockOf(i))
+	}
+	return out
+}()
+
 // startNode starts a Bird for n; setup runs before Run (inputs), all nodes are the cluster.
 func startNode(t testing.TB, n Node, all []Node, setup func(*Bird), cfgs ...func(*Config)) *testNode {
 	t.Helper()
@@ -130,6 +140,7 @@ func startNode(t testing.TB, n Node, all []Node, setup func(*Bird), cfgs ...func
 	tn.bird = b
 	b.SetNodes(all)
 	b.SetPools([]netip.Prefix{pool})
+	b.SetRoutable(testBlocks)
 	b.SetLocalPrefixes([]netip.Prefix{tn.block})
 	if setup != nil {
 		setup(b)

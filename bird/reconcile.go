@@ -31,6 +31,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 	}
 	pools := slices.Clone(b.pools)
 	local := slices.Clone(b.local)
+	routable := b.routable // replaced, never modified, by SetRoutable
 	services := serviceCIDRs(b.bgpConf)
 	b.mu.Unlock()
 
@@ -63,10 +64,13 @@ func (b *Bird) reconcile(ctx context.Context) error {
 
 	var errs []error
 	// Policy: pools, our prefixes, and which peers are external routers.
-	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services}
+	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services, Explained: routable}
 	for _, p := range res.Peers {
 		if p.Node == "" {
 			pol.External = append(pol.External, p.Address)
+			if !p.IBGP() && !p.RouteServer {
+				pol.FirstAS = append(pol.FirstAS, speaker.PeerAS{Address: p.Address, ASN: p.ASN})
+			}
 		}
 		if p.KeepOriginalNextHop && !p.IBGP() {
 			pol.KeepNextHop = append(pol.KeepNextHop, p.Address)
@@ -295,7 +299,8 @@ func sortedPrefixes(in []netip.Prefix) []netip.Prefix {
 
 func policyEqual(a, b speaker.Policy) bool {
 	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.External, b.External) &&
-		slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings) && slices.Equal(a.Services, b.Services)
+		slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings) && slices.Equal(a.Services, b.Services) &&
+		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS)
 }
 
 // serviceCIDRs are the BGPConfiguration's serviceClusterIPs and serviceExternalIPs, sorted; an

@@ -105,7 +105,7 @@ func TestExternalRouters(t *testing.T) {
 	all := []Node{mkNode(71, nil, ""), mkNode(72, nil, "")}
 	tor1, tor2 := netip.MustParseAddr("198.51.100.251"), netip.MustParseAddr("198.51.100.252")
 	n71 := all[0].Address.Addr()
-	torRoute, hostRoute := netip.MustParsePrefix("10.244.99.0/24"), netip.MustParsePrefix("172.16.0.0/16")
+	torRoute, hostRoute := netip.MustParsePrefix("10.244.99.0/26"), netip.MustParsePrefix("172.16.0.0/16")
 	bgpPeers := []v1.BGPPeer{
 		{ObjectMeta: metav1.ObjectMeta{Name: "tor1"}, Spec: v1.BGPPeerSpec{Node: "node71", PeerIP: tor1.String(), ASNumber: 65001}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "tor2"}, Spec: v1.BGPPeerSpec{Node: "node71", PeerIP: tor2.String(), ASNumber: 65002, KeepOriginalNextHop: true}},

@@ -31,6 +31,7 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	a.felix.SetWorkloads(workloads)
 
 	a.bgp.SetPools(s.PoolPrefixes())
+	a.bgp.SetRoutable(s.Routable)
 	a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
 	a.bgp.SetBGPConfiguration(s.BGPConfig)
 	a.bgp.SetSecrets(s.Secrets)

@@ -136,6 +136,12 @@ type BGPPeerSpec struct {
 	// +optional
 	KeepOriginalNextHop bool `json:"keepOriginalNextHop,omitempty"`
 
+	// RouteServer says the peer is a route server (RFC 7947) that passes routes on without
+	// putting its own AS first in the AS path. Without it, a route from an eBGP peer whose AS
+	// path does not begin with the peer's AS is rejected (RFC 4271 section 6.3).
+	// +optional
+	RouteServer bool `json:"routeServer,omitempty"`
+
 	// MaxRestartTime is the graceful restart time asked of this peer (default 120s).
 	// +optional
 	MaxRestartTime *metav1.Duration `json:"maxRestartTime,omitempty"`

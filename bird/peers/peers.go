@@ -84,6 +84,9 @@ type Peer struct {
 	Sibling             bool
 	EBGPMultihop        uint8 // TTL; 0 = directly connected
 	KeepOriginalNextHop bool
+	// RouteServer: an external route server (BGPPeer routeServer), whose routes need not begin
+	// with its own AS.
+	RouteServer bool
 	// Passive: wait for the peer to connect. Between two tabby nodes the one with the higher
 	// address waits: GoBGP closes incoming connections for 5 s after a failed attempt, so two
 	// sides dialling each other after a restart can miss each other for many seconds, and a
@@ -238,6 +241,7 @@ func Compute(in Input) (Result, error) {
 			Type:                typ,
 			Source:              src,
 			KeepOriginalNextHop: bp.Spec.KeepOriginalNextHop,
+			RouteServer:         bp.Spec.RouteServer,
 			EBGPMultihop:        uint8(bp.Spec.EBGPMultihop),
 			Keepalive:           ExternalKeepalive,
 			Hold:                ExternalHold,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	api "github.com/osrg/gobgp/v4/api"
 )
@@ -19,6 +20,12 @@ const (
 	setKeepNH   = "tabby-keep-next-hop"
 	setSiblings = "tabby-sibling-reflectors"
 	setFromSib  = "tabby-learned-sibling"
+	setExplain  = "tabby-explained"
+	// ExternalLocalPref is the LOCAL_PREF of every route learned from an external router: below
+	// the default 100 of the cluster's own, so a node's own announcement of its block wins over
+	// any external path for it on every node and reflector, before AS-path length is looked at
+	// (a route server's empty AS path would otherwise tie, and eBGP beats iBGP).
+	ExternalLocalPref = 50
 	// LearnedExternalCommunity marks routes learned from a router that is not a tabby node, so
 	// that they are never passed on to another peer. AS 0 is reserved: no operator uses it.
 	LearnedExternalCommunity = "0:201"
@@ -39,6 +46,47 @@ func prefixSet(name string, list []netip.Prefix) *api.DefinedSet {
 		ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: 32})
 	}
 	return ds
+}
+
+// exactPrefixSet matches each prefix of list exactly (no more-specific ones).
+func exactPrefixSet(name string, list []netip.Prefix) *api.DefinedSet {
+	ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name}
+	if len(list) == 0 {
+		list = []netip.Prefix{placeholder}
+	}
+	for _, p := range list {
+		ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: uint32(p.Bits())})
+	}
+	return ds
+}
+
+// firstASChecks returns, per AS, the sets and the statement that reject a route from an eBGP
+// router of that AS whose AS path does not begin with it (RFC 4271 section 6.3).
+func firstASChecks(peers []PeerAS) ([]*api.DefinedSet, []*api.Statement) {
+	byAS := map[uint32][]netip.Addr{}
+	var order []uint32
+	for _, p := range peers {
+		if _, ok := byAS[p.ASN]; !ok {
+			order = append(order, p.ASN)
+		}
+		byAS[p.ASN] = append(byAS[p.ASN], p.Address)
+	}
+	slices.Sort(order)
+	var sets []*api.DefinedSet
+	var stmts []*api.Statement
+	for _, as := range order {
+		nb := fmt.Sprintf("tabby-first-as-%d-peers", as)
+		path := fmt.Sprintf("tabby-first-as-%d", as)
+		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nb}
+		for _, a := range byAS[as] {
+			ds.List = append(ds.List, netip.PrefixFrom(a, 32).String())
+		}
+		sets = append(sets, ds, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_AS_PATH, Name: path, List: []string{fmt.Sprintf("^%d_", as)}})
+		stmts = append(stmts, &api.Statement{Name: "tabby-import-first-as-" + strconv.FormatUint(uint64(as), 10),
+			Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: nb}, AsPathSet: &api.MatchSet{Type: api.MatchSet_TYPE_INVERT, Name: path}},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}})
+	}
+	return sets, stmts
 }
 
 // SetPolicy implements Speaker. Import: routes inside a pool, except that an external router
@@ -64,10 +112,13 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		neighbors(setSiblings, p.Siblings),
 		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
 		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
+		exactPrefixSet(setExplain, p.Explained),
 	}
+	asSets, firstAS := firstASChecks(p.FirstAS)
+	sets = append(sets, asSets...)
 	stripSibling := &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
 	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name} }
-	imp := &api.Policy{Name: "tabby-import", Statements: []*api.Statement{
+	imp := &api.Policy{Name: "tabby-import", Statements: slices.Concat([]*api.Statement{
 		// Service addresses are every node's own (kube-proxy): originated here (the global
 		// import policy sees local paths too), never learned, even inside a pool.
 		{Name: "tabby-import-own-services", Conditions: &api.Conditions{PrefixSet: match(setServices), RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
@@ -76,8 +127,15 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		{Name: "tabby-import-own-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setLocal)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
-		{Name: "tabby-import-pools-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedExternalCommunity}}}},
+	}, firstAS, []*api.Statement{
+		// Inside a pool an external router may only announce what IPAM explains (a block, a
+		// borrowed /32), never a more specific part of a block, and it loses to the cluster's
+		// own path for it (LOCAL_PREF).
+		{Name: "tabby-import-explained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setExplain)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, LocalPref: &api.LocalPrefAction{Value: ExternalLocalPref},
+				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedExternalCommunity}}}},
+		{Name: "tabby-import-unexplained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		// A sibling's copy is tagged, and its MED raised so that a path we have first hand
 		// always wins over it (GoBGP would otherwise decide on the sibling's router ID and
 		// pass its copy on instead of the client's own route).
@@ -87,7 +145,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 				Med:       &api.MedAction{Type: api.MedAction_TYPE_MOD, Value: 1}}},
 		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
-	}}
+	})}
 	exp := &api.Policy{Name: "tabby-export", Statements: []*api.Statement{
 		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
@@ -119,8 +177,9 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		}
 	}
 	// GoBGP keeps every received route before policy: re-run the policy where it changed. Our
-	// own prefixes change with every block and borrowed address but only filter what external
-	// routers send, so they re-run the import from those alone.
+	// own prefixes, the explained ones and the first-AS checks change with blocks and borrowed
+	// addresses or peers but only filter what external routers send, so they re-run the import
+	// from those alone.
 	last := g.lastPolicy
 	g.lastPolicy = &p
 	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
@@ -129,7 +188,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		}
 		return nil
 	}
-	if slices.Equal(last.Local, p.Local) && slices.Equal(last.External, p.External) {
+	if slices.Equal(last.Local, p.Local) && slices.Equal(last.External, p.External) && slices.Equal(last.Explained, p.Explained) && slices.Equal(last.FirstAS, p.FirstAS) {
 		return nil
 	}
 	states, err := g.Peers(ctx)

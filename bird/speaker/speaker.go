@@ -46,6 +46,19 @@ type Policy struct {
 	// Siblings are the other route reflectors of this node's cluster: what they send is tagged
 	// and made less preferred, and never sent to a sibling (see bird/doc.go).
 	Siblings []netip.Addr
+	// Explained are the prefixes inside the pools that IPAM can explain: every block's exact
+	// prefix and every borrowed /32 in the cluster. Inside a pool an external router's route
+	// is accepted only for one of these, exactly.
+	Explained []netip.Prefix
+	// FirstAS are the eBGP external routers whose routes must begin with their own AS (every
+	// one but a route server).
+	FirstAS []PeerAS
+}
+
+// PeerAS is a peer and its AS.
+type PeerAS struct {
+	Address netip.Addr
+	ASN     uint32
 }
 
 // EventType tells which fields of an Event are set.

@@ -48,6 +48,10 @@ type Snapshot struct {
 	Pools       []v1.IPPool
 	LocalBlocks []netip.Prefix
 	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
+	// Routable is what IPAM explains inside the pools, cluster-wide: every block's prefix and
+	// every address allocated by a node other than its block's (a borrowed /32). It is all an
+	// external router may announce inside a pool (bird's import policy).
+	Routable []netip.Prefix
 	Workloads   []Workload
 	BGPConfig   *v1.BGPConfiguration
 	BGPPeers    []v1.BGPPeer
@@ -99,8 +103,10 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 		if local {
 			s.LocalBlocks = append(s.LocalBlocks, cidr)
 		}
+		s.Routable = append(s.Routable, cidr)
 		for ord, a := range b.Spec.Allocations {
-			if a.Node != in.NodeName {
+			borrowedHere := a.Node != "" && v1.AffinityPrefixHost+a.Node != b.Spec.Affinity
+			if a.Node != in.NodeName && !borrowedHere {
 				continue
 			}
 			n, err := strconv.Atoi(ord)
@@ -109,6 +115,12 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 				continue
 			}
 			ip := ipam.AddrAt(cidr, n)
+			if borrowedHere {
+				s.Routable = append(s.Routable, netip.PrefixFrom(ip, 32))
+			}
+			if a.Node != in.NodeName {
+				continue
+			}
 			if !local {
 				s.Borrowed = append(s.Borrowed, ip)
 			}
@@ -119,6 +131,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	}
 	slices.SortFunc(s.LocalBlocks, netip.Prefix.Compare)
 	slices.SortFunc(s.Borrowed, netip.Addr.Compare)
+	slices.SortFunc(s.Routable, netip.Prefix.Compare)
 	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 
 	for _, p := range in.BGPPeers {

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -78,6 +79,12 @@ func TestBuild(t *testing.T) {
 	adv := s.AdvertisedPrefixes()
 	if len(adv) != 2 || adv[1] != netip.MustParsePrefix("10.244.0.69/32") {
 		t.Fatalf("advertised = %v", adv)
+	}
+	// What IPAM explains, cluster-wide: both blocks and both borrowed addresses (b's in a's
+	// block too), never the block's own addresses.
+	routable := fmt.Sprint(s.Routable)
+	if routable != "[10.244.0.0/26 10.244.0.3/32 10.244.0.64/26 10.244.0.69/32]" {
+		t.Fatalf("routable = %s", routable)
 	}
 }
 
