@@ -51,11 +51,11 @@ type Snapshot struct {
 	// Routable is what IPAM explains inside the pools, cluster-wide: every block's prefix and
 	// every address allocated by a node other than its block's (a borrowed /32). It is all an
 	// external router may announce inside a pool (bird's import policy).
-	Routable []netip.Prefix
-	Workloads   []Workload
-	BGPConfig   *v1.BGPConfiguration
-	BGPPeers    []v1.BGPPeer
-	Secrets     map[string]map[string][]byte
+	Routable  []netip.Prefix
+	Workloads []Workload
+	BGPConfig *v1.BGPConfiguration
+	BGPPeers  []v1.BGPPeer
+	Secrets   map[string]map[string][]byte
 }
 
 // Inputs are the objects the snapshot is built from.
