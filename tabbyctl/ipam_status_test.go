@@ -230,17 +230,27 @@ func TestNodeStatus(t *testing.T) {
 		t.Errorf("node status --node:\n%s", out)
 	}
 
+	// The lab's layout: the node's run directory inside its node directory.
+	labRun := filepath.Join(dir, "lab", "nodes", "node-c", "run")
+	if err := os.MkdirAll(labRun, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	serveStatus(t, filepath.Join(labRun, "bird.sock"), nil)
+	if out := mustRun(t, "", "node", "status", "--node", "node-c", "--socket-dir", filepath.Join(dir, "lab", "nodes")); !strings.Contains(out, "tabby-node is running.") {
+		t.Errorf("node status --node in the lab's layout:\n%s", out)
+	}
+
 	// Not running: no socket, or a stale socket nobody listens on.
 	r := run(t, "", "node", "status", "--socket", filepath.Join(dir, "missing.sock"))
-	if r.code == 0 || r.stdout != "tabby-node is not running.\n" {
-		t.Errorf("missing socket: %+v", r)
+	if r.code == 0 || r.stdout != "" || strings.Count(r.stderr, "not running") != 1 || !strings.Contains(r.stderr, "missing.sock") {
+		t.Errorf("missing socket: want one message naming the socket, on stderr: %+v", r)
 	}
 	stale := filepath.Join(dir, "stale.sock")
 	l := must[net.Listener](t)(net.Listen("unix", stale))
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	l.Close()
 	r = run(t, "", "node", "status", "--socket", stale, "--timeout", "2s")
-	if r.code == 0 || r.stdout != "tabby-node is not running.\n" || !strings.Contains(r.stderr, "did not answer") {
+	if r.code == 0 || r.stdout != "" || strings.Count(r.stderr, "not running") != 1 || !strings.Contains(r.stderr, "did not answer") {
 		t.Errorf("stale socket: %+v", r)
 	}
 }

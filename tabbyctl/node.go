@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,9 +29,10 @@ func (a *app) nodeCommand() *cobra.Command {
 /var/run/tabby/bird.sock) and prints whether tabby-node is running and its IPv4 BGP peers.
 Exits non-zero when tabby-node does not answer.
 
---node NAME reads <--socket-dir>/NAME/bird.sock instead: the layout of a host that runs several
-nodes' tabby-node side by side (the lab), or of a directory where each node's run directory is
-mounted. It does not reach across the network.`,
+--node NAME reads the socket of node NAME under --socket-dir instead, for a host that runs
+several nodes' tabby-node side by side or a directory where each node's run directory is
+mounted: <--socket-dir>/NAME/bird.sock, or <--socket-dir>/NAME/run/bird.sock (the lab's
+layout: --socket-dir <lab dir>/nodes, as the demo prints). It does not reach across the network.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := socket
@@ -40,7 +40,7 @@ mounted. It does not reach across the network.`,
 				if cmd.Flags().Changed("socket") {
 					return errors.New("give --socket or --node, not both")
 				}
-				path = filepath.Join(socketDir, node, filepath.Base(nodestatus.DefaultSocket))
+				path = nodestatus.NodeSocket(socketDir, node)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -52,7 +52,7 @@ mounted. It does not reach across the network.`,
 		},
 	}
 	status.Flags().StringVar(&socket, "socket", nodestatus.DefaultSocket, "tabby-node's BGP status socket")
-	status.Flags().StringVar(&node, "node", "", "read the status of this node from --socket-dir/NAME/bird.sock")
+	status.Flags().StringVar(&node, "node", "", "read the status of node NAME from --socket-dir/NAME/bird.sock or --socket-dir/NAME/run/bird.sock")
 	status.Flags().StringVar(&socketDir, "socket-dir", "/var/run/tabby/nodes", "directory of per-node run directories, for --node")
 	status.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for tabby-node to answer")
 	cmd.AddCommand(status, a.markRestartCommand())

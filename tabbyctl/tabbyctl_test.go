@@ -548,3 +548,27 @@ func TestNodeMarkRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestNoKubeconfigSaysWhereItLooked: with no cluster configured anywhere, tabbyctl names what it
+// looked for and how to point it at a cluster, not client-go's KUBERNETES_MASTER hint.
+func TestNoKubeconfigSaysWhereItLooked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the built tabbyctl")
+	}
+	cmd := exec.Command(tabbyctl, "get", "ippool")
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err == nil {
+		t.Fatal("tabbyctl without any kubeconfig succeeded")
+	}
+	msg := errb.String()
+	for _, want := range []string{"--kubeconfig", "KUBECONFIG", ".kube/config", "in-cluster"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not mention %s: %q", want, msg)
+		}
+	}
+	if strings.Contains(msg, "KUBERNETES_MASTER") {
+		t.Errorf("error still points at KUBERNETES_MASTER: %q", msg)
+	}
+}

@@ -7,6 +7,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,11 @@ func LoadConfig(kubeconfig, context string) (*rest.Config, error) {
 	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: context}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's own words point at KUBERNETES_MASTER, which nothing reads any more.
+		return nil, fmt.Errorf("no cluster to talk to: looked for --kubeconfig, $KUBECONFIG (%q), %s and an in-cluster service account, and found none; point at a cluster with --kubeconfig FILE or KUBECONFIG=FILE",
+			os.Getenv("KUBECONFIG"), clientcmd.RecommendedHomeFile)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}

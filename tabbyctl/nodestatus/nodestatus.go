@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -31,25 +32,38 @@ type Source interface {
 	Peers(ctx context.Context) ([]Peer, error)
 }
 
+// NodeSocket is node's status socket under dir: dir/NAME/bird.sock when there is one, else
+// dir/NAME/run/bird.sock (a node directory holding its run directory, as the lab lays it out).
+func NodeSocket(dir, node string) string {
+	direct := filepath.Join(dir, node, filepath.Base(DefaultSocket))
+	if fileExists(direct) {
+		return direct
+	}
+	if nested := filepath.Join(dir, node, "run", filepath.Base(DefaultSocket)); fileExists(nested) {
+		return nested
+	}
+	return direct
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
 // ErrNotRunning means nothing answered on the socket.
 var ErrNotRunning = errors.New("tabby-node is not running")
 
 // Report prints the status and returns ErrNotRunning (wrapped with the reason) when the node's
-// tabby-node did not answer, so the command exits non-zero.
+// tabby-node did not answer: then nothing is printed on w, the caller says it once, with the
+// reason, and exits non-zero.
 func Report(ctx context.Context, w io.Writer, socket string, dial func(socket string) (Source, func(), error), now time.Time) error {
 	if _, err := os.Stat(socket); err != nil {
-		fmt.Fprintln(w, "tabby-node is not running.")
 		return fmt.Errorf("%w: status socket %s: %v", ErrNotRunning, socket, err)
 	}
 	src, closeFn, err := dial(socket)
 	if err != nil {
-		fmt.Fprintln(w, "tabby-node is not running.")
 		return fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}
 	defer closeFn()
 	peers, err := src.Peers(ctx)
 	if err != nil {
-		fmt.Fprintln(w, "tabby-node is not running.")
 		return fmt.Errorf("%w: status socket %s did not answer: %v", ErrNotRunning, socket, err)
 	}
 	fmt.Fprintln(w, "tabby-node is running.")
