@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tabby's tests use, once: iptables/ipset (felix's NAT), bird2 and
 # frr (real routers as ToR peers), qemu + busybox + cpio + kmod (a real kernel with ipip), tcpdump,
-# ping, conntrack. Needs root (CI is root). Does nothing when everything is present.
+# ping, conntrack, traceroute. Needs root (CI is root). Does nothing when everything is present.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -16,6 +16,7 @@ have depmod || need+=(kmod)
 have tcpdump || need+=(tcpdump)
 have ping || need+=(iputils-ping)
 have conntrack || need+=(conntrack)
+have traceroute || need+=(traceroute)
 have ip || need+=(iproute2)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then

@@ -37,7 +37,9 @@ build_k8s() {
   if [ -x "$out" ]; then log "$name $K8S_VERSION cached at $out"; return; fi
   local work; work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
-  log "building $name $K8S_VERSION from the Go module proxy (minutes, once)"
+  local est="about 10 minutes on 2 cores"
+  [ "$name" = kubectl ] && est="about 2 minutes"
+  log "building $name $K8S_VERSION from the Go module proxy ($est, once; cached in $BIN)"
   wrapper_module "$work"
   (cd "$work" && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$out.tmp" "k8s.io/kubernetes/cmd/$name")
   mv "$out.tmp" "$out"

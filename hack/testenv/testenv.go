@@ -115,6 +115,9 @@ func binary(name, envVar string) (string, error) {
 	return p, nil
 }
 
+// Kubectl is the path of the kubectl `make controlplane` built next to the API server.
+func Kubectl() string { return filepath.Join(BinDir(), "kubectl") }
+
 // StartProcess starts a control plane that lives until Stop (the lab's use).
 func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 	etcdBin, err := binary("etcd", "TABBY_ETCD")

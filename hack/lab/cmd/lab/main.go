@@ -1,7 +1,7 @@
 // Command lab runs a tabby cluster in network namespaces on this machine.
 //
 //	go run ./hack/lab/cmd/lab demo      # 3 nodes, 2 pods each, a ping matrix; Ctrl-C ends it
-//	go run ./hack/lab/cmd/lab cleanup   # remove what a crashed lab left behind
+//	go run ./hack/lab/cmd/lab cleanup   # remove what a lab killed hard left behind (make demo-clean)
 package main
 
 import (
@@ -32,7 +32,8 @@ func main() {
 		level = slog.LevelDebug
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A closed terminal (SIGHUP) ends the lab like Ctrl-C: everything is removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	var err error
 	switch fs.Arg(0) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/hack/testenv"
 )
 
 // DemoOptions size the demo.
@@ -86,12 +87,15 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 all green. Look around (in another shell, as root):
   ip netns exec %s sh                      # a shell in pod %s (%s)
   ip netns exec %s ip route                # node %s's routes
+  ip netns exec %s traceroute -n %s   # real hops: node, node, pod
   bin/tabbyctl --kubeconfig %s get ippool -o wide
   bin/tabbyctl node status --socket %s
-  KUBECONFIG=%s kubectl get nodes,pods -o wide
+  KUBECONFIG=%s %s get nodes,pods -o wide
+(the lab's pods have no kubelet to report them, so kubectl shows them READY 0/1; the pod
+network itself is what the ping matrix above checked.)
 namespaces: ip netns list | grep tl-%s
 Ctrl-C stops the lab and removes everything.
-`, p.NS, p.Name, p.IP, first.NS, first.Name, l.Kubecfg, first.BirdSocket(), l.Kubecfg, l.ID)
+`, p.NS, p.Name, p.IP, first.NS, first.Name, p.NS, l.Pods()[len(l.Pods())-1].IP, l.Kubecfg, first.BirdSocket(), l.Kubecfg, testenv.Kubectl(), l.ID)
 	<-ctx.Done()
 	return nil
 }
