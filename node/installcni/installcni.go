@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	flag "github.com/spf13/pflag"
 )
 
 // Options of the install step. Paths with /host are the host's directories as mounted into the

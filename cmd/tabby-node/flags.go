@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tabbynet/tabby/node"
+)
+
+// flagGroup is one section of `tabby-node --help`, as Kubernetes components group theirs.
+type flagGroup struct {
+	name  string
+	flags *pflag.FlagSet
+}
+
+// agentFlags defines every flag of the agent, by section. Names and defaults are the ones the
+// chart and the docs use.
+func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
+	group := func(name string, add func(fs *pflag.FlagSet)) flagGroup {
+		fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+		add(fs)
+		return flagGroup{name: name, flags: fs}
+	}
+	return []flagGroup{
+		group("Node identity", func(fs *pflag.FlagSet) {
+			fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's Kubernetes name (default $NODE_NAME)")
+			fs.StringVar(&cfg.Namespace, "namespace", envOr("POD_NAMESPACE", "tabby-system"), "namespace of the Secrets BGP passwords refer to")
+			fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+		}),
+		group("BGP", func(fs *pflag.FlagSet) {
+			fs.StringVar(&cfg.BGPAddress, "bgp-address", "", "BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP (default: the interface holding the Node's InternalIP)")
+			fs.StringVar(&cfg.GoBGPAPI, "gobgp-api", "127.0.0.1:50051", "GoBGP's own gRPC API (loopback only; empty disables)")
+			fs.StringVar(&cfg.Shutdown, "shutdown", "restart", "on SIGTERM: restart (peers keep routes: graceful restart) or final (withdraw everything)")
+		}),
+		group("IPAM", func(fs *pflag.FlagSet) {
+			fs.StringVar(&cfg.RunDir, "run-dir", "/var/run/tabby", "directory of the ipam.sock and bird.sock unix sockets")
+			fs.DurationVar(&cfg.GCInterval, "ipam-gc-interval", time.Minute, "how often IPAM garbage collection runs")
+			fs.DurationVar(&cfg.GCGrace, "ipam-gc-grace", 5*time.Minute, "how long an allocation must look orphaned before GC releases it")
+			fs.StringVar(&cfg.CNIKubeconfig, "cni-kubeconfig", "", "the CNI plugins' kubeconfig (host mount) to keep fresh as the token rotates; empty: off")
+		}),
+		group("Dataplane", func(fs *pflag.FlagSet) {
+			fs.IntVar(&cfg.MTU, "mtu", 0, "uplink MTU override (0: detect)")
+			fs.DurationVar(&cfg.ResyncInterval, "resync-interval", 90*time.Second, "felix's periodic full resync")
+			fs.DurationVar(&cfg.WorkloadGrace, "workload-grace", 10*time.Second, "how long felix keeps a CNI-made route it has not yet learned of")
+		}),
+		group("Health and observability", func(fs *pflag.FlagSet) {
+			fs.StringVar(&cfg.HealthAddr, "health-addr", ":9099", "liveness/readiness HTTP address (/livez, /readyz); empty disables")
+			fs.StringVar(&cfg.MetricsAddr, "metrics-addr", ":9091", "Prometheus metrics HTTP address (/metrics); empty disables")
+			fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof on the metrics address")
+		}),
+		group("Logging", func(fs *pflag.FlagSet) {
+			fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
+		}),
+	}
+}
+
+// groupedUsage prints the flags section by section.
+func groupedUsage(groups []flagGroup) func(*cobra.Command) error {
+	return func(c *cobra.Command) error {
+		w := c.OutOrStderr()
+		fmt.Fprintf(w, "Usage:\n  %s [flags]\n  %s install-cni [flags]\n", c.CommandPath(), c.CommandPath())
+		for _, g := range groups {
+			fmt.Fprintf(w, "\n%s flags:\n%s", g.name, g.flags.FlagUsages())
+		}
+		fmt.Fprintf(w, "\nOther flags:\n  -h, --help      help for tabby-node\n  -v, --version   print the version\n")
+		return nil
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
