@@ -193,12 +193,13 @@
 //
 // Each time the other session and its routes stay, and the peer's next valid UPDATE (on a new
 // session after a reset) is installed. The first cases are the published crash patterns of
-// GoBGP v4 before v4.4.0/v4.5.0 (CVE-2026-30405, CVE-2026-41642, CVE-2026-42285). The same test
-// against the v3.37.0 tabby used before passes too: v3 resets the session on the family
-// check before treat-as-withdraw, and its TreatAsWithdraw drops the attributes that the v4
-// crashes then validated, so these reconstructions do not crash it. The move to v4 rests on
-// v3 being unmaintained and on the advisories naming it affected, not on a crash reproduced
-// here.
+// GoBGP before v4.4.0/v4.5.0 (CVE-2026-30405, CVE-2026-41642, CVE-2026-42285). The test can
+// fail: built against GoBGP v4.3.0 it panics at its first case ("index out of range" in
+// bgp.ValidateAttribute, CVE-2026-30405), which would be tabby-node's death. Against the v3.37.0
+// tabby used before it passes: v3 resets the session on the family check before
+// treat-as-withdraw, and its TreatAsWithdraw drops the attributes that the v4 crashes then
+// validated, so these reconstructions do not reach a v3 crash. The move to v4 rests on v3 being
+// unmaintained and on the advisories naming it affected, not on a crash reproduced here.
 //
 // # Benchmark (go run ./hack/bench/bird: one host, 2 cores, tabby and BIRD2 in the same run)
 //

@@ -79,7 +79,7 @@ func TestMalformedUpdates(t *testing.T) {
 
 	good := netip.MustParsePrefix("10.244.200.0/26")
 	valid := bgpwire.Update(nil, [][]byte{bgpwire.Origin(), bgpwire.ASPath(65093), bgpwire.NextHop(rawAddr)}, bgpwire.NLRI(good))
-	dial := func() *bgpwire.Session {
+	dial := func(t *testing.T) *bgpwire.Session {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -96,59 +96,60 @@ func TestMalformedUpdates(t *testing.T) {
 		}
 	}
 	// One session serves every case it survives: each reset costs GoBGP's idle hold.
-	s := dial()
-	t.Cleanup(func() { _ = s.Close() })
+	s := dial(t)
+	t.Cleanup(func() { _ = s.Close() }) // the session open at the end, whichever it is
 	for _, tc := range malformedCases(good, rawAddr) {
-		if len(tc.body) == 0 { // built here: NLRI bytes no encoder produces
-			tc.body = bgpwire.Update(nil, [][]byte{bgpwire.Origin(), bgpwire.ASPath(65093), bgpwire.NextHop(rawAddr)}, []byte{33, 10, 244, 200, 0, 0})
-		}
-		if err := s.SendUpdate(valid); err != nil {
-			t.Fatal(err)
-		}
-		a.routes.waitRoute(t, good, rawAddr, 10*time.Second)
-		if err := s.SendUpdate(tc.body); err != nil {
-			t.Fatalf("%s: send: %v", tc.name, err)
-		}
-		// What did the speaker do? Reset (NOTIFICATION, connection closed), treat-as-withdraw
-		// (the route goes), or ignore (the route stays, nothing else happens).
-		outcome := "ignored (session and route kept)"
-		deadline := time.Now().Add(2 * time.Second)
-	wait:
-		for time.Now().Before(deadline) {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.body) == 0 { // built here: NLRI bytes no encoder produces
+				tc.body = bgpwire.Update(nil, [][]byte{bgpwire.Origin(), bgpwire.ASPath(65093), bgpwire.NextHop(rawAddr)}, []byte{33, 10, 244, 200, 0, 0})
+			}
+			if err := s.SendUpdate(valid); err != nil {
+				t.Fatal(err)
+			}
+			a.routes.waitRoute(t, good, rawAddr, 10*time.Second)
+			if err := s.SendUpdate(tc.body); err != nil {
+				t.Fatalf("%s: send: %v", tc.name, err)
+			}
+			// What did the speaker do? Reset (NOTIFICATION, connection closed), treat-as-withdraw
+			// (the route goes), or ignore (the route stays, nothing else happens).
+			outcome := "ignored (session and route kept)"
+			deadline := time.Now().Add(2 * time.Second)
+		wait:
+			for time.Now().Before(deadline) {
+				select {
+				case <-s.Closed():
+					outcome = "session reset"
+					if n := s.Notifications(); len(n) > 0 {
+						outcome += " with " + n[len(n)-1].String()
+					}
+					break wait
+				case <-time.After(20 * time.Millisecond):
+				}
+				if _, ok := a.routes.get(good); !ok {
+					outcome = "treated as withdraw (RFC 7606)"
+					break
+				}
+			}
+			t.Logf("%-48s %s", tc.name+":", outcome)
+			if _, ok := a.routes.get(netip.MustParsePrefix("172.16.0.0/16")); ok {
+				t.Fatalf("%s: a prefix outside every pool reached the dataplane", tc.name)
+			}
+			// The other session and its route are untouched.
+			if nh, ok := a.routes.get(b.block); !ok || nh != nodeB {
+				t.Fatalf("%s: node92's block left node91's dataplane (%v %v)", tc.name, nh, ok)
+			}
+			a.waitPeer(t, nodeB, "established", time.Second)
+			// The peer's valid route comes back.
 			select {
 			case <-s.Closed():
-				outcome = "session reset"
-				if n := s.Notifications(); len(n) > 0 {
-					outcome += " with " + n[len(n)-1].String()
-				}
-				break wait
-			case <-time.After(20 * time.Millisecond):
+				s = dial(t)
+			default:
 			}
-			if _, ok := a.routes.get(good); !ok {
-				outcome = "treated as withdraw (RFC 7606)"
-				break
+			if err := s.SendUpdate(valid); err != nil {
+				t.Fatal(err)
 			}
-		}
-		t.Logf("%-48s %s", tc.name+":", outcome)
-		if _, ok := a.routes.get(netip.MustParsePrefix("172.16.0.0/16")); ok {
-			t.Fatalf("%s: a prefix outside every pool reached the dataplane", tc.name)
-		}
-		// The other session and its route are untouched.
-		if nh, ok := a.routes.get(b.block); !ok || nh != nodeB {
-			t.Fatalf("%s: node92's block left node91's dataplane (%v %v)", tc.name, nh, ok)
-		}
-		a.waitPeer(t, nodeB, "established", time.Second)
-		// The peer's valid route comes back.
-		select {
-		case <-s.Closed():
-			s = dial()
-			t.Cleanup(func() { _ = s.Close() })
-		default:
-		}
-		if err := s.SendUpdate(valid); err != nil {
-			t.Fatal(err)
-		}
-		a.routes.waitRoute(t, good, rawAddr, 10*time.Second)
+			a.routes.waitRoute(t, good, rawAddr, 10*time.Second)
+		})
 	}
 	// The peer goes away: its route goes, node92's stays.
 	_ = s.Close()
