@@ -134,9 +134,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	n.mu.Lock()
 	exited := n.exited
 	n.mu.Unlock()
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dialIn(ctx, n.NS, addr) },
-	}}
+	hc := n.httpClient()
 	var last string
 	for {
 		select {
@@ -162,6 +160,39 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// httpClient reaches the agent's HTTP endpoints inside the node's namespace.
+func (n *Node) httpClient() *http.Client {
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dialIn(ctx, n.NS, addr) },
+	}}
+}
+
+// Metrics returns the agent's Prometheus metrics text (its --metrics-addr, inside the node's
+// namespace).
+func (n *Node) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := n.httpClient().Do(req)
+	if err != nil {
+		return "", fmt.Errorf("node %s: metrics: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// PID is the running agent's process ID (0 when it does not run).
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
 }
 
 func (n *Node) exitErr() error {
