@@ -148,7 +148,7 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	fmt.Printf("no-op event (another node's IPAMBlock updated), %d events: %d felix applies, tabby-node CPU %s per event (syncer, snapshot and felix's comparisons included)\n",
-		noopEvents, int(after.count-before.count), ((cpu1-cpu0)/noopEvents).Round(10*time.Microsecond))
+		noopEvents, int(after.count-before.count), ((cpu1 - cpu0) / noopEvents).Round(10*time.Microsecond))
 	return nil
 }
 
