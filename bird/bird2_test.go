@@ -5,9 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,39 +18,7 @@ import (
 // startBIRD2 runs BIRD2 (Debian's bird2) as a ToR at tor in netns, with an eBGP session to node.
 func startBIRD2(t *testing.T, netns string, tor, node netip.Addr, torAS, nodeAS uint32, password string) (birdc func(args ...string) string) {
 	t.Helper()
-	if _, err := exec.LookPath("bird"); err != nil {
-		t.Fatalf("bird2 is not installed (hack/install-deps.sh installs it): %v", err)
-	}
-	dir := t.TempDir()
-	conf := fmt.Sprintf(`
-router id %s;
-protocol device { }
-protocol bgp tor {
-	local %s as %d;
-	neighbor %s as %d;
-	strict bind yes;
-	password "%s";
-	connect delay time 1;
-	connect retry time 1;
-	ipv4 { import all; export none; };
-}
-`, tor, tor, torAS, node, nodeAS, password)
-	cfg := filepath.Join(dir, "bird.conf")
-	sock := filepath.Join(dir, "bird.ctl")
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("ip", "netns", "exec", netns, "bird", "-f", "-c", cfg, "-s", sock, "-P", filepath.Join(dir, "bird.pid"))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return func(args ...string) string {
-		out, _ := exec.Command("birdc", append([]string{"-s", sock}, args...)...).CombinedOutput()
-		return string(out)
-	}
+	return birdToR{Addr: tor, Node: node, AS: torAS, NodeAS: nodeAS, Password: password}.start(t, netns)
 }
 
 // torNamespace makes a named network namespace for the ToR, joined to the test namespace by a

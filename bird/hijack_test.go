@@ -27,6 +27,7 @@ type birdToR struct {
 	// Prepend is put in front of the AS path of everything the ToR announces.
 	Prepend  []uint32
 	Announce []netip.Prefix
+	Password string // TCP MD5, none when empty
 }
 
 func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) string) {
@@ -41,9 +42,12 @@ func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) s
 	for _, as := range r.Prepend {
 		fmt.Fprintf(&export, "bgp_path.prepend(%d); ", as)
 	}
-	rs := ""
+	opts := ""
 	if r.RouteServer {
-		rs = "rs client;"
+		opts += "rs client; "
+	}
+	if r.Password != "" {
+		opts += fmt.Sprintf("password %q; ", r.Password)
 	}
 	conf := fmt.Sprintf(`
 router id %[1]s;
@@ -58,7 +62,7 @@ protocol bgp node {
 	%[6]s
 	ipv4 { import all; next hop self; export filter { if source != RTS_STATIC then reject; %[7]s accept; }; };
 }
-`, r.Addr, statics.String(), r.AS, r.Node, r.NodeAS, rs, export.String())
+`, r.Addr, statics.String(), r.AS, r.Node, r.NodeAS, opts, export.String())
 	dir := t.TempDir()
 	cfg, sock := filepath.Join(dir, "bird.conf"), filepath.Join(dir, "bird.ctl")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {

@@ -27,6 +27,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 )
 
 const (
@@ -195,11 +196,11 @@ func bench() error {
 	fmt.Printf("%-24s %-6s %10s %13s %13s %13s %13s\n", "topology", "", "converge", "all-seen p50", "all-seen p99", "per-node p50", "per-node p99")
 	for i, r := range results {
 		ref := refs[i]
-		fmt.Printf("%-24s %-6s %10v %13v %13v %13v %13v\n", r.name, "tabby", r.converge.Round(time.Millisecond), pct(r.lat, 50), pct(r.lat, 99), pct(r.hop, 50), pct(r.hop, 99))
-		fmt.Printf("%-24s %-6s %10v %13v %13v %13v %13v\n", "", "BIRD2", ref.converge.Round(time.Millisecond), pct(ref.lat, 50), pct(ref.lat, 99), pct(ref.hop, 50), pct(ref.hop, 99))
-		fmt.Printf("%-24s %-6s %10s %13s %13s %13s %13s\n", "", "ratio", div(r.converge, ref.converge), div(pct(r.lat, 50), pct(ref.lat, 50)), div(pct(r.lat, 99), pct(ref.lat, 99)), div(pct(r.hop, 50), pct(ref.hop, 50)), div(pct(r.hop, 99), pct(ref.hop, 99)))
+		fmt.Printf("%-24s %-6s %10v %13v %13v %13v %13v\n", r.name, "tabby", r.converge.Round(time.Millisecond), benchutil.Pct(r.lat, 50), benchutil.Pct(r.lat, 99), benchutil.Pct(r.hop, 50), benchutil.Pct(r.hop, 99))
+		fmt.Printf("%-24s %-6s %10v %13v %13v %13v %13v\n", "", "BIRD2", ref.converge.Round(time.Millisecond), benchutil.Pct(ref.lat, 50), benchutil.Pct(ref.lat, 99), benchutil.Pct(ref.hop, 50), benchutil.Pct(ref.hop, 99))
+		fmt.Printf("%-24s %-6s %10s %13s %13s %13s %13s\n", "", "ratio", div(r.converge, ref.converge), div(benchutil.Pct(r.lat, 50), benchutil.Pct(ref.lat, 50)), div(benchutil.Pct(r.lat, 99), benchutil.Pct(ref.lat, 99)), div(benchutil.Pct(r.hop, 50), benchutil.Pct(ref.hop, 50)), div(benchutil.Pct(r.hop, 99), benchutil.Pct(ref.hop, 99)))
 	}
-	fmt.Printf("target all-seen p99 < 250ms: mesh %s, RR %s\n", ratio(pct(results[0].lat, 99), 250*time.Millisecond), ratio(pct(results[1].lat, 99), 250*time.Millisecond))
+	fmt.Printf("target all-seen p99 < 250ms: mesh %s, RR %s\n", ratio(benchutil.Pct(results[0].lat, 99), 250*time.Millisecond), ratio(benchutil.Pct(results[1].lat, 99), 250*time.Millisecond))
 	m := results[0]
 	fmt.Printf("tabby speaker in a child process, 19 established peers, idle: RSS %.1f MB (target < 60 MB, %s), CPU %.2f%% of one core over 10 s (target < 1%%)\n",
 		float64(m.rss)/1e6, ratio(time.Duration(m.rss), 60e6), m.cpu)
@@ -216,19 +217,6 @@ func div(a, b time.Duration) string {
 
 func ratio(got, target time.Duration) string {
 	return fmt.Sprintf("%.2fx of target", float64(got)/float64(target))
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	if i > 0 {
-		i--
-	}
-	return s[i].Round(10 * time.Microsecond)
 }
 
 func run(tp topology) (result, error) {
@@ -395,17 +383,7 @@ func runSpeaker(raw string) error {
 
 // idle samples a process's RSS and CPU share over d.
 func idle(pid int, d time.Duration) (rss int64, cpu float64, err error) {
-	ticks := func() (int64, error) {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return 0, err
-		}
-		s := string(raw)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		k, _ := strconv.ParseInt(f[12], 10, 64)
-		return u + k, nil
-	}
+	ticks := func() (int64, error) { return benchutil.CPUTicks(pid) }
 	t0, err := ticks()
 	if err != nil {
 		return 0, 0, err

@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 )
 
 const (
@@ -228,8 +229,8 @@ func run() error {
 	fmt.Printf("felix benchmark (%d workload /32 over %d veths + %d remote /26 via uplink; median of %d)\n", workloads, veths, remotes, rounds)
 	fmt.Printf("%-44s %12s %12s %8s %s\n", "measure", "tabby", "reference", "ratio", "target")
 	fmt.Printf("%-44s %12s %12s %7.2fx %s\n", "full sync 12,000 routes (felix vs ip -batch)", ms(fMed), ms(ipMed), float64(fMed)/float64(ipMed), "<= 1.5x")
-	fmt.Printf("%-44s %12s %12s %8s %s\n", "new workload -> route in kernel p50", ms(pct(lat, 50)), "-", "", "")
-	fmt.Printf("%-44s %12s %12s %8s %s\n", "new workload -> route in kernel p99", ms(pct(lat, 99)), "-", "", "< 10 ms")
+	fmt.Printf("%-44s %12s %12s %8s %s\n", "new workload -> route in kernel p50", ms(benchutil.Pct(lat, 50)), "-", "", "")
+	fmt.Printf("%-44s %12s %12s %8s %s\n", "new workload -> route in kernel p99", ms(benchutil.Pct(lat, 99)), "-", "", "< 10 ms")
 	fmt.Printf("%-44s %12s %12s %8s %s\n", "no-op resync of 12,000 routes (median)", ms(median(noopTimes)), "-", "", "< 100 ms")
 	return nil
 }
@@ -303,13 +304,6 @@ func drain(ch chan netlink.RouteUpdate) {
 	}
 }
 
-func median(d []time.Duration) time.Duration { return pct(d, 50) }
-
-func pct(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (len(s)*p+99)/100 - 1
-	return s[max(i, 0)]
-}
+func median(d []time.Duration) time.Duration { return benchutil.Pct(d, 50) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

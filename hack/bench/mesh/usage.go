@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -46,26 +47,6 @@ func agentPID(ctx context.Context, n *lab.Node) (int, error) {
 	return 0, fmt.Errorf("node %s: no tabby-node process in %s", n.Name, n.NS)
 }
 
-// cpuTicks is utime+stime of a process.
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	// Fields after the command name's closing paren: state is field 3, utime 14, stime 15.
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return u + st, nil
-}
-
 // rssKB is VmRSS from /proc/<pid>/status.
 func rssKB(pid int) (int, error) { return statusKB(pid, "VmRSS:") }
 
@@ -93,7 +74,7 @@ func idleUsage(ctx context.Context, nodes []*lab.Node, window time.Duration) ([]
 		if pids[i], err = agentPID(ctx, n); err != nil {
 			return nil, err
 		}
-		if before[i], err = cpuTicks(pids[i]); err != nil {
+		if before[i], err = benchutil.CPUTicks(pids[i]); err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
@@ -106,7 +87,7 @@ func idleUsage(ctx context.Context, nodes []*lab.Node, window time.Duration) ([]
 	elapsed := time.Since(start).Seconds()
 	out := make([]usage, len(nodes))
 	for i, n := range nodes {
-		after, err := cpuTicks(pids[i])
+		after, err := benchutil.CPUTicks(pids[i])
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}

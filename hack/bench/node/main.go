@@ -22,7 +22,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +34,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -114,9 +114,9 @@ func run(ctx context.Context) (err error) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	fmt.Printf("new pod → felix done (pod object, netns, CNI ADD via the IPAM socket, IPAMBlock, syncer, felix): p50 %s p99 %s\n", pct(e2e, 50), pct(e2e, 99))
-	fmt.Printf("  of which the pod's ADD (lab: Pod object, netns, CNI):  p50 %s p99 %s\n", pct(added, 50), pct(added, 99))
-	fmt.Printf("  felix's own apply for that pod:                 p50 %s p99 %s\n", pct(applied, 50), pct(applied, 99))
+	fmt.Printf("new pod → felix done (pod object, netns, CNI ADD via the IPAM socket, IPAMBlock, syncer, felix): p50 %s p99 %s\n", benchutil.Pct(e2e, 50), benchutil.Pct(e2e, 99))
+	fmt.Printf("  of which the pod's ADD (lab: Pod object, netns, CNI):  p50 %s p99 %s\n", benchutil.Pct(added, 50), benchutil.Pct(added, 99))
+	fmt.Printf("  felix's own apply for that pod:                 p50 %s p99 %s\n", benchutil.Pct(applied, 50), benchutil.Pct(applied, 99))
 
 	// No-op events: another node's block changes in a way that means nothing to this node.
 	// First let felix's timers for the new pods' CNI-made routes (--workload-grace, 10 s) run
@@ -127,7 +127,7 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	cpu0, err := cpuTime(pid)
+	cpu0, err := benchutil.CPUTime(pid)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	cpu1, err := cpuTime(pid)
+	cpu1, err := benchutil.CPUTime(pid)
 	if err != nil {
 		return err
 	}
@@ -266,26 +266,4 @@ func felixApplies(ctx context.Context, n *lab.Node) (histogram, error) {
 		}
 	}
 	return h, nil
-}
-
-// cpuTime is a process's user + system CPU time.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	if i > 0 {
-		i--
-	}
-	return s[i].Round(10 * time.Microsecond)
 }
