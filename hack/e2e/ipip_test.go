@@ -107,6 +107,11 @@ func TestCrossSubnetIPIP(t *testing.T) {
 		if timedOut && attempt == 1 && strings.Contains(res.Console, "soft lockup") {
 			t.Logf("guest kernel stuck (soft lockup) and killed after %s: booting it again; console tail:\n%s",
 				time.Since(start).Round(time.Second), tailString(res.Console, 1500))
+			// The killed guest never tore its lab down: what it wrote to the API server would
+			// make the next boot fail at once ("nodes a-1 already exists").
+			if err := resetGuestObjects(ctx, env, pool); err != nil {
+				t.Fatalf("clean up after the stuck guest: %v", err)
+			}
 			continue
 		}
 		t.Fatalf("guest scenario: %v\nconsole tail:\n%s", err, tailString(res.Console, 3000))
@@ -114,6 +119,58 @@ func TestCrossSubnetIPIP(t *testing.T) {
 }
 
 var nsObj = corev1Namespace(lab.Namespace)
+
+// resetGuestObjects removes what a guest's lab wrote to the test's own API server (its nodes and
+// their IPAM) and puts the pool back as the test made it.
+func resetGuestObjects(ctx context.Context, env *testenv.Env, pool *v1.IPPool) error {
+	if err := env.Kube.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return fmt.Errorf("delete nodes: %w", err)
+	}
+	pods, err := env.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	zero := int64(0)
+	for _, p := range pods.Items {
+		if err := env.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	blocks, err := env.Client.IPAMBlocks().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, b := range blocks.Items {
+		if err := env.Client.IPAMBlocks().Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete IPAMBlock %s: %w", b.Name, err)
+		}
+	}
+	affs, err := env.Client.BlockAffinities().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, a := range affs.Items {
+		if err := env.Client.BlockAffinities().Delete(ctx, a.Name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete BlockAffinity %s: %w", a.Name, err)
+		}
+	}
+	handles, err := env.Client.IPAMHandles().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, h := range handles.Items {
+		if err := env.Client.IPAMHandles().Delete(ctx, h.Name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete IPAMHandle %s: %w", h.Name, err)
+		}
+	}
+	cur, err := env.Client.IPPools().Get(ctx, pool.Name)
+	if err != nil {
+		return err
+	}
+	cur.Spec = pool.Spec
+	_, err = env.Client.IPPools().Update(ctx, cur)
+	return err
+}
 
 // guestScript runs the scenario in the guest. A node's kernel loads the netlink families
 // (xfrm, netfilter) netlink handles open on demand; the guest's minimal init may not, so load
