@@ -79,7 +79,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 			pol.Siblings = append(pol.Siblings, p.Address)
 		}
 	}
-	if b.policy == nil || !policyEqual(*b.policy, pol) {
+	if b.policy == nil || !b.policy.Equal(pol) {
 		if err := spk.SetPolicy(ctx, pol); err != nil {
 			return err // without the policy nothing else is safe to do
 		}
@@ -295,12 +295,6 @@ func sortedPrefixes(in []netip.Prefix) []netip.Prefix {
 		return a.Bits() - b.Bits()
 	})
 	return slices.Compact(out)
-}
-
-func policyEqual(a, b speaker.Policy) bool {
-	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.External, b.External) &&
-		slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings) && slices.Equal(a.Services, b.Services) &&
-		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS)
 }
 
 // serviceCIDRs are the BGPConfiguration's serviceClusterIPs and serviceExternalIPs, sorted; an

@@ -96,6 +96,21 @@ func firstASChecks(peers []PeerAS) ([]*api.DefinedSet, []*api.Statement) {
 // between ToRs, no ToR route leaked into the mesh); the service ranges, to external routers
 // only, and never imported. Everything else is rejected both ways.
 func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
+	// The explained prefixes change with every block claimed or released in the cluster: replace
+	// that one set in place rather than every set, policy and assignment (which made GoBGP
+	// re-evaluate and slowed every block's propagation), and re-run the import of external
+	// routers only, the one thing the set filters.
+	if last := g.lastPolicy; last != nil && !slices.Equal(last.Explained, p.Explained) {
+		same := *last
+		same.Explained = p.Explained
+		if same.Equal(p) {
+			if err := g.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: exactPrefixSet(setExplain, p.Explained), Replace: true}); err != nil {
+				return fmt.Errorf("set the explained prefixes: %w", err)
+			}
+			g.lastPolicy = &p
+			return g.reapplyImportFromExternal(ctx, p.External)
+		}
+	}
 	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
 		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
 		for _, a := range list {
@@ -191,12 +206,21 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	if slices.Equal(last.Local, p.Local) && slices.Equal(last.External, p.External) && slices.Equal(last.Explained, p.Explained) && slices.Equal(last.FirstAS, p.FirstAS) {
 		return nil
 	}
+	return g.reapplyImportFromExternal(ctx, p.External)
+}
+
+// reapplyImportFromExternal re-runs the import policy over what the external routers sent
+// (GoBGP keeps every received route before policy).
+func (g *GoBGP) reapplyImportFromExternal(ctx context.Context, external []netip.Addr) error {
+	if len(external) == 0 {
+		return nil
+	}
 	states, err := g.Peers(ctx)
 	if err != nil {
 		return err
 	}
 	for _, st := range states {
-		if slices.Contains(p.External, st.Address) {
+		if slices.Contains(external, st.Address) {
 			if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: st.Address.String(), Soft: true, Direction: api.ResetPeerRequest_DIRECTION_IN}); err != nil {
 				return fmt.Errorf("re-apply import policy for %s: %w", st.Address, err)
 			}

@@ -6,6 +6,7 @@ package speaker
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/tabbynet/tabby/bird/peers"
@@ -53,6 +54,13 @@ type Policy struct {
 	// FirstAS are the eBGP external routers whose routes must begin with their own AS (every
 	// one but a route server).
 	FirstAS []PeerAS
+}
+
+// Equal compares two policies field by field.
+func (a Policy) Equal(b Policy) bool {
+	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.Services, b.Services) &&
+		slices.Equal(a.External, b.External) && slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings) &&
+		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS)
 }
 
 // PeerAS is a peer and its AS.
