@@ -176,9 +176,10 @@
 //
 // A peer's malformed UPDATE must never take the node down: GoBGP runs inside tabby-node, and a
 // panic there is the agent's death. TestMalformedUpdates opens a real session from a raw BGP
-// speaker (bird/internal/bgpwire, no BGP library) and sends 16 malformed UPDATEs next to a
+// speaker (bird/internal/bgpwire, no BGP library) and sends 17 malformed messages next to a
 // healthy session; GoBGP v4.8.0 does, as measured:
 //
+//	a message of an undefined type (7)                   session reset, NOTIFICATION 1/3
 //	NEXT_HOP shorter than 4 bytes, not transitive        treat-as-withdraw (RFC 7606)
 //	unknown attribute marked well-known                  session reset, NOTIFICATION 3/2
 //	treat-as-withdraw carrying MP_REACH of a family the
@@ -192,14 +193,14 @@
 //	prefix outside every pool, next hop 0.0.0.0          rejected by import policy
 //
 // Each time the other session and its routes stay, and the peer's next valid UPDATE (on a new
-// session after a reset) is installed. The first cases are the published crash patterns of
-// GoBGP before v4.4.0/v4.5.0 (CVE-2026-30405, CVE-2026-41642, CVE-2026-42285). The test can
-// fail: built against GoBGP v4.3.0 it panics at its first case ("index out of range" in
-// bgp.ValidateAttribute, CVE-2026-30405), which would be tabby-node's death. Against the v3.37.0
-// tabby used before it passes: v3 resets the session on the family check before
-// treat-as-withdraw, and its TreatAsWithdraw drops the attributes that the v4 crashes then
-// validated, so these reconstructions do not reach a v3 crash. The move to v4 rests on v3 being
-// unmaintained and on the advisories naming it affected, not on a crash reproduced here.
+// session after a reset) is installed. The test fails against the speakers tabby moved away
+// from: with GoBGP v3.37.0 (tabby's before) the undefined message type panics the process (a
+// nil dereference in the FSM's error handling, fsm.go handlingError: v3's parser returns no
+// message with the error), which is tabby-node's death at the hands of any established peer;
+// with GoBGP v4.3.0 the NEXT_HOP case panics (bgp.ValidateAttribute, CVE-2026-30405). The other
+// published patterns (CVE-2026-41642, CVE-2026-42285) do not crash v3.37.0 as reconstructed
+// here: v3 resets on the family check before treat-as-withdraw and its TreatAsWithdraw drops
+// the attributes the v4 crashes then validated.
 //
 // # Benchmark (go run ./hack/bench/bird: one host, 2 cores, tabby and BIRD2 in the same run)
 //

@@ -17,38 +17,44 @@ import (
 // remote-crash patterns of GoBGP before v4.4.0/v4.5.0 (a panic there is a crash of tabby-node,
 // and of this test binary); the rest cover RFC 7606's classes.
 func malformedCases(good netip.Prefix, nh netip.Addr) []struct {
-	name string
-	body []byte
+	name    string
+	body    []byte
+	msgType byte // 0: UPDATE
 } {
 	as := bgpwire.ASPath(65093)
 	nlri := bgpwire.NLRI(good)
 	withAttrs := func(attrs ...[]byte) []byte { return bgpwire.Update(nil, attrs, nlri) }
 	return []struct {
-		name string
-		body []byte
+		name    string
+		body    []byte
+		msgType byte // 0: UPDATE
 	}{
+		// A message type BGP does not define: GoBGP v3's parser returns no message with the
+		// error, and its error handler dereferenced the missing message (a crash from any
+		// established peer; v4 resets the session).
+		{name: "undefined message type 7", body: []byte{0}, msgType: 7},
 		// CVE-2026-30405: NEXT_HOP shorter than 4 bytes without the transitive flag.
-		{"NEXT_HOP length 1, not transitive", withAttrs(bgpwire.Origin(), as, bgpwire.Attr(0, bgpwire.AttrNextHop, []byte{10}, -1))},
-		{"NEXT_HOP length 0, not transitive", withAttrs(bgpwire.Origin(), as, bgpwire.Attr(0, bgpwire.AttrNextHop, nil, -1))},
+		{name: "NEXT_HOP length 1, not transitive", body: withAttrs(bgpwire.Origin(), as, bgpwire.Attr(0, bgpwire.AttrNextHop, []byte{10}, -1))},
+		{name: "NEXT_HOP length 0, not transitive", body: withAttrs(bgpwire.Origin(), as, bgpwire.Attr(0, bgpwire.AttrNextHop, nil, -1))},
 		// CVE-2026-41642: an unrecognised attribute marked well-known (optional bit clear).
-		{"unknown well-known attribute", withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(nh), bgpwire.Attr(bgpwire.FlagTransitive, 0xfe, []byte{1, 2, 3}, -1))},
+		{name: "unknown well-known attribute", body: withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(nh), bgpwire.Attr(bgpwire.FlagTransitive, 0xfe, []byte{1, 2, 3}, -1))},
 		// CVE-2026-42285: attribute lengths that disagree with the total path attribute length.
 		// ... and a treat-as-withdraw UPDATE that carries MP_REACH_NLRI of a family the session
 		// never negotiated (IPv6 unicast here): GoBGP turned it into withdrawals for a table it
 		// does not have.
-		{"treat-as-withdraw with MP_REACH of an unconfigured family", withAttrs(mpReachIPv6(), bgpwire.Attr(0, bgpwire.AttrOrigin, []byte{0}, -1), as, bgpwire.NextHop(nh))},
-		{"attribute longer than the attribute section", bgpwire.UpdateRaw(0, nil, 10, append(append(bgpwire.Origin(), as...), bgpwire.NextHop(nh)...), nlri)},
-		{"attribute length past the message", withAttrs(bgpwire.Origin(), as, bgpwire.Attr(bgpwire.FlagTransitive, bgpwire.AttrNextHop, nh.AsSlice(), 40))},
-		{"ORIGIN not transitive", withAttrs(bgpwire.Attr(0, bgpwire.AttrOrigin, []byte{0}, -1), as, bgpwire.NextHop(nh))},
-		{"ORIGIN over-long", withAttrs(bgpwire.Attr(bgpwire.FlagTransitive, bgpwire.AttrOrigin, []byte{0, 0, 0}, -1), as, bgpwire.NextHop(nh))},
-		{"truncated attribute header", withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(nh), []byte{bgpwire.FlagTransitive})},
-		{"NEXT_HOP 0.0.0.0", withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(netip.IPv4Unspecified()))},
-		{"NEXT_HOP multicast", withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(netip.MustParseAddr("224.0.0.5")))},
-		{"NEXT_HOP class E", withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(netip.MustParseAddr("240.0.0.1")))},
-		{"NEXT_HOP length 6", withAttrs(bgpwire.Origin(), as, bgpwire.Attr(bgpwire.FlagTransitive, bgpwire.AttrNextHop, []byte{198, 51, 100, 93, 0, 0}, -1))},
-		{"withdrawn routes length past the message", bgpwire.UpdateRaw(200, bgpwire.NLRI(good), 0, nil, nil)},
-		{"NLRI prefix length 33", withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(nh))[:0:0]},
-		{"prefix outside every pool, next hop 0.0.0.0", bgpwire.Update(nil, [][]byte{bgpwire.Origin(), as, bgpwire.NextHop(netip.IPv4Unspecified())}, bgpwire.NLRI(netip.MustParsePrefix("172.16.0.0/16")))},
+		{name: "treat-as-withdraw with MP_REACH of an unconfigured family", body: withAttrs(mpReachIPv6(), bgpwire.Attr(0, bgpwire.AttrOrigin, []byte{0}, -1), as, bgpwire.NextHop(nh))},
+		{name: "attribute longer than the attribute section", body: bgpwire.UpdateRaw(0, nil, 10, append(append(bgpwire.Origin(), as...), bgpwire.NextHop(nh)...), nlri)},
+		{name: "attribute length past the message", body: withAttrs(bgpwire.Origin(), as, bgpwire.Attr(bgpwire.FlagTransitive, bgpwire.AttrNextHop, nh.AsSlice(), 40))},
+		{name: "ORIGIN not transitive", body: withAttrs(bgpwire.Attr(0, bgpwire.AttrOrigin, []byte{0}, -1), as, bgpwire.NextHop(nh))},
+		{name: "ORIGIN over-long", body: withAttrs(bgpwire.Attr(bgpwire.FlagTransitive, bgpwire.AttrOrigin, []byte{0, 0, 0}, -1), as, bgpwire.NextHop(nh))},
+		{name: "truncated attribute header", body: withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(nh), []byte{bgpwire.FlagTransitive})},
+		{name: "NEXT_HOP 0.0.0.0", body: withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(netip.IPv4Unspecified()))},
+		{name: "NEXT_HOP multicast", body: withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(netip.MustParseAddr("224.0.0.5")))},
+		{name: "NEXT_HOP class E", body: withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(netip.MustParseAddr("240.0.0.1")))},
+		{name: "NEXT_HOP length 6", body: withAttrs(bgpwire.Origin(), as, bgpwire.Attr(bgpwire.FlagTransitive, bgpwire.AttrNextHop, []byte{198, 51, 100, 93, 0, 0}, -1))},
+		{name: "withdrawn routes length past the message", body: bgpwire.UpdateRaw(200, bgpwire.NLRI(good), 0, nil, nil)},
+		{name: "NLRI prefix length 33", body: withAttrs(bgpwire.Origin(), as, bgpwire.NextHop(nh))[:0:0]},
+		{name: "prefix outside every pool, next hop 0.0.0.0", body: bgpwire.Update(nil, [][]byte{bgpwire.Origin(), as, bgpwire.NextHop(netip.IPv4Unspecified())}, bgpwire.NLRI(netip.MustParsePrefix("172.16.0.0/16")))},
 	}
 }
 
@@ -107,7 +113,11 @@ func TestMalformedUpdates(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.routes.waitRoute(t, good, rawAddr, 10*time.Second)
-			if err := s.SendUpdate(tc.body); err != nil {
+			send := s.SendUpdate
+			if tc.msgType != 0 {
+				send = func(b []byte) error { return s.SendMessage(tc.msgType, b) }
+			}
+			if err := send(tc.body); err != nil {
 				t.Fatalf("%s: send: %v", tc.name, err)
 			}
 			// What did the speaker do? Reset (NOTIFICATION, connection closed), treat-as-withdraw

@@ -204,6 +204,9 @@ func (s *Session) keepalive(every time.Duration) {
 // SendUpdate sends an UPDATE with the given body (everything after the header), as is.
 func (s *Session) SendUpdate(body []byte) error { return s.write(MsgUpdate, body) }
 
+// SendMessage sends a message of any type, defined or not, with the given body.
+func (s *Session) SendMessage(typ byte, body []byte) error { return s.write(typ, body) }
+
 // Closed is closed when the peer has ended the connection.
 func (s *Session) Closed() <-chan struct{} { return s.closed }
 
