@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,4 +26,26 @@ func TestMesh(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	requireTraceroute(t, pods[0], pods[len(pods)-1])
+}
+
+// requireTraceroute: a traceroute from one pod to a pod on another node shows the real hops (no
+// overlay): the source node, the destination node, the destination pod.
+func requireTraceroute(t *testing.T, from, to *lab.Pod) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", from.NS, "traceroute", "-n", "-q", "1", "-w", "2", "-m", "5", to.IP.String()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("traceroute %s -> %s: %v\n%s", from.Name, to.Name, err, out)
+	}
+	var hops []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
+		if f := strings.Fields(line); len(f) >= 2 {
+			hops = append(hops, f[1])
+		}
+	}
+	want := []string{from.Node.IP().String(), to.Node.IP().String(), to.IP.String()}
+	if !slices.Equal(hops, want) {
+		t.Fatalf("traceroute %s -> %s: hops %v, want %v\n%s", from.Name, to.Name, hops, want, out)
+	}
+	t.Logf("traceroute %s -> %s: %s", from.Name, to.Name, strings.Join(hops, " -> "))
 }
