@@ -333,6 +333,9 @@ func FindHostVeth(name string) (v HostVeth, found bool, err error) {
 		return HostVeth{}, false, fmt.Errorf("find host veth %s: %w", name, err)
 	}
 	v = HostVeth{Name: name, Index: l.Attrs().Index, Alias: l.Attrs().Alias}
+	if v.Alias != "" {
+		return v, true, nil // its owner is recorded: the routes are not needed
+	}
 	routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return netlink.RouteList(l, netlink.FAMILY_V4) })
 	if err != nil {
 		return HostVeth{}, false, fmt.Errorf("list routes of %s: %w", name, err)

@@ -177,3 +177,24 @@ func TestGCRemovesHostVethOfReleasedAttachment(t *testing.T) {
 	}
 	h.assertClean("after GC and DEL")
 }
+
+// TestDelWithNetnsPathOfAnotherNamespace: by DEL time the netns path names another namespace
+// (the runtime recreated it) while the old one lives on: DEL finds no interface there, and still
+// removes the container's host veth.
+func TestDelWithNetnsPathOfAnotherNamespace(t *testing.T) {
+	h := newHarness(t)
+	list := h.list("1.1.0")
+	p := h.newPod("renamed")
+	h.mustAdd(list, p)
+	name := names.HostVethName("default", "renamed", p.rt.ContainerID)
+	unmountHeld(t, p)
+	other := h.newPod("elsewhere")
+	p.rt.NetNS = other.rt.NetNS
+	if err := h.node.Del(h.ctx, list, p.rt); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if _, ok := h.hostVeth(name); ok {
+		t.Fatalf("DEL left host veth %s behind", name)
+	}
+	h.assertClean("after DEL through a netns path that names another namespace")
+}

@@ -277,15 +277,14 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	// Whether the netns is still there decides what Release must report; the teardown (kernel
 	// work, slow for veths) and the release (IPAM round trip) then run side by side.
 	nsFound := dataplane.CheckNetns(args.Netns) == nil
-	// Without the netns the host veth stays behind when something still holds the namespace:
-	// find it before the release (felix drops a released address's route at once).
-	var veth dataplane.HostVeth
-	vethFound := false
-	if !nsFound {
-		var err error
-		if veth, vethFound, err = dataplane.FindHostVeth(inv.att.HostVeth); err != nil {
-			return dataplaneError("find host veth", err)
-		}
+	// The host side is tabby's: find the host veth before anything else. When the netns path is
+	// gone (something may still hold the namespace, and so the pair) or names another namespace
+	// by now, removing the container interface does not remove it. Before the release, since
+	// felix drops a released address's route at once and a veth made before owners were
+	// recorded is known by that route.
+	veth, vethFound, err := dataplane.FindHostVeth(inv.att.HostVeth)
+	if err != nil {
+		return dataplaneError("find host veth", err)
 	}
 	type released struct {
 		reply *api.ReleaseReply
@@ -293,7 +292,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	}
 	rch := make(chan released, 1)
 	go func() {
-		r, err := inv.ipam.Release(ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName, WantReleased: !nsFound})
+		r, err := inv.ipam.Release(ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName, WantReleased: vethFound && veth.Alias == ""})
 		rch <- released{r, err}
 	}()
 	var terr error
