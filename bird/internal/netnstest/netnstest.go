@@ -29,7 +29,7 @@ func Main(m *testing.M) {
 		}
 		os.Exit(m.Run())
 	}
-	if testing.Short() || os.Geteuid() != 0 {
+	if testing.Short() || os.Geteuid() != 0 || fuzzing() {
 		os.Exit(m.Run())
 	}
 	cmd := exec.Command(os.Args[0], os.Args[1:]...)
@@ -44,6 +44,16 @@ func Main(m *testing.M) {
 		os.Exit(2)
 	}
 	os.Exit(0)
+}
+
+// fuzzing tells whether this binary fuzzes (the coordinator or a worker): fuzz targets need no
+// namespace, and a re-executed worker would lose the pipes it talks to the coordinator through.
+func fuzzing() bool {
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		return true
+	}
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
 }
 
 // InNamespace tells whether this process runs in the private namespace.
