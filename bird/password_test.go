@@ -57,6 +57,11 @@ func TestPasswords(t *testing.T) {
 	a := startNode(t, all[0], all, setup("right", passwordPeer("bgp-auth")))
 	b := startNode(t, all[1], all, setup("wrong", passwordPeer("bgp-auth")))
 	st := stayDown(t, a, "198.51.100.62", 4*time.Second)
+	// GoBGP v4 reports a failed connection when its dial times out, about 5 s after the first
+	// attempt: keep watching (the session must stay down all along) until the status says why.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(st.Info, "password") && time.Now().Before(deadline); {
+		st = stayDown(t, a, "198.51.100.62", time.Second)
+	}
 	t.Logf("wrong password: %+v", st)
 	if !strings.Contains(st.Info, "password") {
 		t.Errorf("status of a session with a wrong password does not mention the password: %q", st.Info)
