@@ -1,0 +1,78 @@
+// Package policy is tabby's NetworkPolicy calculator: a pure function from pods, namespaces and
+// networking.k8s.io/v1 NetworkPolicies to the iptables chains and ipsets that enforce them on
+// one node. It imports no netlink, runs no command and keeps no state; felix's policy manager
+// feeds it and hands its output to the writers. See README.md in this folder for the design
+// (chain layout, set naming, what is and is not policed).
+package policy
+
+import (
+	"net/netip"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
+)
+
+// Key names a namespaced object.
+type Key struct{ Namespace, Name string }
+
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// Protocol is a NetworkPolicy port protocol: "TCP", "UDP" or "SCTP".
+type Protocol string
+
+// NamedPort is a container port with a name, as a NetworkPolicy port by name resolves it.
+type NamedPort struct {
+	Name     string
+	Protocol Protocol
+	Port     uint16
+}
+
+// Pod is what policy needs to know of any pod in the cluster.
+type Pod struct {
+	Key
+	Labels map[string]string
+	// IPs are the pod's addresses, both families (tabby's IPAM knows them the moment the CNI
+	// ADD allocated them; the Pod's status learns them later).
+	IPs        []netip.Addr
+	NamedPorts []NamedPort
+	// HostNetwork pods are never policed and never selected as peers by a podSelector (their
+	// address is the node's).
+	HostNetwork bool
+}
+
+// Namespace is what policy needs to know of a namespace.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Endpoint is a workload on this node: the pod behind a host veth.
+type Endpoint struct {
+	Interface string // caliXXXXXXXXXXX
+	Pod       Key
+}
+
+// Input is the whole state the calculator reads. The maps are read only.
+type Input struct {
+	Pods       map[Key]*Pod
+	Namespaces map[string]*Namespace
+	Policies   map[Key]*networkingv1.NetworkPolicy
+	Endpoints  []Endpoint
+}
+
+// IPSet is one ipset as the writer creates it.
+type IPSet struct {
+	Type    string          // "hash:ip", "hash:net" or "hash:ip,port"
+	Family  ipfamily.Family // of its members
+	Members []string        // sorted, in `ipset add` syntax ("10.0.0.0/24 nomatch", "10.0.0.1,tcp:80")
+}
+
+// Rendered is what the writers put in the kernel for one family: tabby's chains of the filter
+// table (rules are iptables arguments after "-A <chain>") and the sets those rules use.
+// Everything not in it that starts with "tabby-" in the filter table, and every policy set,
+// is stale.
+type Rendered struct {
+	Chains map[string][]string
+	IPSets map[string]IPSet
+}

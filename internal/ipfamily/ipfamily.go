@@ -1,0 +1,92 @@
+// Package ipfamily is the one home of "IPv4 or IPv6" in tabby. A family always comes from an
+// address or a prefix that was parsed once at the edge, never from a separate flag that could
+// disagree with it; everything that differs per family (host prefix length, the iptables and
+// ipset flavour) is answered here, so the rest of the code is written once for both.
+package ipfamily
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Family is IPv4 or IPv6.
+type Family uint8
+
+const (
+	// Unknown is the zero value: an invalid address has no family.
+	Unknown Family = 0
+	IPv4    Family = 4
+	IPv6    Family = 6
+)
+
+// All lists the families in the order tabby handles them.
+var All = []Family{IPv4, IPv6}
+
+// OfAddr returns a's family; an IPv4-mapped IPv6 address is IPv4 (callers parse with
+// netip and unmap at the edge, but a stray mapped address must not become a sixth family).
+func OfAddr(a netip.Addr) Family {
+	switch {
+	case !a.IsValid():
+		return Unknown
+	case a.Is4() || a.Is4In6():
+		return IPv4
+	default:
+		return IPv6
+	}
+}
+
+// OfPrefix returns p's family.
+func OfPrefix(p netip.Prefix) Family { return OfAddr(p.Addr()) }
+
+// String is "IPv4" or "IPv6".
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	}
+	return fmt.Sprintf("family(%d)", uint8(f))
+}
+
+// Bits is the address length: 32 or 128.
+func (f Family) Bits() int {
+	if f == IPv6 {
+		return 128
+	}
+	return 32
+}
+
+// HostPrefix is a as a single-address prefix: a /32 or a /128.
+func HostPrefix(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	return netip.PrefixFrom(a, OfAddr(a).Bits())
+}
+
+// IPSetFamily is the `family` argument of `ipset create`.
+func (f Family) IPSetFamily() string {
+	if f == IPv6 {
+		return "inet6"
+	}
+	return "inet"
+}
+
+// IPTablesCommand is the iptables flavour's command prefix ("iptables" or "ip6tables"); the
+// backend suffix ("-nft", "-legacy", "-restore") is appended by the caller.
+func (f Family) IPTablesCommand() string {
+	if f == IPv6 {
+		return "ip6tables"
+	}
+	return "iptables"
+}
+
+// Split returns the prefixes of one family, in their order.
+func Split(ps []netip.Prefix, f Family) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if OfPrefix(p) == f {
+			out = append(out, p)
+		}
+	}
+	return out
+}
