@@ -1,7 +1,8 @@
 // Package felix is tabby's dataplane agent: it makes the node's kernel (routes, tunl0, sysctls,
 // NAT outgoing) match what the datastore and the BGP speaker say, and owns only what is
 // tabby's. The layout follows Calico Felix: a pure calculation (calc) feeding managers
-// (routetable, tunnel, nat, sysctl) that diff against the kernel.
+// (routetable, tunnel, sysctl diff against the kernel themselves; nat, a Manager, hands its
+// state to the shared iptables and ipset writers, which felix applies once per pass).
 package felix
 
 import (
@@ -25,6 +26,8 @@ import (
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/cmdrun"
+	"github.com/tabbynet/tabby/felix/iptables"
 	"github.com/tabbynet/tabby/felix/metrics"
 	"github.com/tabbynet/tabby/felix/nat"
 	"github.com/tabbynet/tabby/felix/netnsrun"
@@ -38,7 +41,7 @@ import (
 const (
 	DefaultWorkloadGracePeriod = 10 * time.Second
 	DefaultResyncInterval      = 90 * time.Second
-	natRetryInterval           = time.Second
+	writeRetryInterval         = time.Second
 )
 
 // Config configures felix.
@@ -53,11 +56,12 @@ type Config struct {
 	// ResyncInterval between full re-reads of the kernel.
 	ResyncInterval time.Duration
 	// IptablesBackend: "" detects (like kube-proxy), or "legacy" / "nft".
-	IptablesBackend nat.Backend
+	IptablesBackend iptables.Backend
 	// NetNSPath binds felix to a network namespace (tests, benchmarks); "" = the current one.
 	NetNSPath string
-	// WaitForInSync makes felix remove nothing (routes, NAT rules, tunl0) until SetInSync: what
-	// tabby-node uses, so a restart never cuts traffic the kernel is still carrying.
+	// WaitForInSync makes felix remove nothing (routes, iptables chains and jumps, ipsets,
+	// tunl0) until SetInSync: what tabby-node uses, so a restart never cuts traffic the kernel
+	// is still carrying. Rules and sets are added and updated meanwhile.
 	WaitForInSync bool
 }
 
@@ -67,11 +71,6 @@ type (
 	Workload = calc.Workload
 	BGPRoute = calc.BGPRoute
 )
-
-// NATManager programs NAT outgoing; *nat.Manager is the real one.
-type NATManager interface {
-	Apply(masq, all []netip.Prefix, force bool) error
-}
 
 // SysctlWriter writes kernel settings; *sysctl.Writer is the real one.
 type SysctlWriter interface {
@@ -84,8 +83,9 @@ type Option func(*Felix)
 // WithNetlink replaces the netlink handle (a fake in unit tests). Felix does not close it.
 func WithNetlink(h nl.Handle) Option { return func(f *Felix) { f.h = h } }
 
-// WithNAT replaces the NAT manager.
-func WithNAT(n NATManager) Option { return func(f *Felix) { f.nat = n } }
+// WithCommandRunner runs iptables and ipset through r instead of the real commands in felix's
+// namespace: unit tests pass a fakekernel.Kernel and look at what the writers ran.
+func WithCommandRunner(r cmdrun.Runner) Option { return func(f *Felix) { f.cmd = r } }
 
 // WithSysctl replaces the sysctl writer.
 func WithSysctl(s SysctlWriter) Option { return func(f *Felix) { f.sysctl = s } }
@@ -110,7 +110,7 @@ type Felix struct {
 	ownsH    bool
 	run      netnsrun.Runner
 	closeRun func() error
-	nat      NATManager
+	cmd      cmdrun.Runner
 	sysctl   SysctlWriter
 
 	mu sync.Mutex // inputs
@@ -137,7 +137,14 @@ type Felix struct {
 	pendingIfaces map[string]int
 	tunnelDirty   bool
 	tunnelErr     string
-	natRetryAt    time.Time // zero = NAT in line
+
+	// The shared writers and the managers feeding them (see Manager).
+	writers  Writers
+	tables   []*iptables.Table // every table of Writers, in apply order
+	managers []Manager
+	// writeRetryAt: the last write failed; the writers are tried again from then (zero = in
+	// line), not on every event before.
+	writeRetryAt time.Time
 
 	// wlIndex indexes the workloads of the last apply; wlSpare is the previous one, reused to
 	// index the next list without allocating a map of every pod for each new pod.
@@ -155,10 +162,8 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 	if cfg.WorkloadGracePeriod < 0 || cfg.ResyncInterval < 0 {
 		return nil, fmt.Errorf("felix config: WorkloadGracePeriod %s and ResyncInterval %s must not be negative", cfg.WorkloadGracePeriod, cfg.ResyncInterval)
 	}
-	switch cfg.IptablesBackend {
-	case nat.BackendAuto, nat.BackendLegacy, nat.BackendNFT:
-	default:
-		return nil, fmt.Errorf("felix config: IptablesBackend %q: want \"\", %q or %q", cfg.IptablesBackend, nat.BackendLegacy, nat.BackendNFT)
+	if !cfg.IptablesBackend.Valid() {
+		return nil, fmt.Errorf("felix config: IptablesBackend %q: want \"\", %q or %q", cfg.IptablesBackend, iptables.BackendLegacy, iptables.BackendNFT)
 	}
 	if cfg.WorkloadGracePeriod == 0 {
 		cfg.WorkloadGracePeriod = DefaultWorkloadGracePeriod
@@ -201,12 +206,8 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 	if f.sysctl == nil {
 		f.sysctl = sysctl.NewWriter(f.run)
 	}
-	if f.nat == nil {
-		n, err := nat.New(f.run, cfg.IptablesBackend, f.log)
-		if err != nil {
-			return nil, err
-		}
-		f.nat = n
+	if err := f.newWriters(); err != nil {
+		return nil, err
 	}
 	f.metrics = metrics.New(f.reg)
 	f.rt = routetable.New(f.h, routetable.Options{
@@ -367,7 +368,7 @@ func (f *Felix) ApplyNow(ctx context.Context) error {
 	return f.apply(ctx)
 }
 
-// QueueResync makes the next apply re-read the kernel.
+// QueueResync makes the next apply re-read the kernel (routes, links, iptables, ipsets).
 func (f *Felix) QueueResync() {
 	f.dpMu.Lock()
 	f.rt.QueueResync()
@@ -428,7 +429,7 @@ func (f *Felix) onLink(u netlink.LinkUpdate) {
 }
 
 // apply is one pass: re-read the kernel if due, recompute what inputs or host routes changed,
-// then bring sysctls, tunl0, NAT and routes in line.
+// then bring sysctls, tunl0, iptables and ipsets (NAT) and routes in line.
 func (f *Felix) apply(ctx context.Context) error {
 	f.dpMu.Lock()
 	defer f.dpMu.Unlock()
@@ -450,28 +451,32 @@ func (f *Felix) apply(ctx context.Context) error {
 	}
 	in, workloadsChanged, otherChanged := f.snapshot(f.wlIndex == nil)
 	f.updateRoutes(in, workloadsChanged, otherChanged)
+	if resync || otherChanged {
+		// Pools change only with otherChanged; a manager ignores a message that changes
+		// nothing, so a pod coming or going costs NAT no command.
+		msg := nat.Pools{Masq: f.last.MasqPools, All: f.last.AllPools}
+		for _, m := range f.managers {
+			m.OnUpdate(msg)
+		}
+	}
 	var errs []error
 	errs = append(errs, f.applySysctls(resync)...)
+	// Until the datastore and BGP are in sync the writers add and replace but take nothing
+	// away (deletions are held, see SetInSync).
+	if err := f.applyWriters(ctx, resync, start); err != nil {
+		errs = append(errs, fmt.Errorf("iptables and ipsets: %w", err))
+	}
 	if !f.inSync.Load() {
-		// Until the datastore and BGP are in sync, add and replace but take nothing away: not
-		// tunl0, not NAT, not a route (see routetable.SetHoldDeletes).
+		// Nor is tunl0 touched, nor a route removed (see routetable.SetHoldDeletes).
 		res, err := f.rt.Apply()
 		f.metrics.NetlinkErrors.Add(float64(res.NetlinkErrors))
 		return errors.Join(append(errs, err)...)
 	}
-	// A pod coming or going changes neither tunl0 nor NAT: leave them (and their netlink and
-	// iptables calls) to the changes that can.
+	// A pod coming or going does not change tunl0: leave it (and its netlink calls) to the
+	// changes that can.
 	if resync || otherChanged || f.tunnelDirty {
 		if err := f.applyTunnel(in); err != nil {
 			errs = append(errs, err)
-		}
-	}
-	if resync || otherChanged || (!f.natRetryAt.IsZero() && !start.Before(f.natRetryAt)) {
-		f.natRetryAt = time.Time{}
-		if err := f.nat.Apply(f.last.MasqPools, f.last.AllPools, resync); err != nil {
-			f.metrics.NATErrors.Inc()
-			f.natRetryAt = start.Add(natRetryInterval)
-			errs = append(errs, fmt.Errorf("nat outgoing: %w", err))
 		}
 	}
 	res, err := f.rt.Apply()
@@ -609,11 +614,12 @@ func (f *Felix) SetInSync() {
 	}
 	f.dpMu.Lock()
 	f.rt.SetHoldDeletes(false)
+	f.holdDeletes(false)
 	f.tunnelDirty = true
 	f.dpMu.Unlock()
 	f.log.Info("in sync: stale routes, NAT rules and tunnel state may now be removed")
 	f.mu.Lock()
-	f.changed(false) // NAT and tunl0 are applied again, now with removals
+	f.changed(false) // tunl0 and the writers are applied again, now with removals
 	f.mu.Unlock()
 }
 
@@ -700,8 +706,8 @@ func (f *Felix) runSubscribed(ctx context.Context) error {
 		}
 		f.dpMu.Lock()
 		next := f.rt.NextDeadline()
-		if !f.natRetryAt.IsZero() && (next.IsZero() || f.natRetryAt.Before(next)) {
-			next = f.natRetryAt
+		if !f.writeRetryAt.IsZero() && (next.IsZero() || f.writeRetryAt.Before(next)) {
+			next = f.writeRetryAt
 		}
 		f.dpMu.Unlock()
 		wait := time.Hour

@@ -12,29 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/felix/sysctl"
 )
-
-type fakeNAT struct {
-	mu        sync.Mutex
-	masq, all []netip.Prefix
-	calls     int
-}
-
-func (n *fakeNAT) Apply(masq, all []netip.Prefix, force bool) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.masq, n.all = masq, all
-	n.calls++
-	return nil
-}
-
-func (n *fakeNAT) applies() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.calls
-}
 
 type fakeSysctl struct {
 	mu  sync.Mutex
@@ -56,18 +37,18 @@ func (s *fakeSysctl) get(k string) string {
 	return s.set[k]
 }
 
-func newFakeFelix(t *testing.T) (*Felix, *nl.Fake, *fakeNAT, *fakeSysctl) {
+func newFakeFelix(t *testing.T) (*Felix, *nl.Fake, *fakekernel.Kernel, *fakeSysctl) {
 	fk := nl.NewFake()
 	fk.AddLink("eth0", 1400)
 	fk.AddLink("cali0123456789a", 1500)
 	fk.LinkAddErr = unix.EOPNOTSUPP // this kernel has no ipip
-	fn, fs := &fakeNAT{}, &fakeSysctl{set: map[string]string{}}
-	f, err := New(Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour}, WithNetlink(fk), WithNAT(fn), WithSysctl(fs))
+	kern, fs := fakekernel.New(), &fakeSysctl{set: map[string]string{}}
+	f, err := New(Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour}, WithNetlink(fk), WithCommandRunner(kern), WithSysctl(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	return f, fk, fn, fs
+	return f, fk, kern, fs
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -80,7 +61,7 @@ func TestConfigValidation(t *testing.T) {
 		{Config{UplinkInterface: "eth0", ResyncInterval: -time.Second}, "ResyncInterval -1s"},
 		{Config{UplinkInterface: "eth0", IptablesBackend: "bpf"}, `IptablesBackend "bpf"`},
 	} {
-		_, err := New(tc.cfg, WithNetlink(nl.NewFake()), WithNAT(&fakeNAT{}), WithSysctl(&fakeSysctl{}))
+		_, err := New(tc.cfg, WithNetlink(nl.NewFake()), WithCommandRunner(fakekernel.New()), WithSysctl(&fakeSysctl{}))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err %v, want %q", tc.cfg, err, tc.want)
 		}
@@ -88,7 +69,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestRunProgramsAndReports(t *testing.T) {
-	f, fk, fn, fs := newFakeFelix(t)
+	f, fk, kern, fs := newFakeFelix(t)
 	srv := httptest.NewServer(f.HealthHandler())
 	defer srv.Close()
 	if code := get(t, srv.URL+"/readyz"); code != 503 {
@@ -137,11 +118,13 @@ func TestRunProgramsAndReports(t *testing.T) {
 	if fs.get("net.ipv4.ip_forward") != "1" || fs.get("net.ipv4.conf.cali0123456789a.proxy_arp") != "1" || fs.get("net.ipv4.neigh.cali0123456789a.proxy_delay") != "0" {
 		t.Fatalf("sysctls %v", fs.set)
 	}
-	fn.mu.Lock()
-	if len(fn.masq) != 1 || len(fn.all) != 2 {
-		t.Fatalf("nat masq %v all %v", fn.masq, fn.all)
+	sets := kern.Sets()
+	if m, a := sets["tabby-masq-ipam-pools"].Members, sets["tabby-all-ipam-pools"].Members; len(m) != 1 || len(a) != 2 {
+		t.Fatalf("nat sets: masq %v all %v", m, a)
 	}
-	fn.mu.Unlock()
+	if rules := kern.Chains("iptables-nft", "nat")["POSTROUTING"]; len(rules) != 1 || rules[0] != "-j tabby-POSTROUTING" {
+		t.Fatalf("POSTROUTING %q", rules)
+	}
 
 	// A new cali veth gets its sysctls; the route of a pod on it follows the link.
 	fk.AddLink("calibbbbbbbbbbb", 1500)

@@ -5,22 +5,25 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
 )
 
-// counters are the fake kernel's and NAT's call counts, to see what one apply touched.
-type counters struct{ replace, del, linkByName, linkList, nat int }
+// counters are the fake kernel's netlink calls and iptables/ipset commands, to see what one
+// apply touched.
+type counters struct{ replace, del, linkByName, linkList, commands int }
 
-func count(fk *nl.Fake, fn *fakeNAT) counters {
-	return counters{fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkByName"), fk.Calls("LinkList"), fn.applies()}
+func count(fk *nl.Fake, kern *fakekernel.Kernel) counters {
+	return counters{fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkByName"), fk.Calls("LinkList"), len(kern.Calls())}
 }
 
 func (c counters) minus(o counters) counters {
-	return counters{c.replace - o.replace, c.del - o.del, c.linkByName - o.linkByName, c.linkList - o.linkList, c.nat - o.nat}
+	return counters{c.replace - o.replace, c.del - o.del, c.linkByName - o.linkByName, c.linkList - o.linkList, c.commands - o.commands}
 }
 
 func podWorkloads(n int) []Workload {
@@ -31,17 +34,21 @@ func podWorkloads(n int) []Workload {
 	return ws
 }
 
-func fullSyncedFelix(t *testing.T, cfg func(*Config), pods int) (*Felix, *nl.Fake, *fakeNAT) {
+func fullSyncedFelix(t *testing.T, cfg func(*Config), pods int) (*Felix, *nl.Fake, *fakekernel.Kernel) {
+	return fullSyncedFelixOn(t, fakekernel.New(), cfg, pods)
+}
+
+func fullSyncedFelixOn(t *testing.T, kern *fakekernel.Kernel, cfg func(*Config), pods int) (*Felix, *nl.Fake, *fakekernel.Kernel) {
 	fk := nl.NewFake()
 	fk.AddLink("eth0", 1500)
 	fk.AddLink("cali0123456789a", 1500)
 	fk.AddLink("calibbbbbbbbbbb", 1500)
-	fn, fs := &fakeNAT{}, &fakeSysctl{set: map[string]string{}}
+	fs := &fakeSysctl{set: map[string]string{}}
 	c := Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour}
 	if cfg != nil {
 		cfg(&c)
 	}
-	f, err := New(c, WithNetlink(fk), WithNAT(fn), WithSysctl(fs))
+	f, err := New(c, WithNetlink(fk), WithCommandRunner(kern), WithSysctl(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +66,7 @@ func fullSyncedFelix(t *testing.T, cfg func(*Config), pods int) (*Felix, *nl.Fak
 	if n := len(fk.Routes()); n != pods+3 {
 		t.Fatalf("full sync made %d routes, want %d", n, pods+3)
 	}
-	return f, fk, fn
+	return f, fk, kern
 }
 
 func (f *Felix) mustApply(t *testing.T) {
@@ -70,20 +77,20 @@ func (f *Felix) mustApply(t *testing.T) {
 }
 
 // A pod coming or going writes its route and nothing else: no other route, no tunl0 lookups,
-// no NAT, however many pods the node has.
+// no iptables or ipset command, however many pods the node has.
 func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 	const pods = 500
-	f, fk, fn := fullSyncedFelix(t, nil, pods)
+	f, fk, kern := fullSyncedFelix(t, nil, pods)
 	ws := podWorkloads(pods)
 	want := func(what string, before counters, replace, del int) {
 		t.Helper()
-		got := count(fk, fn).minus(before)
+		got := count(fk, kern).minus(before)
 		if got != (counters{replace: replace, del: del}) {
 			t.Fatalf("%s: calls %+v, want %d replace and %d delete only", what, got, replace, del)
 		}
 	}
 
-	before := count(fk, fn)
+	before := count(fk, kern)
 	ws = append(ws, Workload{IP: netip.MustParseAddr("10.244.1.10"), Interface: "calibbbbbbbbbbb"})
 	f.SetWorkloads(ws)
 	f.mustApply(t)
@@ -92,13 +99,13 @@ func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 		t.Fatalf("new pod's route %+v %v", r, ok)
 	}
 
-	before = count(fk, fn)
+	before = count(fk, kern)
 	ws[pods].Interface = "cali0123456789a"
 	f.SetWorkloads(ws)
 	f.mustApply(t)
 	want("pod on another veth", before, 1, 0)
 
-	before = count(fk, fn)
+	before = count(fk, kern)
 	ws = ws[:pods]
 	f.SetWorkloads(ws)
 	f.mustApply(t)
@@ -107,7 +114,7 @@ func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 		t.Fatal("deleted pod's route kept")
 	}
 
-	before = count(fk, fn)
+	before = count(fk, kern)
 	f.SetWorkloads(slices.Clone(ws))
 	f.mustApply(t)
 	want("same pods", before, 0, 0)
@@ -129,20 +136,40 @@ func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 		t.Fatalf("%d routes, want %d", n, pods+3)
 	}
 
-	// Anything else still re-applies NAT.
-	before = count(fk, fn)
+	// A pool change re-applies NAT: natOutgoing off is one iptables-restore and one ipset
+	// restore (the sets destroyed after the rules that used them), no route written.
+	kern.ResetCalls()
+	before = count(fk, kern)
 	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
 	f.mustApply(t)
-	if got := count(fk, fn).minus(before); got.nat != 1 || got.replace+got.del != 0 {
-		t.Fatalf("pool change: %+v, want one NAT apply and no route writes", got)
+	if got := count(fk, kern).minus(before); got.replace+got.del != 0 {
+		t.Fatalf("pool change: %+v, want no route writes", got)
+	}
+	var names []string
+	for _, c := range kern.Calls() {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"iptables-nft-restore", "ipset"}) || !strings.Contains(kern.Calls()[1].Stdin, "destroy tabby-masq-ipam-pools") {
+		t.Fatalf("natOutgoing off ran %v", kern.Calls())
 	}
 }
 
 // With WaitForInSync, a pod deleted before felix is in sync keeps its route (deletes are held,
-// as on the full path); SetInSync removes it.
+// as on the full path), and the iptables chains and ipsets a previous felix left stay; SetInSync
+// removes them.
 func TestWorkloadRemovalHeldUntilInSync(t *testing.T) {
-	f, fk, fn := fullSyncedFelix(t, func(c *Config) { c.WaitForInSync = true }, 20)
-	natBefore := fn.applies()
+	kern := fakekernel.New()
+	ctx := context.Background()
+	if _, err := kern.Run(ctx, "ipset", []string{"create", "tabby-stale", "hash:ip"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kern.Run(ctx, "iptables-nft-restore", []string{"--noflush"}, []byte("*filter\n:tabby-stale - [0:0]\n-A FORWARD -j tabby-stale\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	f, fk, _ := fullSyncedFelixOn(t, kern, func(c *Config) { c.WaitForInSync = true }, 20)
+	if _, ok := kern.Sets()["tabby-masq-ipam-pools"]; !ok {
+		t.Fatal("NAT not programmed before in sync: only deletions wait")
+	}
 	ws := podWorkloads(20)
 	f.SetWorkloads(ws[1:])
 	f.mustApply(t)
@@ -150,13 +177,71 @@ func TestWorkloadRemovalHeldUntilInSync(t *testing.T) {
 	if _, ok := fk.Route(gone); !ok {
 		t.Fatal("route removed before in sync")
 	}
+	if _, ok := kern.Sets()["tabby-stale"]; !ok {
+		t.Fatal("stale set removed before in sync")
+	}
+	if _, ok := kern.Chains("iptables-nft", "filter")["tabby-stale"]; !ok {
+		t.Fatal("stale chain removed before in sync")
+	}
 	f.SetInSync()
 	f.mustApply(t)
 	if _, ok := fk.Route(gone); ok {
 		t.Fatal("route of the deleted pod kept after in sync")
 	}
-	if fn.applies() == natBefore {
-		t.Fatal("NAT not applied once in sync")
+	if _, ok := kern.Sets()["tabby-stale"]; ok {
+		t.Fatal("stale set kept after in sync")
+	}
+	chains := kern.Chains("iptables-nft", "filter")
+	if _, ok := chains["tabby-stale"]; ok || len(chains["FORWARD"]) != 0 {
+		t.Fatalf("stale chain or its jump kept after in sync: %v", chains)
+	}
+}
+
+// A failed write is counted and retried about a second later by the loop, not before.
+func TestWriteFailureRetried(t *testing.T) {
+	kern := fakekernel.New()
+	f, _, _ := fullSyncedFelixOn(t, kern, nil, 1)
+	kern.Fail(fakekernel.Failure{Name: "ipset", Contains: "10.245.0.0/16", Times: 3, Stderr: "ipset v7.17: Error in line 1: Kernel error received: Out of memory"})
+	f.SetPools([]Pool{
+		{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
+		{Name: "other", CIDR: netip.MustParsePrefix("10.245.0.0/16"), IPIPMode: v1.IPIPModeNever},
+	})
+	err := f.ApplyNow(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "ipset tabby-all-ipam-pools") {
+		t.Fatalf("apply with a failing ipset restore: %v", err)
+	}
+	if v := value(f.metrics.WriteErrors); v != 1 {
+		t.Fatalf("write errors metric %v, want 1", v)
+	}
+	// An event before the retry is due does not hammer the kernel.
+	kern.ResetCalls()
+	f.SetWorkloads(podWorkloads(2))
+	f.mustApply(t)
+	if c := kern.Calls(); len(c) != 0 {
+		t.Fatalf("an event before the retry ran %v", c)
+	}
+	// The loop's first pass is a resync, which retries at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the set written by the resync", func() bool {
+		return slices.Contains(kern.Sets()["tabby-all-ipam-pools"].Members, "10.245.0.0/16")
+	})
+	// A failure inside the loop: retried by the loop about a second later.
+	kern.Fail(fakekernel.Failure{Name: "ipset", Contains: "10.246.0.0/16", Times: 3, Stderr: "ipset v7.17: Error in line 1: Kernel error received: Out of memory"})
+	f.SetPools([]Pool{
+		{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
+		{Name: "other", CIDR: netip.MustParsePrefix("10.245.0.0/16"), IPIPMode: v1.IPIPModeNever},
+		{Name: "third", CIDR: netip.MustParsePrefix("10.246.0.0/16"), IPIPMode: v1.IPIPModeNever},
+	})
+	waitFor(t, "the second failure counted", func() bool { return value(f.metrics.WriteErrors) == 2 })
+	failedAt := time.Now()
+	waitFor(t, "the set written by the retry", func() bool {
+		return slices.Contains(kern.Sets()["tabby-all-ipam-pools"].Members, "10.246.0.0/16")
+	})
+	if d := time.Since(failedAt); d < writeRetryInterval/2 {
+		t.Fatalf("retried after %s, want about %s", d, writeRetryInterval)
 	}
 }
 
@@ -164,7 +249,7 @@ func BenchmarkNewWorkload(b *testing.B) {
 	fk := nl.NewFake()
 	fk.AddLink("eth0", 1500)
 	fk.AddLink("cali0123456789a", 1500)
-	f, err := New(Config{UplinkInterface: "eth0", ResyncInterval: time.Hour}, WithNetlink(fk), WithNAT(&fakeNAT{}), WithSysctl(&fakeSysctl{set: map[string]string{}}))
+	f, err := New(Config{UplinkInterface: "eth0", ResyncInterval: time.Hour}, WithNetlink(fk), WithCommandRunner(fakekernel.New()), WithSysctl(&fakeSysctl{set: map[string]string{}}))
 	if err != nil {
 		b.Fatal(err)
 	}

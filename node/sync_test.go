@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,17 +11,11 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/felix/sysctl"
 	"github.com/tabbynet/tabby/node/syncer"
 )
-
-type countingNAT struct{ applies atomic.Int32 }
-
-func (n *countingNAT) Apply(masq, all []netip.Prefix, force bool) error {
-	n.applies.Add(1)
-	return nil
-}
 
 type nopSysctl struct{}
 
@@ -31,14 +24,14 @@ func (nopSysctl) Set(...sysctl.Setting) error { return nil }
 // TestSnapshotWithOneMorePodWritesOneRoute: tabby-node hands felix its whole snapshot on every
 // datastore event. A snapshot that differs from the last by one pod must reach the kernel as
 // that pod's route alone: pools, blocks and the node, handed over again unchanged, recompute
-// nothing (no other route written, NAT not re-applied).
+// nothing (no other route written, no iptables or ipset command).
 func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	fk := nl.NewFake()
 	fk.AddLink("eth0", 1500)
 	fk.AddLink("cali0123456789a", 1500)
-	nat := &countingNAT{}
+	kern := fakekernel.New()
 	f, err := felix.New(felix.Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour},
-		felix.WithNetlink(fk), felix.WithNAT(nat), felix.WithSysctl(nopSysctl{}))
+		felix.WithNetlink(fk), felix.WithCommandRunner(kern), felix.WithSysctl(nopSysctl{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +65,9 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	if n := len(fk.Routes()); n != 52 {
 		t.Fatalf("full sync: %d routes, want 50 pods + 2 blackholes", n)
 	}
+	if got := kern.Sets()["tabby-masq-ipam-pools"].Members; len(got) != 2 {
+		t.Fatalf("full sync: NAT set %q, want both pools", got)
+	}
 
 	// The next event: the same pools, blocks and node (as new slices, in another order), one pod more.
 	next := snap
@@ -79,7 +75,8 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	next.Pools = []v1.IPPool{snap.Pools[1], snap.Pools[0]}
 	next.LocalBlocks = []netip.Prefix{snap.LocalBlocks[1], snap.LocalBlocks[0]}
 	next.Workloads = append(append([]syncer.Workload(nil), snap.Workloads...), syncer.Workload{IP: netip.MustParseAddr("10.244.1.60"), Interface: "cali0123456789a"})
-	replaces, dels, links, nats := fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkList"), nat.applies.Load()
+	replaces, dels, links := fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkList")
+	kern.ResetCalls()
 	a.onSnapshot(next)
 	apply()
 	if got := fk.Calls("RouteReplace") - replaces; got != 1 {
@@ -91,18 +88,18 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	if got := fk.Calls("LinkList") - links; got != 0 {
 		t.Errorf("one new pod: %d link lists, want 0", got)
 	}
-	if got := nat.applies.Load() - nats; got != 0 {
-		t.Errorf("one new pod: NAT re-applied %d times (everything recomputed), want 0", got)
+	if got := kern.Calls(); len(got) != 0 {
+		t.Errorf("one new pod: iptables/ipset commands %v (NAT re-applied), want none", got)
 	}
 	if _, ok := fk.Route("10.244.1.60/32"); !ok {
 		t.Error("the new pod's route is missing")
 	}
 
 	// The same snapshot once more: nothing at all.
-	replaces, nats = fk.Calls("RouteReplace"), nat.applies.Load()
+	replaces = fk.Calls("RouteReplace")
 	a.onSnapshot(next)
 	apply()
-	if fk.Calls("RouteReplace") != replaces || nat.applies.Load() != nats {
+	if fk.Calls("RouteReplace") != replaces || len(kern.Calls()) != 0 {
 		t.Error("an unchanged snapshot wrote to the kernel")
 	}
 }

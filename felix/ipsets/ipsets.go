@@ -61,6 +61,9 @@ type IPSets struct {
 	known   bool
 	dirty   map[string]struct{}
 	hold    bool
+	// stale: the kernel may hold sets no longer wanted (after a read or a RemoveSet), so
+	// ApplyDeletions must look; otherwise it returns at once, without scanning every set.
+	stale bool
 	// busy: when the kernel first called a set in use. The wait for it is bounded across
 	// calls, so a set some foreign rule keeps using does not stall every apply.
 	busy map[string]time.Time
@@ -97,8 +100,8 @@ func New(o Options) (*IPSets, error) {
 
 // SetMembers makes name a set of type typ ("hash:ip", "hash:net", "hash:ip,port") and family
 // fam holding exactly members, in `ipset add` syntax ("10.0.0.0/24 nomatch", "10.0.0.1,tcp:80").
-// A set or member the writer refuses is reported by every apply until it is set again or
-// removed, and the kernel keeps what it had.
+// A set or member the writer refuses is reported by Refused until it is set again or removed,
+// and the kernel keeps what it had.
 func (s *IPSets) SetMembers(name, typ string, fam ipfamily.Family, members []string) {
 	want, err := newSet(name, typ, fam, members)
 	if err != nil {
@@ -147,6 +150,7 @@ func (s *IPSets) RemoveSet(name string) {
 	delete(s.invalid, name)
 	delete(s.desired, name)
 	delete(s.dirty, name)
+	s.stale = true
 }
 
 // QueueResync makes the next apply re-read the kernel's sets.
@@ -177,7 +181,7 @@ func (s *IPSets) ApplyUpdates(ctx context.Context) error {
 		}
 		script, lines, names := s.plan()
 		if len(lines) == 0 {
-			return s.invalidErr()
+			return nil
 		}
 		if _, err = s.run.Run(ctx, "ipset", []string{"restore"}, script); err != nil {
 			err = lineError(err, lines)
@@ -189,12 +193,14 @@ func (s *IPSets) ApplyUpdates(ctx context.Context) error {
 			delete(s.dirty, name)
 		}
 		delete(s.kernel, TempSet)
-		return s.invalidErr()
+		return nil
 	}
 	return fmt.Errorf("ipsets: %w", err)
 }
 
-func (s *IPSets) invalidErr() error {
+// Refused reports the sets the writer refused (a name that is not tabby's, a member it cannot
+// parse); they stay as they were in the kernel until they are set again or removed.
+func (s *IPSets) Refused() error {
 	if len(s.invalid) == 0 {
 		return nil
 	}
@@ -223,6 +229,7 @@ func (s *IPSets) read(ctx context.Context) error {
 		return fmt.Errorf("read kernel state: %w", err)
 	}
 	s.kernel = parseSave(out, s.log)
+	s.stale = true
 	for name := range s.desired {
 		s.dirty[name] = struct{}{}
 	}
@@ -370,7 +377,7 @@ func lineError(err error, lines []string) error {
 // resync included; call it after the rules that used them are gone. A set the kernel still
 // calls in use is retried until InUseTimeout, then reported and retried by a later call.
 func (s *IPSets) ApplyDeletions(ctx context.Context) error {
-	if s.hold {
+	if s.hold || (s.known && !s.stale) {
 		return nil
 	}
 	if !s.known {
@@ -445,6 +452,9 @@ func (s *IPSets) ApplyDeletions(ctx context.Context) error {
 			}
 		}
 		pending = next
+	}
+	if len(errs) == 0 {
+		s.stale = false
 	}
 	return errors.Join(errs...)
 }

@@ -238,7 +238,8 @@ func TestRefusedSets(t *testing.T) {
 	s.SetMembers("tabby-prefix", "hash:ip", ipfamily.IPv4, []string{"10.0.0.0/24"})
 	s.SetMembers("tabby-port", "hash:ip,port", ipfamily.IPv4, []string{"10.0.0.1,tcp:http"})
 	s.SetMembers("tabby-ok", "hash:net", ipfamily.IPv4, []string{"10.0.0.0/24"})
-	err := s.ApplyUpdates(context.Background())
+	updates(t, s)
+	err := s.Refused()
 	for _, want := range []string{"ipset other: not tabby's", "ipset tabby-mixed: member", "ipset tabby-prefix:", `ipset tabby-port: member "10.0.0.1,tcp:http"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)

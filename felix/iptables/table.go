@@ -124,8 +124,8 @@ func (t *Table) Name() string { return t.name }
 
 // UpdateChain makes chain hold exactly rules (each the arguments after "-A <chain>", in
 // iptables-save's canonical form). The chain must be tabby's; a chain or rule the table
-// refuses is reported by every Apply until it is updated or removed, and the kernel keeps
-// what it had.
+// refuses is reported by Refused until it is updated or removed, and the kernel keeps what
+// it had.
 func (t *Table) UpdateChain(chain string, rules []string) {
 	norm, err := normalizeChain(chain, rules)
 	if err != nil {
@@ -245,8 +245,8 @@ func (p *plan) empty() bool { return len(p.write) == 0 && len(p.del) == 0 && len
 
 // Apply brings the kernel to the desired state with at most one iptables-restore (more only
 // when a restore fails: the kernel is re-read and the write retried, a bounded number of
-// times). Nothing runs when nothing differs. Refused updates are reported in the error, but do
-// not stop the rest.
+// times). Nothing runs when nothing differs. Refused updates do not stop the rest; Refused
+// reports them.
 func (t *Table) Apply(ctx context.Context) error {
 	var err error
 	for attempt := 1; attempt <= t.tries; attempt++ {
@@ -265,7 +265,7 @@ func (t *Table) Apply(ctx context.Context) error {
 		}
 		p := t.plan()
 		if p.empty() {
-			return t.invalidErr()
+			return nil
 		}
 		script := t.script(p)
 		if err = t.restore(ctx, script); err != nil {
@@ -273,12 +273,14 @@ func (t *Table) Apply(ctx context.Context) error {
 			continue
 		}
 		t.commit(p)
-		return t.invalidErr()
+		return nil
 	}
 	return fmt.Errorf("%s %s table: %w", t.fam, t.name, err)
 }
 
-func (t *Table) invalidErr() error {
+// Refused reports the updates the table refused (a chain that is not tabby's, a rule it
+// cannot parse), which stay out of the kernel until they are replaced or removed.
+func (t *Table) Refused() error {
 	if len(t.invalid) == 0 {
 		return nil
 	}

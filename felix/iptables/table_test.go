@@ -217,7 +217,10 @@ func TestRefusedUpdatesAreReportedAndSkipped(t *testing.T) {
 	tb.UpdateChain("tabby-ok", []string{"-j ACCEPT"})
 	tb.UpdateChain("tabby-quote", []string{`-m comment --comment "open`})
 	tb.SetBaseJumps("FORWARD", []string{"-j ACCEPT"})
-	err := tb.Apply(context.Background())
+	if err := tb.Apply(context.Background()); err != nil {
+		t.Fatalf("refused updates failed the apply: %v", err)
+	}
+	err := tb.Refused()
 	for _, want := range []string{"chain FORWARD: not tabby's", "unterminated quote", "does not jump to a tabby- chain"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
@@ -230,7 +233,7 @@ func TestRefusedUpdatesAreReportedAndSkipped(t *testing.T) {
 	tb.RemoveChain("FORWARD")
 	tb.RemoveChain("tabby-quote")
 	tb.SetBaseJumps("FORWARD", nil)
-	if err := tb.Apply(context.Background()); err != nil {
+	if err := tb.Refused(); err != nil {
 		t.Fatalf("after removing the refused updates: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ type Metrics struct {
 	UnresolvedNextHops prometheus.Gauge
 	LastApply          prometheus.Gauge
 	TunnelErrors       prometheus.Counter
-	NATErrors          prometheus.Counter
+	WriteErrors        prometheus.Counter
 	SysctlErrors       prometheus.Counter
 }
 
@@ -49,13 +49,13 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Unix time of the last apply that completed without error."}),
 		TunnelErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_tunnel_errors_total",
 			Help: "Failures to set up tunl0 (e.g. a kernel without ipip)."}),
-		NATErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_nat_errors_total",
-			Help: "Failures to program NAT outgoing."}),
+		WriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_iptables_ipsets_errors_total",
+			Help: "Failed writes of iptables rules or ipsets (NAT outgoing); each is retried about a second later."}),
 		SysctlErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_sysctl_errors_total",
 			Help: "Failures to write a sysctl."}),
 	}
 	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ResyncDuration, m.NetlinkErrors,
-		m.UnresolvedNextHops, m.LastApply, m.TunnelErrors, m.NATErrors, m.SysctlErrors)
+		m.UnresolvedNextHops, m.LastApply, m.TunnelErrors, m.WriteErrors, m.SysctlErrors)
 	return m
 }
 

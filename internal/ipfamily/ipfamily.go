@@ -90,3 +90,13 @@ func Split(ps []netip.Prefix, f Family) []netip.Prefix {
 	}
 	return out
 }
+
+// NameSuffix tells apart the two families' copies of an object whose names share one name
+// space (ipset names are global in a network namespace, across families): "" for IPv4, so
+// names tabby used before IPv6 stay as they were, and "-v6" for IPv6.
+func (f Family) NameSuffix() string {
+	if f == IPv6 {
+		return "-v6"
+	}
+	return ""
+}

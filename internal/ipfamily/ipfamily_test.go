@@ -29,6 +29,9 @@ func TestFamily(t *testing.T) {
 	if IPv6.IPSetFamily() != "inet6" || IPv4.IPTablesCommand() != "iptables" || IPv6.IPTablesCommand() != "ip6tables" {
 		t.Error("per-family commands wrong")
 	}
+	if IPv4.NameSuffix() != "" || IPv6.NameSuffix() != "-v6" {
+		t.Error("name suffixes wrong: IPv4 names must stay as they were")
+	}
 	ps := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("192.0.2.0/24")}
 	if got := Split(ps, IPv4); len(got) != 2 || got[1].String() != "192.0.2.0/24" {
 		t.Errorf("Split IPv4 = %v", got)
