@@ -122,12 +122,16 @@ func (f *Felix) applyWriters(ctx context.Context, resync bool, now time.Time) er
 	}
 	// Refused updates are a manager's bug, not the kernel's: they are reported at every pass
 	// but retrying would not help.
-	var refused []error
+	errs := []error{err}
 	for _, t := range f.tables {
-		refused = append(refused, t.Refused())
+		if r := t.Refused(); r != nil {
+			errs = append(errs, r)
+		}
 	}
-	refused = append(refused, f.writers.IPSets.Refused())
-	return errors.Join(err, errors.Join(refused...))
+	if r := f.writers.IPSets.Refused(); r != nil {
+		errs = append(errs, r)
+	}
+	return errors.Join(errs...)
 }
 
 // write is one pass in the order the kernel needs: sets exist and are filled before any rule

@@ -166,6 +166,9 @@ func (s *IPSets) HoldDeletes(hold bool) { s.hold = hold }
 // are mostly replaced is filled under a temporary name and swapped in, so a rule never sees it
 // half-filled. Nothing runs when nothing changed.
 func (s *IPSets) ApplyUpdates(ctx context.Context) error {
+	if _, tmp := s.kernel[TempSet]; s.known && len(s.dirty) == 0 && !tmp {
+		return nil
+	}
 	var err error
 	for attempt := 1; attempt <= s.tries; attempt++ {
 		if attempt > 1 {

@@ -248,6 +248,9 @@ func (p *plan) empty() bool { return len(p.write) == 0 && len(p.del) == 0 && len
 // times). Nothing runs when nothing differs. Refused updates do not stop the rest; Refused
 // reports them.
 func (t *Table) Apply(ctx context.Context) error {
+	if t.known && len(t.dirty) == 0 && len(t.dirtyBase) == 0 {
+		return nil
+	}
 	var err error
 	for attempt := 1; attempt <= t.tries; attempt++ {
 		if attempt > 1 {

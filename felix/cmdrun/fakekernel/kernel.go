@@ -53,11 +53,8 @@ type Kernel struct {
 	tables map[string]map[string]*table
 	sets   map[string]*ipset
 	inUse  map[string]int
-	// DefaultBackend is what plain `iptables --version` reports: "nft" unless set.
+	// DefaultBackend is what plain `iptables` is: "nft" unless set.
 	DefaultBackend string
-	// BeforeRun, when set, runs before each call is interpreted (outside the fake's lock):
-	// a test changes the kernel there, as another process would between felix's read and write.
-	BeforeRun func(Call)
 }
 
 // New returns an empty kernel.
@@ -73,9 +70,6 @@ func (k *Kernel) Run(ctx context.Context, name string, args []string, stdin []by
 		return nil, err
 	}
 	c := Call{Name: name, Args: slices.Clone(args), Stdin: string(stdin)}
-	if k.BeforeRun != nil {
-		k.BeforeRun(c)
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.calls = append(k.calls, c)

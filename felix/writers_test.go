@@ -1,0 +1,58 @@
+package felix
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
+	"github.com/tabbynet/tabby/felix/nat"
+	"github.com/tabbynet/tabby/internal/ipfamily"
+)
+
+// filterManager is a manager as the policy one will be: it writes a filter chain that uses a
+// set, and the base jump to it.
+type filterManager struct {
+	w      Writers
+	pools  []nat.Pools
+	member string
+}
+
+func (m *filterManager) OnUpdate(msg any) {
+	if p, ok := msg.(nat.Pools); ok {
+		m.pools = append(m.pools, p)
+	}
+}
+
+func (m *filterManager) CompleteDeferredWork(context.Context, bool) error {
+	m.w.IPSets.SetMembers("tabby-pi-x", "hash:ip", ipfamily.IPv4, []string{m.member})
+	m.w.Filter[ipfamily.IPv4].UpdateChain("tabby-FORWARD", []string{"-m set --match-set tabby-pi-x src -j ACCEPT"})
+	m.w.Filter[ipfamily.IPv4].SetBaseJumps("FORWARD", []string{"-j tabby-FORWARD"})
+	return nil
+}
+
+// An added manager's state is written in the same pass as NAT's, sets before the rules that
+// use them; a change of one member is one ipset restore and nothing else.
+func TestAddedManagerSharesTheWriters(t *testing.T) {
+	kern := fakekernel.New()
+	f, _, _ := fullSyncedFelixOn(t, kern, nil, 1)
+	m := &filterManager{w: f.Writers(), member: "10.244.1.1"}
+	f.AddManager(m)
+	f.QueueResync()
+	f.mustApply(t)
+	if len(m.pools) == 0 || len(m.pools[len(m.pools)-1].Masq) != 1 {
+		t.Fatalf("manager got %v, want the pools message", m.pools)
+	}
+	chains := kern.Chains("iptables-nft", "filter")
+	if !slices.Equal(chains["FORWARD"], []string{"-j tabby-FORWARD"}) || len(chains["tabby-FORWARD"]) != 1 {
+		t.Fatalf("filter table %v", chains)
+	}
+	kern.ResetCalls()
+	m.member = "10.244.1.2"
+	f.SetWorkloads(podWorkloads(2)) // any event runs a pass
+	f.mustApply(t)
+	c := kern.Calls()
+	if len(c) != 1 || c[0].Name != "ipset" || c[0].Stdin != "create tabby-tmp hash:ip family inet maxelem 1048576\nadd tabby-tmp 10.244.1.2\nswap tabby-tmp tabby-pi-x\ndestroy tabby-tmp\n" {
+		t.Fatalf("one member changed ran %v", c)
+	}
+}
