@@ -403,7 +403,7 @@ func namedPortProtocol(np NamedPort) Protocol {
 	return np.Protocol
 }
 
-// resolve is the port numbers name/proto has on pod.
+// resolveNamedPort is the port numbers that name (for proto) has on pod.
 func resolveNamedPort(pod *Pod, name string, proto Protocol) []uint16 {
 	var out []uint16
 	for _, np := range pod.NamedPorts {

@@ -53,6 +53,10 @@ func Compute(in Input, fam ipfamily.Family) Rendered { return NewCalculator(in).
 // The rule text is what iptables-save prints back, so a writer can compare it with the
 // kernel's as is.
 func (c *Calculator) Render(fam ipfamily.Family) Rendered {
+	if fam != ipfamily.IPv4 && fam != ipfamily.IPv6 {
+		// A programming error: set names and members would be of no family.
+		panic(fmt.Sprintf("policy: Render for %v", fam))
+	}
 	r := &renderer{
 		c:   c,
 		fam: fam,
