@@ -1,0 +1,199 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Explanation is which policies police a pod, per direction. A direction no policy selects
+// the pod for is open.
+type Explanation struct {
+	Pod Key
+	// Known is false when the input has no such pod: it is then not policed.
+	Known bool
+	// HostNetwork pods are never policed.
+	HostNetwork bool
+	// Ingress and Egress are the policies selecting the pod in that direction, sorted.
+	Ingress, Egress []Key
+}
+
+// Explain says which policies select pod; see Calculator.Explain.
+func Explain(in Input, pod Key) Explanation { return NewCalculator(in).Explain(pod) }
+
+// Explain says which policies select pod, per direction.
+func (c *Calculator) Explain(pod Key) Explanation {
+	e := Explanation{Pod: pod}
+	p := c.podByKey[pod]
+	if p == nil {
+		return e
+	}
+	e.Known, e.HostNetwork = true, p.HostNetwork
+	for _, cp := range c.selecting(p, ingress) {
+		e.Ingress = append(e.Ingress, cp.key)
+	}
+	for _, cp := range c.selecting(p, egress) {
+		e.Egress = append(e.Egress, cp.key)
+	}
+	return e
+}
+
+// Packet is a new connection's first packet, for Verdict.
+type Packet struct {
+	Src, Dst netip.Addr
+	// Protocol is "TCP", "UDP" or "SCTP"; any other value (e.g. "ICMP") matches only rules
+	// that list no ports.
+	Protocol Protocol
+	// Port is the destination port.
+	Port uint16
+}
+
+// RuleRef names one rule of a policy: Rule indexes spec.ingress or spec.egress.
+type RuleRef struct {
+	Policy Key
+	Rule   int
+}
+
+// Side is the verdict of one end of a packet: the source pod's egress or the destination
+// pod's ingress.
+type Side struct {
+	// Pod is the pod policed at this end; nil when the address is not a pod-network pod (an
+	// address outside the cluster, a node, a host-network pod), which is not policed.
+	Pod *Key
+	// Policies select Pod in this direction; with none, the direction is open.
+	Policies  []Key
+	Allowed   bool
+	AllowedBy *RuleRef
+	Reason    string
+}
+
+// Decision is Verdict's answer.
+type Decision struct {
+	Allowed bool
+	// Reason is one line for humans: the side that denied, or both sides' grounds.
+	Reason          string
+	Egress, Ingress Side
+}
+
+// Verdict evaluates pkt against in directly, from the NetworkPolicy semantics and not from
+// rendered rules; see Calculator.Verdict.
+func Verdict(in Input, pkt Packet) Decision { return NewCalculator(in).Verdict(pkt) }
+
+// Verdict evaluates whether a new connection's first packet is allowed: by the source pod's
+// egress policies and by the destination pod's ingress policies. An address two pods hold (a
+// pod being replaced) stands for the first of them by namespace/name when it is the policed
+// end, and for any of them as a peer, as an ipset of addresses would.
+func (c *Calculator) Verdict(pkt Packet) Decision {
+	pkt.Src, pkt.Dst = pkt.Src.Unmap(), pkt.Dst.Unmap()
+	pkt.Protocol = Protocol(strings.ToUpper(string(pkt.Protocol)))
+	d := Decision{
+		Egress:  c.side(egress, pkt),
+		Ingress: c.side(ingress, pkt),
+	}
+	d.Allowed = d.Egress.Allowed && d.Ingress.Allowed
+	switch {
+	case d.Allowed:
+		d.Reason = "allowed: " + d.Egress.Reason + "; " + d.Ingress.Reason
+	case !d.Egress.Allowed && !d.Ingress.Allowed:
+		d.Reason = "denied: " + d.Egress.Reason + "; " + d.Ingress.Reason
+	case !d.Egress.Allowed:
+		d.Reason = "denied: " + d.Egress.Reason
+	default:
+		d.Reason = "denied: " + d.Ingress.Reason
+	}
+	return d
+}
+
+func (c *Calculator) side(d direction, pkt Packet) Side {
+	local, word := pkt.Src, "from"
+	if d == ingress {
+		local, word = pkt.Dst, "to"
+	}
+	var s Side
+	pods := c.podsByIP[local]
+	if len(pods) == 0 {
+		s.Allowed = true
+		s.Reason = fmt.Sprintf("%s %s %s: not a pod-network pod, not policed", d, word, local)
+		return s
+	}
+	pod := pods[0]
+	k := pod.Key
+	s.Pod = &k
+	pols := c.selecting(pod, d)
+	for _, p := range pols {
+		s.Policies = append(s.Policies, p.key)
+	}
+	if len(pols) == 0 {
+		s.Allowed = true
+		s.Reason = fmt.Sprintf("%s %s %s: no policy selects it", d, word, k)
+		return s
+	}
+	for _, p := range pols {
+		for i, rule := range p.rules[d] {
+			if c.ruleAllows(rule, d, pod, pkt) {
+				s.Allowed = true
+				s.AllowedBy = &RuleRef{Policy: p.key, Rule: i}
+				s.Reason = fmt.Sprintf("%s %s %s: allowed by %s spec.%s[%d]", d, word, k, p.key, d, i)
+				return s
+			}
+		}
+	}
+	list := make([]string, len(s.Policies))
+	for i, p := range s.Policies {
+		list[i] = p.String()
+	}
+	s.Reason = fmt.Sprintf("%s %s %s: selected by %s, no rule allows", d, word, k, strings.Join(list, ", "))
+	return s
+}
+
+// ruleAllows tells whether rule of a policy selecting local (in direction d) allows pkt.
+func (c *Calculator) ruleAllows(rule compiledRule, d direction, local *Pod, pkt Packet) bool {
+	remote := pkt.Dst
+	if d == ingress {
+		remote = pkt.Src
+	}
+	peerOK := rule.allPeers
+	for _, p := range rule.peers {
+		if peerOK {
+			break
+		}
+		switch p.kind {
+		case peerPods:
+			peerOK = slices.ContainsFunc(c.podsByIP[remote], func(rp *Pod) bool { return c.selectsPod(p.pods, rp) })
+		case peerBlock:
+			peerOK = p.block.contains(remote)
+		}
+	}
+	if !peerOK {
+		return false
+	}
+	if rule.allPorts {
+		return true
+	}
+	for _, ps := range rule.ports {
+		if ps.proto != pkt.Protocol {
+			continue
+		}
+		switch ps.kind {
+		case portAll:
+			return true
+		case portRange:
+			if ps.from <= pkt.Port && pkt.Port <= ps.to {
+				return true
+			}
+		case portNamed:
+			// Ingress resolves the name on the policed pod, egress on the destination pod.
+			owners := []*Pod{local}
+			if d == egress {
+				owners = c.podsByIP[remote]
+			}
+			for _, o := range owners {
+				if slices.Contains(resolveNamedPort(o, ps.name, ps.proto), pkt.Port) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
