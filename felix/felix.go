@@ -126,6 +126,8 @@ type Felix struct {
 	bgpChanged bool
 	bgpSnap    map[netip.Prefix]netip.Addr
 	kick       chan struct{}
+	// updates carries the managers' messages (OnUpdate) to the loop.
+	updates updateQueue
 
 	dpMu          sync.Mutex // dataplane state, one apply at a time
 	rt            *routetable.RouteTable
@@ -177,6 +179,7 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 		unresolved: map[netip.Prefix]string{}, sysctlDone: map[string]int{}, pendingIfaces: map[string]int{},
 		tunnelDirty: true, run: netnsrun.Current,
 	}
+	f.updates.kick = f.wake
 	f.in.UplinkInterface = cfg.UplinkInterface
 	f.in.BGPRoutes = map[netip.Prefix]netip.Addr{}
 	for _, o := range opts {
@@ -242,6 +245,11 @@ func (f *Felix) changed(workloads bool) {
 	} else {
 		f.otherChanged = true
 	}
+	f.wake()
+}
+
+// wake makes the loop run an apply soon; a wake already pending covers this one.
+func (f *Felix) wake() {
 	select {
 	case f.kick <- struct{}{}:
 	default:
@@ -373,10 +381,7 @@ func (f *Felix) QueueResync() {
 	f.dpMu.Lock()
 	f.rt.QueueResync()
 	f.dpMu.Unlock()
-	select {
-	case f.kick <- struct{}{}:
-	default:
-	}
+	f.wake()
 }
 
 // snapshot returns the inputs and what changed since the last one. in.Workloads is only set
@@ -451,6 +456,11 @@ func (f *Felix) apply(ctx context.Context) error {
 	}
 	in, workloadsChanged, otherChanged := f.snapshot(f.wlIndex == nil)
 	f.updateRoutes(in, workloadsChanged, otherChanged)
+	for _, msg := range f.updates.take() {
+		for _, m := range f.managers {
+			m.OnUpdate(msg)
+		}
+	}
 	if resync || otherChanged {
 		// Pools change only with otherChanged; a manager ignores a message that changes
 		// nothing, so a pod coming or going costs NAT no command.

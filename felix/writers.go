@@ -73,7 +73,13 @@ func (f *Felix) newWriters() error {
 			f.tables = append(f.tables, t)
 		}
 	}
-	f.managers = append(f.managers, nat.New(f.writers.NAT, sets, nat.Options{RandomFully: feat.RandomFully, Log: f.log}))
+	filter := make(map[ipfamily.Family]ChainWriter, len(f.writers.Filter))
+	for fam, t := range f.writers.Filter {
+		filter[fam] = t
+	}
+	f.managers = append(f.managers,
+		nat.New(f.writers.NAT, sets, nat.Options{RandomFully: feat.RandomFully, Log: f.log}),
+		newPolicyManager(filter, sets))
 	f.holdDeletes(f.cfg.WaitForInSync)
 	f.log.Info("iptables writers", "backend", backend, "randomFully", feat.RandomFully, "tables", len(f.tables))
 	return nil

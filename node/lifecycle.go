@@ -19,13 +19,21 @@ func (a *Agent) shutdown() error {
 const inSyncGrace = 30 * time.Second
 
 // declareInSync lets felix remove stale state once it knows everything again: the datastore has
-// synced (the first snapshot) and every BGP peer that is up has sent its End-of-RIB — re-learn,
+// synced (the first snapshot and the NetworkPolicy inputs, so no policy chain of the last run is
+// taken away before it is computed again) and every BGP peer that is up has sent its End-of-RIB — re-learn,
 // re-advertise, and only then remove what is stale.
 func (a *Agent) declareInSync(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
 	case <-a.firstSnap:
+	}
+	if a.policy != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.policy.Synced():
+		}
 	}
 	if err := a.bgp.WaitSynced(ctx, inSyncGrace); err != nil {
 		if ctx.Err() != nil {

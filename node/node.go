@@ -40,6 +40,7 @@ type Agent struct {
 	store  ipam.Store
 	pods   *podcache.Cache
 	syncer *syncer.Syncer
+	policy *syncer.PolicyWatcher
 
 	tunnelKick chan struct{}
 	firstSnap  chan struct{} // closed by the first snapshot
@@ -101,6 +102,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	a.reg.MustRegister(a.bgp.Collectors()...)
 	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer")})
+	a.policy = syncer.NewPolicyWatcher(c.Kube, a.felix.OnUpdate, log.With("component", "policy"))
 
 	ipamSrv, err := a.serveIPAM()
 	if err != nil {
@@ -135,6 +137,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return a.bgp.Run(gctx)
 	})
 	g.Go(func() error { return a.syncer.Run(gctx) })
+	g.Go(func() error { return a.policy.Run(gctx) })
 	g.Go(func() error { return a.pods.Run(gctx) })
 	g.Go(func() error { return a.runTunnelAddress(gctx) })
 	g.Go(func() error { return a.runGC(gctx) })

@@ -38,7 +38,11 @@ type NodeInfo struct {
 type Workload struct {
 	IP        netip.Addr
 	Interface string
+	Pod       PodKey
 }
+
+// PodKey names a pod.
+type PodKey struct{ Namespace, Name string }
 
 // Snapshot is the desired state inputs of one node.
 type Snapshot struct {
@@ -53,6 +57,9 @@ type Snapshot struct {
 	// external router may announce inside a pool (bird's import policy).
 	Routable  []netip.Prefix
 	Workloads []Workload
+	// PodIPs are the addresses IPAM allocated to each pod, cluster-wide: what NetworkPolicy
+	// peers resolve to, known from the moment the CNI ADD allocated them.
+	PodIPs    map[PodKey][]netip.Addr
 	BGPConfig *v1.BGPConfiguration
 	BGPPeers  []v1.BGPPeer
 	Secrets   map[string]map[string][]byte
@@ -72,7 +79,7 @@ type Inputs struct {
 // Build computes the snapshot. Invalid objects are skipped with a log line naming the field, so
 // one bad BGPPeer never takes the node's other sessions down.
 func Build(in Inputs, log *slog.Logger) Snapshot {
-	s := Snapshot{NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}}
+	s := Snapshot{NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
 	for _, n := range in.Nodes {
 		info := nodeInfo(n, log)
 		s.Nodes = append(s.Nodes, info)
@@ -106,7 +113,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 		s.Routable = append(s.Routable, cidr)
 		for ord, a := range b.Spec.Allocations {
 			borrowedHere := a.Node != "" && v1.AffinityPrefixHost+a.Node != b.Spec.Affinity
-			if a.Node != in.NodeName && !borrowedHere {
+			if a.Node != in.NodeName && !borrowedHere && a.Pod == "" {
 				continue
 			}
 			n, err := strconv.Atoi(ord)
@@ -115,6 +122,13 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 				continue
 			}
 			ip := ipam.AddrAt(cidr, n)
+			pod := PodKey{Namespace: a.Namespace, Name: a.Pod}
+			if a.Pod != "" {
+				s.PodIPs[pod] = append(s.PodIPs[pod], ip)
+			}
+			if a.Node != in.NodeName && !borrowedHere {
+				continue
+			}
 			if borrowedHere {
 				s.Routable = append(s.Routable, netip.PrefixFrom(ip, 32))
 			}
@@ -125,7 +139,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 				s.Borrowed = append(s.Borrowed, ip)
 			}
 			if a.Pod != "" {
-				s.Workloads = append(s.Workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle))})
+				s.Workloads = append(s.Workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle)), Pod: pod})
 			}
 		}
 	}
@@ -133,6 +147,9 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	slices.SortFunc(s.Borrowed, netip.Addr.Compare)
 	slices.SortFunc(s.Routable, netip.Prefix.Compare)
 	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
+	for _, ips := range s.PodIPs {
+		slices.SortFunc(ips, netip.Addr.Compare)
+	}
 
 	for _, p := range in.BGPPeers {
 		if errs := validation.BGPPeer(p); len(errs) > 0 {

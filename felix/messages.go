@@ -1,0 +1,46 @@
+package felix
+
+import (
+	"net/netip"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/tabbynet/tabby/felix/policy"
+)
+
+// The messages below reach the managers through Felix.OnUpdate, in the order they were sent.
+// Each carries one object (or, for what tabby-node derives from IPAM, one whole view), so an
+// informer event is one message and a manager can tell exactly what changed.
+
+// PodUpdate: a pod's labels, named ports or host networking, anywhere in the cluster. Its
+// addresses come separately, from IPAM (PodIPsUpdate).
+type PodUpdate struct{ Pod policy.Pod }
+
+// PodRemove: the pod is gone.
+type PodRemove struct{ Key policy.Key }
+
+// NamespaceUpdate: a namespace and its labels.
+type NamespaceUpdate struct{ Namespace policy.Namespace }
+
+// NamespaceRemove: the namespace is gone.
+type NamespaceRemove struct{ Name string }
+
+// NetworkPolicyUpdate: a NetworkPolicy was created or changed. Felix keeps the pointer: the
+// sender must not modify the object afterwards (informer objects are never modified).
+type NetworkPolicyUpdate struct{ Policy *networkingv1.NetworkPolicy }
+
+// NetworkPolicyRemove: the NetworkPolicy is gone.
+type NetworkPolicyRemove struct{ Key policy.Key }
+
+// PodIPsUpdate: every pod's addresses in the cluster, as IPAM allocated them (a pod has its
+// address from the moment its CNI ADD allocated it, before the kubelet reports it). The map
+// is felix's afterwards.
+type PodIPsUpdate struct{ IPs map[policy.Key][]netip.Addr }
+
+// EndpointsUpdate: the pods on this node and their host veths.
+type EndpointsUpdate struct{ Endpoints []policy.Endpoint }
+
+// PolicyInSync: every pod, namespace and NetworkPolicy has been sent once. Until then the
+// policy manager writes nothing: a restart must not replace the rules in the kernel with ones
+// computed from half the cluster.
+type PolicyInSync struct{}

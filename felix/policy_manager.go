@@ -1,0 +1,180 @@
+package felix
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"slices"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/tabbynet/tabby/felix/policy"
+	"github.com/tabbynet/tabby/internal/ipfamily"
+)
+
+// ChainWriter is what a manager needs of one iptables table (*iptables.Table).
+type ChainWriter interface {
+	UpdateChain(name string, rules []string)
+	RemoveChain(name string)
+	SetBaseJumps(base string, rules []string)
+}
+
+// SetWriter is what a manager needs of the ipsets (*ipsets.IPSets).
+type SetWriter interface {
+	SetMembers(name, typ string, fam ipfamily.Family, members []string)
+	RemoveSet(name string)
+}
+
+// forwardJump sends forwarded traffic through tabby's policy first.
+var forwardJump = []string{policy.JumpRule}
+
+// policyManager enforces NetworkPolicy: it keeps the cluster's pods, namespaces and policies
+// as messages describe them, and on CompleteDeferredWork renders the filter chains and sets of
+// each family (policy.Compute, a pure function) and hands the writers what differs from the
+// last rendering: a pod joining a selection is one set's members, not a rewrite.
+type policyManager struct {
+	filter map[ipfamily.Family]ChainWriter
+	sets   SetWriter
+
+	pods       map[policy.Key]*policy.Pod // labels and ports, from the Pod objects
+	ips        map[policy.Key][]netip.Addr
+	namespaces map[string]*policy.Namespace
+	policies   map[policy.Key]*networkingv1.NetworkPolicy
+	endpoints  []policy.Endpoint
+
+	inSync bool
+	dirty  bool
+	last   map[ipfamily.Family]policy.Rendered
+}
+
+func newPolicyManager(filter map[ipfamily.Family]ChainWriter, sets SetWriter) *policyManager {
+	return &policyManager{
+		filter: filter, sets: sets,
+		pods: map[policy.Key]*policy.Pod{}, ips: map[policy.Key][]netip.Addr{},
+		namespaces: map[string]*policy.Namespace{}, policies: map[policy.Key]*networkingv1.NetworkPolicy{},
+		last: map[ipfamily.Family]policy.Rendered{},
+	}
+}
+
+func (m *policyManager) OnUpdate(msg any) {
+	switch u := msg.(type) {
+	case PodUpdate:
+		p := u.Pod
+		if old, ok := m.pods[p.Key]; ok && samePodMeta(old, &p) {
+			return
+		}
+		m.pods[p.Key] = &p
+	case PodRemove:
+		if _, ok := m.pods[u.Key]; !ok {
+			return
+		}
+		delete(m.pods, u.Key)
+	case NamespaceUpdate:
+		ns := u.Namespace
+		if old, ok := m.namespaces[ns.Name]; ok && maps.Equal(old.Labels, ns.Labels) {
+			return
+		}
+		m.namespaces[ns.Name] = &ns
+	case NamespaceRemove:
+		if _, ok := m.namespaces[u.Name]; !ok {
+			return
+		}
+		delete(m.namespaces, u.Name)
+	case NetworkPolicyUpdate:
+		k := policy.Key{Namespace: u.Policy.Namespace, Name: u.Policy.Name}
+		if old, ok := m.policies[k]; ok && old.ResourceVersion != "" && old.ResourceVersion == u.Policy.ResourceVersion {
+			return
+		}
+		m.policies[k] = u.Policy
+	case NetworkPolicyRemove:
+		if _, ok := m.policies[u.Key]; !ok {
+			return
+		}
+		delete(m.policies, u.Key)
+	case PodIPsUpdate:
+		if maps.EqualFunc(m.ips, u.IPs, slices.Equal) {
+			return
+		}
+		m.ips = u.IPs
+	case EndpointsUpdate:
+		eps := slices.Clone(u.Endpoints)
+		slices.SortFunc(eps, func(a, b policy.Endpoint) int {
+			if a.Interface < b.Interface {
+				return -1
+			} else if a.Interface > b.Interface {
+				return 1
+			}
+			return 0
+		})
+		if slices.Equal(m.endpoints, eps) {
+			return
+		}
+		m.endpoints = eps
+	case PolicyInSync:
+		if m.inSync {
+			return
+		}
+		m.inSync = true
+	default:
+		return
+	}
+	m.dirty = true
+}
+
+func samePodMeta(a, b *policy.Pod) bool {
+	return a.HostNetwork == b.HostNetwork && maps.Equal(a.Labels, b.Labels) && slices.Equal(a.NamedPorts, b.NamedPorts)
+}
+
+// input joins the pods' metadata with their IPAM addresses. A pod IPAM knows but whose Pod
+// object felix has not seen yet is left out: it cannot be selected by labels it has not got.
+func (m *policyManager) input() policy.Input {
+	pods := make(map[policy.Key]*policy.Pod, len(m.pods))
+	for k, p := range m.pods {
+		q := *p
+		q.IPs = m.ips[k]
+		pods[k] = &q
+	}
+	return policy.Input{Pods: pods, Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
+}
+
+func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) error {
+	if !m.inSync || (!m.dirty && !resync) {
+		return nil
+	}
+	in := m.input()
+	for _, fam := range ipfamily.All {
+		w, ok := m.filter[fam]
+		if !ok {
+			continue
+		}
+		r := policy.Compute(in, fam)
+		prev := m.last[fam]
+		if resync {
+			prev = policy.Rendered{}
+		}
+		for name, s := range r.IPSets {
+			if old, ok := prev.IPSets[name]; !ok || old.Type != s.Type || !slices.Equal(old.Members, s.Members) {
+				m.sets.SetMembers(name, s.Type, s.Family, s.Members)
+			}
+		}
+		for name, rules := range r.Chains {
+			if old, ok := prev.Chains[name]; !ok || !slices.Equal(old, rules) {
+				w.UpdateChain(name, rules)
+			}
+		}
+		for name := range m.last[fam].Chains {
+			if _, ok := r.Chains[name]; !ok {
+				w.RemoveChain(name)
+			}
+		}
+		for name := range m.last[fam].IPSets {
+			if _, ok := r.IPSets[name]; !ok {
+				m.sets.RemoveSet(name)
+			}
+		}
+		w.SetBaseJumps(policy.ParentChain, forwardJump)
+		m.last[fam] = r
+	}
+	m.dirty = false
+	return nil
+}

@@ -1,0 +1,137 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/felix/policy"
+)
+
+// PolicyWatcher feeds felix what NetworkPolicy needs: every Pod's labels and named ports, every
+// Namespace's labels and every NetworkPolicy, one message per informer event (felix's manager
+// then rewrites only what the change touches). Its caches keep nothing else of those objects:
+// a Pod trimmed to its labels and ports is a few hundred bytes.
+type PolicyWatcher struct {
+	factory                    informers.SharedInformerFactory
+	pods, namespaces, policies cache.SharedIndexInformer
+	send                       func(msg any)
+	log                        *slog.Logger
+	synced                     chan struct{}
+}
+
+// NewPolicyWatcher watches through kube and sends felix messages to send.
+func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.Logger) *PolicyWatcher {
+	if log == nil {
+		log = slog.Default()
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimForPolicy))
+	w := &PolicyWatcher{
+		factory: f, send: send, log: log, synced: make(chan struct{}),
+		pods:       f.Core().V1().Pods().Informer(),
+		namespaces: f.Core().V1().Namespaces().Informer(),
+		policies:   f.Networking().V1().NetworkPolicies().Informer(),
+	}
+	_, _ = w.pods.AddEventHandler(handler(func(obj any) { w.send(felix.PodUpdate{Pod: PolicyPod(obj.(*corev1.Pod))}) },
+		func(key policy.Key) { w.send(felix.PodRemove{Key: key}) }))
+	_, _ = w.namespaces.AddEventHandler(handler(func(obj any) {
+		ns := obj.(*corev1.Namespace)
+		w.send(felix.NamespaceUpdate{Namespace: policy.Namespace{Name: ns.Name, Labels: ns.Labels}})
+	}, func(key policy.Key) { w.send(felix.NamespaceRemove{Name: key.Name}) }))
+	_, _ = w.policies.AddEventHandler(handler(func(obj any) {
+		w.send(felix.NetworkPolicyUpdate{Policy: obj.(*networkingv1.NetworkPolicy)})
+	}, func(key policy.Key) { w.send(felix.NetworkPolicyRemove{Key: key}) }))
+	return w
+}
+
+// handler turns informer events into update and remove calls; a delete whose final state was
+// missed arrives as a tombstone, which still names the object.
+func handler(update func(obj any), remove func(policy.Key)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    update,
+		UpdateFunc: func(_, obj any) { update(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if m, ok := obj.(metav1.Object); ok {
+				remove(policy.Key{Namespace: m.GetNamespace(), Name: m.GetName()})
+			}
+		},
+	}
+}
+
+// Run starts the informers and, once all three have synced, tells felix it has the whole state.
+func (w *PolicyWatcher) Run(ctx context.Context) error {
+	w.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.namespaces.HasSynced, w.policies.HasSynced) {
+		return fmt.Errorf("pod, namespace and NetworkPolicy caches did not sync: %w", ctx.Err())
+	}
+	w.log.Info("NetworkPolicy inputs synced", "pods", len(w.pods.GetStore().ListKeys()),
+		"namespaces", len(w.namespaces.GetStore().ListKeys()), "networkPolicies", len(w.policies.GetStore().ListKeys()))
+	w.send(felix.PolicyInSync{})
+	close(w.synced)
+	<-ctx.Done()
+	w.factory.Shutdown()
+	return nil
+}
+
+// Synced is closed once felix has been sent PolicyInSync.
+func (w *PolicyWatcher) Synced() <-chan struct{} { return w.synced }
+
+// PolicyPod is what NetworkPolicy reads of a Pod: labels, named container ports, host network.
+func PolicyPod(p *corev1.Pod) policy.Pod {
+	out := policy.Pod{Key: policy.Key{Namespace: p.Namespace, Name: p.Name}, Labels: p.Labels, HostNetwork: p.Spec.HostNetwork}
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == "" || port.ContainerPort <= 0 || port.ContainerPort > 65535 {
+				continue
+			}
+			proto := policy.Protocol(port.Protocol)
+			if proto == "" {
+				proto = "TCP"
+			}
+			out.NamedPorts = append(out.NamedPorts, policy.NamedPort{Name: port.Name, Protocol: proto, Port: uint16(port.ContainerPort)})
+		}
+	}
+	return out
+}
+
+// trimForPolicy keeps only what PolicyPod and the namespace/policy messages read.
+func trimForPolicy(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: o.Name, Namespace: o.Namespace, Labels: o.Labels, UID: o.UID, ResourceVersion: o.ResourceVersion,
+		}}
+		out.Spec.HostNetwork = o.Spec.HostNetwork
+		out.Spec.NodeName = o.Spec.NodeName
+		for _, c := range o.Spec.Containers {
+			var ports []corev1.ContainerPort
+			for _, p := range c.Ports {
+				if p.Name != "" {
+					ports = append(ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
+				}
+			}
+			if len(ports) > 0 {
+				out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Ports: ports})
+			}
+		}
+		return out, nil
+	case *corev1.Namespace:
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: o.Labels, UID: o.UID, ResourceVersion: o.ResourceVersion}}, nil
+	case *networkingv1.NetworkPolicy:
+		o.ManagedFields = nil
+		o.Annotations = nil
+		return o, nil
+	}
+	return obj, nil
+}
