@@ -15,7 +15,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
 BINARIES := tabby tabby-ipam tabby-node tabbyctl
 
-.PHONY: all build generate test fuzz unit demo-clean integration lint e2e bench demo chart controlplane tools deps clean
+.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench demo chart controlplane tools deps clean
 
 all: build
 
@@ -57,6 +57,7 @@ test: deps controlplane tools build
 	bash hack/check-generated.sh
 	$(GO) vet ./...
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -p 2 -timeout 25m ./...
+	$(NETPOL_ORACLE_TEST)
 	@$(MAKE) --no-print-directory fuzz
 
 # Bounded fuzzing of what tabby does with what the BGP speaker delivers (CI runs it in `test`):
@@ -79,6 +80,16 @@ lint:
 
 e2e: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -v ./hack/e2e/...
+
+# The NetworkPolicy oracle is its own Go module (hack/netpol/README.md): `./...` above skips it.
+NETPOL_ORACLE_TEST = cd hack/netpol/oracle && GOWORK=off GOFLAGS=-mod=mod $(GO) test -count=1 ./...
+
+# NetworkPolicy enforcement judged against the oracle: its own tests, the case tables against
+# upstream's, then the lab tests (truth table, pod-start race, restarts under policy, harness).
+netpol: deps controlplane tools build
+	$(NETPOL_ORACLE_TEST)
+	$(GO) test -count=1 ./hack/netpol/
+	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNetworkPolicy|TestPolicy' ./hack/e2e/
 
 bench: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin bash hack/bench.sh

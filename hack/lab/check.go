@@ -30,7 +30,7 @@ type Endpoint struct {
 func (l *Lab) PodEndpoints() []Endpoint {
 	var es []Endpoint
 	for _, p := range l.Pods() {
-		es = append(es, Endpoint{Name: p.Name, NS: p.NS, IP: p.IP})
+		es = append(es, p.Endpoint())
 	}
 	return es
 }
@@ -224,7 +224,7 @@ func (n *Node) Exec(ctx context.Context, args ...string) (string, error) {
 }
 
 // Endpoint of the pod.
-func (p *Pod) Endpoint() Endpoint { return Endpoint{Name: p.Name, NS: p.NS, IP: p.IP} }
+func (p *Pod) Endpoint() Endpoint { return Endpoint{Name: p.Key(), NS: p.NS, IP: p.IP} }
 
 // Endpoint of the node.
 func (n *Node) Endpoint() Endpoint { return Endpoint{Name: n.Name, NS: n.NS, IP: n.IP()} }

@@ -66,7 +66,7 @@ func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 	var want []string
 	for _, p := range l.Pods() {
 		if p.Node == n {
-			want = append(want, fmt.Sprintf("%s/32 dev %s", p.IP, names.HostVethName(PodNamespace, p.Name, p.ContainerID)))
+			want = append(want, fmt.Sprintf("%s/32 dev %s", p.IP, names.HostVethName(p.Namespace, p.Name, p.ContainerID)))
 		}
 	}
 	for node, bs := range blocks {

@@ -270,7 +270,7 @@ func (l *Lab) Node(name string) *Node {
 	return l.nodes[name]
 }
 
-// Pods are the lab's pods, by name.
+// Pods are the lab's pods, by key (see Pod.Key).
 func (l *Lab) Pods() []*Pod {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -278,7 +278,7 @@ func (l *Lab) Pods() []*Pod {
 	for _, p := range l.pods {
 		ps = append(ps, p)
 	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Key() < ps[j].Key() })
 	return ps
 }
 

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -19,25 +21,75 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 )
 
-// PodNamespace is the Kubernetes namespace of the lab's pods.
+// PodNamespace is the Kubernetes namespace of pods whose spec names none.
 const PodNamespace = "default"
+
+// defaultPodLabels are the labels of a pod whose spec sets none.
+func defaultPodLabels() map[string]string { return map[string]string{"app": "tabby-lab"} }
 
 // Pod is a network namespace wired by the CNI plugin, with a matching Pod object.
 type Pod struct {
 	Name        string
+	Namespace   string // Kubernetes namespace
 	Node        *Node
 	NS          string // network namespace
 	ContainerID string
 	UID         string
 	IP          netip.Addr
 	Result      *types100.Result
+	Ports       []corev1.ContainerPort
+
+	mu      sync.Mutex
+	labels  map[string]string
+	servers *servers // probe servers (PodSpec.Serve), nil without
 }
 
 // PodSpec describes a pod to add.
 type PodSpec struct {
-	Name        string
-	Node        string
+	Name string
+	Node string
+	// Namespace is the pod's Kubernetes namespace, PodNamespace when empty; AddPod creates it
+	// (without labels) if it does not exist: EnsureNamespace first to give it labels.
+	Namespace   string
 	Annotations map[string]string // e.g. tabby.dev/ipv4pools
+	// Labels are the Pod object's labels; app=tabby-lab when nil.
+	Labels map[string]string
+	// Ports are the container's ports in the Pod object (named ports are what a NetworkPolicy
+	// port by name resolves to).
+	Ports []corev1.ContainerPort
+	// Serve starts a probe server (see Probe) on every TCP and UDP port of Ports in the pod's
+	// namespace before the CNI ADD, so a probe sees a listener the moment the pod has an
+	// address. SCTP ports get none: the lab has no SCTP client or server.
+	Serve bool
+	// OnAdded, if set, is called the moment the CNI ADD returned, before the Pod's status
+	// carries the address (what the kubelet writes next): the start of the window in which
+	// the pod is reachable but the API does not show its address yet. It runs on AddPod's
+	// goroutine and must return quickly.
+	OnAdded func(*Pod)
+}
+
+// Key names a pod in the lab: its name in PodNamespace, namespace/name elsewhere.
+func (p *Pod) Key() string { return podKey(p.Namespace, p.Name) }
+
+func podKey(namespace, name string) string {
+	if namespace == PodNamespace {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// Labels are the pod's labels as the lab last wrote them.
+func (p *Pod) Labels() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.labels)
+}
+
+// Pod returns a pod by key (see Pod.Key), nil if there is none.
+func (l *Lab) Pod(key string) *Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pods[key]
 }
 
 // AddPod creates the Pod object (spec.nodeName set: no scheduler runs), a network namespace,
@@ -48,43 +100,68 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 	if n == nil {
 		return nil, fmt.Errorf("pod %s: no node %q", spec.Name, spec.Node)
 	}
+	ns := spec.Namespace
+	if ns == "" {
+		ns = PodNamespace
+	}
+	key := podKey(ns, spec.Name)
 	l.mu.Lock()
-	_, dup := l.pods[spec.Name]
+	_, dup := l.pods[key]
 	l.mu.Unlock()
 	if dup {
-		return nil, fmt.Errorf("pod %s exists", spec.Name)
+		return nil, fmt.Errorf("pod %s exists", key)
+	}
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = defaultPodLabels()
+	}
+	if ns != PodNamespace {
+		if err := l.EnsureNamespace(ctx, ns, nil); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", key, err)
+		}
 	}
 	start := time.Now()
 	id := make([]byte, 32)
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	p := &Pod{Name: spec.Name, Node: n, NS: l.NetnsName(spec.Name), ContainerID: hex.EncodeToString(id)}
+	role := spec.Name
+	if ns != PodNamespace {
+		role = ns + "." + spec.Name // '.' cannot be in a namespace name: no two pods share a role
+	}
+	p := &Pod{Name: spec.Name, Namespace: ns, Node: n, NS: l.NetnsName(role), ContainerID: hex.EncodeToString(id), Ports: spec.Ports, labels: labels}
 	if len(p.NS) > 64 {
-		return nil, fmt.Errorf("pod %s: name too long", spec.Name)
+		return nil, fmt.Errorf("pod %s: name too long", key)
 	}
 	obj := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: PodNamespace, Annotations: spec.Annotations, Labels: map[string]string{"app": "tabby-lab"}},
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Annotations: spec.Annotations, Labels: labels},
 		Spec: corev1.PodSpec{
 			NodeName:   n.Name,
-			Containers: []corev1.Container{{Name: "app", Image: "tabby-lab.invalid/none"}},
+			Containers: []corev1.Container{{Name: "app", Image: "tabby-lab.invalid/none", Ports: spec.Ports}},
 		},
 	}
-	created, err := l.Kube.CoreV1().Pods(PodNamespace).Create(ctx, obj, metav1.CreateOptions{})
+	created, err := l.Kube.CoreV1().Pods(ns).Create(ctx, obj, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("create Pod %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("create Pod %s: %w", key, err)
 	}
 	p.UID = string(created.UID)
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
+			p.closeServers()
 			_ = delNetns(cctx, p.NS)
-			_ = l.deletePodObject(cctx, p.Name, ktypes.UID(p.UID))
+			_ = l.deletePodObject(cctx, p)
 		}
 	}()
 	if err := addNetns(ctx, p.NS); err != nil {
 		return nil, err
+	}
+	if spec.Serve {
+		if p.servers, err = startServers(p.NS, spec.Ports); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", key, err)
+		}
+		l.onClose(func(context.Context) error { p.closeServers(); return nil })
 	}
 	cni, list, rt, err := l.cniFor(n, p)
 	if err != nil {
@@ -97,73 +174,87 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("CNI ADD of pod %s on %s: %w", p.Name, n.Name, err)
+		return nil, fmt.Errorf("CNI ADD of pod %s on %s: %w", key, n.Name, err)
 	}
 	if p.Result, err = convertResult(res); err != nil {
-		return nil, fmt.Errorf("CNI ADD of pod %s: %w", p.Name, err)
+		return nil, fmt.Errorf("CNI ADD of pod %s: %w", key, err)
 	}
 	if len(p.Result.IPs) == 0 {
-		return nil, fmt.Errorf("CNI ADD of pod %s: result has no address", p.Name)
+		return nil, fmt.Errorf("CNI ADD of pod %s: result has no address", key)
 	}
 	a, ok := netip.AddrFromSlice(p.Result.IPs[0].Address.IP.To4())
 	if !ok {
-		return nil, fmt.Errorf("CNI ADD of pod %s: address %v is not IPv4", p.Name, p.Result.IPs[0].Address)
+		return nil, fmt.Errorf("CNI ADD of pod %s: address %v is not IPv4", key, p.Result.IPs[0].Address)
 	}
 	p.IP = a
+	if spec.OnAdded != nil {
+		spec.OnAdded(p)
+	}
 	// What the kubelet reports once the sandbox is up: IPAM's checks compare against it.
 	created.Status.Phase = corev1.PodRunning
 	created.Status.PodIP = a.String()
 	created.Status.PodIPs = []corev1.PodIP{{IP: a.String()}}
 	created.Status.HostIP = n.IP().String()
-	if _, err := l.Kube.CoreV1().Pods(PodNamespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return nil, fmt.Errorf("set Pod %s status: %w", p.Name, err)
+	if _, err := l.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return nil, fmt.Errorf("set Pod %s status: %w", key, err)
 	}
-	l.log.Debug("pod added", "pod", p.Name, "node", n.Name, "ip", p.IP, "took", time.Since(start).Round(time.Millisecond))
+	l.log.Debug("pod added", "pod", key, "node", n.Name, "ip", p.IP, "took", time.Since(start).Round(time.Millisecond))
 	l.mu.Lock()
-	l.pods[p.Name] = p
+	l.pods[key] = p
 	l.mu.Unlock()
 	return p, nil
 }
 
-// DeletePod runs CNI DEL for the pod, removes its namespace, and deletes the Pod object.
-func (l *Lab) DeletePod(ctx context.Context, name string) error {
-	l.mu.Lock()
-	p := l.pods[name]
-	l.mu.Unlock()
+// DeletePod runs CNI DEL for the pod (by key, see Pod.Key), removes its namespace, and
+// deletes the Pod object.
+func (l *Lab) DeletePod(ctx context.Context, key string) error {
+	p := l.Pod(key)
 	if p == nil {
-		return fmt.Errorf("no pod %s", name)
+		return fmt.Errorf("no pod %s", key)
 	}
 	cni, list, rt, err := l.cniFor(p.Node, p)
 	if err != nil {
 		return err
 	}
 	if err := inNetns(p.Node.NS, func() error { return cni.DelNetworkList(ctx, list, rt) }); err != nil {
-		return fmt.Errorf("CNI DEL of pod %s on %s: %w", p.Name, p.Node.Name, err)
+		return fmt.Errorf("CNI DEL of pod %s on %s: %w", p.Key(), p.Node.Name, err)
 	}
 	return l.dropPod(ctx, p)
 }
 
 // dropPod forgets a pod without CNI DEL (its node is going away).
 func (l *Lab) dropPod(ctx context.Context, p *Pod) error {
+	p.closeServers()
 	if err := delNetns(ctx, p.NS); err != nil {
 		return err
 	}
-	if err := l.deletePodObject(ctx, p.Name, ktypes.UID(p.UID)); err != nil {
+	if err := l.deletePodObject(ctx, p); err != nil {
 		return err
 	}
 	l.mu.Lock()
-	delete(l.pods, p.Name)
+	delete(l.pods, p.Key())
 	l.mu.Unlock()
 	return nil
 }
 
-func (l *Lab) deletePodObject(ctx context.Context, name string, uid ktypes.UID) error {
+func (l *Lab) deletePodObject(ctx context.Context, p *Pod) error {
 	zero := int64(0)
-	err := l.Kube.CoreV1().Pods(PodNamespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	uid := ktypes.UID(p.UID)
+	err := l.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Pod %s: %w", name, err)
+		return fmt.Errorf("delete Pod %s: %w", p.Key(), err)
 	}
 	return nil
+}
+
+func (p *Pod) closeServers() {
+	p.mu.Lock()
+	s := p.servers
+	p.servers = nil
+	p.mu.Unlock()
+	if s != nil {
+		s.close()
+	}
 }
 
 func convertResult(res any) (*types100.Result, error) {
@@ -201,7 +292,7 @@ func (l *Lab) cniFor(n *Node, p *Pod) (*libcni.CNIConfig, *libcni.NetworkConfigL
 		IfName:      "eth0",
 		Args: [][2]string{
 			{"IgnoreUnknown", "1"},
-			{"K8S_POD_NAMESPACE", PodNamespace},
+			{"K8S_POD_NAMESPACE", p.Namespace},
 			{"K8S_POD_NAME", p.Name},
 			{"K8S_POD_INFRA_CONTAINER_ID", p.ContainerID},
 			{"K8S_POD_UID", p.UID},
