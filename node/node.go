@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		NodeName: cfg.NodeName, UplinkInterface: uplink, TunnelMTU: tunnelMTU(cfg.MTU),
 		WorkloadGracePeriod: cfg.WorkloadGrace, ResyncInterval: cfg.ResyncInterval,
 		WaitForInSync: true,
-	}, felix.WithLogger(log.With("component", "felix")), felix.WithRegistry(a.reg)); err != nil {
+	}, felix.WithLogger(log), felix.WithRegistry(a.reg)); err != nil {
 		return fmt.Errorf("start felix: %w", err)
 	}
 	if a.bgp, err = bird.New(bird.Config{
