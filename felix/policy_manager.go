@@ -125,16 +125,8 @@ func samePodMeta(a, b *policy.Pod) bool {
 	return a.HostNetwork == b.HostNetwork && maps.Equal(a.Labels, b.Labels) && slices.Equal(a.NamedPorts, b.NamedPorts)
 }
 
-// input joins the pods' metadata with their IPAM addresses. A pod IPAM knows but whose Pod
-// object felix has not seen yet is left out: it cannot be selected by labels it has not got.
 func (m *policyManager) input() policy.Input {
-	pods := make(map[policy.Key]*policy.Pod, len(m.pods))
-	for k, p := range m.pods {
-		q := *p
-		q.IPs = m.ips[k]
-		pods[k] = &q
-	}
-	return policy.Input{Pods: pods, Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
+	return policy.Input{Pods: policy.WithAddresses(m.pods, m.ips), Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
 }
 
 func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) error {

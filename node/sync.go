@@ -5,7 +5,6 @@ import (
 
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
-	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -21,15 +20,10 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 		pools = append(pools, felix.Pool{Name: p.Name, CIDR: netip.MustParsePrefix(p.Spec.CIDR), IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled})
 	}
 	var workloads []felix.Workload
-	var endpoints []policy.Endpoint
 	for _, w := range s.Workloads {
 		workloads = append(workloads, felix.Workload{IP: w.IP, Interface: w.Interface})
-		endpoints = append(endpoints, policy.Endpoint{Interface: w.Interface, Pod: policy.Key(w.Pod)})
 	}
-	podIPs := make(map[policy.Key][]netip.Addr, len(s.PodIPs))
-	for k, ips := range s.PodIPs {
-		podIPs[policy.Key(k)] = ips
-	}
+	podIPs, endpoints := syncer.PolicyView(s)
 	if s.Local != nil {
 		a.felix.SetLocalNode(s.Local.BGPAddress, s.Local.TunnelAddr)
 	}

@@ -81,6 +81,7 @@ func NewCommand(s Streams) *cobra.Command {
 		a.patchCommand(),
 		a.nodeCommand(),
 		a.ipamCommand(),
+		a.policyCommand(),
 		a.versionCommand(),
 	)
 	return root

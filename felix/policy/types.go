@@ -61,6 +61,20 @@ type Input struct {
 	Endpoints  []Endpoint
 }
 
+// WithAddresses returns copies of pods with the addresses ips gives them (IPAM's view, which
+// knows a pod's address from its CNI ADD on). A pod IPAM has no address for has none; an
+// address of a pod whose Pod object is not in pods is left out: it cannot be selected by labels
+// nobody has seen.
+func WithAddresses(pods map[Key]*Pod, ips map[Key][]netip.Addr) map[Key]*Pod {
+	out := make(map[Key]*Pod, len(pods))
+	for k, p := range pods {
+		q := *p
+		q.IPs = ips[k]
+		out[k] = &q
+	}
+	return out
+}
+
 // IPSet is one ipset as the writer creates it.
 type IPSet struct {
 	Type    string          // "hash:ip", "hash:net" or "hash:ip,port"

@@ -1,0 +1,53 @@
+package syncer
+
+import (
+	"io"
+	"log/slog"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix/policy"
+)
+
+// PolicyView is what NetworkPolicy reads of a snapshot: every pod's addresses as IPAM
+// allocated them, cluster-wide, and the node's endpoints (its pods behind their host veths).
+func PolicyView(s Snapshot) (ips map[policy.Key][]netip.Addr, endpoints []policy.Endpoint) {
+	ips = make(map[policy.Key][]netip.Addr, len(s.PodIPs))
+	for k, a := range s.PodIPs {
+		ips[policy.Key(k)] = a
+	}
+	for _, w := range s.Workloads {
+		endpoints = append(endpoints, policy.Endpoint{Interface: w.Interface, Pod: policy.Key(w.Pod)})
+	}
+	return ips, endpoints
+}
+
+// PolicyInput is the calculator's input for node as tabby-node on that node builds it, from the
+// same API objects: the addresses and endpoints from the IPAM blocks (PolicyView), the rest from
+// the Pods (PolicyPod), Namespaces and NetworkPolicies. tabbyctl uses it to show and check what
+// a node enforces.
+func PolicyInput(node string, blocks []*v1.IPAMBlock, pods []*corev1.Pod, namespaces []*corev1.Namespace, policies []*networkingv1.NetworkPolicy) policy.Input {
+	s := Build(Inputs{NodeName: node, Blocks: blocks}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ips, endpoints := PolicyView(s)
+	in := policy.Input{
+		Pods:       make(map[policy.Key]*policy.Pod, len(pods)),
+		Namespaces: make(map[string]*policy.Namespace, len(namespaces)),
+		Policies:   make(map[policy.Key]*networkingv1.NetworkPolicy, len(policies)),
+		Endpoints:  endpoints,
+	}
+	for _, p := range pods {
+		pp := PolicyPod(p)
+		in.Pods[pp.Key] = &pp
+	}
+	in.Pods = policy.WithAddresses(in.Pods, ips)
+	for _, ns := range namespaces {
+		in.Namespaces[ns.Name] = &policy.Namespace{Name: ns.Name, Labels: ns.Labels}
+	}
+	for _, np := range policies {
+		in.Policies[policy.Key{Namespace: np.Namespace, Name: np.Name}] = np
+	}
+	return in
+}

@@ -1,0 +1,247 @@
+package tabbyctl
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix/policy"
+	"github.com/tabbynet/tabby/node/syncer"
+)
+
+// The policy commands compute with felix's own calculator, from the same API objects and the
+// same derivation (syncer.PolicyInput) tabby-node uses: what they say is what a node enforces.
+
+func (a *app) policyCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "NetworkPolicy as tabby enforces it: which policies police a pod, verdicts, node checks",
+	}
+	cmd.AddCommand(a.policyShow(), a.policyCheck())
+	return cmd
+}
+
+// policyObjects lists what the calculator reads, for node (its endpoints; "" for none).
+func (a *app) policyInput(ctx context.Context, node string) (policy.Input, error) {
+	c, err := a.cluster()
+	if err != nil {
+		return policy.Input{}, err
+	}
+	blocks, err := c.IPAMBlocks().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list IPAMBlocks: %w", err)
+	}
+	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list Pods: %w", err)
+	}
+	nss, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list Namespaces: %w", err)
+	}
+	nps, err := c.Kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list NetworkPolicies: %w", err)
+	}
+	return syncer.PolicyInput(node, pointers[v1.IPAMBlock](blocks.Items), pointers[corev1.Pod](pods.Items),
+		pointers[corev1.Namespace](nss.Items), pointers[networkingv1.NetworkPolicy](nps.Items)), nil
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// parsePodKey reads NAMESPACE/POD, or POD in the default namespace.
+func parsePodKey(flag, s string) (policy.Key, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok {
+		ns, name = "default", s
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return policy.Key{}, fmt.Errorf("%s: Invalid value: %q: want NAMESPACE/POD", flag, s)
+	}
+	return policy.Key{Namespace: ns, Name: name}, nil
+}
+
+// parsePort reads PORT or PORT/PROTOCOL (TCP when omitted).
+func parsePort(s string) (uint16, policy.Protocol, error) {
+	num, proto, ok := strings.Cut(s, "/")
+	if !ok {
+		proto = "TCP"
+	}
+	proto = strings.ToUpper(proto)
+	n, err := strconv.ParseUint(num, 10, 16)
+	if err != nil || n == 0 {
+		return 0, "", fmt.Errorf("--port: Invalid value: %q: want PORT[/PROTOCOL], PORT in 1..65535", s)
+	}
+	switch proto {
+	case "TCP", "UDP", "SCTP":
+	default:
+		return 0, "", fmt.Errorf("--port: Unsupported value: %q: supported protocols: TCP, UDP, SCTP", proto)
+	}
+	return uint16(n), policy.Protocol(proto), nil
+}
+
+// endpointRef is a --from/--to value: a pod or an address.
+type endpointRef struct {
+	pod  *policy.Key
+	addr netip.Addr
+}
+
+func parseEndpointRef(flag, s string) (endpointRef, error) {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return endpointRef{addr: ip}, nil
+	}
+	k, err := parsePodKey(flag, s)
+	if err != nil {
+		return endpointRef{}, fmt.Errorf("%s: Invalid value: %q: want NAMESPACE/POD or an IP address", flag, s)
+	}
+	return endpointRef{pod: &k}, nil
+}
+
+// resolve returns the address of the ref: the pod's first IPAM address.
+func (r endpointRef) resolve(in policy.Input, flag string) (netip.Addr, string, error) {
+	if r.pod == nil {
+		return r.addr, r.addr.String(), nil
+	}
+	p := in.Pods[*r.pod]
+	if p == nil {
+		return netip.Addr{}, "", fmt.Errorf("%s: pod %s not found", flag, r.pod)
+	}
+	if len(p.IPs) == 0 {
+		return netip.Addr{}, "", fmt.Errorf("%s: pod %s has no address from tabby's IPAM (host network, or not started yet)", flag, r.pod)
+	}
+	return p.IPs[0], fmt.Sprintf("%s (%s)", r.pod, p.IPs[0]), nil
+}
+
+func (a *app) policyShow() *cobra.Command {
+	var from, to, port string
+	cmd := &cobra.Command{
+		Use:   "show NAMESPACE/POD",
+		Short: "Which NetworkPolicies police a pod; with --from or --to and --port, the verdict for a new connection",
+		Long: `Show which NetworkPolicies select the pod for ingress and for egress (a direction no
+policy selects is open). With --from (a connection into the pod) or --to (a connection out of
+it) and --port, say whether a new connection is allowed and which policy rule decides, on both
+ends: the source's egress and the destination's ingress. The exit status is 1 when it is denied.`,
+		Example: `  tabbyctl policy show shop/web
+  tabbyctl policy show shop/web --from shop/frontend --port 8080
+  tabbyctl policy show shop/web --to 10.0.0.53 --port 53/UDP`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := parsePodKey("POD", args[0])
+			if err != nil {
+				return err
+			}
+			var peer endpointRef
+			peerFlag := ""
+			switch {
+			case from != "" && to != "":
+				return fmt.Errorf("--from and --to: give one of them")
+			case from != "":
+				peerFlag = "--from"
+				peer, err = parseEndpointRef(peerFlag, from)
+			case to != "":
+				peerFlag = "--to"
+				peer, err = parseEndpointRef(peerFlag, to)
+			}
+			if err != nil {
+				return err
+			}
+			var dport uint16
+			var proto policy.Protocol
+			if peerFlag != "" {
+				if port == "" {
+					return fmt.Errorf("%s needs --port: Required value", peerFlag)
+				}
+				if dport, proto, err = parsePort(port); err != nil {
+					return err
+				}
+			} else if port != "" {
+				return fmt.Errorf("--port: needs --from or --to")
+			}
+			in, err := a.policyInput(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			calc := policy.NewCalculator(in)
+			e := calc.Explain(key)
+			if !e.Known {
+				return fmt.Errorf("pod %s not found", key)
+			}
+			p := in.Pods[key]
+			fmt.Fprintf(a.Out, "Pod %s %s\n", key, addrsText(p.IPs))
+			if e.HostNetwork {
+				fmt.Fprintln(a.Out, "  host network: not policed, and selected as a peer only by ipBlock (its address is the node's)")
+			} else {
+				fmt.Fprintf(a.Out, "  ingress: %s\n", selectionText(e.Ingress))
+				fmt.Fprintf(a.Out, "  egress:  %s\n", selectionText(e.Egress))
+			}
+			if peerFlag == "" {
+				return nil
+			}
+			self := endpointRef{pod: &key}
+			src, dst, srcFlag, dstFlag := peer, self, peerFlag, "POD"
+			if peerFlag == "--to" {
+				src, dst, srcFlag, dstFlag = self, peer, "POD", peerFlag
+			}
+			srcIP, srcText, err := src.resolve(in, srcFlag)
+			if err != nil {
+				return err
+			}
+			dstIP, dstText, err := dst.resolve(in, dstFlag)
+			if err != nil {
+				return err
+			}
+			d := calc.Verdict(policy.Packet{Src: srcIP, Dst: dstIP, Protocol: proto, Port: dport})
+			verdict := "denied"
+			if d.Allowed {
+				verdict = "allowed"
+			}
+			fmt.Fprintf(a.Out, "\n%s -> %s %d/%s: %s\n", srcText, dstText, dport, proto, verdict)
+			fmt.Fprintf(a.Out, "  egress of the source:       %s\n", d.Egress.Reason)
+			fmt.Fprintf(a.Out, "  ingress of the destination: %s\n", d.Ingress.Reason)
+			if !d.Allowed {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "a connection into the pod from NAMESPACE/POD or an address")
+	cmd.Flags().StringVar(&to, "to", "", "a connection out of the pod to NAMESPACE/POD or an address")
+	cmd.Flags().StringVar(&port, "port", "", "destination PORT[/PROTOCOL] of the connection (TCP, UDP or SCTP; TCP when omitted)")
+	return cmd
+}
+
+func addrsText(ips []netip.Addr) string {
+	if len(ips) == 0 {
+		return "(no address from tabby's IPAM)"
+	}
+	s := make([]string, len(ips))
+	for i, ip := range ips {
+		s[i] = ip.String()
+	}
+	return "(" + strings.Join(s, ", ") + ")"
+}
+
+func selectionText(keys []policy.Key) string {
+	if len(keys) == 0 {
+		return "open: no NetworkPolicy selects it"
+	}
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = k.String()
+	}
+	return "isolated, allowed only what these allow: " + strings.Join(s, ", ")
+}
