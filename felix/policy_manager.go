@@ -133,13 +133,25 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 	if !m.inSync || (!m.dirty && !resync) {
 		return nil
 	}
-	in := m.input()
+	// A resync with nothing changed states the last rendering again (the writers compare it
+	// with what they re-read); only a change pays for a new one, one calculation for both
+	// families.
+	var calc *policy.Calculator
+	if m.dirty {
+		calc = policy.NewCalculator(m.input())
+	}
 	for _, fam := range ipfamily.All {
 		w, ok := m.filter[fam]
 		if !ok {
 			continue
 		}
-		r := policy.Compute(in, fam)
+		r, ok := m.last[fam]
+		if calc != nil || !ok {
+			if calc == nil {
+				calc = policy.NewCalculator(m.input())
+			}
+			r = calc.Render(fam)
+		}
 		prev := m.last[fam]
 		if resync {
 			prev = policy.Rendered{}

@@ -8,11 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/node/syncer"
 )
@@ -29,38 +25,13 @@ func (a *app) policyCommand() *cobra.Command {
 	return cmd
 }
 
-// policyObjects lists what the calculator reads, for node (its endpoints; "" for none).
+// policyInput reads what the calculator reads, for node (its endpoints; "" for none).
 func (a *app) policyInput(ctx context.Context, node string) (policy.Input, error) {
 	c, err := a.cluster()
 	if err != nil {
 		return policy.Input{}, err
 	}
-	blocks, err := c.IPAMBlocks().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return policy.Input{}, fmt.Errorf("list IPAMBlocks: %w", err)
-	}
-	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return policy.Input{}, fmt.Errorf("list Pods: %w", err)
-	}
-	nss, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return policy.Input{}, fmt.Errorf("list Namespaces: %w", err)
-	}
-	nps, err := c.Kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return policy.Input{}, fmt.Errorf("list NetworkPolicies: %w", err)
-	}
-	return syncer.PolicyInput(node, pointers[v1.IPAMBlock](blocks.Items), pointers[corev1.Pod](pods.Items),
-		pointers[corev1.Namespace](nss.Items), pointers[networkingv1.NetworkPolicy](nps.Items)), nil
-}
-
-func pointers[T any](items []T) []*T {
-	out := make([]*T, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
+	return syncer.ReadPolicyInput(ctx, c, node)
 }
 
 // parsePodKey reads NAMESPACE/POD, or POD in the default namespace.

@@ -1,13 +1,17 @@
 package syncer
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/client"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/policy"
 )
@@ -50,4 +54,33 @@ func PolicyInput(node string, blocks []*v1.IPAMBlock, pods []*corev1.Pod, namesp
 		in.Policies[policy.Key{Namespace: np.Namespace, Name: np.Name}] = np
 	}
 	return in
+}
+
+// ReadPolicyInput lists the objects PolicyInput reads from the API server and builds it.
+func ReadPolicyInput(ctx context.Context, c *client.Client, node string) (policy.Input, error) {
+	blocks, err := c.IPAMBlocks().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list IPAMBlocks: %w", err)
+	}
+	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list Pods: %w", err)
+	}
+	nss, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list Namespaces: %w", err)
+	}
+	nps, err := c.Kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list NetworkPolicies: %w", err)
+	}
+	return PolicyInput(node, pointers(blocks.Items), pointers(pods.Items), pointers(nss.Items), pointers(nps.Items)), nil
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }

@@ -1,14 +1,18 @@
 // Package benchutil holds what every benchmark under hack/bench measures with: percentiles of
-// latencies and a process's CPU time.
+// latencies, a process's CPU time and tabby-node's histograms.
 package benchutil
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/lab"
 )
 
 // Pct is the p-th percentile (nearest rank) of d, rounded to 10 µs; 0 for no samples.
@@ -46,4 +50,41 @@ func CPUTicks(pid int) (int64, error) {
 func CPUTime(pid int) (time.Duration, error) {
 	t, err := CPUTicks(pid)
 	return time.Duration(t) * time.Second / 100, err
+}
+
+// Histogram is a Prometheus histogram's count and sum.
+type Histogram struct{ Count, Sum float64 }
+
+// Mean is the mean of what was observed between h and a later reading of the same histogram.
+func (h Histogram) Mean(later Histogram) time.Duration {
+	if later.Count <= h.Count {
+		return 0
+	}
+	return time.Duration((later.Sum - h.Sum) / (later.Count - h.Count) * float64(time.Second))
+}
+
+// ReadHistogram reads histogram name (tabby_felix_apply_duration_seconds) from the node's
+// tabby-node metrics.
+func ReadHistogram(ctx context.Context, n *lab.Node, name string) (Histogram, error) {
+	text, err := n.Metrics(ctx)
+	if err != nil {
+		return Histogram{}, err
+	}
+	var h Histogram
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case name + "_count":
+			h.Count = v
+		case name + "_sum":
+			h.Sum = v
+		}
+	}
+	return h, sc.Err()
 }

@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -103,9 +101,9 @@ func run(ctx context.Context) (err error) {
 			if err != nil {
 				return err
 			}
-			if after.count > before.count {
+			if after.Count > before.Count {
 				e2e = append(e2e, time.Since(t0))
-				applied = append(applied, time.Duration((after.sum-before.sum)/(after.count-before.count)*float64(time.Second)))
+				applied = append(applied, before.Mean(after))
 				break
 			}
 			if time.Since(t0) > 10*time.Second {
@@ -148,7 +146,7 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	fmt.Printf("no-op event (another node's IPAMBlock updated), %d events: %d felix applies, tabby-node CPU %s per event (syncer, snapshot and felix's comparisons included)\n",
-		noopEvents, int(after.count-before.count), ((cpu1 - cpu0) / noopEvents).Round(10*time.Microsecond))
+		noopEvents, int(after.Count-before.Count), ((cpu1 - cpu0) / noopEvents).Round(10*time.Microsecond))
 	return nil
 }
 
@@ -241,29 +239,7 @@ func waitRoutes(ctx context.Context, n *lab.Node, want int) error {
 	}
 }
 
-type histogram struct{ count, sum float64 }
-
 // felixApplies reads felix's apply-duration histogram from tabby-node's metrics.
-func felixApplies(ctx context.Context, n *lab.Node) (histogram, error) {
-	text, err := n.Metrics(ctx)
-	if err != nil {
-		return histogram{}, err
-	}
-	var h histogram
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 {
-			continue
-		}
-		v, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "tabby_felix_apply_duration_seconds_count":
-			h.count = v
-		case "tabby_felix_apply_duration_seconds_sum":
-			h.sum = v
-		}
-	}
-	return h, nil
+func felixApplies(ctx context.Context, n *lab.Node) (benchutil.Histogram, error) {
+	return benchutil.ReadHistogram(ctx, n, "tabby_felix_apply_duration_seconds")
 }
