@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 the fake answers with the messages iptables and ipset print, capitals and all
+
 package fakekernel
 
 import (

@@ -32,14 +32,14 @@ const (
 // world is the bench's cluster: the real pods that probe and serve, the made-up ones, and
 // node-1, whose enforcement is measured.
 type world struct {
-	l                 *lab.Lab
-	n1                *lab.Node
-	web, api, client  *lab.Pod
-	real              []*lab.Pod
-	joinerBlock       netip.Prefix
-	joinerOrd         int
-	floor             struct{ chains, sets int }
-	probeNS, probeSel string // the made-up pods every joiner resembles
+	l                *lab.Lab
+	n1               *lab.Node
+	web, api, client *lab.Pod
+	real             []*lab.Pod
+	joinerBlock      netip.Prefix
+	joinerOrd        int
+	floor            struct{ chains, sets int }
+	probeNS          string // the namespace of the made-up pods every joiner resembles
 }
 
 func nsName(i int) string { return "bench-" + strconv.Itoa(i%namespaces) }
