@@ -16,17 +16,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -44,26 +38,9 @@ const (
 	noopEvents  = 50
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "bench node:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchutil.MainWithDatastoreLab("node", run) }
 
-func run(ctx context.Context) (err error) {
-	// No IPAM GC during the run: the datastore's pods are made up, and the GC would collect them.
-	l, err := lab.New(ctx, lab.Options{AgentArgs: []string{"--ipam-gc-interval=1h", "--ipam-gc-grace=1h"}})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = errors.Join(err, l.Close(cctx))
-	}()
+func run(ctx context.Context, l *lab.Lab) (err error) {
 	nodes, err := l.AddNodes(ctx, lab.NodeSpec{Name: "node-1"}, lab.NodeSpec{Name: "node-2"})
 	if err != nil {
 		return err
@@ -74,7 +51,11 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := addVeths(n1.NS); err != nil {
+	var vethNames []string
+	for i := range veths {
+		vethNames = append(vethNames, names.HostVethName("bench", fmt.Sprintf("p%d", i), ""))
+	}
+	if err := benchutil.AddHostVeths(n1.NS, vethNames); err != nil {
 		return err
 	}
 	want := podRoutes + blocks + remoteCount
@@ -195,31 +176,6 @@ func populate(ctx context.Context, l *lab.Lab) (int, error) {
 		}
 	}
 	return local, nil
-}
-
-// addVeths makes the 100 pods' host veths (each pair inside the node's namespace).
-func addVeths(nsName string) error {
-	nsh, err := netns.GetFromPath(lab.NetnsPath(nsName))
-	if err != nil {
-		return err
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	for i := 0; i < veths; i++ {
-		name := names.HostVethName("bench", fmt.Sprintf("p%d", i), "")
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: fmt.Sprintf("bp%d", i)}
-		if err := h.LinkAdd(v); err != nil {
-			return fmt.Errorf("add veth %s: %w", name, err)
-		}
-		if err := h.LinkSetUp(v); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func waitRoutes(ctx context.Context, n *lab.Node, want int) error {

@@ -18,13 +18,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -40,26 +38,9 @@ const (
 	resyncEvery = 4 * time.Second
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "bench policy:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchutil.MainWithDatastoreLab("policy", run) }
 
-func run(ctx context.Context) (err error) {
-	// No IPAM GC: the datastore's pods are made up, and the GC would collect them.
-	l, err := lab.New(ctx, lab.Options{AgentArgs: []string{"--ipam-gc-interval=1h", "--ipam-gc-grace=1h"}})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = errors.Join(err, l.Close(cctx))
-	}()
+func run(ctx context.Context, l *lab.Lab) (err error) {
 	if _, err := l.AddNodes(ctx, lab.NodeSpec{Name: "node-1"}, lab.NodeSpec{Name: "node-2"}); err != nil {
 		return err
 	}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/hack/netpol"
 )
@@ -121,7 +120,7 @@ func (w *world) populate(ctx context.Context) error {
 			return err
 		})
 	}
-	if err := addVeths(w.n1.NS, veths); err != nil {
+	if err := benchutil.AddHostVeths(w.n1.NS, veths); err != nil {
 		return err
 	}
 	for _, np := range benchPolicies() {
@@ -164,30 +163,6 @@ func benchPolicies() []*networkingv1.NetworkPolicy {
 		out = append(out, p.P())
 	}
 	return out
-}
-
-// addVeths makes the host veths of node-1's made-up pods (both ends in the node's namespace).
-func addVeths(nsName string, vethNames []string) error {
-	nsh, err := netns.GetFromPath(lab.NetnsPath(nsName))
-	if err != nil {
-		return err
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	for i, name := range vethNames {
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "bp" + strconv.Itoa(i)}
-		if err := h.LinkAdd(v); err != nil {
-			return fmt.Errorf("add veth %s: %w", name, err)
-		}
-		if err := h.LinkSetUp(v); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // parallel runs fns, n at a time, and returns the first error.
