@@ -153,6 +153,7 @@ func (f *Felix) write(ctx context.Context, resync bool) error {
 		// Rules naming a set that could not be made would fail anyway.
 		return errors.Join(append(errs, err)...)
 	}
+	iptables.ReadTogether(ctx, f.tables)
 	tablesOK := true
 	for _, t := range f.tables {
 		if err := t.Apply(ctx); err != nil {

@@ -3,6 +3,7 @@ package felix
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
@@ -54,5 +55,26 @@ func TestAddedManagerSharesTheWriters(t *testing.T) {
 	c := kern.Calls()
 	if len(c) != 1 || c[0].Name != "ipset" || c[0].Stdin != "create tabby-tmp hash:ip family inet maxelem 1048576\nadd tabby-tmp 10.244.1.2\nswap tabby-tmp tabby-pi-x\ndestroy tabby-tmp\n" {
 		t.Fatalf("one member changed ran %v", c)
+	}
+}
+
+// A resync reads each family's tables with one iptables-save, not one per table.
+func TestResyncReadsOnceAFamily(t *testing.T) {
+	kern := fakekernel.New()
+	f, _, _ := fullSyncedFelixOn(t, kern, nil, 1)
+	kern.ResetCalls()
+	f.QueueResync()
+	f.mustApply(t)
+	saves := map[string]int{}
+	for _, c := range kern.Calls() {
+		if strings.HasSuffix(c.Name, "-save") {
+			saves[c.Name]++
+			if slices.Contains(c.Args, "-t") {
+				t.Errorf("%v: a save of one table", c)
+			}
+		}
+	}
+	if saves["iptables-nft-save"] != 1 || saves["ip6tables-nft-save"] != 1 {
+		t.Fatalf("saves in a resync: %v, want one per family", saves)
 	}
 }
