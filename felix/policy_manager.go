@@ -42,8 +42,12 @@ type policyManager struct {
 	policies   map[policy.Key]*networkingv1.NetworkPolicy
 	endpoints  []policy.Endpoint
 
-	inSync bool
-	dirty  bool
+	// inSync: every Pod, Namespace and NetworkPolicy has been sent (PolicyInSync); haveIPs and
+	// haveEndpoints: IPAM's view has arrived (the datastore's first snapshot). Until all
+	// three, nothing is written: policies without this node's endpoints would drop every
+	// local pod as an unknown workload, and without pod addresses every allowed peer.
+	inSync, haveIPs, haveEndpoints bool
+	dirty                          bool
 	last   map[ipfamily.Family]policy.Rendered
 }
 
@@ -92,10 +96,10 @@ func (m *policyManager) OnUpdate(msg any) {
 		}
 		delete(m.policies, u.Key)
 	case PodIPsUpdate:
-		if maps.EqualFunc(m.ips, u.IPs, slices.Equal) {
+		if m.haveIPs && maps.EqualFunc(m.ips, u.IPs, slices.Equal) {
 			return
 		}
-		m.ips = u.IPs
+		m.ips, m.haveIPs = u.IPs, true
 	case EndpointsUpdate:
 		eps := slices.Clone(u.Endpoints)
 		slices.SortFunc(eps, func(a, b policy.Endpoint) int {
@@ -106,10 +110,10 @@ func (m *policyManager) OnUpdate(msg any) {
 			}
 			return 0
 		})
-		if slices.Equal(m.endpoints, eps) {
+		if m.haveEndpoints && slices.Equal(m.endpoints, eps) {
 			return
 		}
-		m.endpoints = eps
+		m.endpoints, m.haveEndpoints = eps, true
 	case PolicyInSync:
 		if m.inSync {
 			return
@@ -130,7 +134,7 @@ func (m *policyManager) input() policy.Input {
 }
 
 func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) error {
-	if !m.inSync || (!m.dirty && !resync) {
+	if !m.inSync || !m.haveIPs || !m.haveEndpoints || (!m.dirty && !resync) {
 		return nil
 	}
 	// A resync with nothing changed states the last rendering again (the writers compare it

@@ -207,3 +207,37 @@ func TestNoPolicyPodsCostNothing(t *testing.T) {
 		t.Fatalf("a pod with no policy anywhere ran %v", calls)
 	}
 }
+
+// At a restart the policy informers may sync before the datastore's first snapshot: with the
+// policies but not yet this node's endpoints and the pods' addresses, a rendering would drop
+// every local pod as an unknown workload. Nothing is written until both have arrived.
+func TestPolicyWaitsForTheSnapshot(t *testing.T) {
+	kern := fakekernel.New()
+	f, _, _ := fullSyncedFelixOn(t, kern, nil, 1)
+	c := newPolicyCluster(50, 5)
+	for ns := range 3 {
+		name := fmt.Sprintf("ns-%d", ns)
+		f.OnUpdate(NamespaceUpdate{Namespace: policy.Namespace{Name: name}})
+	}
+	for _, p := range c.pods {
+		f.OnUpdate(PodUpdate{Pod: p})
+	}
+	for i := range 10 {
+		f.OnUpdate(NetworkPolicyUpdate{Policy: testPolicy(i)})
+	}
+	f.OnUpdate(PolicyInSync{})
+	f.mustApply(t)
+	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; got != nil {
+		t.Fatalf("written before the snapshot: %v", got)
+	}
+	c.sendIPs(f)
+	f.mustApply(t)
+	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; got != nil {
+		t.Fatalf("written before the endpoints: %v", got)
+	}
+	f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
+	f.mustApply(t)
+	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; len(got) != len(c.local)+1 {
+		t.Fatalf("dispatch after the snapshot: %v, want the %d endpoints and the drop", got, len(c.local))
+	}
+}
