@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
@@ -106,7 +107,7 @@ type cached[T any] struct {
 }
 
 type poolSet struct {
-	pools []pool
+	pools []ippool.Pool
 	bad   []string
 }
 
@@ -168,7 +169,7 @@ func (a *Allocator) fresh(at time.Time) bool {
 }
 
 // pools lists and parses the IPPools, from the cache when it is fresh and force is false.
-func (a *Allocator) pools(ctx context.Context, force bool) ([]pool, []string, error) {
+func (a *Allocator) pools(ctx context.Context, force bool) ([]ippool.Pool, []string, error) {
 	a.mu.Lock()
 	c := a.poolCache
 	a.mu.Unlock()
@@ -178,7 +179,7 @@ func (a *Allocator) pools(ctx context.Context, force bool) ([]pool, []string, er
 	return a.readPools(ctx)
 }
 
-func (a *Allocator) readPools(ctx context.Context) ([]pool, []string, error) {
+func (a *Allocator) readPools(ctx context.Context) ([]ippool.Pool, []string, error) {
 	items, err := a.store.ListPools(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list IPPools: %w", err)
@@ -354,13 +355,13 @@ type choice struct {
 	block    netip.Prefix
 	obj      *v1.IPAMBlock
 	ordinal  int
-	pool     pool
+	pool     ippool.Pool
 	borrowed bool
 }
 
 // pick finds a free address: in the node's affine blocks, else in a block it claims, else (unless
 // StrictAffinity) in another node's block.
-func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []pool) (choice, error) {
+func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []ippool.Pool) (choice, error) {
 	if c, ok := ns.pickAffine(pools); ok {
 		return c, nil
 	}
@@ -389,7 +390,7 @@ func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []pool) (choi
 	return choice{}, exhausted(pools, a.cfg.StrictAffinity)
 }
 
-func exhausted(pools []pool, strict bool) error {
+func exhausted(pools []ippool.Pool, strict bool) error {
 	var cidrs []string
 	for _, p := range pools {
 		cidrs = append(cidrs, p.CIDR.String())
@@ -404,11 +405,13 @@ func exhausted(pools []pool, strict bool) error {
 	return fmt.Errorf("pool %s %w: no free block and no free address to borrow", s, ErrPoolExhausted)
 }
 
-func (ns *nodeState) pickAffine(pools []pool) (choice, bool) { return ns.pickAffineIn(pools, nil) }
+func (ns *nodeState) pickAffine(pools []ippool.Pool) (choice, bool) {
+	return ns.pickAffineIn(pools, nil)
+}
 
 // pickAffineIn is pickAffine seeing the blocks a batch is about to write (pending) instead of
 // their cached copies, so two requests of one batch never get the same ordinal.
-func (ns *nodeState) pickAffineIn(pools []pool, pending map[netip.Prefix]*blockWrite) (choice, bool) {
+func (ns *nodeState) pickAffineIn(pools []ippool.Pool, pending map[netip.Prefix]*blockWrite) (choice, bool) {
 	cidrs := make([]netip.Prefix, 0, len(ns.blocks))
 	for c := range ns.blocks {
 		cidrs = append(cidrs, c)
@@ -455,7 +458,7 @@ func (ns *nodeState) replaceBlocks(blocks []v1.IPAMBlock) {
 
 // claim creates a free block of p for the node. Creating the IPAMBlock is the claim: of two nodes
 // racing for one block exactly one Create succeeds, the other moves on to the next free block.
-func (a *Allocator) claim(ctx context.Context, ns *nodeState, p pool, blocks []v1.IPAMBlock) (choice, bool, error) {
+func (a *Allocator) claim(ctx context.Context, ns *nodeState, p ippool.Pool, blocks []v1.IPAMBlock) (choice, bool, error) {
 	taken := map[netip.Prefix]bool{}
 	var odd []netip.Prefix // blocks of another size (a pool re-created with a new blockSize)
 	for i := range blocks {
@@ -519,7 +522,7 @@ func (a *Allocator) ensureAffinity(ctx context.Context, node string, c netip.Pre
 
 // borrow finds a free address in another node's block of one of the pools, taking from the
 // block with the most free addresses so borrowers spread out instead of colliding.
-func borrow(node string, pools []pool, blocks []v1.IPAMBlock) (choice, bool) {
+func borrow(node string, pools []ippool.Pool, blocks []v1.IPAMBlock) (choice, bool) {
 	best, bestFree := choice{}, 0
 	for _, p := range pools {
 		for i := range blocks {
@@ -579,7 +582,7 @@ func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
 			continue
 		}
 		have[af.Name] = true
-		c, err := netip.ParsePrefix(af.Spec.CIDR)
+		c, err := parseAffinityCIDR(&af)
 		if err != nil {
 			continue
 		}

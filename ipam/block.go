@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 )
 
 // blockLen is the number of addresses in a block. Every address of a block is usable: tabby
@@ -54,12 +55,25 @@ func fromU32(v uint32) netip.Addr {
 
 // parseBlockCIDR reads an IPAMBlock's spec.cidr.
 func parseBlockCIDR(b *v1.IPAMBlock) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(b.Spec.CIDR)
-	if err != nil || !p.Addr().Is4() || p.Masked() != p {
-		return netip.Prefix{}, fmt.Errorf("IPAMBlock %s: spec.cidr %q is not a canonical IPv4 CIDR", b.Name, b.Spec.CIDR)
+	p, err := parseStoredCIDR(b.Spec.CIDR)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("IPAMBlock %s: spec.cidr %q: %w", b.Name, b.Spec.CIDR, err)
 	}
 	return p, nil
 }
+
+// parseAffinityCIDR reads a BlockAffinity's spec.cidr.
+func parseAffinityCIDR(a *v1.BlockAffinity) (netip.Prefix, error) {
+	p, err := parseStoredCIDR(a.Spec.CIDR)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("BlockAffinity %s: spec.cidr %q: %w", a.Name, a.Spec.CIDR, err)
+	}
+	return p, nil
+}
+
+// parseStoredCIDR reads a block's prefix as the IPAM objects store it (a block's, an affinity's,
+// a key of a handle's spec.block).
+func parseStoredCIDR(s string) (netip.Prefix, error) { return validation.ParseIPv4CIDR(s) }
 
 // freeOrdinal finds a free ordinal in b, starting at from and wrapping around, so that an address
 // just released is not handed out again at once (a peer may still hold it in a cache).

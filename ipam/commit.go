@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
@@ -27,7 +28,7 @@ import (
 type assignOp struct {
 	ctx   context.Context
 	r     Request
-	pools []pool
+	pools []ippool.Pool
 
 	attempt int   // lost compare-and-swaps so far
 	lastErr error // the last of them

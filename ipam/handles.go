@@ -218,8 +218,8 @@ func (a *Allocator) blocksOfHandle(h *v1.IPAMHandle, handle string) []netip.Pref
 	}
 	if h != nil {
 		for cs := range h.Spec.Block {
-			if c, err := netip.ParsePrefix(cs); err == nil {
-				add(c.Masked())
+			if c, err := parseStoredCIDR(cs); err == nil {
+				add(c)
 			}
 		}
 	}

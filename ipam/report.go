@@ -378,7 +378,7 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 		}
 	}
 	for _, a := range affs {
-		c, err := netip.ParsePrefix(a.Spec.CIDR)
+		c, err := parseAffinityCIDR(&a)
 		if err != nil || !blockNames[names.BlockName(c)] {
 			r.AffinitiesWithoutBlock = append(r.AffinitiesWithoutBlock, a.Name)
 		}

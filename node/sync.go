@@ -18,7 +18,7 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 
 	var pools []felix.Pool
 	for _, p := range s.Pools {
-		pools = append(pools, felix.Pool{Name: p.Name, CIDR: netip.MustParsePrefix(p.Spec.CIDR), IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled})
+		pools = append(pools, felix.Pool{Name: p.Name, CIDR: p.CIDR, IPIPMode: p.IPIPMode, NATOutgoing: p.NATOutgoing, Disabled: p.Disabled})
 	}
 	var workloads []felix.Workload
 	var endpoints []policy.Endpoint
