@@ -17,6 +17,7 @@ import (
 	"github.com/tabbynet/tabby/apis/ippool"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Config tunes an Allocator.
@@ -53,8 +54,10 @@ const (
 	DefaultCacheTTL            = 2 * time.Second
 )
 
-// Request asks for one IPv4 address for an attachment.
+// Request asks for one address of one family for an attachment.
 type Request struct {
+	// Family of the address; IPv4 when unset (the IPAM socket's requests, which predate IPv6).
+	Family ipfamily.Family
 	// Handle is <network>.<containerID>: the key of idempotent assign and of release.
 	Handle string
 	// Node is the node the workload runs on.
@@ -65,6 +68,13 @@ type Request struct {
 	// empty: the pod's or its namespace's tabby.dev/ipv4pools annotation, else every enabled pool
 	// whose nodeSelector matches the node.
 	Pools []string
+}
+
+func (r Request) family() ipfamily.Family {
+	if r.Family == ipfamily.Unknown {
+		return ipfamily.IPv4
+	}
+	return r.Family
 }
 
 // Assignment is an address held by a handle.

@@ -2,29 +2,49 @@ package ipam
 
 import (
 	"fmt"
+	"math/big"
 	"net/netip"
 	"sort"
 	"strconv"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 )
 
+// maxBlockHostBits bounds a block's size, in both families: the largest blocks, IPv4 /20 and IPv6
+// /116, hold 4096 addresses. An ordinal is then at most 12 bits, an int everywhere, and lives in
+// the last two bytes of an address.
+const maxBlockHostBits = v1.MaxBlockSizeIPv4 - v1.MinBlockSizeIPv4
+
 // blockLen is the number of addresses in a block. Every address of a block is usable: tabby
-// routes /32s to workloads, so there is no network or broadcast address to keep free (as Calico).
-func blockLen(block netip.Prefix) int { return 1 << (32 - block.Bits()) }
+// routes host prefixes (/32, /128) to workloads, so there is no network or broadcast address to
+// keep free (as Calico).
+func blockLen(block netip.Prefix) int { return 1 << hostBits(block) }
+
+func hostBits(p netip.Prefix) int { return p.Addr().BitLen() - p.Bits() }
 
 // ordinalOf is ip's offset in block.
 func ordinalOf(block netip.Prefix, ip netip.Addr) (int, bool) {
-	if !ip.Is4() || !block.Contains(ip) {
+	if !block.Contains(ip) {
 		return 0, false
 	}
-	return int(u32(ip) - u32(block.Addr())), true
+	return int(low16(ip) - low16(block.Addr())), true
 }
 
-// addrAt is the address at ordinal in block.
+// addrAt is the address at ordinal in block. The block is aligned and the ordinal below its
+// size, so the sum never carries out of the last two bytes.
 func addrAt(block netip.Prefix, ordinal int) netip.Addr {
-	return fromU32(u32(block.Addr()) + uint32(ordinal))
+	b := block.Addr().AsSlice()
+	v := low16(block.Addr()) + uint16(ordinal)
+	b[len(b)-2], b[len(b)-1] = byte(v>>8), byte(v)
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func low16(a netip.Addr) uint16 {
+	b := a.AsSlice()
+	return uint16(b[len(b)-2])<<8 | uint16(b[len(b)-1])
 }
 
 // blockCount is how many blocks of blockSize a pool holds.
@@ -73,7 +93,16 @@ func parseAffinityCIDR(a *v1.BlockAffinity) (netip.Prefix, error) {
 
 // parseStoredCIDR reads a block's prefix as the IPAM objects store it (a block's, an affinity's,
 // a key of a handle's spec.block).
-func parseStoredCIDR(s string) (netip.Prefix, error) { return validation.ParseIPv4CIDR(s) }
+func parseStoredCIDR(s string) (netip.Prefix, error) {
+	p, err := validation.ParseCIDR(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if hostBits(p) > maxBlockHostBits {
+		return netip.Prefix{}, fmt.Errorf("larger than any block (/%d holds more than %d addresses)", p.Bits(), 1<<maxBlockHostBits)
+	}
+	return p, nil
+}
 
 // freeOrdinal finds a free ordinal in b, starting at from and wrapping around, so that an address
 // just released is not handed out again at once (a peer may still hold it in a cache).
@@ -120,5 +149,10 @@ func affinityNode(b *v1.IPAMBlock) string {
 	return ""
 }
 
-// poolSize is the number of addresses in a pool.
-func poolSize(p netip.Prefix) int64 { return int64(1) << (32 - p.Bits()) }
+// poolSize is the number of addresses in a pool: up to 2^128, hence a big.Int.
+func poolSize(p netip.Prefix) *big.Int { return new(big.Int).Lsh(big.NewInt(1), uint(hostBits(p))) }
+
+// maxBlocks is the number of blocks a pool can be cut into.
+func maxBlocks(p ippool.Pool) *big.Int {
+	return new(big.Int).Lsh(big.NewInt(1), uint(p.BlockSize-p.CIDR.Bits()))
+}

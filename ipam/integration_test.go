@@ -257,7 +257,7 @@ func TestRealExhaustionAndBorrowing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range u.Pools {
-		if p.Name == "exh" && (p.Total != 64 || p.InUse != 64 || p.Free != 0 || p.Blocks != 4) {
+		if p.Name == "exh" && (p.Total.Int64() != 64 || p.InUse != 64 || p.Free.Sign() != 0 || p.Blocks != 4) {
 			t.Fatalf("usage: %+v", p)
 		}
 	}

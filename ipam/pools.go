@@ -14,6 +14,7 @@ import (
 	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // parsePools parses every pool, sorted by name; a malformed pool is skipped with its error kept
@@ -31,9 +32,11 @@ func parsePools(items []v1.IPPool) (pools []ippool.Pool, bad []string) {
 	return pools, bad
 }
 
-// whyNot explains why the pool cannot serve a node, or "" when it can.
-func whyNot(p ippool.Pool, labels map[string]string) string {
+// whyNot explains why the pool cannot serve a request of family fam on a node, or "" when it can.
+func whyNot(p ippool.Pool, fam ipfamily.Family, labels map[string]string) string {
 	switch {
+	case p.Family() != fam:
+		return fmt.Sprintf("%s (an %s pool: the request is for %s)", p.Name, p.Family(), fam)
 	case !p.Matches(labels):
 		return fmt.Sprintf("%s (nodeSelector %q does not match)", p.Name, p.NodeSelector)
 	case p.Disabled:
@@ -71,16 +74,16 @@ func (a *Allocator) choosePools(ctx context.Context, r Request) ([]ippool.Pool, 
 			return nil, err
 		}
 	}
-	return selectPools(all, bad, r.Node, node, explicit, source)
+	return selectPools(all, bad, r.family(), r.Node, node, explicit, source)
 }
 
-// selectPools is choosePools' decision, free of I/O.
-func selectPools(all []ippool.Pool, bad []string, nodeName string, labels map[string]string, explicit []string, source string) ([]ippool.Pool, error) {
+// selectPools is choosePools' decision, free of I/O: the pools of family fam.
+func selectPools(all []ippool.Pool, bad []string, fam ipfamily.Family, nodeName string, labels map[string]string, explicit []string, source string) ([]ippool.Pool, error) {
 	if len(explicit) == 0 {
 		var out []ippool.Pool
 		var why []string
 		for _, p := range all {
-			if w := whyNot(p, labels); w != "" {
+			if w := whyNot(p, fam, labels); w != "" {
 				why = append(why, w)
 				continue
 			}
@@ -105,7 +108,7 @@ func selectPools(all []ippool.Pool, bad []string, nodeName string, labels map[st
 			continue
 		}
 		p := all[idx]
-		if w := whyNot(p, labels); w != "" {
+		if w := whyNot(p, fam, labels); w != "" {
 			why = append(why, w)
 			continue
 		}

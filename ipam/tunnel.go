@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // EnsureTunnelAddress gives the node its tunl0 address when one of its pools encapsulates
@@ -94,6 +95,6 @@ func (a *Allocator) Ready(ctx context.Context, node string) error {
 	if err != nil {
 		return fmt.Errorf("get node %s: %w", node, err)
 	}
-	_, err = selectPools(pools, bad, node, n.Labels, nil, "")
+	_, err = selectPools(pools, bad, ipfamily.IPv4, node, n.Labels, nil, "")
 	return err
 }

@@ -77,27 +77,34 @@ func ParseIPPool(p *v1.IPPool) (ippool.Pool, field.ErrorList) {
 	spec := field.NewPath("spec")
 	out := ippool.Pool{Name: p.Name, IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled, NodeSelector: p.Spec.NodeSelector}
 	cidr, err := ParseCIDR(p.Spec.CIDR)
-	if err == nil && ipfamily.OfPrefix(cidr) != ipfamily.IPv4 {
-		err = fmt.Errorf("not an IPv4 CIDR")
-	}
 	if err != nil {
 		errs = append(errs, field.Invalid(spec.Child("cidr"), p.Spec.CIDR, err.Error()))
 	}
 	out.CIDR = cidr
-	def, lo, hi := ippool.BlockSizes(ipfamily.OfPrefix(cidr))
+	// Without a valid cidr the family is unknown: the block size is judged as IPv4's, as the
+	// pools written before IPv6 were.
+	fam := ipfamily.OfPrefix(cidr)
+	if fam == ipfamily.Unknown {
+		fam = ipfamily.IPv4
+	}
+	def, lo, hi := ippool.BlockSizes(fam)
 	out.BlockSize = p.Spec.BlockSize
 	if out.BlockSize == 0 {
 		out.BlockSize = def
 	}
 	if bs := out.BlockSize; bs < lo || bs > hi {
-		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("must be between %d and %d", lo, hi)))
+		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("must be between %d and %d for an %s pool", lo, hi, fam)))
 	} else if err == nil && cidr.Bits() > bs {
 		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("is larger than the pool: cidr %s has prefix /%d", p.Spec.CIDR, cidr.Bits())))
 	}
 	switch p.Spec.IPIPMode {
 	case "":
 		out.IPIPMode = v1.IPIPModeNever
-	case v1.IPIPModeNever, v1.IPIPModeAlways, v1.IPIPModeCrossSubnet:
+	case v1.IPIPModeNever:
+	case v1.IPIPModeAlways, v1.IPIPModeCrossSubnet:
+		if fam == ipfamily.IPv6 {
+			errs = append(errs, field.Invalid(spec.Child("ipipMode"), p.Spec.IPIPMode, "is IPv4-only: an IPv6 pool's ipipMode must be Never or unset"))
+		}
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("ipipMode"), p.Spec.IPIPMode, []string{string(v1.IPIPModeNever), string(v1.IPIPModeAlways), string(v1.IPIPModeCrossSubnet)}))
 	}
