@@ -466,36 +466,21 @@ func (ns *nodeState) replaceBlocks(blocks []v1.IPAMBlock) {
 	}
 }
 
-// claim creates a free block of p for the node. Creating the IPAMBlock is the claim: of two nodes
-// racing for one block exactly one Create succeeds, the other moves on to the next free block.
+// claim creates a free block of p for the node, the lowest one. Creating the IPAMBlock is the
+// claim: of two nodes racing for one block exactly one Create succeeds, the other moves on to the
+// next free block.
 func (a *Allocator) claim(ctx context.Context, ns *nodeState, p ippool.Pool, blocks []v1.IPAMBlock) (choice, bool, error) {
-	taken := map[netip.Prefix]bool{}
-	var odd []netip.Prefix // blocks of another size (a pool re-created with a new blockSize)
+	var used []netip.Prefix
 	for i := range blocks {
-		c, err := parseBlockCIDR(&blocks[i])
-		if err != nil || !p.CIDR.Overlaps(c) {
-			continue
-		}
-		if c.Bits() == p.BlockSize {
-			taken[c] = true
-		} else {
-			odd = append(odd, c)
+		if c, err := parseBlockCIDR(&blocks[i]); err == nil && p.CIDR.Overlaps(c) {
+			used = append(used, c)
 		}
 	}
-	n := blockCount(p.CIDR, p.BlockSize)
-	if len(taken) >= n {
-		return choice{}, false, nil
-	}
-next:
-	for i := range n {
-		c := nthBlock(p.CIDR, p.BlockSize, i)
-		if taken[c] {
-			continue
-		}
-		for _, o := range odd {
-			if o.Overlaps(c) {
-				continue next
-			}
+	free := newFreeBlocks(p.CIDR, p.BlockSize, used)
+	for {
+		c, ok := free.next()
+		if !ok {
+			return choice{}, false, nil
 		}
 		b := &v1.IPAMBlock{
 			ObjectMeta: metav1.ObjectMeta{Name: names.BlockName(c)},
@@ -503,7 +488,6 @@ next:
 		}
 		got, err := a.store.CreateBlock(ctx, b)
 		if apierrors.IsAlreadyExists(err) {
-			taken[c] = true
 			continue
 		}
 		if err != nil {
@@ -516,7 +500,6 @@ next:
 		ns.blocks[c] = got
 		return choice{block: c, obj: got, ordinal: 0, pool: p}, true, nil
 	}
-	return choice{}, false, nil
 }
 
 func (a *Allocator) ensureAffinity(ctx context.Context, node string, c netip.Prefix) error {

@@ -47,30 +47,10 @@ func low16(a netip.Addr) uint16 {
 	return uint16(b[len(b)-2])<<8 | uint16(b[len(b)-1])
 }
 
-// blockCount is how many blocks of blockSize a pool holds.
-func blockCount(pool netip.Prefix, blockSize int) int {
-	return 1 << (blockSize - pool.Bits())
-}
-
-// nthBlock is the n-th block of blockSize in pool.
-func nthBlock(pool netip.Prefix, blockSize, n int) netip.Prefix {
-	step := uint32(1) << (32 - blockSize)
-	return netip.PrefixFrom(fromU32(u32(pool.Addr())+uint32(n)*step), blockSize)
-}
-
 // blockContaining is the block of blockSize in which ip lies.
 func blockContaining(ip netip.Addr, blockSize int) netip.Prefix {
 	p, _ := ip.Prefix(blockSize)
 	return p
-}
-
-func u32(a netip.Addr) uint32 {
-	b := a.As4()
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
-
-func fromU32(v uint32) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // parseBlockCIDR reads an IPAMBlock's spec.cidr.

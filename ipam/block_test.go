@@ -66,29 +66,6 @@ func TestOrdinalMathIPv6(t *testing.T) {
 	}
 }
 
-func TestBlockCutting(t *testing.T) {
-	pool := netip.MustParsePrefix("10.244.0.0/16")
-	if n := blockCount(pool, 26); n != 1024 {
-		t.Fatalf("blockCount = %d", n)
-	}
-	if got := nthBlock(pool, 26, 0).String(); got != "10.244.0.0/26" {
-		t.Fatalf("block 0 = %s", got)
-	}
-	if got := nthBlock(pool, 26, 5).String(); got != "10.244.1.64/26" {
-		t.Fatalf("block 5 = %s", got)
-	}
-	if got := nthBlock(pool, 26, 1023).String(); got != "10.244.255.192/26" {
-		t.Fatalf("last block = %s", got)
-	}
-	if n := blockCount(netip.MustParsePrefix("10.244.0.0/26"), 26); n != 1 {
-		t.Fatalf("a pool of one block has %d", n)
-	}
-	p32 := netip.MustParsePrefix("10.244.0.0/30")
-	if n := blockCount(p32, 32); n != 4 || nthBlock(p32, 32, 3).String() != "10.244.0.3/32" || blockLen(nthBlock(p32, 32, 3)) != 1 {
-		t.Fatalf("/32 blocks wrong")
-	}
-}
-
 func TestFreeOrdinalWrapsFromCursor(t *testing.T) {
 	c := netip.MustParsePrefix("10.244.0.0/30")
 	b := &v1.IPAMBlock{Spec: v1.IPAMBlockSpec{Allocations: map[string]v1.Allocation{"0": {}, "2": {}}}}
