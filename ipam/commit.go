@@ -153,7 +153,7 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 	var writes []*blockWrite
 	pending := map[netip.Prefix]*blockWrite{}
 	for _, op := range live {
-		if c, o, ok := ns.heldBy(op.r.Handle, pending); ok {
+		if c, o, ok := ns.heldBy(op.r.Handle, op.r.family(), pending); ok {
 			// The handle has its address already (a repeated Assign, or one whose first reply
 			// never arrived): the same one again, and its handle written if a crash lost it.
 			a.recordHandleLater(op.r, c)

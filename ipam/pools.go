@@ -69,7 +69,7 @@ func (a *Allocator) choosePools(ctx context.Context, r Request) ([]ippool.Pool, 
 	}
 	explicit, source := r.Pools, "the request"
 	if len(explicit) == 0 && r.Namespace != "" && r.Pod != "" {
-		explicit, source, err = a.annotatedPools(ctx, r.Namespace, r.Pod)
+		explicit, source, err = a.annotatedPools(ctx, r.Namespace, r.Pod, r.family())
 		if err != nil {
 			return nil, err
 		}
@@ -122,14 +122,19 @@ func selectPools(all []ippool.Pool, bad []string, fam ipfamily.Family, nodeName 
 	return out, nil
 }
 
-// annotatedPools reads tabby.dev/ipv4pools from the pod, else from its namespace.
-func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string) ([]string, string, error) {
+// annotatedPools reads the family's pools annotation (tabby.dev/ipv4pools, tabby.dev/ipv6pools)
+// from the pod, else from its namespace.
+func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string, fam ipfamily.Family) ([]string, string, error) {
+	key := v1.AnnotationIPv4Pools
+	if fam == ipfamily.IPv6 {
+		key = v1.AnnotationIPv6Pools
+	}
 	podAnn, err := a.podAnnotations(ctx, namespace, name)
 	if err != nil {
 		return nil, "", err
 	}
-	if v, ok := podAnn[v1.AnnotationIPv4Pools]; ok {
-		src := fmt.Sprintf("pod %s/%s annotation %s", namespace, name, v1.AnnotationIPv4Pools)
+	if v, ok := podAnn[key]; ok {
+		src := fmt.Sprintf("pod %s/%s annotation %s", namespace, name, key)
 		l, err := parsePoolList(v, src)
 		return l, src, err
 	}
@@ -137,8 +142,8 @@ func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string) 
 	if err != nil {
 		return nil, "", err
 	}
-	if v, ok := ann[v1.AnnotationIPv4Pools]; ok {
-		src := fmt.Sprintf("namespace %s annotation %s", namespace, v1.AnnotationIPv4Pools)
+	if v, ok := ann[key]; ok {
+		src := fmt.Sprintf("namespace %s annotation %s", namespace, key)
 		l, err := parsePoolList(v, src)
 		return l, src, err
 	}

@@ -28,10 +28,10 @@ func (a *app) ipamCommand() *cobra.Command {
 
 func parseIP(s string) (netip.Addr, error) {
 	ip, err := netip.ParseAddr(s)
-	if err != nil || !ip.Is4() {
-		return netip.Addr{}, fmt.Errorf("--ip: Invalid value: %q: not an IPv4 address", s)
+	if err != nil || ip.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("--ip: Invalid value: %q: not an IP address", s)
 	}
-	return ip, nil
+	return ip.Unmap(), nil
 }
 
 func (a *app) ipamStore() (*ipam.KubeStore, error) {

@@ -16,6 +16,8 @@ const (
 	// AnnotationIPv4Pools on a pod or its namespace names the pools (a JSON list of pool names or
 	// CIDRs) its address must come from; the pod's annotation wins.
 	AnnotationIPv4Pools = "tabby.dev/ipv4pools"
+	// AnnotationIPv6Pools is the same for a pod's IPv6 address.
+	AnnotationIPv6Pools = "tabby.dev/ipv6pools"
 	// AnnotationBGPRestarting announces a planned restart of the node that its tabby-node cannot
 	// announce itself (a power cycle, a link maintenance): until this time (RFC 3339), its peers
 	// treat a lost session with it as a graceful restart and keep its routes.
