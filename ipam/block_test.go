@@ -11,44 +11,33 @@ import (
 )
 
 func TestOrdinalMath(t *testing.T) {
-	b := netip.MustParsePrefix("10.244.1.64/26")
-	if blockLen(b) != 64 {
-		t.Fatalf("blockLen = %d", blockLen(b))
-	}
-	for _, tc := range []struct {
+	type ordCase struct {
 		ip  string
 		ord int
 		ok  bool
-	}{{"10.244.1.64", 0, true}, {"10.244.1.127", 63, true}, {"10.244.1.128", 0, false}, {"10.244.1.63", 0, false}} {
-		o, ok := ordinalOf(b, netip.MustParseAddr(tc.ip))
-		if o != tc.ord || ok != tc.ok {
-			t.Errorf("ordinalOf(%s) = %d,%v want %d,%v", tc.ip, o, ok, tc.ord, tc.ok)
-		}
-		if ok && addrAt(b, o).String() != tc.ip {
-			t.Errorf("addrAt(%d) = %s want %s", o, addrAt(b, o), tc.ip)
-		}
 	}
-	if got := blockContaining(netip.MustParseAddr("10.244.1.100"), 26); got != b {
-		t.Fatalf("blockContaining = %s", got)
-	}
-}
-
-func TestOrdinalMathIPv6(t *testing.T) {
-	b := netip.MustParsePrefix("fd00:10:244::1:40/122")
-	if blockLen(b) != 64 {
-		t.Fatalf("blockLen = %d", blockLen(b))
-	}
-	for _, tc := range []struct {
-		ip  string
-		ord int
-		ok  bool
-	}{{"fd00:10:244::1:40", 0, true}, {"fd00:10:244::1:7f", 63, true}, {"fd00:10:244::1:80", 0, false}, {"10.244.1.64", 0, false}} {
-		o, ok := ordinalOf(b, netip.MustParseAddr(tc.ip))
-		if o != tc.ord || ok != tc.ok {
-			t.Errorf("ordinalOf(%s) = %d,%v want %d,%v", tc.ip, o, ok, tc.ord, tc.ok)
+	for _, blk := range []struct {
+		block string
+		cases []ordCase
+	}{
+		{"10.244.1.64/26", []ordCase{{"10.244.1.64", 0, true}, {"10.244.1.127", 63, true}, {"10.244.1.128", 0, false}, {"10.244.1.63", 0, false}}},
+		{"fd00:10:244::1:40/122", []ordCase{{"fd00:10:244::1:40", 0, true}, {"fd00:10:244::1:7f", 63, true}, {"fd00:10:244::1:80", 0, false}, {"10.244.1.64", 0, false}}},
+	} {
+		b := netip.MustParsePrefix(blk.block)
+		if blockLen(b) != 64 {
+			t.Fatalf("blockLen(%s) = %d", b, blockLen(b))
 		}
-		if ok && addrAt(b, o).String() != tc.ip {
-			t.Errorf("addrAt(%d) = %s want %s", o, addrAt(b, o), tc.ip)
+		for _, tc := range blk.cases {
+			o, ok := ordinalOf(b, netip.MustParseAddr(tc.ip))
+			if o != tc.ord || ok != tc.ok {
+				t.Errorf("ordinalOf(%s, %s) = %d,%v want %d,%v", b, tc.ip, o, ok, tc.ord, tc.ok)
+			}
+			if ok && addrAt(b, o).String() != tc.ip {
+				t.Errorf("addrAt(%s, %d) = %s want %s", b, o, addrAt(b, o), tc.ip)
+			}
+		}
+		if got := blockContaining(addrAt(b, 36), b.Bits()); got != b {
+			t.Fatalf("blockContaining = %s, want %s", got, b)
 		}
 	}
 	// The largest block: an ordinal crosses a byte boundary without carrying past the block.

@@ -86,12 +86,11 @@ func TestFreeBlocksAgreesWithAFullWalk(t *testing.T) {
 // blocks among many in use at once; a walk over every candidate block would not end.
 func TestFreeBlocksHugeIPv6Pools(t *testing.T) {
 	for _, pool := range prefixes("fd00:10:244::/64", "fd00:10:244::/48") {
-		// The first 20000 blocks in use, a hole at 5000, and some blocks near the pool's end.
+		// The first 20000 blocks in use but for a hole at 5000, and the pool's last block.
 		var used []netip.Prefix
-		c := netip.PrefixFrom(pool.Addr(), 122)
 		f := newFreeBlocks(pool, 122, nil)
 		for i := range 20000 {
-			c, _ = f.next()
+			c, _ := f.next()
 			if i != 5000 {
 				used = append(used, c)
 			}
