@@ -14,8 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Config tunes an Allocator.
@@ -52,8 +54,10 @@ const (
 	DefaultCacheTTL            = 2 * time.Second
 )
 
-// Request asks for one IPv4 address for an attachment.
+// Request asks for one address of one family for an attachment.
 type Request struct {
+	// Family of the address; IPv4 when unset (the IPAM socket's requests, which predate IPv6).
+	Family ipfamily.Family
 	// Handle is <network>.<containerID>: the key of idempotent assign and of release.
 	Handle string
 	// Node is the node the workload runs on.
@@ -64,6 +68,13 @@ type Request struct {
 	// empty: the pod's or its namespace's tabby.dev/ipv4pools annotation, else every enabled pool
 	// whose nodeSelector matches the node.
 	Pools []string
+}
+
+func (r Request) family() ipfamily.Family {
+	if r.Family == ipfamily.Unknown {
+		return ipfamily.IPv4
+	}
+	return r.Family
 }
 
 // Assignment is an address held by a handle.
@@ -106,7 +117,7 @@ type cached[T any] struct {
 }
 
 type poolSet struct {
-	pools []pool
+	pools []ippool.Pool
 	bad   []string
 }
 
@@ -168,7 +179,7 @@ func (a *Allocator) fresh(at time.Time) bool {
 }
 
 // pools lists and parses the IPPools, from the cache when it is fresh and force is false.
-func (a *Allocator) pools(ctx context.Context, force bool) ([]pool, []string, error) {
+func (a *Allocator) pools(ctx context.Context, force bool) ([]ippool.Pool, []string, error) {
 	a.mu.Lock()
 	c := a.poolCache
 	a.mu.Unlock()
@@ -178,7 +189,7 @@ func (a *Allocator) pools(ctx context.Context, force bool) ([]pool, []string, er
 	return a.readPools(ctx)
 }
 
-func (a *Allocator) readPools(ctx context.Context) ([]pool, []string, error) {
+func (a *Allocator) readPools(ctx context.Context) ([]ippool.Pool, []string, error) {
 	items, err := a.store.ListPools(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list IPPools: %w", err)
@@ -354,13 +365,13 @@ type choice struct {
 	block    netip.Prefix
 	obj      *v1.IPAMBlock
 	ordinal  int
-	pool     pool
+	pool     ippool.Pool
 	borrowed bool
 }
 
 // pick finds a free address: in the node's affine blocks, else in a block it claims, else (unless
 // StrictAffinity) in another node's block.
-func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []pool) (choice, error) {
+func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []ippool.Pool) (choice, error) {
 	if c, ok := ns.pickAffine(pools); ok {
 		return c, nil
 	}
@@ -389,7 +400,7 @@ func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []pool) (choi
 	return choice{}, exhausted(pools, a.cfg.StrictAffinity)
 }
 
-func exhausted(pools []pool, strict bool) error {
+func exhausted(pools []ippool.Pool, strict bool) error {
 	var cidrs []string
 	for _, p := range pools {
 		cidrs = append(cidrs, p.CIDR.String())
@@ -404,11 +415,13 @@ func exhausted(pools []pool, strict bool) error {
 	return fmt.Errorf("pool %s %w: no free block and no free address to borrow", s, ErrPoolExhausted)
 }
 
-func (ns *nodeState) pickAffine(pools []pool) (choice, bool) { return ns.pickAffineIn(pools, nil) }
+func (ns *nodeState) pickAffine(pools []ippool.Pool) (choice, bool) {
+	return ns.pickAffineIn(pools, nil)
+}
 
 // pickAffineIn is pickAffine seeing the blocks a batch is about to write (pending) instead of
 // their cached copies, so two requests of one batch never get the same ordinal.
-func (ns *nodeState) pickAffineIn(pools []pool, pending map[netip.Prefix]*blockWrite) (choice, bool) {
+func (ns *nodeState) pickAffineIn(pools []ippool.Pool, pending map[netip.Prefix]*blockWrite) (choice, bool) {
 	cidrs := make([]netip.Prefix, 0, len(ns.blocks))
 	for c := range ns.blocks {
 		cidrs = append(cidrs, c)
@@ -453,36 +466,21 @@ func (ns *nodeState) replaceBlocks(blocks []v1.IPAMBlock) {
 	}
 }
 
-// claim creates a free block of p for the node. Creating the IPAMBlock is the claim: of two nodes
-// racing for one block exactly one Create succeeds, the other moves on to the next free block.
-func (a *Allocator) claim(ctx context.Context, ns *nodeState, p pool, blocks []v1.IPAMBlock) (choice, bool, error) {
-	taken := map[netip.Prefix]bool{}
-	var odd []netip.Prefix // blocks of another size (a pool re-created with a new blockSize)
+// claim creates a free block of p for the node, the lowest one. Creating the IPAMBlock is the
+// claim: of two nodes racing for one block exactly one Create succeeds, the other moves on to the
+// next free block.
+func (a *Allocator) claim(ctx context.Context, ns *nodeState, p ippool.Pool, blocks []v1.IPAMBlock) (choice, bool, error) {
+	var used []netip.Prefix
 	for i := range blocks {
-		c, err := parseBlockCIDR(&blocks[i])
-		if err != nil || !p.CIDR.Overlaps(c) {
-			continue
-		}
-		if c.Bits() == p.BlockSize {
-			taken[c] = true
-		} else {
-			odd = append(odd, c)
+		if c, err := parseBlockCIDR(&blocks[i]); err == nil && p.CIDR.Overlaps(c) {
+			used = append(used, c)
 		}
 	}
-	n := blockCount(p.CIDR, p.BlockSize)
-	if len(taken) >= n {
-		return choice{}, false, nil
-	}
-next:
-	for i := range n {
-		c := nthBlock(p.CIDR, p.BlockSize, i)
-		if taken[c] {
-			continue
-		}
-		for _, o := range odd {
-			if o.Overlaps(c) {
-				continue next
-			}
+	free := newFreeBlocks(p.CIDR, p.BlockSize, used)
+	for {
+		c, ok := free.next()
+		if !ok {
+			return choice{}, false, nil
 		}
 		b := &v1.IPAMBlock{
 			ObjectMeta: metav1.ObjectMeta{Name: names.BlockName(c)},
@@ -490,7 +488,6 @@ next:
 		}
 		got, err := a.store.CreateBlock(ctx, b)
 		if apierrors.IsAlreadyExists(err) {
-			taken[c] = true
 			continue
 		}
 		if err != nil {
@@ -503,7 +500,6 @@ next:
 		ns.blocks[c] = got
 		return choice{block: c, obj: got, ordinal: 0, pool: p}, true, nil
 	}
-	return choice{}, false, nil
 }
 
 func (a *Allocator) ensureAffinity(ctx context.Context, node string, c netip.Prefix) error {
@@ -519,7 +515,7 @@ func (a *Allocator) ensureAffinity(ctx context.Context, node string, c netip.Pre
 
 // borrow finds a free address in another node's block of one of the pools, taking from the
 // block with the most free addresses so borrowers spread out instead of colliding.
-func borrow(node string, pools []pool, blocks []v1.IPAMBlock) (choice, bool) {
+func borrow(node string, pools []ippool.Pool, blocks []v1.IPAMBlock) (choice, bool) {
 	best, bestFree := choice{}, 0
 	for _, p := range pools {
 		for i := range blocks {
@@ -579,7 +575,7 @@ func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
 			continue
 		}
 		have[af.Name] = true
-		c, err := netip.ParsePrefix(af.Spec.CIDR)
+		c, err := parseAffinityCIDR(&af)
 		if err != nil {
 			continue
 		}

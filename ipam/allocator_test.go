@@ -280,17 +280,19 @@ func TestAssignRetriesConflicts(t *testing.T) {
 	}
 }
 
-func TestConcurrentAssignsOnOneNode(t *testing.T) {
+func TestConcurrentAssignsOnOneNode(t *testing.T) { forFamilies(t, testConcurrentAssignsOnOneNode) }
+
+func testConcurrentAssignsOnOneNode(t *testing.T, f family) {
 	ctx := context.Background()
 	s := newFake(t)
-	s.AddPool("p", "10.244.0.0/24", 28)
+	s.AddPool("p", f.cidr("10.244.0.0/24"), f.blockSize(28))
 	a := ipam.New(s, ipam.Config{})
 	var wg sync.WaitGroup
 	ips := make([]netip.Addr, 50)
 	errs := make([]error, 50)
 	for i := range 50 {
 		wg.Go(func() {
-			x, err := a.Assign(ctx, req("n1", fmt.Sprint("c", i)))
+			x, err := a.Assign(ctx, f.req(req("n1", fmt.Sprint("c", i))))
 			ips[i], errs[i] = x.IP, err
 		})
 	}
@@ -310,41 +312,43 @@ func TestConcurrentAssignsOnOneNode(t *testing.T) {
 	}
 }
 
-func TestBorrowingAndExhaustion(t *testing.T) {
+func TestBorrowingAndExhaustion(t *testing.T) { forFamilies(t, testBorrowingAndExhaustion) }
+
+func testBorrowingAndExhaustion(t *testing.T, f family) {
 	ctx := context.Background()
 	s := newFake(t)
-	s.AddPool("p", "10.244.0.0/27", 28) // two blocks of 16
+	s.AddPool("p", f.cidr("10.244.0.0/27"), f.blockSize(28)) // two blocks of 16
 	a := ipam.New(s, ipam.Config{})
 	for i := range 16 {
-		if _, err := a.Assign(ctx, req("n1", fmt.Sprint("a", i))); err != nil {
+		if _, err := a.Assign(ctx, f.req(req("n1", fmt.Sprint("a", i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	x, err := a.Assign(ctx, req("n1", "a16"))
-	if err != nil || x.Block.String() != "10.244.0.16/28" || x.Borrowed {
+	x, err := a.Assign(ctx, f.req(req("n1", "a16")))
+	if err != nil || x.Block.String() != f.cidr("10.244.0.16/28") || x.Borrowed {
 		t.Fatalf("second block claim: %+v %v", x, err)
 	}
 	// n2 finds no free block: it borrows from n1's second block.
-	y, err := a.Assign(ctx, req("n2", "b0"))
-	if err != nil || !y.Borrowed || y.Block.String() != "10.244.0.16/28" {
+	y, err := a.Assign(ctx, f.req(req("n2", "b0")))
+	if err != nil || !y.Borrowed || y.Block.String() != f.cidr("10.244.0.16/28") {
 		t.Fatalf("borrow: %+v %v", y, err)
 	}
 	for _, b := range s.Blocks() {
-		if al, ok := b.Spec.Allocations["1"]; ok && b.Spec.CIDR == "10.244.0.16/28" && al.Node != "n2" {
+		if al, ok := b.Spec.Allocations["1"]; ok && b.Spec.CIDR == f.cidr("10.244.0.16/28") && al.Node != "n2" {
 			t.Fatalf("the borrowed allocation must record the borrower: %+v", al)
 		}
 	}
 	strict := ipam.New(s, ipam.Config{StrictAffinity: true})
-	if _, err := strict.Assign(ctx, req("n2", "b1")); err == nil || !strings.Contains(err.Error(), "pool 10.244.0.0/27 exhausted: no free block, and StrictAffinity forbids borrowing") {
+	if _, err := strict.Assign(ctx, f.req(req("n2", "b1"))); err == nil || !strings.Contains(err.Error(), "pool "+f.cidr("10.244.0.0/27")+" exhausted: no free block, and StrictAffinity forbids borrowing") {
 		t.Fatalf("strict affinity: %v", err)
 	}
 	for i := 1; i < 15; i++ {
-		if _, err := a.Assign(ctx, req("n2", fmt.Sprint("b", i))); err != nil {
+		if _, err := a.Assign(ctx, f.req(req("n2", fmt.Sprint("b", i)))); err != nil {
 			t.Fatalf("borrow %d: %v", i, err)
 		}
 	}
-	_, err = a.Assign(ctx, req("n2", "full"))
-	if err == nil || !strings.Contains(err.Error(), "pool 10.244.0.0/27 exhausted: no free block and no free address to borrow") {
+	_, err = a.Assign(ctx, f.req(req("n2", "full")))
+	if err == nil || !strings.Contains(err.Error(), "pool "+f.cidr("10.244.0.0/27")+" exhausted: no free block and no free address to borrow") {
 		t.Fatalf("exhaustion: %v", err)
 	}
 	if got, _ := a.Lookup(ctx, "net.full"); len(got) != 0 {
@@ -400,13 +404,15 @@ func TestPoolChoiceByAnnotationsAndDisabled(t *testing.T) {
 	}
 }
 
-func TestRelease(t *testing.T) {
+func TestRelease(t *testing.T) { forFamilies(t, testRelease) }
+
+func testRelease(t *testing.T, f family) {
 	ctx := context.Background()
 	s := newFake(t)
-	s.AddPool("p", "10.244.0.0/24", 26)
+	s.AddPool("p", f.cidr("10.244.0.0/24"), f.blockSize(26))
 	a := ipam.New(s, ipam.Config{})
-	x, _ := a.Assign(ctx, req("n1", "c0"))
-	y, _ := a.Assign(ctx, req("n1", "c1"))
+	x, _ := a.Assign(ctx, f.req(req("n1", "c0")))
+	y, _ := a.Assign(ctx, f.req(req("n1", "c1")))
 	if err := a.ReleaseHandle(ctx, "net.c0"); err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +435,7 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("left %d allocations and %d handles", countAllocations(s), len(s.Handles()))
 	}
 	// A conflict during release is retried.
-	z, _ := a.Assign(ctx, req("n1", "c2"))
+	z, _ := a.Assign(ctx, f.req(req("n1", "c2")))
 	s.Inject(ipamtest.ConflictOnce("UpdateBlock", 2))
 	if err := a.ReleaseHandle(ctx, "net.c2"); err != nil {
 		t.Fatal(err)
@@ -439,20 +445,24 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	// The next address is not the one just freed (round robin within the block).
-	w, _ := a.Assign(ctx, req("n1", "c3"))
+	w, _ := a.Assign(ctx, f.req(req("n1", "c3")))
 	if w.IP == z.IP {
 		t.Fatalf("reused %v at once", w.IP)
 	}
 }
 
 func TestEmptyBlocksReleasedAfterGracePeriod(t *testing.T) {
+	forFamilies(t, testEmptyBlocksReleasedAfterGracePeriod)
+}
+
+func testEmptyBlocksReleasedAfterGracePeriod(t *testing.T, f family) {
 	ctx := context.Background()
 	s := newFake(t)
-	s.AddPool("p", "10.244.0.0/24", 26)
+	s.AddPool("p", f.cidr("10.244.0.0/24"), f.blockSize(26))
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
 	a := ipam.New(s, ipam.Config{AffinityGracePeriod: time.Minute, Now: clock})
-	x, _ := a.Assign(ctx, req("n1", "c0"))
+	x, _ := a.Assign(ctx, f.req(req("n1", "c0")))
 	if err := a.ReleaseEmptyBlocks(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +484,7 @@ func TestEmptyBlocksReleasedAfterGracePeriod(t *testing.T) {
 		t.Fatalf("after the grace period: %d blocks, %d affinities", len(s.Blocks()), len(s.Affinities()))
 	}
 	// The block flows back: the node (or another) claims it again.
-	y, err := a.Assign(ctx, req("n2", "c1"))
+	y, err := a.Assign(ctx, f.req(req("n2", "c1")))
 	if err != nil || y.Block != x.Block {
 		t.Fatalf("re-claim: %+v %v", y, err)
 	}

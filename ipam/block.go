@@ -2,39 +2,49 @@ package ipam
 
 import (
 	"fmt"
+	"math/big"
 	"net/netip"
 	"sort"
 	"strconv"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 )
 
+// maxBlockHostBits bounds a block's size, in both families: the largest blocks, IPv4 /20 and IPv6
+// /116, hold 4096 addresses. An ordinal is then at most 12 bits, an int everywhere, and lives in
+// the last two bytes of an address.
+const maxBlockHostBits = v1.MaxBlockSizeIPv4 - v1.MinBlockSizeIPv4
+
 // blockLen is the number of addresses in a block. Every address of a block is usable: tabby
-// routes /32s to workloads, so there is no network or broadcast address to keep free (as Calico).
-func blockLen(block netip.Prefix) int { return 1 << (32 - block.Bits()) }
+// routes host prefixes (/32, /128) to workloads, so there is no network or broadcast address to
+// keep free (as Calico).
+func blockLen(block netip.Prefix) int { return 1 << hostBits(block) }
+
+func hostBits(p netip.Prefix) int { return p.Addr().BitLen() - p.Bits() }
 
 // ordinalOf is ip's offset in block.
 func ordinalOf(block netip.Prefix, ip netip.Addr) (int, bool) {
-	if !ip.Is4() || !block.Contains(ip) {
+	if !block.Contains(ip) {
 		return 0, false
 	}
-	return int(u32(ip) - u32(block.Addr())), true
+	return int(low16(ip) - low16(block.Addr())), true
 }
 
-// addrAt is the address at ordinal in block.
+// addrAt is the address at ordinal in block. The block is aligned and the ordinal below its
+// size, so the sum never carries out of the last two bytes.
 func addrAt(block netip.Prefix, ordinal int) netip.Addr {
-	return fromU32(u32(block.Addr()) + uint32(ordinal))
+	b := block.Addr().AsSlice()
+	v := low16(block.Addr()) + uint16(ordinal)
+	b[len(b)-2], b[len(b)-1] = byte(v>>8), byte(v)
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
-// blockCount is how many blocks of blockSize a pool holds.
-func blockCount(pool netip.Prefix, blockSize int) int {
-	return 1 << (blockSize - pool.Bits())
-}
-
-// nthBlock is the n-th block of blockSize in pool.
-func nthBlock(pool netip.Prefix, blockSize, n int) netip.Prefix {
-	step := uint32(1) << (32 - blockSize)
-	return netip.PrefixFrom(fromU32(u32(pool.Addr())+uint32(n)*step), blockSize)
+func low16(a netip.Addr) uint16 {
+	b := a.AsSlice()
+	return uint16(b[len(b)-2])<<8 | uint16(b[len(b)-1])
 }
 
 // blockContaining is the block of blockSize in which ip lies.
@@ -43,20 +53,33 @@ func blockContaining(ip netip.Addr, blockSize int) netip.Prefix {
 	return p
 }
 
-func u32(a netip.Addr) uint32 {
-	b := a.As4()
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
-
-func fromU32(v uint32) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-}
-
 // parseBlockCIDR reads an IPAMBlock's spec.cidr.
 func parseBlockCIDR(b *v1.IPAMBlock) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(b.Spec.CIDR)
-	if err != nil || !p.Addr().Is4() || p.Masked() != p {
-		return netip.Prefix{}, fmt.Errorf("IPAMBlock %s: spec.cidr %q is not a canonical IPv4 CIDR", b.Name, b.Spec.CIDR)
+	p, err := parseStoredCIDR(b.Spec.CIDR)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("IPAMBlock %s: spec.cidr %q: %w", b.Name, b.Spec.CIDR, err)
+	}
+	return p, nil
+}
+
+// parseAffinityCIDR reads a BlockAffinity's spec.cidr.
+func parseAffinityCIDR(a *v1.BlockAffinity) (netip.Prefix, error) {
+	p, err := parseStoredCIDR(a.Spec.CIDR)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("BlockAffinity %s: spec.cidr %q: %w", a.Name, a.Spec.CIDR, err)
+	}
+	return p, nil
+}
+
+// parseStoredCIDR reads a block's prefix as the IPAM objects store it (a block's, an affinity's,
+// a key of a handle's spec.block).
+func parseStoredCIDR(s string) (netip.Prefix, error) {
+	p, err := validation.ParseCIDR(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if hostBits(p) > maxBlockHostBits {
+		return netip.Prefix{}, fmt.Errorf("larger than any block (/%d holds more than %d addresses)", p.Bits(), 1<<maxBlockHostBits)
 	}
 	return p, nil
 }
@@ -106,5 +129,10 @@ func affinityNode(b *v1.IPAMBlock) string {
 	return ""
 }
 
-// poolSize is the number of addresses in a pool.
-func poolSize(p netip.Prefix) int64 { return int64(1) << (32 - p.Bits()) }
+// poolSize is the number of addresses in a pool: up to 2^128, hence a big.Int.
+func poolSize(p netip.Prefix) *big.Int { return new(big.Int).Lsh(big.NewInt(1), uint(hostBits(p))) }
+
+// maxBlocks is the number of blocks a pool can be cut into.
+func maxBlocks(p ippool.Pool) *big.Int {
+	return new(big.Int).Lsh(big.NewInt(1), uint(p.BlockSize-p.CIDR.Bits()))
+}

@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
@@ -27,7 +28,7 @@ import (
 type assignOp struct {
 	ctx   context.Context
 	r     Request
-	pools []pool
+	pools []ippool.Pool
 
 	attempt int   // lost compare-and-swaps so far
 	lastErr error // the last of them
@@ -152,7 +153,7 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 	var writes []*blockWrite
 	pending := map[netip.Prefix]*blockWrite{}
 	for _, op := range live {
-		if c, o, ok := ns.heldBy(op.r.Handle, pending); ok {
+		if c, o, ok := ns.heldBy(op.r.Handle, op.r.family(), pending); ok {
 			// The handle has its address already (a repeated Assign, or one whose first reply
 			// never arrived): the same one again, and its handle written if a crash lost it.
 			a.recordHandleLater(op.r, c)

@@ -19,15 +19,25 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/apis/names"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/gc"
 )
 
 const (
-	crashChildEnv = "TABBY_IPAM_CRASH_CHILD" // kubeconfig path
-	crashRunEnv   = "TABBY_IPAM_CRASH_RUN"   // run number, to name handles
+	crashChildEnv = "TABBY_IPAM_CRASH_CHILD"  // kubeconfig path
+	crashRunEnv   = "TABBY_IPAM_CRASH_RUN"    // run number, to name handles
+	crashFamEnv   = "TABBY_IPAM_CRASH_FAMILY" // 4 or 6
 	crashNode     = "crash-node"
 )
+
+// crashFamily is the family a crash child allocates in.
+func crashFamily() family {
+	if os.Getenv(crashFamEnv) == "6" {
+		return family{ipfamily.IPv6}
+	}
+	return family{ipfamily.IPv4}
+}
 
 // crashChild assigns in a loop with several workers, printing "OK <handle> <ip>" after each
 // success, until the parent kills it.
@@ -44,6 +54,7 @@ func crashChild() int {
 	}
 	a := ipam.New(ipam.NewKubeStore(c), ipam.Config{})
 	run := os.Getenv(crashRunEnv)
+	f := crashFamily()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	next := 0
@@ -54,8 +65,8 @@ func crashChild() int {
 				i := next
 				next++
 				mu.Unlock()
-				pod := fmt.Sprintf("crash-%s-%d", run, i)
-				as, err := a.Assign(context.Background(), ipam.Request{Handle: "net." + pod, Node: crashNode, Namespace: "default", Pod: pod})
+				pod := fmt.Sprintf("%s-%s-%d", f.name("crash"), run, i)
+				as, err := a.Assign(context.Background(), f.req(ipam.Request{Handle: "net." + pod, Node: f.name(crashNode), Namespace: "default", Pod: pod}))
 				mu.Lock()
 				if err != nil {
 					fmt.Printf("ERR %s %v\n", pod, err)
@@ -70,18 +81,21 @@ func crashChild() int {
 	return 0
 }
 
-func TestRealCrashSafety(t *testing.T) {
+func TestRealCrashSafety(t *testing.T) { forFamilies(t, testRealCrashSafety) }
+
+func testRealCrashSafety(t *testing.T, f family) {
 	e := sharedEnv(t)
 	ctx := context.Background()
-	const pool = "10.244.32.0/24"
-	scenario(t, e, "crash", pool, 29, crashNode)
+	pool := f.cidr("10.244.32.0/24")
+	crashNode := f.name(crashNode)
+	scenario(t, e, f.name("crash"), pool, f.blockSize(29), crashNode)
 	reported := map[string]netip.Addr{} // handle -> IP, from every child's OK lines
 	byIP := map[netip.Addr]string{}
 	const runs = 8
 	start := time.Now()
 	for run := range runs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+e.Kubeconfig, fmt.Sprintf("%s=%d", crashRunEnv, run))
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+e.Kubeconfig, fmt.Sprintf("%s=%d", crashRunEnv, run), fmt.Sprintf("%s=%d", crashFamEnv, f.Family))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -131,7 +145,7 @@ func TestRealCrashSafety(t *testing.T) {
 		for k, al := range b.Spec.Allocations {
 			var o int
 			fmt.Sscan(k, &o)
-			ip := netip.AddrFrom4([4]byte{c.Addr().As4()[0], c.Addr().As4()[1], c.Addr().As4()[2], c.Addr().As4()[3] + byte(o)})
+			ip := ipam.AddrAt(c, o)
 			if h, ok := byIP[ip]; ok {
 				if al.Handle != h {
 					t.Fatalf("%v reported for %s but held by %s", ip, h, al.Handle)
@@ -205,7 +219,7 @@ func TestRealCrashSafety(t *testing.T) {
 		}
 	}
 	// A claim cut between the block and its affinity is repaired when the node's allocator loads.
-	if _, err := ipam.New(store, ipam.Config{}).Assign(ctx, ipam.Request{Handle: "net.crash-after", Node: crashNode}); err != nil {
+	if _, err := ipam.New(store, ipam.Config{}).Assign(ctx, f.req(ipam.Request{Handle: "net." + f.name("crash-after"), Node: crashNode})); err != nil {
 		t.Fatal(err)
 	}
 	affs, _ := e.Client.BlockAffinities().List(ctx, metav1.ListOptions{})

@@ -1,6 +1,12 @@
 // Package ipam is tabby's block IPAM: IPPools are cut into blocks of blockSize addresses; a node
-// claims a free block when its own blocks are full, and hands out addresses from its blocks to
-// its workloads. All state lives in the datastore (IPAMBlock, BlockAffinity and IPAMHandle
+// claims a free block when its own blocks are full (the lowest free one, found by walking the
+// gaps between the blocks in use, freeblocks.go), and hands out addresses from its blocks to its
+// workloads.
+//
+// Both families go through the same code: a pool's family is its prefix's (apis/ippool), a
+// Request asks for one address of one family (IPv4 unless it says otherwise), and a dual-stack
+// attachment makes one request per family under one handle, which then lists a block of each.
+// Everything below holds per family. All state lives in the datastore (IPAMBlock, BlockAffinity and IPAMHandle
 // objects, see apis/v1/ipam_types.go) and every write is a compare-and-swap on the object's
 // resourceVersion; a lost compare-and-swap re-reads and retries, a bounded number of times.
 //

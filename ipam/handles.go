@@ -13,6 +13,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Handle objects follow their allocation (doc.go). An address in one of the node's own blocks is
@@ -169,10 +170,13 @@ func (a *Allocator) LoadNode(ctx context.Context, node string) error {
 	return nil
 }
 
-// heldBy finds handle's address in the node's cached blocks, or in a write of the batch being
+// heldBy finds handle's address of family fam in the node's cached blocks, or in a write of the batch being
 // built (pending), so that a repeated Assign gets the same address.
-func (ns *nodeState) heldBy(handle string, pending map[netip.Prefix]*blockWrite) (netip.Prefix, int, bool) {
+func (ns *nodeState) heldBy(handle string, fam ipfamily.Family, pending map[netip.Prefix]*blockWrite) (netip.Prefix, int, bool) {
 	for c, b := range ns.blocks {
+		if ipfamily.OfPrefix(c) != fam {
+			continue // a dual-stack attachment holds one address of each family under one handle
+		}
 		if w := pending[c]; w != nil {
 			b = w.obj
 		}
@@ -218,8 +222,8 @@ func (a *Allocator) blocksOfHandle(h *v1.IPAMHandle, handle string) []netip.Pref
 	}
 	if h != nil {
 		for cs := range h.Spec.Block {
-			if c, err := netip.ParsePrefix(cs); err == nil {
-				add(c.Masked())
+			if c, err := parseStoredCIDR(cs); err == nil {
+				add(c)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -48,18 +50,22 @@ func (s *barrierStore) CreateBlock(ctx context.Context, b *v1.IPAMBlock) (*v1.IP
 	return got, err
 }
 
-func TestRealClaimRace(t *testing.T) {
+func TestRealClaimRace(t *testing.T) { forFamilies(t, testRealClaimRace) }
+
+func testRealClaimRace(t *testing.T, f family) {
 	e := sharedEnv(t)
 	ctx := context.Background()
-	scenario(t, e, "race", "10.244.8.0/26", 28, "race-a", "race-b")
+	pool := f.cidr("10.244.8.0/26")
+	na, nb := f.name("race-a"), f.name("race-b")
+	scenario(t, e, f.name("race"), pool, f.blockSize(28), na, nb)
 	bs := &barrierStore{Store: kubeStore(t, e), armed: true}
 	bs.wg.Add(2)
 	a, b := ipam.New(bs, ipam.Config{}), ipam.New(bs, ipam.Config{})
 	var x, y ipam.Assignment
 	var ex, ey error
 	var wg sync.WaitGroup
-	wg.Go(func() { x, ex = a.Assign(ctx, ipam.Request{Handle: "net.race-a", Node: "race-a"}) })
-	wg.Go(func() { y, ey = b.Assign(ctx, ipam.Request{Handle: "net.race-b", Node: "race-b"}) })
+	wg.Go(func() { x, ex = a.Assign(ctx, f.req(ipam.Request{Handle: "net." + na, Node: na})) })
+	wg.Go(func() { y, ey = b.Assign(ctx, f.req(ipam.Request{Handle: "net." + nb, Node: nb})) })
 	wg.Wait()
 	if ex != nil || ey != nil {
 		t.Fatalf("assign: %v / %v", ex, ey)
@@ -70,8 +76,8 @@ func TestRealClaimRace(t *testing.T) {
 	if x.Block == y.Block || x.Borrowed || y.Borrowed {
 		t.Fatalf("the loser must claim another block: %+v %+v", x, y)
 	}
-	for _, blk := range blocksIn(t, e, "10.244.8.0/26") {
-		want := map[string]string{x.Block.String(): "race-a", y.Block.String(): "race-b"}[blk.Spec.CIDR]
+	for _, blk := range blocksIn(t, e, pool) {
+		want := map[string]string{x.Block.String(): na, y.Block.String(): nb}[blk.Spec.CIDR]
 		if blk.Spec.Affinity != "host:"+want {
 			t.Fatalf("block %s affinity %q, want host:%s", blk.Spec.CIDR, blk.Spec.Affinity, want)
 		}
@@ -81,11 +87,14 @@ func TestRealClaimRace(t *testing.T) {
 	}
 }
 
-func TestRealInvariants(t *testing.T) {
+func TestRealInvariants(t *testing.T) { forFamilies(t, testRealInvariants) }
+
+func testRealInvariants(t *testing.T, f family) {
 	e := sharedEnv(t)
 	ctx := context.Background()
-	nodes := []string{"inv-a", "inv-b", "inv-c"}
-	scenario(t, e, "inv", "10.244.16.0/22", 26, nodes...)
+	nodes := []string{f.name("inv-a"), f.name("inv-b"), f.name("inv-c")}
+	pool := f.cidr("10.244.16.0/22")
+	scenario(t, e, f.name("inv"), pool, f.blockSize(26), nodes...)
 	store := kubeStore(t, e)
 	type got struct {
 		node, handle string
@@ -104,7 +113,7 @@ func TestRealInvariants(t *testing.T) {
 				sem <- struct{}{}
 				defer func() { <-sem }()
 				h := fmt.Sprintf("net.%s-%d", n, i)
-				as, err := alloc.Assign(ctx, ipam.Request{Handle: h, Node: n, Namespace: "default", Pod: fmt.Sprintf("%s-%d", n, i)})
+				as, err := alloc.Assign(ctx, f.req(ipam.Request{Handle: h, Node: n, Namespace: "default", Pod: fmt.Sprintf("%s-%d", n, i)}))
 				if err != nil {
 					errs <- err
 					return
@@ -131,21 +140,21 @@ func TestRealInvariants(t *testing.T) {
 		}
 		seen[g.as.IP] = g.handle
 	}
-	blocks := blocksIn(t, e, "10.244.16.0/22")
+	blocks := blocksIn(t, e, pool)
 	byCIDR := map[string]v1.IPAMBlock{}
 	for _, b := range blocks {
 		byCIDR[b.Spec.CIDR] = b
 	}
 	for _, g := range all {
 		b, ok := byCIDR[g.as.Block.String()]
-		if !ok || !g.as.Block.Contains(g.as.IP) {
+		if !ok || !g.as.Block.Contains(g.as.IP) || ipfamily.OfAddr(g.as.IP) != f.Family {
 			t.Fatalf("%s: %v not in an existing block", g.handle, g.as.IP)
 		}
 		affine := b.Spec.Affinity == "host:"+g.node
 		if affine == g.as.Borrowed {
 			t.Fatalf("%s: block %s affinity %q but borrowed=%v", g.handle, b.Spec.CIDR, b.Spec.Affinity, g.as.Borrowed)
 		}
-		o := int(g.as.IP.As4()[3]) - int(g.as.Block.Addr().As4()[3])
+		o, _ := ipam.OrdinalOf(g.as.Block, g.as.IP)
 		al := b.Spec.Allocations[fmt.Sprint(o)]
 		if al.Handle != g.handle || al.Node != g.node {
 			t.Fatalf("%s: block records %+v", g.handle, al)
@@ -176,7 +185,7 @@ func TestRealInvariants(t *testing.T) {
 	}
 	t.Logf("300 releases (20 concurrent) in %v", time.Since(start).Round(time.Millisecond))
 	n := 0
-	for _, b := range blocksIn(t, e, "10.244.16.0/22") {
+	for _, b := range blocksIn(t, e, pool) {
 		n += len(b.Spec.Allocations)
 	}
 	hl, err := e.Client.IPAMHandles().List(ctx, metav1.ListOptions{})
@@ -185,7 +194,7 @@ func TestRealInvariants(t *testing.T) {
 	}
 	left := 0
 	for _, h := range hl.Items {
-		if strings.HasPrefix(h.Spec.HandleID, "net.inv-") {
+		if slices.ContainsFunc(nodes, func(n string) bool { return strings.HasPrefix(h.Spec.HandleID, "net."+n+"-") }) {
 			left++
 		}
 	}
@@ -194,11 +203,14 @@ func TestRealInvariants(t *testing.T) {
 	}
 }
 
-func TestRealExhaustionAndBorrowing(t *testing.T) {
+func TestRealExhaustionAndBorrowing(t *testing.T) { forFamilies(t, testRealExhaustionAndBorrowing) }
+
+func testRealExhaustionAndBorrowing(t *testing.T, f family) {
 	e := sharedEnv(t)
 	ctx := context.Background()
-	nodes := []string{"exh-a", "exh-b", "exh-c"}
-	scenario(t, e, "exh", "10.244.24.0/26", 28, nodes...)
+	nodes := []string{f.name("exh-a"), f.name("exh-b"), f.name("exh-c")}
+	pool := f.cidr("10.244.24.0/26")
+	scenario(t, e, f.name("exh"), pool, f.blockSize(28), nodes...)
 	store := kubeStore(t, e)
 	allocs := map[string]*ipam.Allocator{}
 	for _, n := range nodes {
@@ -206,7 +218,7 @@ func TestRealExhaustionAndBorrowing(t *testing.T) {
 	}
 	seen := map[netip.Addr]bool{}
 	assign := func(n string, i int) (ipam.Assignment, error) {
-		as, err := allocs[n].Assign(ctx, ipam.Request{Handle: fmt.Sprintf("net.%s-%d", n, i), Node: n})
+		as, err := allocs[n].Assign(ctx, f.req(ipam.Request{Handle: fmt.Sprintf("net.%s-%d", n, i), Node: n}))
 		if err == nil {
 			if seen[as.IP] {
 				t.Fatalf("duplicate %v", as.IP)
@@ -223,33 +235,35 @@ func TestRealExhaustionAndBorrowing(t *testing.T) {
 			}
 		}
 	}
-	if got := len(blocksIn(t, e, "10.244.24.0/26")); got != 4 {
+	if got := len(blocksIn(t, e, pool)); got != 4 {
 		t.Fatalf("%d blocks claimed, want 4", got)
 	}
 	// c borrows the remaining 30 addresses from a's and b's blocks.
 	for i := range 30 {
-		as, err := assign("exh-c", i)
+		as, err := assign(nodes[2], i)
 		if err != nil || !as.Borrowed {
 			t.Fatalf("c #%d: %+v %v", i, as, err)
 		}
 	}
 	strict := ipam.New(store, ipam.Config{StrictAffinity: true})
-	for _, al := range []*ipam.Allocator{allocs["exh-c"], allocs["exh-a"], strict} {
-		_, err := al.Assign(ctx, ipam.Request{Handle: "net.exh-over", Node: "exh-c"})
-		if err == nil || !strings.Contains(err.Error(), "pool 10.244.24.0/26 exhausted") {
+	over := "net." + f.name("exh-over")
+	for _, al := range []*ipam.Allocator{allocs[nodes[2]], allocs[nodes[0]], strict} {
+		_, err := al.Assign(ctx, f.req(ipam.Request{Handle: over, Node: nodes[2]}))
+		if err == nil || !strings.Contains(err.Error(), "pool "+pool+" exhausted") {
 			t.Fatalf("want exhausted, got %v", err)
 		}
 	}
-	if _, err := e.Client.IPAMHandles().Get(ctx, "net.exh-over"); !apierrors.IsNotFound(err) {
+	if _, err := e.Client.IPAMHandles().Get(ctx, names.HandleName(over)); !apierrors.IsNotFound(err) {
 		t.Fatalf("a failed assign left its handle: %v", err)
 	}
 	if len(seen) != 64 {
 		t.Fatalf("%d addresses handed out, want 64", len(seen))
 	}
 	// Who holds a borrowed address, as the CLI shows it.
-	as, _ := allocs["exh-c"].Lookup(ctx, "net.exh-c-0")
+	c0 := fmt.Sprintf("net.%s-0", nodes[2])
+	as, _ := allocs[nodes[2]].Lookup(ctx, c0)
 	o, err := ipam.WhoHas(ctx, store, as[0].IP)
-	if err != nil || o.Node != "exh-c" || !o.Borrowed || o.BlockNode == "exh-c" || o.Handle != "net.exh-c-0" {
+	if err != nil || o.Node != nodes[2] || !o.Borrowed || o.BlockNode == nodes[2] || o.Handle != c0 {
 		t.Fatalf("WhoHas: %+v %v", o, err)
 	}
 	u, err := ipam.GetUsage(ctx, store)
@@ -257,7 +271,7 @@ func TestRealExhaustionAndBorrowing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range u.Pools {
-		if p.Name == "exh" && (p.Total != 64 || p.InUse != 64 || p.Free != 0 || p.Blocks != 4) {
+		if p.Name == f.name("exh") && (p.Total.Int64() != 64 || p.InUse != 64 || p.Free.Sign() != 0 || p.Blocks != 4) {
 			t.Fatalf("usage: %+v", p)
 		}
 	}

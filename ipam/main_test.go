@@ -3,6 +3,7 @@ package ipam_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -90,4 +92,47 @@ func blocksIn(tb testing.TB, e *testenv.Env, cidr string) []v1.IPAMBlock {
 		}
 	}
 	return out
+}
+
+// family runs a scenario written for IPv4 in either family. Its IPv6 run maps the test's IPv4
+// pool into fd00:10:244::/48 (the IPv4 address as the last 32 bits, the prefix 96 bits longer:
+// the same number of blocks and addresses) and suffixes the object names, since both runs share
+// one API server.
+type family struct{ ipfamily.Family }
+
+var families = []family{{ipfamily.IPv4}, {ipfamily.IPv6}}
+
+func forFamilies(t *testing.T, test func(*testing.T, family)) {
+	for _, f := range families {
+		t.Run(f.String(), func(t *testing.T) { test(t, f) })
+	}
+}
+
+// cidr is the test's IPv4 prefix in this family.
+func (f family) cidr(v4 string) string {
+	p := netip.MustParsePrefix(v4)
+	if f.Family == ipfamily.IPv4 {
+		return p.String()
+	}
+	a := [16]byte{0xfd, 0x00, 0x00, 0x10, 0x02, 0x44}
+	b := p.Addr().As4()
+	copy(a[12:], b[:])
+	return netip.PrefixFrom(netip.AddrFrom16(a), p.Bits()+96).String()
+}
+
+// blockSize is the test's IPv4 block size in this family.
+func (f family) blockSize(v4 int) int {
+	if f.Family == ipfamily.IPv6 {
+		return v4 + 96
+	}
+	return v4
+}
+
+// name is an object name of the test's, distinct per family.
+func (f family) name(s string) string { return s + f.NameSuffix() }
+
+// req is a request of this family.
+func (f family) req(r ipam.Request) ipam.Request {
+	r.Family = f.Family
+	return r
 }

@@ -11,50 +11,19 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/tabbynet/tabby/apis/selector"
+	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
-
-// pool is an IPPool with its fields parsed.
-type pool struct {
-	Name      string
-	CIDR      netip.Prefix
-	BlockSize int
-	IPIPMode  v1.IPIPMode
-	Disabled  bool
-	Selector  string
-	sel       selector.Selector
-	selErr    error
-}
-
-func parsePool(p *v1.IPPool) (pool, error) {
-	cidr, err := netip.ParsePrefix(p.Spec.CIDR)
-	if err != nil || !cidr.Addr().Is4() || cidr.Masked() != cidr {
-		return pool{}, fmt.Errorf("IPPool %s: spec.cidr %q is not a canonical IPv4 CIDR", p.Name, p.Spec.CIDR)
-	}
-	bs := p.Spec.BlockSize
-	if bs == 0 {
-		bs = v1.DefaultBlockSize
-	}
-	if bs < cidr.Bits() || bs > v1.MaxBlockSize {
-		return pool{}, fmt.Errorf("IPPool %s: spec.blockSize %d does not fit spec.cidr %s", p.Name, bs, cidr)
-	}
-	mode := p.Spec.IPIPMode
-	if mode == "" {
-		mode = v1.IPIPModeNever
-	}
-	out := pool{Name: p.Name, CIDR: cidr, BlockSize: bs, IPIPMode: mode, Disabled: p.Spec.Disabled, Selector: p.Spec.NodeSelector}
-	out.sel, out.selErr = selector.Parse(p.Spec.NodeSelector)
-	return out, nil
-}
 
 // parsePools parses every pool, sorted by name; a malformed pool is skipped with its error kept
 // for the "why no pool" message (the API server's validation makes this rare).
-func parsePools(items []v1.IPPool) (pools []pool, bad []string) {
+func parsePools(items []v1.IPPool) (pools []ippool.Pool, bad []string) {
 	for i := range items {
-		p, err := parsePool(&items[i])
-		if err != nil {
-			bad = append(bad, err.Error())
+		p, errs := validation.ParseIPPool(&items[i])
+		if len(errs) > 0 {
+			bad = append(bad, fmt.Sprintf("%s (%v)", items[i].Name, errs.ToAggregate()))
 			continue
 		}
 		pools = append(pools, p)
@@ -63,18 +32,13 @@ func parsePools(items []v1.IPPool) (pools []pool, bad []string) {
 	return pools, bad
 }
 
-// matches tells whether the pool's nodeSelector selects a node with labels.
-func (p pool) matches(labels map[string]string) bool {
-	return p.selErr == nil && p.sel.Matches(labels)
-}
-
-// whyNot explains why the pool cannot serve a node, or "" when it can.
-func (p pool) whyNot(labels map[string]string) string {
+// whyNot explains why the pool cannot serve a request of family fam on a node, or "" when it can.
+func whyNot(p ippool.Pool, fam ipfamily.Family, labels map[string]string) string {
 	switch {
-	case p.selErr != nil:
-		return fmt.Sprintf("%s (bad nodeSelector: %v)", p.Name, p.selErr)
-	case !p.sel.Matches(labels):
-		return fmt.Sprintf("%s (nodeSelector %q does not match)", p.Name, p.Selector)
+	case p.Family() != fam:
+		return fmt.Sprintf("%s (an %s pool: the request is for %s)", p.Name, p.Family(), fam)
+	case !p.Matches(labels):
+		return fmt.Sprintf("%s (nodeSelector %q does not match)", p.Name, p.NodeSelector)
 	case p.Disabled:
 		return fmt.Sprintf("%s (disabled)", p.Name)
 	}
@@ -82,19 +46,19 @@ func (p pool) whyNot(labels map[string]string) string {
 }
 
 // poolFor finds the pool containing a block or address.
-func poolFor(pools []pool, p netip.Prefix) (pool, bool) {
+func poolFor(pools []ippool.Pool, p netip.Prefix) (ippool.Pool, bool) {
 	for _, pl := range pools {
 		if pl.CIDR.Overlaps(p) && pl.CIDR.Bits() <= p.Bits() {
 			return pl, true
 		}
 	}
-	return pool{}, false
+	return ippool.Pool{}, false
 }
 
 // choosePools picks the pools a request may allocate from: the explicit ones (the request's, else
 // the pod's annotation, else its namespace's), narrowed to the enabled pools selecting the node;
 // without explicit pools, every enabled pool selecting the node.
-func (a *Allocator) choosePools(ctx context.Context, r Request) ([]pool, error) {
+func (a *Allocator) choosePools(ctx context.Context, r Request) ([]ippool.Pool, error) {
 	all, bad, err := a.pools(ctx, false)
 	if err != nil {
 		return nil, err
@@ -105,21 +69,21 @@ func (a *Allocator) choosePools(ctx context.Context, r Request) ([]pool, error) 
 	}
 	explicit, source := r.Pools, "the request"
 	if len(explicit) == 0 && r.Namespace != "" && r.Pod != "" {
-		explicit, source, err = a.annotatedPools(ctx, r.Namespace, r.Pod)
+		explicit, source, err = a.annotatedPools(ctx, r.Namespace, r.Pod, r.family())
 		if err != nil {
 			return nil, err
 		}
 	}
-	return selectPools(all, bad, r.Node, node, explicit, source)
+	return selectPools(all, bad, r.family(), r.Node, node, explicit, source)
 }
 
-// selectPools is choosePools' decision, free of I/O.
-func selectPools(all []pool, bad []string, nodeName string, labels map[string]string, explicit []string, source string) ([]pool, error) {
+// selectPools is choosePools' decision, free of I/O: the pools of family fam.
+func selectPools(all []ippool.Pool, bad []string, fam ipfamily.Family, nodeName string, labels map[string]string, explicit []string, source string) ([]ippool.Pool, error) {
 	if len(explicit) == 0 {
-		var out []pool
+		var out []ippool.Pool
 		var why []string
 		for _, p := range all {
-			if w := p.whyNot(labels); w != "" {
+			if w := whyNot(p, fam, labels); w != "" {
 				why = append(why, w)
 				continue
 			}
@@ -134,21 +98,21 @@ func selectPools(all []pool, bad []string, nodeName string, labels map[string]st
 		}
 		return out, nil
 	}
-	var out []pool
+	var out []ippool.Pool
 	var why []string
 	for _, want := range explicit {
 		want = strings.TrimSpace(want)
-		idx := slices.IndexFunc(all, func(p pool) bool { return p.Name == want || p.CIDR.String() == want })
+		idx := slices.IndexFunc(all, func(p ippool.Pool) bool { return p.Name == want || p.CIDR.String() == want })
 		if idx < 0 {
 			why = append(why, fmt.Sprintf("%s (no such IPPool)", want))
 			continue
 		}
 		p := all[idx]
-		if w := p.whyNot(labels); w != "" {
+		if w := whyNot(p, fam, labels); w != "" {
 			why = append(why, w)
 			continue
 		}
-		if !slices.ContainsFunc(out, func(q pool) bool { return q.Name == p.Name }) {
+		if !slices.ContainsFunc(out, func(q ippool.Pool) bool { return q.Name == p.Name }) {
 			out = append(out, p)
 		}
 	}
@@ -158,14 +122,19 @@ func selectPools(all []pool, bad []string, nodeName string, labels map[string]st
 	return out, nil
 }
 
-// annotatedPools reads tabby.dev/ipv4pools from the pod, else from its namespace.
-func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string) ([]string, string, error) {
+// annotatedPools reads the family's pools annotation (tabby.dev/ipv4pools, tabby.dev/ipv6pools)
+// from the pod, else from its namespace.
+func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string, fam ipfamily.Family) ([]string, string, error) {
+	key := v1.AnnotationIPv4Pools
+	if fam == ipfamily.IPv6 {
+		key = v1.AnnotationIPv6Pools
+	}
 	podAnn, err := a.podAnnotations(ctx, namespace, name)
 	if err != nil {
 		return nil, "", err
 	}
-	if v, ok := podAnn[v1.AnnotationIPv4Pools]; ok {
-		src := fmt.Sprintf("pod %s/%s annotation %s", namespace, name, v1.AnnotationIPv4Pools)
+	if v, ok := podAnn[key]; ok {
+		src := fmt.Sprintf("pod %s/%s annotation %s", namespace, name, key)
 		l, err := parsePoolList(v, src)
 		return l, src, err
 	}
@@ -173,8 +142,8 @@ func (a *Allocator) annotatedPools(ctx context.Context, namespace, name string) 
 	if err != nil {
 		return nil, "", err
 	}
-	if v, ok := ann[v1.AnnotationIPv4Pools]; ok {
-		src := fmt.Sprintf("namespace %s annotation %s", namespace, v1.AnnotationIPv4Pools)
+	if v, ok := ann[key]; ok {
+		src := fmt.Sprintf("namespace %s annotation %s", namespace, key)
 		l, err := parsePoolList(v, src)
 		return l, src, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // ErrNotAllocated says an address is not allocated.
@@ -180,9 +181,11 @@ func (a *Allocator) ReleaseIfHeld(ctx context.Context, ip netip.Addr, handle str
 // releaseIP removes ip's allocation (only if held by onlyHandle, when set) from its block, then
 // from its handle, and returns the handle that held it.
 func (a *Allocator) releaseIP(ctx context.Context, ip netip.Addr, onlyHandle string) (string, error) {
-	if !ip.Is4() {
-		return "", fmt.Errorf("not an IPv4 address")
+	if !ip.IsValid() {
+		return "", fmt.Errorf("not an IP address")
 	}
+	ip = ip.Unmap() // blocks hold IPv4 addresses as such
+
 	c, err := a.blockOf(ctx, ip)
 	if err != nil {
 		return "", err
@@ -250,7 +253,7 @@ func (a *Allocator) blockOf(ctx context.Context, ip netip.Addr) (netip.Prefix, e
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	if p, ok := poolFor(pools, netip.PrefixFrom(ip, 32)); ok {
+	if p, ok := poolFor(pools, ipfamily.HostPrefix(ip)); ok {
 		c := blockContaining(ip, p.BlockSize)
 		if _, err := a.store.GetBlock(ctx, names.BlockName(c)); err == nil {
 			return c, nil

@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"net/netip"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // The queries behind `tabbyctl ipam show/check` and tabby-node's metrics. They read the
@@ -22,10 +24,13 @@ type PoolUsage struct {
 	CIDR      netip.Prefix
 	BlockSize int
 	Disabled  bool
-	// Total addresses, addresses allocated, and the rest.
-	Total, InUse, Free int64
+	// Total addresses, addresses allocated, and the rest: an IPv6 pool's total and free
+	// overflow any integer type.
+	Total, Free *big.Int
+	InUse       int64
 	// Blocks claimed by nodes, and the number of blocks the pool can hold.
-	Blocks, MaxBlocks int
+	Blocks    int
+	MaxBlocks *big.Int
 }
 
 // BlockUsage is one block's use.
@@ -58,7 +63,7 @@ func GetUsage(ctx context.Context, s Store) (Usage, error) {
 	var u Usage
 	byPool := map[string]*PoolUsage{}
 	for _, p := range pools {
-		u.Pools = append(u.Pools, PoolUsage{Name: p.Name, CIDR: p.CIDR, BlockSize: p.BlockSize, Disabled: p.Disabled, Total: poolSize(p.CIDR), MaxBlocks: blockCount(p.CIDR, p.BlockSize)})
+		u.Pools = append(u.Pools, PoolUsage{Name: p.Name, CIDR: p.CIDR, BlockSize: p.BlockSize, Disabled: p.Disabled, Total: poolSize(p.CIDR), MaxBlocks: maxBlocks(p)})
 	}
 	for i := range u.Pools {
 		byPool[u.Pools[i].Name] = &u.Pools[i]
@@ -84,7 +89,7 @@ func GetUsage(ctx context.Context, s Store) (Usage, error) {
 		u.Blocks = append(u.Blocks, bu)
 	}
 	for i := range u.Pools {
-		u.Pools[i].Free = u.Pools[i].Total - u.Pools[i].InUse
+		u.Pools[i].Free = new(big.Int).Sub(u.Pools[i].Total, big.NewInt(u.Pools[i].InUse))
 	}
 	sort.Slice(u.Blocks, func(i, j int) bool { return u.Blocks[i].CIDR.Addr().Less(u.Blocks[j].CIDR.Addr()) })
 	return u, nil
@@ -131,7 +136,7 @@ func WhoHas(ctx context.Context, s Store, ip netip.Addr) (Owner, error) {
 	}
 	pools, _ := parsePools(items)
 	where := Owner{IP: ip}
-	if p, ok := poolFor(pools, netip.PrefixFrom(ip, 32)); ok {
+	if p, ok := poolFor(pools, ipfamily.HostPrefix(ip)); ok {
 		where.Pool = p.Name
 	}
 	for i := range blocks {
@@ -378,7 +383,7 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 		}
 	}
 	for _, a := range affs {
-		c, err := netip.ParsePrefix(a.Spec.CIDR)
+		c, err := parseAffinityCIDR(&a)
 		if err != nil || !blockNames[names.BlockName(c)] {
 			r.AffinitiesWithoutBlock = append(r.AffinitiesWithoutBlock, a.Name)
 		}
@@ -394,7 +399,7 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 			continue
 		}
 		for _, ip := range p.IPs {
-			if _, ok := poolFor(pools, netip.PrefixFrom(ip, 32)); !ok || !ip.Is4() {
+			if _, ok := poolFor(pools, ipfamily.HostPrefix(ip)); !ok {
 				continue
 			}
 			byPodIP[ip] = append(byPodIP[ip], p.Namespace+"/"+p.Name)

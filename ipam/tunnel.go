@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // EnsureTunnelAddress gives the node its tunl0 address when one of its pools encapsulates
@@ -28,7 +29,7 @@ func (a *Allocator) EnsureTunnelAddress(ctx context.Context, node string) (netip
 	// addresses still need the tunnel, but only enabled pools give a new address.
 	var ipip, usable []string
 	for _, p := range pools {
-		if p.IPIPMode == v1.IPIPModeNever || !p.matches(n.Labels) {
+		if p.IPIPMode == v1.IPIPModeNever || !p.Matches(n.Labels) {
 			continue
 		}
 		ipip = append(ipip, p.Name)
@@ -94,6 +95,6 @@ func (a *Allocator) Ready(ctx context.Context, node string) error {
 	if err != nil {
 		return fmt.Errorf("get node %s: %w", node, err)
 	}
-	_, err = selectPools(pools, bad, node, n.Labels, nil, "")
+	_, err = selectPools(pools, bad, ipfamily.IPv4, node, n.Labels, nil, "")
 	return err
 }

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tabbynet/tabby/apis/selector"
-	v1 "github.com/tabbynet/tabby/apis/v1"
 	ipamgc "github.com/tabbynet/tabby/ipam/gc"
 	ipamrpc "github.com/tabbynet/tabby/ipam/rpc"
 	"github.com/tabbynet/tabby/node/installcni"
@@ -75,10 +73,7 @@ func needsTunnel(s syncer.Snapshot) bool {
 		return false
 	}
 	for _, p := range s.Pools {
-		if p.Spec.Disabled || p.Spec.IPIPMode == "" || p.Spec.IPIPMode == v1.IPIPModeNever {
-			continue
-		}
-		if sel, err := selector.Parse(p.Spec.NodeSelector); err == nil && sel.Matches(s.Local.Labels) {
+		if !p.Disabled && p.IPIP() && p.Matches(s.Local.Labels) {
 			return true
 		}
 	}

@@ -9,14 +9,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
 func TestNeedsTunnel(t *testing.T) {
-	pool := func(mode v1.IPIPMode, sel string, disabled bool) v1.IPPool {
-		return v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", IPIPMode: mode, NodeSelector: sel, Disabled: disabled}}
+	pool := func(mode v1.IPIPMode, sel string, disabled bool) ippool.Pool {
+		p, errs := validation.ParseIPPool(&v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", IPIPMode: mode, NodeSelector: sel, Disabled: disabled}})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return p
 	}
 	local := &syncer.NodeInfo{Name: "a", Labels: map[string]string{"zone": "x"}}
 	for _, tc := range []struct {
@@ -24,11 +30,11 @@ func TestNeedsTunnel(t *testing.T) {
 		s    syncer.Snapshot
 		want bool
 	}{
-		{"no local node yet", syncer.Snapshot{Pools: []v1.IPPool{pool(v1.IPIPModeAlways, "", false)}}, false},
-		{"never", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeNever, "", false)}}, false},
-		{"cross-subnet selects us", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true},
-		{"always, other zone", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeAlways, "zone == 'y'", false)}}, false},
-		{"always but disabled", syncer.Snapshot{Local: local, Pools: []v1.IPPool{pool(v1.IPIPModeAlways, "", true)}}, false},
+		{"no local node yet", syncer.Snapshot{Pools: []ippool.Pool{pool(v1.IPIPModeAlways, "", false)}}, false},
+		{"never", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeNever, "", false)}}, false},
+		{"cross-subnet selects us", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true},
+		{"always, other zone", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeAlways, "zone == 'y'", false)}}, false},
+		{"always but disabled", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeAlways, "", true)}}, false},
 	} {
 		if got := needsTunnel(tc.s); got != tc.want {
 			t.Errorf("%s: needsTunnel = %v, want %v", tc.name, got, tc.want)

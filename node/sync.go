@@ -5,6 +5,7 @@ import (
 
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -17,7 +18,7 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 
 	var pools []felix.Pool
 	for _, p := range s.Pools {
-		pools = append(pools, felix.Pool{Name: p.Name, CIDR: netip.MustParsePrefix(p.Spec.CIDR), IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled})
+		pools = append(pools, felix.Pool{Name: p.Name, CIDR: p.CIDR, IPIPMode: p.IPIPMode, NATOutgoing: p.NATOutgoing, Disabled: p.Disabled})
 	}
 	var workloads []felix.Workload
 	for _, w := range s.Workloads {
@@ -33,9 +34,11 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
 	a.felix.OnUpdate(felix.EndpointsUpdate{Endpoints: endpoints})
 
-	a.bgp.SetPools(s.PoolPrefixes())
-	a.bgp.SetRoutable(s.Routable)
-	a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
+	// The BGP speaker carries IPv4 unicast only so far: an IPv6 pool (valid since IPPools may be
+	// IPv6) must not reach its prefix sets, where it would break the IPv4 policies too.
+	a.bgp.SetPools(ipfamily.Split(s.PoolPrefixes(), ipfamily.IPv4))
+	a.bgp.SetRoutable(ipfamily.Split(s.Routable, ipfamily.IPv4))
+	a.bgp.SetLocalPrefixes(ipfamily.Split(s.AdvertisedPrefixes(), ipfamily.IPv4))
 	a.bgp.SetBGPConfiguration(s.BGPConfig)
 	a.bgp.SetSecrets(s.Secrets)
 	a.bgp.SetBGPPeers(s.BGPPeers)

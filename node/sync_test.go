@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/tabbynet/tabby/apis/ippool"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
@@ -45,9 +44,9 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	snap := syncer.Snapshot{
 		NodeName: "n1",
 		Local:    &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")},
-		Pools: []v1.IPPool{
-			{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1.IPPoolSpec{CIDR: "10.245.0.0/16", NATOutgoing: true}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", NATOutgoing: true}},
+		Pools: []ippool.Pool{
+			{Name: "b", CIDR: netip.MustParsePrefix("10.245.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
+			{Name: "a", CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
 		},
 		LocalBlocks: []netip.Prefix{netip.MustParsePrefix("10.244.1.64/26"), netip.MustParsePrefix("10.244.1.0/26")},
 	}
@@ -72,7 +71,7 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	// The next event: the same pools, blocks and node (as new slices, in another order), one pod more.
 	next := snap
 	next.Local = &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")}
-	next.Pools = []v1.IPPool{snap.Pools[1], snap.Pools[0]}
+	next.Pools = []ippool.Pool{snap.Pools[1], snap.Pools[0]}
 	next.LocalBlocks = []netip.Prefix{snap.LocalBlocks[1], snap.LocalBlocks[0]}
 	next.Workloads = append(append([]syncer.Workload(nil), snap.Workloads...), syncer.Workload{IP: netip.MustParseAddr("10.244.1.60"), Interface: "cali0123456789a"})
 	replaces, dels, links := fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkList")

@@ -3,6 +3,7 @@ package tabbyctl
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -27,10 +28,10 @@ func (a *app) ipamCommand() *cobra.Command {
 
 func parseIP(s string) (netip.Addr, error) {
 	ip, err := netip.ParseAddr(s)
-	if err != nil || !ip.Is4() {
-		return netip.Addr{}, fmt.Errorf("--ip: Invalid value: %q: not an IPv4 address", s)
+	if err != nil || ip.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("--ip: Invalid value: %q: not an IP address", s)
 	}
-	return ip, nil
+	return ip.Unmap(), nil
 }
 
 func (a *app) ipamStore() (*ipam.KubeStore, error) {
@@ -78,14 +79,15 @@ func (a *app) ipamShow() *cobra.Command {
 			}
 			var rows [][]string
 			for _, p := range usageRows(usage) {
-				rows = append(rows, []string{"pool", p.name, p.cidr, "-", i64(p.total), i64(p.inUse), pct(p.inUse, p.total), i64(p.total - p.inUse)})
+				free := new(big.Int).Sub(p.total, big.NewInt(p.inUse))
+				rows = append(rows, []string{"pool", p.name, p.cidr, "-", p.total.String(), i64(p.inUse), pct(p.inUse, p.total), free.String()})
 				if showBlocks {
 					for _, b := range p.blocks {
 						node := b.Node
 						if node == "" {
 							node = "(none)"
 						}
-						rows = append(rows, []string{"block", p.name, b.CIDR.String(), node, i64(int64(b.Size)), i64(int64(b.InUse)), pct(int64(b.InUse), int64(b.Size)), i64(int64(b.Size - b.InUse))})
+						rows = append(rows, []string{"block", p.name, b.CIDR.String(), node, i64(int64(b.Size)), i64(int64(b.InUse)), pct(int64(b.InUse), big.NewInt(int64(b.Size))), i64(int64(b.Size - b.InUse))})
 					}
 				}
 			}
@@ -105,9 +107,10 @@ func (a *app) ipamShow() *cobra.Command {
 
 // poolRow is one pool of `ipam show` with its blocks.
 type poolRow struct {
-	name, cidr   string
-	total, inUse int64
-	blocks       []ipam.BlockUsage
+	name, cidr string
+	total      *big.Int // an IPv6 pool's overflows an int64
+	inUse      int64
+	blocks     []ipam.BlockUsage
 }
 
 // usageRows groups the blocks under their pools, sorted by name; blocks no pool contains (their
@@ -123,14 +126,14 @@ func usageRows(u ipam.Usage) []poolRow {
 	for i := range out {
 		byName[out[i].name] = i
 	}
-	orphan := poolRow{name: "(no pool)", cidr: "-"}
+	orphan := poolRow{name: "(no pool)", cidr: "-", total: new(big.Int)}
 	for _, b := range u.Blocks {
 		if i, ok := byName[b.Pool]; ok && b.Pool != "" {
 			out[i].blocks = append(out[i].blocks, b)
 			continue
 		}
 		orphan.blocks = append(orphan.blocks, b)
-		orphan.total += int64(b.Size)
+		orphan.total.Add(orphan.total, big.NewInt(int64(b.Size)))
 		orphan.inUse += int64(b.InUse)
 	}
 	if len(orphan.blocks) > 0 {
@@ -141,11 +144,12 @@ func usageRows(u ipam.Usage) []poolRow {
 
 func i64(v int64) string { return strconv.FormatInt(v, 10) }
 
-func pct(part, total int64) string {
-	if total == 0 {
+func pct(part int64, total *big.Int) string {
+	if total.Sign() == 0 {
 		return "0%"
 	}
-	return fmt.Sprintf("%.0f%%", float64(part)*100/float64(total))
+	t, _ := new(big.Float).SetInt(total).Float64()
+	return fmt.Sprintf("%.0f%%", float64(part)*100/t)
 }
 
 // ownerText is one human line about who holds an address (ipam.WhoHas).

@@ -254,3 +254,22 @@ func TestNodeStatus(t *testing.T) {
 		t.Errorf("stale socket: %+v", r)
 	}
 }
+
+// TestIPv6Pool: an IPv6 pool shows its family's defaults, its size without overflowing, and an
+// IPv4-only field on it is refused before anything is written, naming the field.
+func TestIPv6Pool(t *testing.T) {
+	needCluster(t)
+	mustRun(t, "", "create", "-f", writeFile(t, "pool6.yaml", "apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: v6-pool}\nspec: {cidr: 'fd00:10:244::/48'}\n"))
+	t.Cleanup(func() { run(t, "", "delete", "ippool", "v6-pool") })
+	wantRows(t, mustRun(t, "", "get", "ippool", "v6-pool", "-o", "wide"), [][]string{
+		{"NAME", "CIDR", "SELECTOR", "NAT", "IPIPMODE", "DISABLED", "BLOCKSIZE"},
+		{"v6-pool", "fd00:10:244::/48", "all()", "false", "Never", "false", "122"},
+	})
+	if out := mustRun(t, "", "ipam", "show"); !containsRow(out, []string{"v6-pool", "fd00:10:244::/48", "1208925819614629174706176", "0", "0%", "1208925819614629174706176"}) {
+		t.Errorf("ipam show:\n%s", out)
+	}
+	r := run(t, "", "patch", "ippool", "v6-pool", "-p", `{"spec":{"ipipMode":"Always"}}`)
+	if r.code == 0 || !strings.Contains(r.stderr, `spec.ipipMode: Invalid value: "Always": is IPv4-only`) {
+		t.Fatalf("IPIP on an IPv6 pool: exit %d stderr %q", r.code, r.stderr)
+	}
+}

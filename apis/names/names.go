@@ -28,9 +28,16 @@ func HostVethName(namespace, pod, containerID string) string {
 // IsHostVeth tells whether an interface name is a tabby workload interface.
 func IsHostVeth(name string) bool { return strings.HasPrefix(name, HostVethPrefix) }
 
-// BlockName is the IPAMBlock object name for a block: 10.244.1.64/26 → 10-244-1-64-26.
+// BlockName is the IPAMBlock object name for a block: 10.244.1.64/26 → 10-244-1-64-26,
+// fd00:10:244::40/122 → fd00-10-244--40-122 (as Calico). Names of the two families never meet:
+// an IPv4 name has five fields and no "--", an IPv6 one has nine fields or a "--".
 func BlockName(block netip.Prefix) string {
-	return strings.NewReplacer(".", "-", "/", "-").Replace(block.String())
+	name := strings.NewReplacer(".", "-", ":", "-", "/", "-").Replace(block.String())
+	if strings.HasPrefix(name, "-") {
+		// A block of ::/N's first addresses: an object name must start with an alphanumeric.
+		name = "0" + name
+	}
+	return name
 }
 
 // AffinityName is the BlockAffinity object name for a node's claim on a block.

@@ -28,6 +28,15 @@ func TestObjectNames(t *testing.T) {
 	if got := BlockName(b); got != "10-244-1-64-26" {
 		t.Fatalf("BlockName = %q", got)
 	}
+	for cidr, want := range map[string]string{
+		"fd00:10:244::40/122":       "fd00-10-244--40-122",
+		"fd00:10:244:0:1:2:3:0/116": "fd00-10-244-0-1-2-3-0-116",
+		"::40/122":                  "0--40-122",
+	} {
+		if got := BlockName(netip.MustParsePrefix(cidr)); got != want {
+			t.Errorf("BlockName(%s) = %q, want %q", cidr, got, want)
+		}
+	}
 	if got := AffinityName("node-a", b); got != "node-a-10-244-1-64-26" {
 		t.Fatalf("AffinityName = %q", got)
 	}

@@ -16,19 +16,28 @@ const (
 	// AnnotationIPv4Pools on a pod or its namespace names the pools (a JSON list of pool names or
 	// CIDRs) its address must come from; the pod's annotation wins.
 	AnnotationIPv4Pools = "tabby.dev/ipv4pools"
+	// AnnotationIPv6Pools is the same for a pod's IPv6 address.
+	AnnotationIPv6Pools = "tabby.dev/ipv6pools"
 	// AnnotationBGPRestarting announces a planned restart of the node that its tabby-node cannot
 	// announce itself (a power cycle, a link maintenance): until this time (RFC 3339), its peers
 	// treat a lost session with it as a graceful restart and keep its routes.
 	AnnotationBGPRestarting = "tabby.dev/bgp-restarting"
 )
 
-// Defaults shared by the schema, the agents and the CLI.
+// Defaults shared by the schema, the agents and the CLI. The block sizes depend on the pool's
+// family, which only its cidr tells: the schema cannot default blockSize (a default cannot look
+// at another field), so an unset blockSize means the family's default wherever a pool is read
+// (apis/validation.ParseIPPool). The CEL rules on IPPoolSpec repeat these numbers.
 const (
-	DefaultBlockSize  = 26
-	MinBlockSize      = 20
-	MaxBlockSize      = 32
-	DefaultASNumber   = 64512
-	DefaultListenPort = 179
+	DefaultBlockSizeIPv4 = 26
+	MinBlockSizeIPv4     = 20
+	MaxBlockSizeIPv4     = 32
+	// IPv6 as Calico: a /122 block holds 64 addresses, as many as an IPv4 /26.
+	DefaultBlockSizeIPv6 = 122
+	MinBlockSizeIPv6     = 116
+	MaxBlockSizeIPv6     = 128
+	DefaultASNumber      = 64512
+	DefaultListenPort    = 179
 	// DefaultBGPConfigurationName is the name of the singleton BGPConfiguration.
 	DefaultBGPConfigurationName = "default"
 )

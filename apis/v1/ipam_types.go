@@ -18,8 +18,8 @@ type Allocation struct {
 // IPAMBlockSpec is a block of a pool and the addresses allocated in it. Every write is a
 // compare-and-swap on the object's resourceVersion.
 type IPAMBlockSpec struct {
-	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4 && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical IPv4 CIDR'"
-	// +kubebuilder:validation:MaxLength=18
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical CIDR'"
+	// +kubebuilder:validation:MaxLength=43
 	CIDR string `json:"cidr"`
 	// Affinity is "host:<node>" while the block belongs to a node; empty once released.
 	// +optional
@@ -67,8 +67,8 @@ const (
 type BlockAffinitySpec struct {
 	// +kubebuilder:validation:MinLength=1
 	Node string `json:"node"`
-	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4 && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical IPv4 CIDR'"
-	// +kubebuilder:validation:MaxLength=18
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical CIDR'"
+	// +kubebuilder:validation:MaxLength=43
 	CIDR string `json:"cidr"`
 	// +kubebuilder:default=pending
 	// +optional

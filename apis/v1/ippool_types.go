@@ -13,22 +13,32 @@ const (
 )
 
 // IPPoolSpec describes a range of pod addresses, cut into blocks that nodes claim.
-// +kubebuilder:validation:XValidation:rule="!isCIDR(self.cidr) || cidr(self.cidr).prefixLength() <= self.blockSize",fieldPath=".blockSize",message="blockSize is larger than the pool: the prefix of cidr must be at most blockSize"
+//
+// The family is the cidr's; the rules that depend on it (block sizes, IPIP) are on the spec, so
+// they see both fields. apis/validation.ParseIPPool applies the same rules, and its test table
+// runs through this schema too. An unset or zero blockSize is the family's default (26, 122); a
+// blockSize below the family's range is reported once, by the range rule.
+// +kubebuilder:validation:XValidation:rule="!has(self.blockSize) || self.blockSize == 0 || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() != 4 || self.blockSize >= 20 && self.blockSize <= 32",fieldPath=".blockSize",message="blockSize must be between 20 and 32 for an IPv4 pool"
+// +kubebuilder:validation:XValidation:rule="!has(self.blockSize) || self.blockSize == 0 || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() != 6 || self.blockSize >= 116 && self.blockSize <= 128",fieldPath=".blockSize",message="blockSize must be between 116 and 128 for an IPv6 pool"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self.cidr) || cidr(self.cidr).prefixLength() <= (has(self.blockSize) && self.blockSize != 0 ? self.blockSize : (cidr(self.cidr).ip().family() == 4 ? 26 : 122)) || has(self.blockSize) && self.blockSize != 0 && self.blockSize < (cidr(self.cidr).ip().family() == 4 ? 20 : 116)",fieldPath=".blockSize",message="blockSize is larger than the pool: the prefix of cidr must be at most blockSize"
+// +kubebuilder:validation:XValidation:rule="!has(self.ipipMode) || self.ipipMode == 'Never' || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() == 4",fieldPath=".ipipMode",message="ipipMode is IPv4-only: an IPv6 pool's ipipMode must be Never or unset"
 type IPPoolSpec struct {
-	// CIDR is the pool's IPv4 range in canonical form, e.g. 10.244.0.0/16.
-	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4",messageExpression="'cidr: ' + self + ' is not an IPv4 CIDR'"
+	// CIDR is the pool's range in canonical form, IPv4 (10.244.0.0/16) or IPv6
+	// (fd00:10:244::/48); it decides the pool's family.
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",messageExpression="'cidr: ' + self + ' is not a CIDR'"
 	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' has host bits set'"
-	// +kubebuilder:validation:MaxLength=18
+	// +kubebuilder:validation:MaxLength=43
 	CIDR string `json:"cidr"`
 
-	// BlockSize is the prefix length of the blocks nodes claim from the pool.
-	// +kubebuilder:default=26
-	// +kubebuilder:validation:Minimum=20
-	// +kubebuilder:validation:Maximum=32
+	// BlockSize is the prefix length of the blocks nodes claim from the pool: 20 to 32 for an
+	// IPv4 pool (default 26), 116 to 128 for an IPv6 pool (default 122).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
 	// +optional
 	BlockSize int `json:"blockSize,omitempty"`
 
-	// IPIPMode: Never (routed natively), Always, or CrossSubnet (only to nodes on another subnet).
+	// IPIPMode: Never (routed natively), Always, or CrossSubnet (only to nodes on another
+	// subnet). IPIP carries IPv4 only: an IPv6 pool's is Never.
 	// +kubebuilder:default=Never
 	// +optional
 	IPIPMode IPIPMode `json:"ipipMode,omitempty"`

@@ -2,6 +2,7 @@ package validation
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/testenv"
 )
@@ -64,16 +66,27 @@ func TestRoundTrip(t *testing.T) {
 	c := env.Client
 	meta := metav1.ObjectMeta{Name: "rt"}
 
-	pool, err := c.IPPools().Create(ctx, &v1.IPPool{ObjectMeta: meta, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", NATOutgoing: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pool.Spec.BlockSize != 26 || pool.Spec.IPIPMode != v1.IPIPModeNever {
-		t.Fatalf("defaults not applied: blockSize=%d ipipMode=%q", pool.Spec.BlockSize, pool.Spec.IPIPMode)
-	}
-	got, err := c.IPPools().Get(ctx, "rt")
-	if err != nil || got.Spec != pool.Spec {
-		t.Fatalf("IPPool round trip: %+v, %v", got, err)
+	// The server defaults ipipMode; blockSize depends on the family, which a schema default
+	// cannot see, so the typed pool applies it.
+	for _, tc := range []struct {
+		name, cidr string
+		blockSize  int
+	}{{"rt", "10.244.0.0/16", 26}, {"rt6", "fd00:10:244::/48", 122}} {
+		pool, err := c.IPPools().Create(ctx, &v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: v1.IPPoolSpec{CIDR: tc.cidr, NATOutgoing: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pool.Spec.IPIPMode != v1.IPIPModeNever {
+			t.Fatalf("%s: ipipMode not defaulted: %q", tc.cidr, pool.Spec.IPIPMode)
+		}
+		got, err := c.IPPools().Get(ctx, tc.name)
+		if err != nil || got.Spec != pool.Spec {
+			t.Fatalf("IPPool round trip: %+v, %v", got, err)
+		}
+		typed, errs := ParseIPPool(got)
+		if len(errs) > 0 || typed.BlockSize != tc.blockSize || typed.CIDR.String() != tc.cidr {
+			t.Fatalf("%s: typed pool %+v %v, want blockSize %d", tc.cidr, typed, errs, tc.blockSize)
+		}
 	}
 
 	cfg, err := c.BGPConfigurations().Create(ctx, &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}})
@@ -124,6 +137,19 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := c.IPAMHandles().Create(ctx, &v1.IPAMHandle{ObjectMeta: metav1.ObjectMeta{Name: "net.abc"}, Spec: v1.IPAMHandleSpec{HandleID: "net.abc", Block: map[string]int{"10.244.0.0/26": 1}}}); err != nil {
 		t.Fatal(err)
 	}
+	// IPv6 blocks and affinities: the same objects, the name made DNS-safe, the cidr canonical.
+	b6 := netip.MustParsePrefix("fd00:10:244::40/122")
+	if _, err := c.IPAMBlocks().Create(ctx, &v1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: names.BlockName(b6)}, Spec: v1.IPAMBlockSpec{
+		CIDR: b6.String(), Affinity: "host:node-a", Allocations: map[string]v1.Allocation{"63": {Handle: "net.abc"}},
+	}}); err != nil {
+		t.Fatalf("IPv6 block: %v", err)
+	}
+	if _, err := c.BlockAffinities().Create(ctx, &v1.BlockAffinity{ObjectMeta: metav1.ObjectMeta{Name: names.AffinityName("node-a", b6)}, Spec: v1.BlockAffinitySpec{Node: "node-a", CIDR: b6.String()}}); err != nil {
+		t.Fatalf("IPv6 affinity: %v", err)
+	}
+	if _, err := c.IPAMBlocks().Create(ctx, &v1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: "hostbits"}, Spec: v1.IPAMBlockSpec{CIDR: "fd00:10:244::41/122"}}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.cidr") {
+		t.Fatalf("an IPv6 block with host bits set: want Invalid naming spec.cidr, got %v", err)
+	}
 	for _, del := range []func() error{
 		func() error { return c.IPAMHandles().Delete(ctx, "net.abc", metav1.DeleteOptions{}) },
 		func() error { return c.IPAMBlocks().Delete(ctx, "10-244-0-0-26", metav1.DeleteOptions{}) },
@@ -148,6 +174,8 @@ func TestKubectlRefusesBadPool(t *testing.T) {
 	for _, tc := range []struct{ manifest, field string }{
 		{"apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: bad}\nspec: {cidr: 10.244.0.0/16, blockSize: 19}\n", "spec.blockSize"},
 		{"apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: bad}\nspec: {cidr: 10.244.0.0/16, ipipMode: Sometimes}\n", "spec.ipipMode"},
+		{"apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: bad}\nspec: {cidr: 'fd00:10:244::/48', ipipMode: Always}\n", "spec.ipipMode"},
+		{"apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: bad}\nspec: {cidr: 'fd00:10:244::/48', blockSize: 26}\n", "spec.blockSize"},
 		{"apiVersion: tabby.dev/v1\nkind: BGPPeer\nmetadata: {name: bad}\nspec: {peerIP: not-an-ip, asNumber: 65001}\n", "spec.peerIP"},
 	} {
 		cmd := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f", "-")

@@ -14,23 +14,36 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	"github.com/tabbynet/tabby/apis/selector"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// ParseIPv4CIDR parses a canonical IPv4 CIDR (no host bits set).
-func ParseIPv4CIDR(s string) (netip.Prefix, error) {
+// ParseCIDR parses a prefix in canonical form (no host bits set), of either family: the one
+// check of "a CIDR as tabby stores it" (pools, blocks, affinities, service CIDRs).
+func ParseCIDR(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("not a CIDR")
 	}
-	if !p.Addr().Is4() {
-		return netip.Prefix{}, fmt.Errorf("not an IPv4 CIDR")
+	if p.Addr().Is4In6() {
+		// As the API server's cidr(): a mapped prefix would be an IPv4 range written as IPv6.
+		return netip.Prefix{}, fmt.Errorf("is an IPv4-mapped IPv6 prefix: write the IPv4 CIDR")
 	}
 	if p.Masked() != p {
 		return netip.Prefix{}, fmt.Errorf("has host bits set (want %s)", p.Masked())
 	}
 	return p, nil
+}
+
+// ParseIPv4CIDR is ParseCIDR for the fields that are IPv4-only so far.
+func ParseIPv4CIDR(s string) (netip.Prefix, error) {
+	p, err := ParseCIDR(s)
+	if err == nil && ipfamily.OfPrefix(p) != ipfamily.IPv4 {
+		return netip.Prefix{}, fmt.Errorf("not an IPv4 CIDR")
+	}
+	return p, err
 }
 
 // ParsePeerIP parses BGPPeer.peerIP: an IPv4 address with an optional :port (default 179).
@@ -57,39 +70,66 @@ func selectorErr(path *field.Path, expr string) *field.Error {
 	return nil
 }
 
-// IPPool validates an IPPool.
-func IPPool(p *v1.IPPool) field.ErrorList {
+// ParseIPPool validates an IPPool and returns it parsed, defaults applied: the one place a pool's
+// spec is read. Every error names its field; the pool is valid only when there is none.
+func ParseIPPool(p *v1.IPPool) (ippool.Pool, field.ErrorList) {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	cidr, err := ParseIPv4CIDR(p.Spec.CIDR)
+	out := ippool.Pool{Name: p.Name, IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled, NodeSelector: p.Spec.NodeSelector}
+	cidr, err := ParseCIDR(p.Spec.CIDR)
 	if err != nil {
 		errs = append(errs, field.Invalid(spec.Child("cidr"), p.Spec.CIDR, err.Error()))
 	}
-	bs := p.Spec.BlockSize
-	if bs == 0 {
-		bs = v1.DefaultBlockSize
+	out.CIDR = cidr
+	// Without a valid cidr the family is unknown: the block size is judged as IPv4's, as the
+	// pools written before IPv6 were.
+	fam := ipfamily.OfPrefix(cidr)
+	if fam == ipfamily.Unknown {
+		fam = ipfamily.IPv4
 	}
-	if bs < v1.MinBlockSize || bs > v1.MaxBlockSize {
-		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("must be between %d and %d", v1.MinBlockSize, v1.MaxBlockSize)))
+	def, lo, hi := ippool.BlockSizes(fam)
+	out.BlockSize = p.Spec.BlockSize
+	if out.BlockSize == 0 {
+		out.BlockSize = def
+	}
+	if bs := out.BlockSize; bs < lo || bs > hi {
+		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("must be between %d and %d for an %s pool", lo, hi, fam)))
 	} else if err == nil && cidr.Bits() > bs {
 		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("is larger than the pool: cidr %s has prefix /%d", p.Spec.CIDR, cidr.Bits())))
 	}
 	switch p.Spec.IPIPMode {
-	case "", v1.IPIPModeNever, v1.IPIPModeAlways, v1.IPIPModeCrossSubnet:
+	case "":
+		out.IPIPMode = v1.IPIPModeNever
+	case v1.IPIPModeNever:
+	case v1.IPIPModeAlways, v1.IPIPModeCrossSubnet:
+		if fam == ipfamily.IPv6 {
+			errs = append(errs, field.Invalid(spec.Child("ipipMode"), p.Spec.IPIPMode, "is IPv4-only: an IPv6 pool's ipipMode must be Never or unset"))
+		}
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("ipipMode"), p.Spec.IPIPMode, []string{string(v1.IPIPModeNever), string(v1.IPIPModeAlways), string(v1.IPIPModeCrossSubnet)}))
 	}
-	if e := selectorErr(spec.Child("nodeSelector"), p.Spec.NodeSelector); e != nil {
-		errs = append(errs, e)
+	sel, err := selector.Parse(p.Spec.NodeSelector)
+	if err != nil {
+		errs = append(errs, field.Invalid(spec.Child("nodeSelector"), p.Spec.NodeSelector, err.Error()))
 	}
+	out.Selector = sel
+	if len(errs) > 0 {
+		return ippool.Pool{}, errs
+	}
+	return out, nil
+}
+
+// IPPool validates an IPPool.
+func IPPool(p *v1.IPPool) field.ErrorList {
+	_, errs := ParseIPPool(p)
 	return errs
 }
 
 // IPPoolOverlaps reports pools among others whose CIDR overlaps p's: the API server cannot see
-// across objects, so the CLI and the agents check it.
+// across objects, so the CLI and the agents check it. Pools of two families never overlap.
 func IPPoolOverlaps(p *v1.IPPool, others []v1.IPPool) field.ErrorList {
 	var errs field.ErrorList
-	mine, err := ParseIPv4CIDR(p.Spec.CIDR)
+	mine, err := ParseCIDR(p.Spec.CIDR)
 	if err != nil {
 		return nil
 	}
@@ -97,7 +137,7 @@ func IPPoolOverlaps(p *v1.IPPool, others []v1.IPPool) field.ErrorList {
 		if o.Name == p.Name {
 			continue
 		}
-		theirs, err := ParseIPv4CIDR(o.Spec.CIDR)
+		theirs, err := ParseCIDR(o.Spec.CIDR)
 		if err == nil && mine.Overlaps(theirs) {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "cidr"), p.Spec.CIDR, fmt.Sprintf("overlaps IPPool %s (%s)", o.Name, o.Spec.CIDR)))
 		}

@@ -38,7 +38,7 @@ func TestCrossSubnetIPIP(t *testing.T) {
 	ctx := testCtx(t, 10*time.Minute)
 	env := testenv.Start(t)
 	pool := &v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: lab.DefaultPoolName}, Spec: v1.IPPoolSpec{
-		CIDR: lab.PodCIDR.String(), BlockSize: v1.DefaultBlockSize, IPIPMode: v1.IPIPModeCrossSubnet,
+		CIDR: lab.PodCIDR.String(), BlockSize: v1.DefaultBlockSizeIPv4, IPIPMode: v1.IPIPModeCrossSubnet,
 	}}
 	if _, err := env.Client.IPPools().Create(ctx, pool); err != nil {
 		t.Fatal(err)

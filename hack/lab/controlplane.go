@@ -104,7 +104,7 @@ func (l *Lab) installClusterObjects(ctx context.Context) error {
 		l.Chart += "; default IPPool made by the lab (the chart renders none)"
 		out.Pools = []v1.IPPool{{
 			ObjectMeta: metav1.ObjectMeta{Name: DefaultPoolName},
-			Spec:       v1.IPPoolSpec{CIDR: PodCIDR.String(), BlockSize: v1.DefaultBlockSize, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
+			Spec:       v1.IPPoolSpec{CIDR: PodCIDR.String(), BlockSize: v1.DefaultBlockSizeIPv4, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
 		}}
 	}
 	for i := range out.Pools {

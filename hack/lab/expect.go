@@ -12,6 +12,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/ipam"
 )
 
 // Canon renders a route the way the expectations are written: "blackhole 10.244.1.0/26",
@@ -46,9 +47,9 @@ func (l *Lab) Blocks(ctx context.Context) (map[string][]netip.Prefix, error) {
 		if !ok {
 			continue
 		}
-		p, err := netip.ParsePrefix(b.Spec.CIDR)
+		p, err := ipam.BlockCIDR(&b)
 		if err != nil {
-			return nil, fmt.Errorf("IPAMBlock %s: cidr %q: %w", b.Name, b.Spec.CIDR, err)
+			return nil, err
 		}
 		out[node] = append(out[node], p)
 	}

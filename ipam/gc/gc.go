@@ -229,7 +229,7 @@ func (c *Collector) candidates(ctx context.Context) (map[leak]bool, error) {
 	found := map[leak]bool{}
 	for i := range blocks {
 		b := &blocks[i]
-		cidr, err := netip.ParsePrefix(b.Spec.CIDR)
+		cidr, err := ipam.BlockCIDR(b)
 		if err != nil {
 			continue
 		}

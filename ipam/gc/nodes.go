@@ -158,7 +158,7 @@ func (c *Collector) releaseNode(ctx context.Context, n string, res *Result) erro
 	tunnel := names.TunnelHandle(n)
 	for i := range blocks {
 		b := &blocks[i]
-		cidr, err := netip.ParsePrefix(b.Spec.CIDR)
+		cidr, err := ipam.BlockCIDR(b)
 		if err != nil {
 			continue
 		}
@@ -208,7 +208,7 @@ func (c *Collector) releaseNode(ctx context.Context, n string, res *Result) erro
 		if blockNode(b) != n {
 			continue
 		}
-		cidr, err := netip.ParsePrefix(b.Spec.CIDR)
+		cidr, err := ipam.BlockCIDR(b)
 		if err != nil {
 			continue
 		}
@@ -304,7 +304,7 @@ func (c *Collector) deleteEmptyUnaffine(ctx context.Context, name string, res *R
 	if err != nil {
 		return fmt.Errorf("delete IPAMBlock %s: %w", name, err)
 	}
-	cidr, _ := netip.ParsePrefix(b.Spec.CIDR)
+	cidr, _ := ipam.BlockCIDR(b)
 	c.log.Info("released empty block without affinity", "block", b.Spec.CIDR)
 	res.ReleasedBlocks = append(res.ReleasedBlocks, cidr)
 	return nil

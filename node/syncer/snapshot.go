@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tabbynet/tabby/apis/ippool"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
@@ -49,7 +50,7 @@ type Snapshot struct {
 	NodeName    string
 	Local       *NodeInfo // nil until this node's Node object is seen
 	Nodes       []NodeInfo
-	Pools       []v1.IPPool
+	Pools       []ippool.Pool // the valid IPPools, sorted by name
 	LocalBlocks []netip.Prefix
 	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
 	// Routable is what IPAM explains inside the pools, cluster-wide: every block's prefix and
@@ -91,19 +92,20 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	slices.SortFunc(s.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) })
 
 	for _, p := range in.Pools {
-		if errs := validation.IPPool(p); len(errs) > 0 {
+		pool, errs := validation.ParseIPPool(p)
+		if len(errs) > 0 {
 			log.Warn("ignoring invalid IPPool", "pool", p.Name, "error", errs.ToAggregate())
 			continue
 		}
-		s.Pools = append(s.Pools, *p)
+		s.Pools = append(s.Pools, pool)
 	}
-	slices.SortFunc(s.Pools, func(a, b v1.IPPool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Pools, func(a, b ippool.Pool) int { return strings.Compare(a.Name, b.Name) })
 
 	mine := v1.AffinityPrefixHost + in.NodeName
 	for _, b := range in.Blocks {
-		cidr, err := validation.ParseIPv4CIDR(b.Spec.CIDR)
+		cidr, err := ipam.BlockCIDR(b)
 		if err != nil {
-			log.Warn("ignoring IPAMBlock with a bad cidr", "block", b.Name, "cidr", b.Spec.CIDR)
+			log.Warn("ignoring IPAMBlock with a bad cidr", "error", err)
 			continue
 		}
 		local := b.Spec.Affinity == mine
@@ -117,7 +119,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 				continue
 			}
 			n, err := strconv.Atoi(ord)
-			if err != nil || n < 0 || n >= 1<<(32-cidr.Bits()) {
+			if err != nil || n < 0 || n >= ipam.BlockLen(cidr) {
 				log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
 				continue
 			}
@@ -175,7 +177,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 func (s Snapshot) PoolPrefixes() []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range s.Pools {
-		out = append(out, netip.MustParsePrefix(p.Spec.CIDR))
+		out = append(out, p.CIDR)
 	}
 	return out
 }

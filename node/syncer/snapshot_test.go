@@ -14,6 +14,7 @@ import (
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 func TestBuild(t *testing.T) {
@@ -31,6 +32,8 @@ func TestBuild(t *testing.T) {
 		Pools: []*v1.IPPool{
 			{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", BlockSize: 26}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "broken"}, Spec: v1.IPPoolSpec{CIDR: "10.0.0.1/8"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "v6"}, Spec: v1.IPPoolSpec{CIDR: "fd00:10:244::/48", IPIPMode: v1.IPIPModeNever}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "v6-ipip"}, Spec: v1.IPPoolSpec{CIDR: "fd00:10:245::/48", IPIPMode: v1.IPIPModeAlways}},
 		},
 		Blocks: []*v1.IPAMBlock{
 			{Spec: v1.IPAMBlockSpec{CIDR: "10.244.0.0/26", Affinity: "host:a", Allocations: map[string]v1.Allocation{
@@ -57,8 +60,11 @@ func TestBuild(t *testing.T) {
 	if s.Nodes[2].BGPAddress.IsValid() || s.Nodes[2].InternalIP != netip.MustParseAddr("198.51.100.9") {
 		t.Fatalf("a node with a bad annotation keeps its InternalIP and no BGP address: %+v", s.Nodes[2])
 	}
-	if len(s.Pools) != 1 || s.Pools[0].Name != "p" {
-		t.Fatalf("pools = %+v (the invalid pool must be skipped)", s.Pools)
+	if len(s.Pools) != 2 || s.Pools[0].Name != "p" || s.Pools[1].Name != "v6" {
+		t.Fatalf("pools = %+v (the invalid pools must be skipped)", s.Pools)
+	}
+	if p := s.Pools[1]; p.Family() != ipfamily.IPv6 || p.BlockSize != 122 || p.CIDR != netip.MustParsePrefix("fd00:10:244::/48") {
+		t.Fatalf("IPv6 pool = %+v: want its family's default block size", p)
 	}
 	if len(s.BGPPeers) != 1 || s.BGPPeers[0].Name != "tor" {
 		t.Fatalf("peers = %+v (the invalid peer must be skipped)", s.BGPPeers)

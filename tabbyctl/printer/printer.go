@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/tabbyctl/nodeview"
 )
 
@@ -129,16 +130,14 @@ func row(o any, wide bool, pc Context) ([]string, []string) {
 		h := []string{"NAME", "CIDR", "SELECTOR"}
 		r := []string{x.Name, x.Spec.CIDR, sel}
 		if wide {
-			bs := x.Spec.BlockSize
-			if bs == 0 {
-				bs = v1.DefaultBlockSize
-			}
-			mode := string(x.Spec.IPIPMode)
-			if mode == "" {
-				mode = string(v1.IPIPModeNever)
+			// The defaults as IPAM applies them (a blockSize depends on the family); a pool the
+			// API server should not have taken is shown as stored.
+			bs, mode := strconv.Itoa(x.Spec.BlockSize), string(x.Spec.IPIPMode)
+			if p, errs := validation.ParseIPPool(x); len(errs) == 0 {
+				bs, mode = strconv.Itoa(p.BlockSize), string(p.IPIPMode)
 			}
 			h = append(h, "NAT", "IPIPMODE", "DISABLED", "BLOCKSIZE")
-			r = append(r, strconv.FormatBool(x.Spec.NATOutgoing), mode, strconv.FormatBool(x.Spec.Disabled), strconv.Itoa(bs))
+			r = append(r, strconv.FormatBool(x.Spec.NATOutgoing), mode, strconv.FormatBool(x.Spec.Disabled), bs)
 		}
 		return h, r
 	case *v1.BGPPeer:

@@ -1,0 +1,51 @@
+// Package ippool is an IPPool as the code inside tabby uses it: parsed once where the object comes
+// from the API (apis/validation.ParseIPPool, called by the node's syncer, the IPAM allocator and
+// tabbyctl), with its defaults filled in, and passed inward as a value. Nothing past that edge
+// parses spec.cidr again, and the family is the prefix's, never a separate field that could
+// disagree with it.
+package ippool
+
+import (
+	"net/netip"
+
+	"github.com/tabbynet/tabby/apis/selector"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
+)
+
+// Pool is a valid IPPool, defaults applied.
+type Pool struct {
+	Name string
+	// CIDR is canonical (no host bits set); its family is the pool's.
+	CIDR netip.Prefix
+	// BlockSize is the prefix length of the pool's blocks, the family's default when unset.
+	BlockSize int
+	// IPIPMode is never empty (Never when unset); always Never for an IPv6 pool.
+	IPIPMode    v1.IPIPMode
+	NATOutgoing bool
+	Disabled    bool
+	// NodeSelector is the expression as written ("" selects every node); Selector is it parsed.
+	NodeSelector string
+	Selector     selector.Selector
+}
+
+// Family is the pool's address family.
+func (p Pool) Family() ipfamily.Family { return ipfamily.OfPrefix(p.CIDR) }
+
+// Matches tells whether the pool's nodeSelector selects a node with these labels.
+func (p Pool) Matches(labels map[string]string) bool {
+	return p.Selector == nil || p.Selector.Matches(labels)
+}
+
+// IPIP tells whether traffic to the pool's addresses on another node may be encapsulated.
+func (p Pool) IPIP() bool {
+	return p.IPIPMode == v1.IPIPModeAlways || p.IPIPMode == v1.IPIPModeCrossSubnet
+}
+
+// BlockSizes are a family's default, smallest and largest block prefix length.
+func BlockSizes(f ipfamily.Family) (def, lo, hi int) {
+	if f == ipfamily.IPv6 {
+		return v1.DefaultBlockSizeIPv6, v1.MinBlockSizeIPv6, v1.MaxBlockSizeIPv6
+	}
+	return v1.DefaultBlockSizeIPv4, v1.MinBlockSizeIPv4, v1.MaxBlockSizeIPv4
+}
