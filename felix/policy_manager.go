@@ -48,7 +48,7 @@ type policyManager struct {
 	// local pod as an unknown workload, and without pod addresses every allowed peer.
 	inSync, haveIPs, haveEndpoints bool
 	dirty                          bool
-	last   map[ipfamily.Family]policy.Rendered
+	last                           map[ipfamily.Family]policy.Rendered
 }
 
 func newPolicyManager(filter map[ipfamily.Family]ChainWriter, sets SetWriter) *policyManager {
