@@ -6,6 +6,9 @@ const (
 	// AnnotationBGPIPv4Address is the node's BGP address with its prefix length (198.51.100.11/24);
 	// the prefix length tells felix whether another node is on the same subnet.
 	AnnotationBGPIPv4Address = "tabby.dev/bgp-ipv4-address"
+	// AnnotationBGPIPv6Address is the node's IPv6 BGP address with its prefix length
+	// (2001:db8:100::11/64): the next hop of its IPv6 blocks. Unset: the node has no IPv6.
+	AnnotationBGPIPv6Address = "tabby.dev/bgp-ipv6-address"
 	// AnnotationBGPASN overrides BGPConfiguration.asNumber for one node.
 	AnnotationBGPASN = "tabby.dev/bgp-asn"
 	// AnnotationRRClusterID makes the node a route reflector for the given cluster ID (an IPv4

@@ -255,6 +255,11 @@ func NodeAnnotations(annotations map[string]string) field.ErrorList {
 			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPIPv4Address), v, "not an IPv4 address with a prefix length (198.51.100.11/24)"))
 		}
 	}
+	if v, ok := annotations[v1.AnnotationBGPIPv6Address]; ok {
+		if p, err := netip.ParsePrefix(v); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().IsLinkLocalUnicast() {
+			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPIPv6Address), v, "not a global IPv6 address with a prefix length (2001:db8:100::11/64)"))
+		}
+	}
 	if v, ok := annotations[v1.AnnotationBGPASN]; ok {
 		if n, err := strconv.ParseUint(v, 10, 32); err != nil || n == 0 {
 			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPASN), v, "not an AS number in 1..4294967295"))

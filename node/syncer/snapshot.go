@@ -27,8 +27,10 @@ type NodeInfo struct {
 	Name        string
 	Labels      map[string]string
 	BGPAddress  netip.Prefix // from tabby.dev/bgp-ipv4-address; invalid when unset
+	BGPAddress6 netip.Prefix // from tabby.dev/bgp-ipv6-address; invalid when unset (no IPv6)
 	InternalIP  netip.Addr
-	ASN         uint32 // 0: BGPConfiguration's
+	InternalIP6 netip.Addr // the Node's first IPv6 InternalIP, invalid when it has none
+	ASN         uint32     // 0: BGPConfiguration's
 	RRClusterID string
 	TunnelAddr  netip.Addr
 	// RestartingUntil: tabby.dev/bgp-restarting, zero when unset.
@@ -210,6 +212,9 @@ func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
 		if v := n.Annotations[v1.AnnotationBGPIPv4Address]; v != "" {
 			info.BGPAddress = netip.MustParsePrefix(v)
 		}
+		if v := n.Annotations[v1.AnnotationBGPIPv6Address]; v != "" {
+			info.BGPAddress6 = netip.MustParsePrefix(v)
+		}
 		if v := n.Annotations[v1.AnnotationBGPASN]; v != "" {
 			asn, _ := strconv.ParseUint(v, 10, 32)
 			info.ASN = uint32(asn)
@@ -220,11 +225,16 @@ func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
 		}
 	}
 	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
-				info.InternalIP = ip
-				break
-			}
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Address)
+		switch {
+		case err != nil:
+		case ip.Is4() && !info.InternalIP.IsValid():
+			info.InternalIP = ip
+		case ip.Is6() && !ip.Is4In6() && !info.InternalIP6.IsValid():
+			info.InternalIP6 = ip
 		}
 	}
 	return info

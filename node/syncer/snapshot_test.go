@@ -26,7 +26,7 @@ func TestBuild(t *testing.T) {
 		NodeName: "a",
 		Nodes: []*corev1.Node{
 			node("b", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24", v1.AnnotationRRClusterID: "244.0.0.1"}),
-			node("a", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.11/24", v1.AnnotationBGPASN: "65010", v1.AnnotationIPIPTunnelAddress: "10.244.0.1"}),
+			node("a", map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.11/24", v1.AnnotationBGPIPv6Address: "2001:db8:100::11/64", v1.AnnotationBGPASN: "65010", v1.AnnotationIPIPTunnelAddress: "10.244.0.1"}),
 			node("bad", map[string]string{v1.AnnotationBGPIPv4Address: "nonsense"}),
 		},
 		Pools: []*v1.IPPool{
@@ -51,7 +51,7 @@ func TestBuild(t *testing.T) {
 		},
 	}
 	s := Build(in, slog.Default())
-	if s.Local == nil || s.Local.ASN != 65010 || s.Local.BGPAddress != netip.MustParsePrefix("198.51.100.11/24") || s.Local.TunnelAddr != netip.MustParseAddr("10.244.0.1") {
+	if s.Local == nil || s.Local.ASN != 65010 || s.Local.BGPAddress != netip.MustParsePrefix("198.51.100.11/24") || s.Local.BGPAddress6 != netip.MustParsePrefix("2001:db8:100::11/64") || s.Local.TunnelAddr != netip.MustParseAddr("10.244.0.1") {
 		t.Fatalf("local node = %+v", s.Local)
 	}
 	if len(s.Nodes) != 3 || s.Nodes[1].Name != "b" || s.Nodes[1].RRClusterID != "244.0.0.1" {
