@@ -49,6 +49,8 @@ type Config struct {
 	NodeName string
 	// UplinkInterface holds the node's BGP address; same-subnet next hops are reached on it.
 	UplinkInterface string
+	// UplinkInterface6 holds the node's IPv6 BGP address; "" = UplinkInterface.
+	UplinkInterface6 string
 	// TunnelMTU for tunl0; 0 = uplink MTU - 20.
 	TunnelMTU int
 	// WorkloadGracePeriod protects a tabby route on a cali interface felix does not know yet.
@@ -136,6 +138,7 @@ type Felix struct {
 	spare         map[netip.Prefix]calc.Route // the route map the table no longer holds
 	unresolved    map[netip.Prefix]string
 	sysctlDone    map[string]int
+	forwarding6   bool // IPv6 forwarding is on: an IPv6 pool asked for it
 	pendingIfaces map[string]int
 	tunnelDirty   bool
 	tunnelErr     string
@@ -180,7 +183,7 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 		tunnelDirty: true, run: netnsrun.Current,
 	}
 	f.updates.kick = f.wake
-	f.in.UplinkInterface = cfg.UplinkInterface
+	f.in.UplinkInterface, f.in.UplinkInterface6 = cfg.UplinkInterface, cfg.UplinkInterface6
 	f.in.BGPRoutes = map[netip.Prefix]netip.Addr{}
 	for _, o := range opts {
 		o(f)
@@ -265,6 +268,18 @@ func (f *Felix) SetLocalNode(bgpAddr netip.Prefix, tunnelAddr netip.Addr) {
 		return
 	}
 	f.in.NodeAddr, f.in.TunnelAddr = bgpAddr, tunnelAddr
+	f.changed(false)
+}
+
+// SetLocalNode6 sets the node's IPv6 BGP address with its subnet (2001:db8:100::11/64), invalid
+// when the node has none: IPv6 next hops in that subnet are reached on the uplink.
+func (f *Felix) SetLocalNode6(bgpAddr netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.in.NodeAddr6 == bgpAddr {
+		return
+	}
+	f.in.NodeAddr6 = bgpAddr
 	f.changed(false)
 }
 
@@ -585,6 +600,17 @@ func (f *Felix) applySysctls(resync bool) []error {
 			errs = append(errs, err)
 		}
 	}
+	// IPv6 forwarding only once an IPv6 pool exists, as Calico does with IPv6 off: turning it
+	// on makes the kernel ignore router advertisements on interfaces that only accept them
+	// when not forwarding, which an IPv4-only node may rely on.
+	if need := hasIPv6(f.last.AllPools); need && (resync || !f.forwarding6) {
+		if err := f.sysctl.Set(sysctl.Forwarding6()...); err != nil {
+			f.metrics.SysctlErrors.Inc()
+			errs = append(errs, err)
+		} else {
+			f.forwarding6 = true
+		}
+	}
 	for name, idx := range f.pendingIfaces {
 		if err := f.sysctl.Set(sysctl.WorkloadInterface(name)...); err != nil {
 			// The veth may be gone already; a persistent failure is retried at the next resync.
@@ -596,6 +622,10 @@ func (f *Felix) applySysctls(resync bool) []error {
 		delete(f.pendingIfaces, name)
 	}
 	return errs
+}
+
+func hasIPv6(pools []netip.Prefix) bool {
+	return slices.ContainsFunc(pools, func(p netip.Prefix) bool { return p.Addr().Is6() })
 }
 
 func (f *Felix) applyTunnel(in calc.Input) error {

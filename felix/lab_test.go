@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"github.com/vishvananda/netns"
 )
 
@@ -83,6 +84,9 @@ func veth(t *testing.T, a *netNS, name, addrA string, b *netNS, peer, addrB stri
 			if err != nil {
 				t.Fatal(err)
 			}
+			if ad.IP.To4() == nil {
+				ad.Flags |= unix.IFA_F_NODAD // usable at once, not tentative for a second
+			}
 			if err := side.n.h.AddrAdd(l, ad); err != nil {
 				t.Fatalf("addr %s on %s: %v", side.addr, side.name, err)
 			}
@@ -112,7 +116,11 @@ func (n *netNS) addRoute(t *testing.T, r *netlink.Route) {
 // route finds the main-table route to dst (any protocol).
 func (n *netNS) route(dst string) (netlink.Route, bool) {
 	_, d, _ := net.ParseCIDR(dst)
-	rs, err := n.h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: d, Table: 254}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	family := netlink.FAMILY_V4
+	if d.IP.To4() == nil {
+		family = netlink.FAMILY_V6
+	}
+	rs, err := n.h.RouteListFiltered(family, &netlink.Route{Dst: d, Table: 254}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
 	if err != nil || len(rs) == 0 {
 		return netlink.Route{}, false
 	}

@@ -27,6 +27,7 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	podIPs, endpoints := syncer.PolicyView(s)
 	if s.Local != nil {
 		a.felix.SetLocalNode(s.Local.BGPAddress, s.Local.TunnelAddr)
+		a.felix.SetLocalNode6(s.Local.BGPAddress6)
 	}
 	a.felix.SetPools(pools)
 	a.felix.SetLocalBlocks(s.LocalBlocks)

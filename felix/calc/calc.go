@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // TunnelDevice is the IPIP device felix routes through when a pool asks for encapsulation.
@@ -20,7 +21,7 @@ const TunnelDevice = "tunl0"
 type Kind uint8
 
 const (
-	KindWorkload  Kind = iota + 1 // <podIP>/32 dev caliX scope link
+	KindWorkload  Kind = iota + 1 // <podIP>/32 dev caliX scope link, or <podIP>/128 dev caliX
 	KindBlackhole                 // blackhole <local block>
 	KindRemote                    // <prefix> via <nh> dev <uplink or host route's dev>
 	KindTunnel                    // <prefix> via <nh> dev tunl0 onlink
@@ -103,9 +104,13 @@ type HostRoute struct {
 // Input is everything the routes depend on.
 type Input struct {
 	UplinkInterface string
+	// UplinkInterface6 carries IPv6 next hops of NodeAddr6's subnet; empty: UplinkInterface.
+	UplinkInterface6 string
 	// NodeAddr is the node's BGP address with its subnet length (198.51.100.11/24): next hops
 	// inside that subnet are directly reachable on the uplink.
-	NodeAddr    netip.Prefix
+	NodeAddr netip.Prefix
+	// NodeAddr6 is the same for IPv6 (2001:db8:100::11/64); invalid when the node has none.
+	NodeAddr6   netip.Prefix
 	TunnelAddr  netip.Addr
 	Pools       []Pool
 	LocalBlocks []netip.Prefix
@@ -166,19 +171,19 @@ func ComputeInto(in Input, routes map[netip.Prefix]Route) Result {
 		if p.NATOutgoing {
 			res.MasqPools = append(res.MasqPools, p.CIDR)
 		}
-		if p.IPIPMode == v1.IPIPModeAlways || p.IPIPMode == v1.IPIPModeCrossSubnet {
+		if p.CIDR.Addr().Is4() && (p.IPIPMode == v1.IPIPModeAlways || p.IPIPMode == v1.IPIPModeCrossSubnet) {
 			res.TunnelNeeded = true
 		}
 	}
 
 	for ip, dev := range idx {
-		dst := netip.PrefixFrom(ip, 32)
+		dst := ipfamily.HostPrefix(ip)
 		res.Routes[dst] = Route{Dst: dst, Kind: KindWorkload, Dev: dev}
 	}
 
 	for _, b := range in.LocalBlocks {
-		if !b.IsValid() || !b.Addr().Is4() {
-			res.Problems = append(res.Problems, fmt.Sprintf("local block %s: not an IPv4 prefix", b))
+		if !b.IsValid() || b.Addr().Is4In6() {
+			res.Problems = append(res.Problems, fmt.Sprintf("local block %s: not an IPv4 or IPv6 prefix", b))
 			continue
 		}
 		b = b.Masked()
@@ -216,22 +221,33 @@ func ComputeInto(in Input, routes map[netip.Prefix]Route) Result {
 const reasonOwnNextHop = "next hop is this node"
 
 func remoteRoute(in Input, pool Pool, prefix netip.Prefix, nh netip.Addr, res *resolver) (Route, string) {
-	if !nh.Is4() {
-		return Route{}, fmt.Sprintf("next hop %s is not an IPv4 address", nh)
+	fam := ipfamily.OfPrefix(prefix)
+	if !nh.IsValid() || ipfamily.OfAddr(nh) != fam {
+		return Route{}, fmt.Sprintf("next hop %s is not an %s address", nh, fam)
 	}
-	if in.NodeAddr.IsValid() && nh == in.NodeAddr.Addr() {
+	nh = nh.Unmap()
+	nodeAddr, uplink := in.NodeAddr, in.UplinkInterface
+	if fam == ipfamily.IPv6 {
+		nodeAddr = in.NodeAddr6
+		if in.UplinkInterface6 != "" {
+			uplink = in.UplinkInterface6
+		}
+	}
+	if nodeAddr.IsValid() && nh == nodeAddr.Addr() {
 		// Our own block reflected back to us.
 		return Route{}, reasonOwnNextHop
 	}
-	sameSubnet := in.NodeAddr.IsValid() && in.NodeAddr.Masked().Contains(nh)
+	sameSubnet := nodeAddr.IsValid() && nodeAddr.Masked().Contains(nh)
+	// IPIP carries IPv4 only: an IPv6 pool never tunnels (its ipipMode is refused by validation).
+	tunnel := fam == ipfamily.IPv4 && (pool.IPIPMode == v1.IPIPModeAlways || pool.IPIPMode == v1.IPIPModeCrossSubnet && !sameSubnet)
 	switch {
-	case pool.IPIPMode == v1.IPIPModeAlways, pool.IPIPMode == v1.IPIPModeCrossSubnet && !sameSubnet:
+	case tunnel:
 		return Route{Dst: prefix, Kind: KindTunnel, Dev: TunnelDevice, Gw: nh, OnLink: true}, ""
 	case sameSubnet:
-		if in.UplinkInterface == "" {
+		if uplink == "" {
 			return Route{}, "no uplink interface configured"
 		}
-		return Route{Dst: prefix, Kind: KindRemote, Dev: in.UplinkInterface, Gw: nh}, ""
+		return Route{Dst: prefix, Kind: KindRemote, Dev: uplink, Gw: nh}, ""
 	}
 	// Never (or an unknown mode) across subnets: like BIRD's "gateway recursive", route via the
 	// host's own route to the next hop.
@@ -245,8 +261,8 @@ func remoteRoute(in Input, pool Pool, prefix netip.Prefix, nh netip.Addr, res *r
 func validPools(pools []Pool, res *Result) []Pool {
 	out := make([]Pool, 0, len(pools))
 	for _, p := range pools {
-		if !p.CIDR.IsValid() || !p.CIDR.Addr().Is4() {
-			res.Problems = append(res.Problems, fmt.Sprintf("pool %s cidr %s: not an IPv4 prefix", p.Name, p.CIDR))
+		if !p.CIDR.IsValid() || p.CIDR.Addr().Is4In6() {
+			res.Problems = append(res.Problems, fmt.Sprintf("pool %s cidr %s: not an IPv4 or IPv6 prefix", p.Name, p.CIDR))
 			continue
 		}
 		p.CIDR = p.CIDR.Masked()
@@ -277,7 +293,7 @@ func newResolver(routes []HostRoute, uplink string) *resolver {
 	for _, r := range routes {
 		// Tabby's own devices never carry an underlay next hop: resolving through them would
 		// loop pod traffic back into the pod network.
-		if !r.Dst.IsValid() || !r.Dst.Addr().Is4() || r.Dev == "" || r.Dev == TunnelDevice || strings.HasPrefix(r.Dev, "cali") {
+		if !r.Dst.IsValid() || r.Dev == "" || r.Dev == TunnelDevice || strings.HasPrefix(r.Dev, "cali") {
 			continue
 		}
 		usable = append(usable, r)

@@ -3,14 +3,16 @@ package calc
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// WorkloadIndex maps each local workload address to the interface its /32 route uses.
+// WorkloadIndex maps each local workload address to the interface its /32 or /128 route uses.
 type WorkloadIndex map[netip.Addr]string
 
 // IndexWorkloads indexes ws into into (cleared first) when it is not nil, so a caller indexing
 // on every pod change reuses its maps instead of allocating one per pod. It is the one place
-// that decides what a workload list means: an invalid workload (not IPv4, no interface) is
+// that decides what a workload list means: an invalid workload (no address, an IPv4-mapped one, no interface) is
 // skipped, and of two pods claiming one address the lexically smallest interface wins, so the
 // choice does not depend on the order the datastore listed them in. Both are reported.
 func IndexWorkloads(ws []Workload, into WorkloadIndex) (WorkloadIndex, []string) {
@@ -21,8 +23,8 @@ func IndexWorkloads(ws []Workload, into WorkloadIndex) (WorkloadIndex, []string)
 	}
 	var problems []string
 	for _, w := range ws {
-		if !w.IP.Is4() || w.Interface == "" {
-			problems = append(problems, fmt.Sprintf("workload ip %s interface %q: need an IPv4 address and an interface", w.IP, w.Interface))
+		if !w.IP.IsValid() || w.IP.Is4In6() || w.Interface == "" {
+			problems = append(problems, fmt.Sprintf("workload ip %s interface %q: need an IPv4 or IPv6 address and an interface", w.IP, w.Interface))
 			continue
 		}
 		if old, ok := into[w.IP]; ok {
@@ -46,27 +48,27 @@ type Change struct {
 // WorkloadChanges returns the routes that differ between Compute with the workloads old and
 // with cur, everything else in being equal: what a new or deleted pod changes, without
 // recomputing thousands of routes. ok is false when the answer is not just workload routes
-// (an address that is also a local /32 block or a BGP /32: Compute's fallback route, and its
+// (an address that is also a local host-prefix block or a BGP host prefix: Compute's fallback route, and its
 // Unresolved and Ignored lists, depend on it); the caller then runs Compute.
 //
 // The cost is one lookup per entry of cur, plus a pass over old only when some old address is
 // not in cur: adding a pod to a node with thousands never walks old.
 func WorkloadChanges(in Input, old, cur WorkloadIndex) (changes []Change, ok bool) {
-	var blocks32 map[netip.Prefix]struct{} // built on the first changed address only
+	var hostBlocks map[netip.Prefix]struct{} // built on the first changed address only
 	shadows := func(ip netip.Addr) bool {
-		dst := netip.PrefixFrom(ip, 32)
+		dst := ipfamily.HostPrefix(ip)
 		if _, bgp := in.BGPRoutes[dst]; bgp {
 			return true
 		}
-		if blocks32 == nil {
-			blocks32 = map[netip.Prefix]struct{}{}
+		if hostBlocks == nil {
+			hostBlocks = map[netip.Prefix]struct{}{}
 			for _, b := range in.LocalBlocks {
-				if b.IsValid() && b.Addr().Is4() && b.Bits() == 32 {
-					blocks32[b] = struct{}{}
+				if b.IsValid() && b.IsSingleIP() {
+					hostBlocks[b] = struct{}{}
 				}
 			}
 		}
-		_, blk := blocks32[dst]
+		_, blk := hostBlocks[dst]
 		return blk
 	}
 	found := 0
@@ -80,7 +82,7 @@ func WorkloadChanges(in Input, old, cur WorkloadIndex) (changes []Change, ok boo
 		} else if shadows(ip) {
 			return nil, false
 		}
-		dst := netip.PrefixFrom(ip, 32)
+		dst := ipfamily.HostPrefix(ip)
 		changes = append(changes, Change{Dst: dst, Route: Route{Dst: dst, Kind: KindWorkload, Dev: dev}})
 	}
 	if found == len(old) {
@@ -93,7 +95,7 @@ func WorkloadChanges(in Input, old, cur WorkloadIndex) (changes []Change, ok boo
 		if shadows(ip) {
 			return nil, false
 		}
-		changes = append(changes, Change{Dst: netip.PrefixFrom(ip, 32), Remove: true})
+		changes = append(changes, Change{Dst: ipfamily.HostPrefix(ip), Remove: true})
 	}
 	return changes, true
 }

@@ -17,18 +17,18 @@ func TestIndexWorkloadsMatchesCompute(t *testing.T) {
 		{IP: addr("10.244.0.5"), Interface: "calia"}, // duplicate: calia wins whatever the order
 		{IP: addr("10.244.0.5"), Interface: "calic"},
 		{IP: addr("10.244.0.6"), Interface: ""},             // no interface
-		{IP: addr("2001:db8::6"), Interface: "calid"},       // not IPv4
-		{IP: addr("::ffff:10.244.0.7"), Interface: "calie"}, // IPv4-mapped IPv6 is not IPv4 either
+		{IP: addr("fd00:10:244::6"), Interface: "calid"},    // IPv6: a /128
+		{IP: addr("::ffff:10.244.0.7"), Interface: "calie"}, // IPv4-mapped IPv6 is neither family
 		{IP: addr("10.244.0.8"), Interface: "calif"},
 	}
 	reused := WorkloadIndex{addr("10.244.9.9"): "stale"}
 	idx, problems := IndexWorkloads(ws, reused)
-	want := WorkloadIndex{addr("10.244.0.5"): "calia", addr("10.244.0.8"): "calif"}
+	want := WorkloadIndex{addr("10.244.0.5"): "calia", addr("10.244.0.8"): "calif", addr("fd00:10:244::6"): "calid"}
 	if !maps.Equal(idx, want) {
 		t.Fatalf("index %v, want %v", idx, want)
 	}
-	if len(problems) != 5 {
-		t.Fatalf("problems %q, want 5 (two duplicates, three invalid)", problems)
+	if len(problems) != 4 {
+		t.Fatalf("problems %q, want 4 (two duplicates, two invalid)", problems)
 	}
 	reversed := slices.Clone(ws)
 	slices.Reverse(reversed)
@@ -42,7 +42,7 @@ func TestIndexWorkloadsMatchesCompute(t *testing.T) {
 	in.WorkloadIndex = idx
 	in.Workloads = nil
 	indexed := Compute(in)
-	if !maps.Equal(plain.Routes, indexed.Routes) || len(plain.Routes) != 2 {
+	if !maps.Equal(plain.Routes, indexed.Routes) || len(plain.Routes) != 3 {
 		t.Fatalf("routes differ: plain %v indexed %v", plain.Routes, indexed.Routes)
 	}
 	if !slices.Equal(plain.Problems, problems) || len(indexed.Problems) != 0 {

@@ -142,6 +142,9 @@ func (f *Fake) InjectRoute(r netlink.Route) {
 	if r.Table == 0 {
 		r.Table = unix.RT_TABLE_MAIN
 	}
+	if r.Family == 0 {
+		r.Family = familyOf(&r)
+	}
 	f.routes[keyOf(&r)] = r
 	f.notify(r, unix.RTM_NEWROUTE)
 }
@@ -184,6 +187,14 @@ func (f *Fake) sendLink(u netlink.LinkUpdate) {
 	}
 }
 
+// familyOf is the route's family as the kernel reports it: its destination's.
+func familyOf(r *netlink.Route) int {
+	if r.Dst != nil && r.Dst.IP.To4() == nil {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
+}
+
 func keyOf(r *netlink.Route) fakeKey {
 	t := r.Table
 	if t == 0 {
@@ -207,6 +218,9 @@ func (f *Fake) RouteListFilteredIter(family int, filter *netlink.Route, mask uin
 	}
 	var list []netlink.Route
 	for _, r := range f.routes {
+		if family != netlink.FAMILY_ALL && family != r.Family {
+			continue
+		}
 		if mask&netlink.RT_FILTER_TABLE != 0 && filter.Table != r.Table {
 			continue
 		}
@@ -255,7 +269,7 @@ func (f *Fake) replaceLocked(r *netlink.Route) error {
 	if c.Type == 0 {
 		c.Type = unix.RTN_UNICAST
 	}
-	c.Family = unix.AF_INET
+	c.Family = familyOf(&c)
 	f.routes[keyOf(&c)] = c
 	f.notify(c, unix.RTM_NEWROUTE)
 	return nil

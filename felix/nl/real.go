@@ -178,11 +178,24 @@ func (r *Real) sendChunk(ops []RouteOp, errs []error) error {
 	return nil
 }
 
-// appendRouteMsg encodes one RTM_NEWROUTE (replace) or RTM_DELROUTE for an IPv4 route.
+// appendRouteMsg encodes one RTM_NEWROUTE (replace) or RTM_DELROUTE for an IPv4 or IPv6 route;
+// the family is the destination's, and the gateway must be of the same family.
 func appendRouteMsg(b []byte, op RouteOp, seq uint32) ([]byte, error) {
 	rt := op.Route
-	if rt.Dst == nil || rt.Dst.IP.To4() == nil {
-		return b, fmt.Errorf("route %v: only IPv4 destinations are batched", rt)
+	if rt.Dst == nil {
+		return b, fmt.Errorf("route %v: no destination", rt)
+	}
+	family, dst, gw := uint8(unix.AF_INET), rt.Dst.IP.To4(), rt.Gw.To4()
+	if dst == nil {
+		family, dst, gw = unix.AF_INET6, rt.Dst.IP.To16(), rt.Gw.To16()
+		if dst == nil {
+			return b, fmt.Errorf("route %v: destination %q is not an IP address", rt, rt.Dst.IP)
+		}
+		if rt.Gw != nil && rt.Gw.To4() != nil {
+			return b, fmt.Errorf("route %v: IPv4 gateway %s for an IPv6 destination", rt, rt.Gw)
+		}
+	} else if rt.Gw != nil && gw == nil {
+		return b, fmt.Errorf("route %v: IPv6 gateway %s for an IPv4 destination", rt, rt.Gw)
 	}
 	start := len(b)
 	typ, flags := uint16(unix.RTM_NEWROUTE), uint16(unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_REPLACE)
@@ -211,12 +224,12 @@ func appendRouteMsg(b []byte, op RouteOp, seq uint32) ([]byte, error) {
 		// Let the kernel match any scope; type and protocol still narrow the match.
 		scope = unix.RT_SCOPE_NOWHERE
 	}
-	b = append(b, unix.AF_INET, uint8(ones), 0, uint8(rt.Tos), rtmTable, uint8(rt.Protocol), scope, rtype)
+	b = append(b, family, uint8(ones), 0, uint8(rt.Tos), rtmTable, uint8(rt.Protocol), scope, rtype)
 	b = binary.NativeEndian.AppendUint32(b, uint32(rt.Flags))
 	b = appendAttr(b, unix.RTA_TABLE, binary.NativeEndian.AppendUint32(nil, uint32(table)))
-	b = appendAttr(b, unix.RTA_DST, rt.Dst.IP.To4())
+	b = appendAttr(b, unix.RTA_DST, dst)
 	if rt.Gw != nil {
-		b = appendAttr(b, unix.RTA_GATEWAY, rt.Gw.To4())
+		b = appendAttr(b, unix.RTA_GATEWAY, gw)
 	}
 	if rt.LinkIndex > 0 {
 		b = appendAttr(b, unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, uint32(rt.LinkIndex)))

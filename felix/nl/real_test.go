@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/testutils"
@@ -78,6 +79,69 @@ func TestRealBatch(t *testing.T) {
 	for _, err := range errs {
 		if err != nil {
 			t.Fatalf("delete: %v", errs)
+		}
+	}
+}
+
+// The batch encodes IPv6 routes as the kernel expects them (16-byte addresses, AF_INET6), and
+// refuses a gateway of the other family before it reaches the kernel.
+func TestRealBatchIPv6(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root and a network namespace")
+	}
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
+	h, err := NewReal(n.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "cali1"}, PeerName: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := h.LinkByName("cali1")
+	for _, link := range []string{"cali1", "lo"} {
+		ll, _ := h.LinkByName(link)
+		if err := h.LinkSetUp(ll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("2001:db8:100::11"), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	dst := func(s string) *net.IPNet { _, d, _ := net.ParseCIDR(s); return d }
+	ops := []RouteOp{
+		{Route: &netlink.Route{Dst: dst("fd00:10:244::5/128"), LinkIndex: l.Attrs().Index, Protocol: 201}},
+		{Route: &netlink.Route{Dst: dst("fd00:10:244::/122"), Type: unix.RTN_BLACKHOLE, Protocol: 201}},
+		{Route: &netlink.Route{Dst: dst("fd00:10:244::40/122"), Gw: net.ParseIP("2001:db8:100::12"), LinkIndex: l.Attrs().Index, Protocol: 201}},
+		{Route: &netlink.Route{Dst: dst("fd00:10:244::80/122"), Gw: net.ParseIP("198.51.100.12"), LinkIndex: l.Attrs().Index, Protocol: 201}},
+	}
+	errs := h.RouteBatch(ops)
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("good ops failed: %v", errs)
+	}
+	if errs[3] == nil || !strings.Contains(errs[3].Error(), "IPv4 gateway") {
+		t.Fatalf("an IPv4 gateway for an IPv6 prefix: %v", errs[3])
+	}
+	var got []string
+	if err := h.RouteListFilteredIter(unix.AF_INET6, &netlink.Route{Protocol: 201}, netlink.RT_FILTER_PROTOCOL, func(r netlink.Route) bool {
+		got = append(got, r.Dst.String())
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("IPv6 routes %v, want 3", got)
+	}
+	for i := range ops[:3] {
+		ops[i].Del = true
+	}
+	for _, err := range h.RouteBatch(ops[:3]) {
+		if err != nil {
+			t.Fatalf("delete: %v", err)
 		}
 	}
 }

@@ -286,7 +286,7 @@ func (t *RouteTable) Sync() error {
 	var kernel map[kkey]kroute
 	err = nlretry.Do(func() error {
 		kernel = make(map[kkey]kroute, len(t.kernel))
-		return t.h.RouteListFilteredIter(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+		return t.h.RouteListFilteredIter(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
 			if k, kr, ok := fromNetlink(&r); ok {
 				kernel[k] = kr
 			}
@@ -314,8 +314,13 @@ func (t *RouteTable) Sync() error {
 	return nil
 }
 
+// ipv6DefaultMetric is the metric the kernel gives an IPv6 route added without one; IPv4 keeps
+// 0. The table reasons in IPv4's terms (priority 0 is the one tabby writes), so an IPv6 route at
+// 1024 is read as priority 0 and deleted as 1024.
+const ipv6DefaultMetric = 1024
+
 func fromNetlink(r *netlink.Route) (kkey, kroute, bool) {
-	if r.Family != 0 && r.Family != unix.AF_INET {
+	if r.Family != 0 && r.Family != unix.AF_INET && r.Family != unix.AF_INET6 {
 		return kkey{}, kroute{}, false
 	}
 	table := r.Table
@@ -325,22 +330,36 @@ func fromNetlink(r *netlink.Route) (kkey, kroute, bool) {
 	if table != unix.RT_TABLE_MAIN {
 		return kkey{}, kroute{}, false
 	}
+	v6 := r.Family == unix.AF_INET6
 	var dst netip.Prefix
-	if r.Dst == nil {
+	switch {
+	case r.Dst == nil && v6:
+		dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+	case r.Dst == nil:
 		dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-	} else {
+	default:
 		a, ok := netip.AddrFromSlice(r.Dst.IP)
 		if !ok {
 			return kkey{}, kroute{}, false
 		}
-		a = a.Unmap()
-		if !a.Is4() {
-			return kkey{}, kroute{}, false
+		if r.Dst.IP.To4() != nil {
+			a = a.Unmap()
 		}
 		ones, _ := r.Dst.Mask.Size()
 		dst = netip.PrefixFrom(a, ones)
 	}
 	kr := kroute{proto: int(r.Protocol), typ: r.Type, scope: int(r.Scope), linkIndex: r.LinkIndex, onlink: r.Flags&unix.RTNH_F_ONLINK != 0}
+	prio := r.Priority
+	if dst.Addr().Is6() {
+		// IPv6 routes carry no scope, and the kernel hangs a blackhole on lo: compare neither.
+		kr.scope = 0
+		if prio == ipv6DefaultMetric {
+			prio = 0
+		}
+	}
+	if r.Type == unix.RTN_BLACKHOLE {
+		kr.linkIndex = 0
+	}
 	if r.Gw != nil {
 		if gw, ok := netip.AddrFromSlice(r.Gw); ok {
 			kr.gw = gw.Unmap()
@@ -349,7 +368,7 @@ func fromNetlink(r *netlink.Route) (kkey, kroute, bool) {
 	if r.Type == 0 {
 		kr.typ = unix.RTN_UNICAST
 	}
-	return kkey{dst: dst, priority: r.Priority}, kr, true
+	return kkey{dst: dst, priority: prio}, kr, true
 }
 
 // OnRouteUpdate keeps the kernel cache current and marks what changed dirty.
@@ -372,7 +391,9 @@ func (t *RouteTable) OnRouteUpdate(u netlink.RouteUpdate) {
 	default:
 		return
 	}
-	if kr.proto != t.opts.Protocol {
+	if kr.proto != t.opts.Protocol && !t.opts.IsWorkloadInterface(t.linkName[kr.linkIndex]) {
+		// A route on a workload veth (the kernel's fe80::/64 on every new pod's) never carries
+		// a next hop: it must not turn a new pod into a recompute of every route.
 		t.hostChanged()
 	}
 	if _, want := t.desired[k.dst]; want || kr.proto == t.opts.Protocol {
@@ -628,10 +649,14 @@ func describe(r *netlink.Route) string {
 
 var errNoLink = errors.New("interface not found")
 
+// ipNet is p in netlink's form, 4 bytes for IPv4 and 16 for IPv6.
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
 func (t *RouteTable) toNetlink(r calc.Route) (*netlink.Route, error) {
-	dst := r.Dst.Addr().As4()
 	nr := &netlink.Route{
-		Dst:      &net.IPNet{IP: net.IP(dst[:]), Mask: net.CIDRMask(r.Dst.Bits(), 32)},
+		Dst:      ipNet(r.Dst),
 		Table:    unix.RT_TABLE_MAIN,
 		Protocol: netlink.RouteProtocol(t.opts.Protocol),
 		Type:     unix.RTN_UNICAST,
@@ -645,11 +670,11 @@ func (t *RouteTable) toNetlink(r calc.Route) (*netlink.Route, error) {
 		return nil, fmt.Errorf("%s: %w", r.Dev, errNoLink)
 	}
 	nr.LinkIndex = idx
-	if r.Gw.IsValid() {
-		gw := r.Gw.As4()
-		nr.Gw = net.IP(gw[:])
-	} else {
-		nr.Scope = netlink.SCOPE_LINK
+	switch {
+	case r.Gw.IsValid():
+		nr.Gw = net.IP(r.Gw.AsSlice())
+	case r.Dst.Addr().Is4():
+		nr.Scope = netlink.SCOPE_LINK // IPv6 routes have no scope
 	}
 	if r.OnLink {
 		nr.Flags = int(netlink.FLAG_ONLINK)
@@ -661,18 +686,24 @@ func (t *RouteTable) toKroute(r *netlink.Route) kroute {
 	kr := kroute{proto: int(r.Protocol), typ: r.Type, scope: int(r.Scope), linkIndex: r.LinkIndex, onlink: r.Flags&unix.RTNH_F_ONLINK != 0}
 	if r.Gw != nil {
 		gw, _ := netip.AddrFromSlice(r.Gw)
-		kr.gw = gw.Unmap()
+		if r.Gw.To4() != nil {
+			gw = gw.Unmap()
+		}
+		kr.gw = gw
 	}
 	return kr
 }
 
 func (t *RouteTable) delRoute(k kkey, cur kroute) *netlink.Route {
-	dst := k.dst.Addr().As4()
+	prio := k.priority
+	if prio == 0 && k.dst.Addr().Is6() {
+		prio = ipv6DefaultMetric
+	}
 	return &netlink.Route{
-		Dst:      &net.IPNet{IP: net.IP(dst[:]), Mask: net.CIDRMask(k.dst.Bits(), 32)},
+		Dst:      ipNet(k.dst),
 		Table:    unix.RT_TABLE_MAIN,
 		Protocol: netlink.RouteProtocol(t.opts.Protocol),
-		Priority: k.priority,
+		Priority: prio,
 		Type:     cur.typ,
 	}
 }

@@ -69,6 +69,9 @@ func (w *Writer) Get(key string) (string, error) {
 // Forwarding is what every node needs: it routes pod traffic.
 func Forwarding() []Setting { return []Setting{{"net.ipv4.ip_forward", "1"}} }
 
+// Forwarding6 is what a node with an IPv6 pool needs.
+func Forwarding6() []Setting { return []Setting{{"net.ipv6.conf.all.forwarding", "1"}} }
+
 // WorkloadInterface is what a cali veth needs: the pod's default gateway (169.254.1.1, an address
 // nobody has) is answered by proxy ARP at once, and the host forwards for it.
 func WorkloadInterface(ifname string) []Setting {
