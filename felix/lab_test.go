@@ -13,8 +13,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // netNS is a namespace a test made, with a netlink handle inside it.
