@@ -8,26 +8,32 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tabbynet/tabby/bird/autodetect"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// detectAddress finds this node's BGP address (with its prefix length) by the configured method,
-// and the interface that holds it: felix's uplink.
-func detectAddress(method string, n *corev1.Node) (netip.Prefix, string, error) {
-	m, err := autodetect.Parse(method)
+// detectAddress finds this node's BGP address of the method's family (with its prefix length) and
+// the interface that holds it: felix's uplink for that family. An IPv6 method of none, or the
+// default one on a Node without an IPv6 InternalIP, finds nothing and is not an error: the node
+// has no IPv6.
+func detectAddress(fam ipfamily.Family, method string, n *corev1.Node) (netip.Prefix, string, error) {
+	m, err := autodetect.ParseFamily(fam, method)
 	if err != nil {
 		return netip.Prefix{}, "", err
 	}
 	var internalIP netip.Addr
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && !ip.Is4In6() && ipfamily.OfAddr(ip) == fam {
 				internalIP = ip
 				break
 			}
 		}
 	}
+	if fam == ipfamily.IPv6 && m.Kind == autodetect.KubernetesInternalIP && !internalIP.IsValid() {
+		return netip.Prefix{}, "", nil
+	}
 	addr, err := autodetect.Detect(m, internalIP)
-	if err != nil {
+	if err != nil || !addr.IsValid() {
 		return netip.Prefix{}, "", err
 	}
 	iface, err := interfaceOf(addr.Addr())

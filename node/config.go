@@ -3,6 +3,9 @@ package node
 import (
 	"fmt"
 	"time"
+
+	"github.com/tabbynet/tabby/bird/autodetect"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Config is tabby-node's configuration; every field is a flag of cmd/tabby-node.
@@ -12,7 +15,10 @@ type Config struct {
 	Kubeconfig string // empty: $KUBECONFIG, ~/.kube/config, in-cluster
 	// BGPAddress is the autodetection method: "" (the Node's InternalIP), cidr=…, interface=…,
 	// can-reach=….
-	BGPAddress  string
+	BGPAddress string
+	// BGPAddress6 is the IPv6 one: the same methods plus "none"; "" takes the Node's IPv6
+	// InternalIP when it has one, else the node has no IPv6.
+	BGPAddress6 string
 	HealthAddr  string
 	MetricsAddr string
 	RunDir      string // ipam.sock and bird.sock live here
@@ -44,6 +50,13 @@ func (c *Config) Validate() error {
 	}
 	if c.RunDir == "" {
 		return fmt.Errorf("--run-dir is required")
+	}
+	// Detection runs only once the Node exists; a typo must fail at once, not after that wait.
+	if _, err := autodetect.ParseFamily(ipfamily.IPv4, c.BGPAddress); err != nil {
+		return fmt.Errorf("--bgp-address: %w", err)
+	}
+	if _, err := autodetect.ParseFamily(ipfamily.IPv6, c.BGPAddress6); err != nil {
+		return fmt.Errorf("--bgp-address6: %w", err)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
 	"github.com/tabbynet/tabby/node/syncer"
@@ -70,12 +71,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	addr, uplink, err := detectAddress(cfg.BGPAddress, self)
+	addr, uplink, err := detectAddress(ipfamily.IPv4, cfg.BGPAddress, self)
 	if err != nil {
 		return err
 	}
 	log.Info("BGP address detected", "address", addr, "interface", uplink, "method", methodName(cfg.BGPAddress))
-	if err := a.recordAddress(ctx, self, addr); err != nil {
+	addr6, uplink6, err := detectAddress(ipfamily.IPv6, cfg.BGPAddress6, self)
+	if err != nil {
+		return err
+	}
+	if addr6.IsValid() {
+		log.Info("BGP IPv6 address detected", "address", addr6, "interface", uplink6, "method", methodName(cfg.BGPAddress6))
+	} else {
+		log.Info("no IPv6 BGP address: IPv6 is off on this node", "method", methodName(cfg.BGPAddress6))
+	}
+	if err := a.recordAddresses(ctx, self, addr, addr6); err != nil {
 		return err
 	}
 
@@ -86,7 +96,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// reads consistently.
 	a.alloc = ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations})
 	if a.felix, err = felix.New(felix.Config{
-		NodeName: cfg.NodeName, UplinkInterface: uplink, TunnelMTU: tunnelMTU(cfg.MTU),
+		NodeName: cfg.NodeName, UplinkInterface: uplink, UplinkInterface6: uplink6, TunnelMTU: tunnelMTU(cfg.MTU),
 		WorkloadGracePeriod: cfg.WorkloadGrace, ResyncInterval: cfg.ResyncInterval,
 		WaitForInSync: true,
 	}, felix.WithLogger(log), felix.WithRegistry(a.reg)); err != nil {
@@ -200,13 +210,24 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 	}
 }
 
-// recordAddress writes the detected address into the Node annotation felix and the other nodes'
-// speakers read.
-func (a *Agent) recordAddress(ctx context.Context, n *corev1.Node, addr netip.Prefix) error {
-	if n.Annotations[v1.AnnotationBGPIPv4Address] == addr.String() {
+// recordAddresses writes the detected addresses into the Node annotations felix and the other
+// nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation.
+func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addr, addr6 netip.Prefix) error {
+	want := map[string]*string{v1.AnnotationBGPIPv4Address: ptr(addr.String()), v1.AnnotationBGPIPv6Address: nil}
+	if addr6.IsValid() {
+		want[v1.AnnotationBGPIPv6Address] = ptr(addr6.String())
+	}
+	patch := map[string]*string{}
+	for k, v := range want {
+		cur, has := n.Annotations[k]
+		if v == nil && has || v != nil && (!has || cur != *v) {
+			patch[k] = v
+		}
+	}
+	if len(patch) == 0 {
 		return nil
 	}
-	return a.patchAnnotations(ctx, map[string]*string{v1.AnnotationBGPIPv4Address: ptr(addr.String())})
+	return a.patchAnnotations(ctx, patch)
 }
 
 // patchAnnotations sets (or, with a nil value, removes) annotations on this node's Node.

@@ -70,13 +70,16 @@ func TestAllEstablished(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{RunDir: "/run"}, {NodeName: "a"}, {NodeName: "a", RunDir: "/run", Shutdown: "sometimes"}} {
+	for _, c := range []Config{{RunDir: "/run"}, {NodeName: "a"}, {NodeName: "a", RunDir: "/run", Shutdown: "sometimes"},
+		{NodeName: "a", RunDir: "/run", BGPAddress: "cidr=2001:db8::/32"}, {NodeName: "a", RunDir: "/run", BGPAddress6: "cidr=198.51.100.0/24"}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: want an error", c)
 		}
 	}
-	if err := (&Config{NodeName: "a", RunDir: "/run"}).Validate(); err != nil {
-		t.Error(err)
+	for _, c := range []Config{{NodeName: "a", RunDir: "/run"}, {NodeName: "a", RunDir: "/run", BGPAddress: "cidr=198.51.100.0/24", BGPAddress6: "none"}} {
+		if err := c.Validate(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

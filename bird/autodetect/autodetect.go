@@ -1,7 +1,8 @@
-// Package autodetect finds the node's BGP IPv4 address, the way Calico's IP_AUTODETECTION_METHOD
-// does. The result keeps the prefix length of the interface (198.51.100.11/24): it tells felix
-// which other nodes share the subnet. tabby-node records it in the Node annotation
-// tabby.dev/bgp-ipv4-address.
+// Package autodetect finds the node's BGP address of one family, the way Calico's
+// IP_AUTODETECTION_METHOD and IP6_AUTODETECTION_METHOD do. The result keeps the prefix length of
+// the interface (198.51.100.11/24, 2001:db8:100::11/64): it tells felix which other nodes share
+// the subnet. tabby-node records it in the Node annotations tabby.dev/bgp-ipv4-address and
+// tabby.dev/bgp-ipv6-address.
 package autodetect
 
 import (
@@ -13,7 +14,9 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/internal/nlretry"
 )
 
@@ -23,10 +26,13 @@ const (
 	CIDR                 = "cidr"
 	Interface            = "interface"
 	CanReach             = "can-reach"
+	// None: the node has no address of the family (IPv6 only: tabby needs an IPv4 BGP address).
+	None = "none"
 )
 
 // Method is a parsed detection method.
 type Method struct {
+	Family ipfamily.Family
 	Kind   string
 	CIDRs  []netip.Prefix // cidr=
 	Iface  *regexp.Regexp // interface=
@@ -41,24 +47,33 @@ func (m Method) String() string {
 	return m.raw
 }
 
-// Parse parses "", "kubernetes-internal-ip", "cidr=CIDR[,CIDR...]", "interface=REGEX" or
-// "can-reach=IP".
-func Parse(s string) (Method, error) {
+// Parse parses an IPv4 method: "", "kubernetes-internal-ip", "cidr=CIDR[,CIDR...]",
+// "interface=REGEX" or "can-reach=IP".
+func Parse(s string) (Method, error) { return ParseFamily(ipfamily.IPv4, s) }
+
+// ParseFamily parses a method for the family's address; IPv6 also takes "none".
+func ParseFamily(fam ipfamily.Family, s string) (Method, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == KubernetesInternalIP {
-		return Method{Kind: KubernetesInternalIP, raw: s}, nil
+		return Method{Family: fam, Kind: KubernetesInternalIP, raw: s}, nil
+	}
+	if s == None {
+		if fam != ipfamily.IPv6 {
+			return Method{}, fmt.Errorf("address detection method %q: an IPv4 BGP address is required", s)
+		}
+		return Method{Family: fam, Kind: None, raw: s}, nil
 	}
 	kind, arg, ok := strings.Cut(s, "=")
 	if !ok || arg == "" {
 		return Method{}, fmt.Errorf("address detection method %q: want kubernetes-internal-ip, cidr=CIDR, interface=REGEX or can-reach=IP", s)
 	}
-	m := Method{Kind: kind, raw: s}
+	m := Method{Family: fam, Kind: kind, raw: s}
 	switch kind {
 	case CIDR:
 		for _, c := range strings.Split(arg, ",") {
 			p, err := netip.ParsePrefix(strings.TrimSpace(c))
-			if err != nil || !p.Addr().Is4() {
-				return Method{}, fmt.Errorf("address detection method %q: %q is not an IPv4 CIDR", s, c)
+			if err != nil || ipfamily.OfPrefix(p) != fam || p.Addr().Is4In6() {
+				return Method{}, fmt.Errorf("address detection method %q: %q is not an %s CIDR", s, c, fam)
 			}
 			m.CIDRs = append(m.CIDRs, p.Masked())
 		}
@@ -70,8 +85,8 @@ func Parse(s string) (Method, error) {
 		m.Iface = re
 	case CanReach:
 		a, err := netip.ParseAddr(arg)
-		if err != nil || !a.Is4() {
-			return Method{}, fmt.Errorf("address detection method %q: %q is not an IPv4 address", s, arg)
+		if err != nil || ipfamily.OfAddr(a) != fam || a.Is4In6() {
+			return Method{}, fmt.Errorf("address detection method %q: %q is not an %s address", s, arg, fam)
 		}
 		m.Target = a
 	default:
@@ -80,7 +95,7 @@ func Parse(s string) (Method, error) {
 	return m, nil
 }
 
-// candidate is an IPv4 address of an interface.
+// candidate is an address of an interface.
 type candidate struct {
 	iface  string
 	prefix netip.Prefix
@@ -88,9 +103,13 @@ type candidate struct {
 
 func (c candidate) String() string { return c.prefix.String() + " on " + c.iface }
 
-// candidates lists the usable IPv4 addresses of this network namespace: global unicast, not on
-// loopback.
-func candidates() ([]candidate, error) {
+// candidates lists the family's usable addresses of this network namespace: global unicast (never
+// a link-local), not on loopback, and for IPv6 neither tentative nor deprecated.
+func candidates(fam ipfamily.Family) ([]candidate, error) {
+	nlFamily := netlink.FAMILY_V4
+	if fam == ipfamily.IPv6 {
+		nlFamily = netlink.FAMILY_V6
+	}
 	links, err := nlretry.Dump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
@@ -100,13 +119,17 @@ func candidates() ([]candidate, error) {
 		if l.Attrs().Flags&net.FlagLoopback != 0 {
 			continue
 		}
-		addrs, err := nlretry.Dump(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_V4) })
+		addrs, err := nlretry.Dump(func() ([]netlink.Addr, error) { return netlink.AddrList(l, nlFamily) })
 		if err != nil {
 			return nil, fmt.Errorf("list addresses of %s: %w", l.Attrs().Name, err)
 		}
 		for _, a := range addrs {
-			ip, ok := netip.AddrFromSlice(a.IP.To4())
-			if !ok || !ip.IsGlobalUnicast() {
+			ip, ok := netip.AddrFromSlice(a.IP)
+			if !ok {
+				continue
+			}
+			ip = ip.Unmap()
+			if ipfamily.OfAddr(ip) != fam || !ip.IsGlobalUnicast() || a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED|unix.IFA_F_DEPRECATED) != 0 {
 				continue
 			}
 			ones, _ := a.Mask.Size()
@@ -116,18 +139,25 @@ func candidates() ([]candidate, error) {
 	return out, nil
 }
 
-// Detect returns the node's BGP address with its prefix length. nodeIP is the Kubernetes Node's
-// InternalIP, used by the default method.
+// Detect returns the node's BGP address of m's family with its prefix length. nodeIP is the
+// Kubernetes Node's InternalIP of that family, used by the default method. Method none returns
+// the invalid prefix.
 func Detect(m Method, nodeIP netip.Addr) (netip.Prefix, error) {
-	all, err := candidates()
+	if m.Family == ipfamily.Unknown {
+		m.Family = ipfamily.IPv4
+	}
+	if m.Kind == None {
+		return netip.Prefix{}, nil
+	}
+	all, err := candidates(m.Family)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("detect BGP address (%s): %w", m, err)
+		return netip.Prefix{}, fmt.Errorf("detect BGP %s address (%s): %w", m.Family, m, err)
 	}
 	var match func(candidate) bool
 	switch m.Kind {
 	case KubernetesInternalIP:
 		if !nodeIP.IsValid() {
-			return netip.Prefix{}, fmt.Errorf("detect BGP address (%s): the Node has no InternalIP", m)
+			return netip.Prefix{}, fmt.Errorf("detect BGP %s address (%s): the Node has no %s InternalIP", m.Family, m, m.Family)
 		}
 		match = func(c candidate) bool { return c.prefix.Addr() == nodeIP }
 	case CIDR:
@@ -139,11 +169,11 @@ func Detect(m Method, nodeIP netip.Addr) (netip.Prefix, error) {
 	case CanReach:
 		routes, err := netlink.RouteGet(m.Target.AsSlice())
 		if err != nil || len(routes) == 0 {
-			return netip.Prefix{}, fmt.Errorf("detect BGP address (%s): no route to %s: %v", m, m.Target, err)
+			return netip.Prefix{}, fmt.Errorf("detect BGP %s address (%s): no route to %s: %v", m.Family, m, m.Target, err)
 		}
-		src, ok := netip.AddrFromSlice(routes[0].Src.To4())
-		if !ok {
-			return netip.Prefix{}, fmt.Errorf("detect BGP address (%s): the route to %s has no source address", m, m.Target)
+		src, ok := netip.AddrFromSlice(routes[0].Src)
+		if src = src.Unmap(); !ok || ipfamily.OfAddr(src) != m.Family {
+			return netip.Prefix{}, fmt.Errorf("detect BGP %s address (%s): the route to %s has no source address", m.Family, m, m.Target)
 		}
 		match = func(c candidate) bool { return c.prefix.Addr() == src }
 	default:
@@ -159,9 +189,9 @@ func Detect(m Method, nodeIP netip.Addr) (netip.Prefix, error) {
 	case 1:
 		return found[0].prefix, nil
 	case 0:
-		return netip.Prefix{}, fmt.Errorf("detect BGP address (%s): no interface address matches; candidates: %s", m, list(all))
+		return netip.Prefix{}, fmt.Errorf("detect BGP %s address (%s): no interface address matches; candidates: %s", m.Family, m, list(all))
 	default:
-		return netip.Prefix{}, fmt.Errorf("detect BGP address (%s): ambiguous, %d addresses match: %s", m, len(found), list(found))
+		return netip.Prefix{}, fmt.Errorf("detect BGP %s address (%s): ambiguous, %d addresses match: %s", m.Family, m, len(found), list(found))
 	}
 }
 

@@ -253,7 +253,7 @@ func TestTemplateRouteReflectorsAndToR(t *testing.T) {
 	}
 	ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/tabby-node")
 	args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ")
-	if !strings.Contains(args, "--bgp-address=cidr=198.51.100.0/24") || !strings.Contains(args, "--mtu=1400") {
+	if !strings.Contains(args, "--bgp-address=cidr=198.51.100.0/24") || !strings.Contains(args, "--bgp-address6=cidr=2001:db8:100::/64") || !strings.Contains(args, "--mtu=1400") {
 		t.Errorf("args %q", args)
 	}
 	if !strings.Contains(strings.Join(ds.Spec.Template.Spec.InitContainers[0].Args, " "), "--mtu=1400") {

@@ -33,6 +33,7 @@ func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
 		}),
 		group("BGP", func(fs *pflag.FlagSet) {
 			fs.StringVar(&cfg.BGPAddress, "bgp-address", "", "BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP (default: the interface holding the Node's InternalIP)")
+			fs.StringVar(&cfg.BGPAddress6, "bgp-address6", "", "IPv6 BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP or none (default: the Node's IPv6 InternalIP if it has one, else no IPv6)")
 			fs.StringVar(&cfg.GoBGPAPI, "gobgp-api", "127.0.0.1:50051", "GoBGP's own gRPC API (loopback only; empty disables)")
 			fs.StringVar(&cfg.Shutdown, "shutdown", "restart", "on SIGTERM: restart (peers keep routes: graceful restart) or final (withdraw everything)")
 		}),

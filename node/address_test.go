@@ -1,0 +1,57 @@
+package node
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/testenv"
+)
+
+// tabby-node publishes the addresses it detected and nothing else: a node that lost its IPv6
+// address loses the annotation (else its peers would keep sending IPv6 to it), and an unchanged
+// node costs no write.
+func TestRecordAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a real API server")
+	}
+	env := testenv.Start(t)
+	ctx := context.Background()
+	nodes := env.Kube.CoreV1().Nodes()
+	n, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "addr-a", Annotations: map[string]string{
+		v1.AnnotationBGPIPv4Address: "198.51.100.11/24", v1.AnnotationBGPIPv6Address: "2001:db8:100::99/64",
+	}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: Config{NodeName: "addr-a"}, client: env.Client}
+	v4, v6 := netip.MustParsePrefix("198.51.100.11/24"), netip.MustParsePrefix("2001:db8:100::11/64")
+	record := func(addr6 netip.Prefix) *corev1.Node {
+		t.Helper()
+		if err := a.recordAddresses(ctx, n, v4, addr6); err != nil {
+			t.Fatal(err)
+		}
+		got, err := nodes.Get(ctx, "addr-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	n = record(netip.Prefix{})
+	if v, ok := n.Annotations[v1.AnnotationBGPIPv6Address]; ok {
+		t.Fatalf("IPv6 off, annotation still %q", v)
+	}
+	n = record(v6)
+	if got := n.Annotations[v1.AnnotationBGPIPv6Address]; got != v6.String() || n.Annotations[v1.AnnotationBGPIPv4Address] != v4.String() {
+		t.Fatalf("annotations %v", n.Annotations)
+	}
+	rv := n.ResourceVersion
+	if again := record(v6); again.ResourceVersion != rv {
+		t.Fatalf("unchanged addresses wrote the Node (resourceVersion %s -> %s)", rv, again.ResourceVersion)
+	}
+}
