@@ -206,9 +206,9 @@ func (n *Node) HostVeths() ([]string, error) {
 	return out, nil
 }
 
-// TabbyRoutes lists the routes of protocol 201 in the node namespace.
+// TabbyRoutes lists the routes of protocol 201 in the node namespace, both families.
 func (n *Node) TabbyRoutes() ([]netlink.Route, error) {
-	return n.Handle.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: 201}, netlink.RT_FILTER_PROTOCOL)
+	return n.Handle.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Protocol: 201}, netlink.RT_FILTER_PROTOCOL)
 }
 
 // NewPod creates a pod namespace; remove it with RemovePod.

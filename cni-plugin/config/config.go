@@ -30,6 +30,10 @@ type IPAM struct {
 	// Pools restricts allocation to these IPPools (names or CIDRs); empty = every enabled pool
 	// whose nodeSelector matches the node.
 	Pools []string `json:"pools,omitempty"`
+	// AssignIPv4 and AssignIPv6 ("true"/"false", as in Calico) force or skip a family; unset,
+	// a family is assigned when a usable pool of it exists for the node.
+	AssignIPv4 string `json:"assign_ipv4,omitempty"`
+	AssignIPv6 string `json:"assign_ipv6,omitempty"`
 	// StrictAffinity forbids borrowing addresses from blocks affine to other nodes. It applies
 	// to the in-process (fallback) allocator; tabby-node's allocator has its own setting.
 	StrictAffinity bool `json:"strictAffinity,omitempty"`
@@ -87,6 +91,14 @@ func Parse(stdin []byte) (*NetConf, error) {
 	}
 	if c.TimeoutSeconds < 0 {
 		return nil, fmt.Errorf("timeoutSeconds %d must not be negative", c.TimeoutSeconds)
+	}
+	for _, f := range []struct{ name, val string }{{"ipam.assign_ipv4", c.IPAM.AssignIPv4}, {"ipam.assign_ipv6", c.IPAM.AssignIPv6}} {
+		if f.val != "" && f.val != "true" && f.val != "false" {
+			return nil, fmt.Errorf("%s %q: want \"true\" or \"false\"", f.name, f.val)
+		}
+	}
+	if c.IPAM.AssignIPv4 == "false" && c.IPAM.AssignIPv6 == "false" {
+		return nil, fmt.Errorf("ipam.assign_ipv4 and ipam.assign_ipv6 are both \"false\": the pod would get no address")
 	}
 	for i, p := range c.IPAM.Pools {
 		if strings.TrimSpace(p) == "" {

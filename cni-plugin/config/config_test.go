@@ -24,6 +24,8 @@ func TestParseRejects(t *testing.T) {
 		{`{"name":"n","mtu":70000}`, "mtu 70000"},
 		{`{"name":"n","ipam":{"type":"host-local"}}`, `ipam.type "host-local"`},
 		{`{"name":"n","ipam":{"type":"tabby-ipam","pools":["a",""]}}`, "ipam.pools[1]"},
+		{`{"name":"n","ipam":{"type":"tabby-ipam","assign_ipv6":"yes"}}`, `ipam.assign_ipv6 "yes"`},
+		{`{"name":"n","ipam":{"type":"tabby-ipam","assign_ipv4":"false","assign_ipv6":"false"}}`, "both"},
 		{`{"name":"n","logLevel":"loud"}`, `logLevel "loud"`},
 		{`{"name":"n","timeoutSeconds":-1}`, "timeoutSeconds -1"},
 		{`{"name":`, "decode network configuration"},

@@ -33,28 +33,34 @@ func Check(a Attachment) error {
 		if cl.Attrs().RawFlags&1 == 0 { // IFF_UP
 			bad("container interface %s is down", a.IfName)
 		}
-		addrs, err := nlretry.Dump(func() ([]netlink.Addr, error) { return ch.AddrList(cl, netlink.FAMILY_V4) })
+		addrs, err := nlretry.Dump(func() ([]netlink.Addr, error) { return ch.AddrList(cl, netlink.FAMILY_ALL) })
 		if err != nil {
 			return fmt.Errorf("list addresses of %s in container: %w", a.IfName, err)
 		}
 		for _, ip := range a.IPs {
 			if !hasAddr(addrs, ip) {
-				bad("address %s/32 missing on container interface %s", ip, a.IfName)
+				bad("address %s missing on container interface %s", hostNet(ip), a.IfName)
 			}
 		}
-		routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return ch.RouteList(cl, netlink.FAMILY_V4) })
+		routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return ch.RouteList(cl, netlink.FAMILY_ALL) })
 		if err != nil {
 			return fmt.Errorf("list routes in container: %w", err)
 		}
-		if !hasRoute(routes, func(r netlink.Route) bool {
+		gateways := map[netip.Addr]bool{}
+		for _, ip := range a.IPs {
+			gateways[GatewayFor(ip)] = true
+		}
+		if gateways[Gateway] && !hasRoute(routes, func(r netlink.Route) bool {
 			return isHostDst(r, Gateway) && r.Scope == netlink.SCOPE_LINK
 		}) {
 			bad("container route %s dev %s scope link missing", Gateway, a.IfName)
 		}
-		if !hasRoute(routes, func(r netlink.Route) bool {
-			return (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.Gw != nil && r.Gw.Equal(Gateway.AsSlice())
-		}) {
-			bad("container route default via %s missing", Gateway)
+		for gw := range gateways {
+			if !hasRoute(routes, func(r netlink.Route) bool {
+				return (r.Dst == nil || r.Dst.IP.IsUnspecified()) && r.Gw != nil && r.Gw.Equal(gw.AsSlice())
+			}) {
+				bad("container route default via %s missing", gw)
+			}
 		}
 	}
 
@@ -79,13 +85,13 @@ func Check(a Attachment) error {
 				bad("sysctl %s is not 1", s)
 			}
 		}
-		routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return netlink.RouteList(hl, netlink.FAMILY_V4) })
+		routes, err := nlretry.Dump(func() ([]netlink.Route, error) { return netlink.RouteList(hl, netlink.FAMILY_ALL) })
 		if err != nil {
 			return fmt.Errorf("list host routes of %s: %w", a.HostVeth, err)
 		}
 		for _, ip := range a.IPs {
 			if !hasRoute(routes, func(r netlink.Route) bool { return isHostDst(r, ip) }) {
-				bad("host route %s/32 dev %s missing", ip, a.HostVeth)
+				bad("host route %s dev %s missing", hostNet(ip), a.HostVeth)
 			}
 		}
 	}
@@ -99,7 +105,7 @@ func hasAddr(addrs []netlink.Addr, ip netip.Addr) bool {
 	for _, a := range addrs {
 		got, ok := netip.AddrFromSlice(a.IP)
 		ones, _ := a.Mask.Size()
-		if ok && got.Unmap() == ip && ones == 32 {
+		if ok && got.Unmap() == ip.Unmap() && ones == ip.BitLen() {
 			return true
 		}
 	}
@@ -121,5 +127,5 @@ func isHostDst(r netlink.Route, ip netip.Addr) bool {
 	}
 	ones, _ := r.Dst.Mask.Size()
 	got, ok := netip.AddrFromSlice(r.Dst.IP)
-	return ok && got.Unmap() == ip && ones == 32
+	return ok && got.Unmap() == ip.Unmap() && ones == ip.BitLen()
 }

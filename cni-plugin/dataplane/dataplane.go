@@ -29,6 +29,19 @@ import (
 // Gateway is the pod's next hop: never assigned anywhere, answered by the host's proxy ARP.
 var Gateway = netip.MustParseAddr("169.254.1.1")
 
+// Gateway6 is the pod's IPv6 next hop: the host veth's own link-local address, which the kernel
+// derives from its MAC ee:ee:ee:ee:ee:ee (EUI-64), so the host answers neighbour discovery for
+// it without proxy NDP.
+var Gateway6 = netip.MustParseAddr("fe80::ecee:eeff:feee:eeee")
+
+// GatewayFor is the pod's gateway for an address of ip's family.
+func GatewayFor(ip netip.Addr) netip.Addr {
+	if ip.Is6() && !ip.Is4In6() {
+		return Gateway6
+	}
+	return Gateway
+}
+
 // HostVethMAC is the MAC of every host-side veth (Calico's): pods see one gateway MAC whichever
 // node they run on, and nothing needs the real MAC.
 var HostVethMAC = net.HardwareAddr{0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
@@ -216,20 +229,37 @@ func (p *Pair) SetMTU(mtu int) error {
 	return nil
 }
 
-// Configure gives the container its addresses (/32) and routes, and the host its routes to them.
+// Configure gives the container its addresses (/32, /128) and a default route per family, and
+// the host its routes to them.
 func (p *Pair) Configure(ips []netip.Addr) (Links, error) {
 	a, ch, cl := p.a, p.ch, p.container
+	var has4, has6 bool
 	for _, ip := range ips {
 		addr := &netlink.Addr{IPNet: hostNet(ip)}
+		if ip.Is6() {
+			// Usable at once: a tentative address could not even answer the host's
+			// neighbour solicitation for the first second of the pod's life.
+			addr.Flags = unix.IFA_F_NODAD
+			has6 = true
+		} else {
+			has4 = true
+		}
 		if err := ch.AddrAdd(cl, addr); err != nil {
 			return Links{}, fmt.Errorf("add %s to %s in container: %w", addr.IPNet, a.IfName, err)
 		}
 	}
-	if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: hostNet(Gateway), Scope: netlink.SCOPE_LINK}); err != nil {
-		return Links{}, fmt.Errorf("add route %s dev %s scope link in container: %w", Gateway, a.IfName, err)
+	if has4 {
+		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: hostNet(Gateway), Scope: netlink.SCOPE_LINK}); err != nil {
+			return Links{}, fmt.Errorf("add route %s dev %s scope link in container: %w", Gateway, a.IfName, err)
+		}
+		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: Gateway.AsSlice()}); err != nil {
+			return Links{}, fmt.Errorf("add default via %s in container: %w", Gateway, err)
+		}
 	}
-	if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: Gateway.AsSlice()}); err != nil {
-		return Links{}, fmt.Errorf("add default via %s in container: %w", Gateway, err)
+	if has6 {
+		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: Gateway6.AsSlice()}); err != nil {
+			return Links{}, fmt.Errorf("add default via %s dev %s in container: %w", Gateway6, a.IfName, err)
+		}
 	}
 	for _, ip := range ips {
 		r := hostRoute(ip, p.host.Index)
@@ -284,6 +314,13 @@ func hostSysctls(ifname string) error {
 		if err := os.WriteFile(s.path, []byte(s.val), 0o644); err != nil {
 			return fmt.Errorf("sysctl %s=%s: %w", filepath.Clean(s.path), s.val, err)
 		}
+	}
+	// The pod's IPv6 gateway is this veth's link-local address: no duplicate address detection,
+	// so it answers from the pod's first packet (it only starts once the pod end is up). A host
+	// without IPv6 has no such file, and its pods no IPv6.
+	dad := "/proc/sys/net/ipv6/conf/" + ifname + "/accept_dad"
+	if err := os.WriteFile(dad, []byte("0"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sysctl %s=0: %w", dad, err)
 	}
 	return nil
 }

@@ -80,7 +80,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	}
 	defer inv.close()
 	r, err := inv.ipam.Assign(inv.ctx, &api.AssignRequest{Handle: inv.handle, Node: inv.conf.NodeName,
-		Namespace: string(inv.k8s.K8S_POD_NAMESPACE), Pod: string(inv.k8s.K8S_POD_NAME), Pools: inv.conf.IPAM.Pools})
+		Namespace: string(inv.k8s.K8S_POD_NAMESPACE), Pod: string(inv.k8s.K8S_POD_NAME), Pools: inv.conf.IPAM.Pools,
+		// This plugin hands its caller one IPv4 address; it must not hold an IPv6 one unseen.
+		AssignIPv6: "false"})
 	if err != nil {
 		return cnierr.IPAM("assign address", err)
 	}

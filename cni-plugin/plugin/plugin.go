@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -147,7 +148,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		r, err := inv.ipam.Assign(ctx, &api.AssignRequest{
 			Handle: inv.handle, Node: inv.conf.NodeName,
 			Namespace: string(inv.k8s.K8S_POD_NAMESPACE), Pod: string(inv.k8s.K8S_POD_NAME),
-			Pools: inv.conf.IPAM.Pools,
+			Pools: inv.conf.IPAM.Pools, AssignIPv4: inv.conf.IPAM.AssignIPv4, AssignIPv6: inv.conf.IPAM.AssignIPv6,
 		})
 		ipamTook = time.Since(tIPAM)
 		ach <- assigned{r, err}
@@ -206,9 +207,11 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if ar.err != nil {
 		return ipamError("assign address", ar.err)
 	}
-	asg := ar.reply.Assignment
-	inv.att.IPs = []netip.Addr{asg.IP}
-	if inv.conf.MTU == 0 && (asg.IPIPMode == IPIPModeAlways || asg.IPIPMode == IPIPModeCrossSubnet) {
+	asgs := ar.reply.All()
+	inv.att.IPs = addrsOf(asgs)
+	if inv.conf.MTU == 0 && slices.ContainsFunc(asgs, func(a api.Assignment) bool {
+		return a.IP.Is4() && (a.IPIPMode == IPIPModeAlways || a.IPIPMode == IPIPModeCrossSubnet)
+	}) {
 		inv.att.MTU = uplinkMTU - 20 // the outer IPv4 header
 		if err := pair.SetMTU(inv.att.MTU); err != nil {
 			return dataplaneError("set pod MTU", err)
@@ -218,9 +221,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return dataplaneError("configure pod interface", err)
 	}
-	inv.log.Info("pod attached", "ip", asg.IP, "hostVeth", inv.att.HostVeth, "mtu", inv.att.MTU,
+	inv.log.Info("pod attached", "ips", inv.att.IPs, "hostVeth", inv.att.HostVeth, "mtu", inv.att.MTU,
 		"ipam", inv.ipam.Path, "took", time.Since(start), "ipamTook", ipamTook, "vethTook", pairTook)
-	return p.printResult(inv, links, []api.Assignment{asg})
+	return p.printResult(inv, links, asgs)
 }
 
 func addrsOf(as []api.Assignment) []netip.Addr {
@@ -247,15 +250,16 @@ func (p *Plugin) printResult(inv *invocation, links dataplane.Links, as []api.As
 		&current.Interface{Name: inv.att.HostVeth, Mac: links.HostMAC.String()},
 		&current.Interface{Name: inv.att.IfName, Mac: links.ContainerMAC.String(), Sandbox: inv.att.Netns},
 	)
-	gw := net.IP(dataplane.Gateway.AsSlice())
 	for _, a := range as {
+		gw := net.IP(dataplane.GatewayFor(a.IP).AsSlice())
+		bits := a.IP.BitLen()
 		res.IPs = append(res.IPs, &current.IPConfig{
 			Interface: current.Int(base + 1),
-			Address:   net.IPNet{IP: a.IP.AsSlice(), Mask: net.CIDRMask(32, 32)},
+			Address:   net.IPNet{IP: a.IP.AsSlice(), Mask: net.CIDRMask(bits, bits)},
 			Gateway:   gw,
 		})
+		res.Routes = append(res.Routes, &types.Route{Dst: net.IPNet{IP: make(net.IP, bits/8), Mask: net.CIDRMask(0, bits)}, GW: gw})
 	}
-	res.Routes = append(res.Routes, &types.Route{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: gw})
 	if err := types.PrintResult(res, inv.conf.CNIVersion); err != nil {
 		return cniError(types.ErrIOFailure, fmt.Sprintf("print result as cniVersion %s", inv.conf.CNIVersion), err)
 	}
@@ -332,12 +336,12 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 		return cniError(types.ErrDecodingFailure, "convert prevResult", err)
 	}
 	for _, ipc := range prev.IPs {
-		if ip, ok := netip.AddrFromSlice(ipc.Address.IP); ok && ip.Unmap().Is4() {
+		if ip, ok := netip.AddrFromSlice(ipc.Address.IP); ok {
 			inv.att.IPs = append(inv.att.IPs, ip.Unmap())
 		}
 	}
 	if len(inv.att.IPs) == 0 {
-		return cniError(cnierr.CheckFailed, "CHECK: prevResult has no IPv4 address", nil)
+		return cniError(cnierr.CheckFailed, "CHECK: prevResult has no address", nil)
 	}
 	if err := dataplane.Check(inv.att); err != nil {
 		return dataplaneCheckError(err)

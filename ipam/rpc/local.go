@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
@@ -39,11 +40,43 @@ func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignRe
 	if r.Handle == "" || r.Node == "" {
 		return nil, fmt.Errorf("%w: assign needs a handle and a node (handle %q, node %q)", api.ErrInvalid, r.Handle, r.Node)
 	}
-	a, err := l.alloc.Assign(ctx, ipam.Request{Handle: r.Handle, Node: r.Node, Namespace: r.Namespace, Pod: r.Pod, Pools: r.Pools})
-	if err != nil {
-		return nil, classify(err)
+	wants := []struct {
+		fam    ipfamily.Family
+		assign string
+	}{{ipfamily.IPv4, r.AssignIPv4}, {ipfamily.IPv6, r.AssignIPv6}}
+	reply := &api.AssignReply{}
+	var skipped error
+	for _, w := range wants {
+		if w.assign == "false" {
+			continue
+		}
+		a, err := l.alloc.Assign(ctx, ipam.Request{Family: w.fam, Handle: r.Handle, Node: r.Node, Namespace: r.Namespace, Pod: r.Pod, Pools: r.Pools})
+		if err != nil && w.assign == "" && errors.Is(err, ipam.ErrNoPool) {
+			// Not asked for explicitly and no pool of the family: a single-stack pod.
+			if skipped == nil {
+				skipped = fmt.Errorf("%s address: %w", w.fam, err)
+			}
+			continue
+		}
+		if err != nil {
+			// One handle, every family: nothing of a half-made attachment stays.
+			if len(reply.Assignments) > 0 {
+				if rerr := l.alloc.ReleaseHandle(context.WithoutCancel(ctx), r.Handle); rerr != nil {
+					err = fmt.Errorf("%w (and releasing its other addresses failed: %v)", err, rerr)
+				}
+			}
+			return nil, classify(fmt.Errorf("%s address: %w", w.fam, err))
+		}
+		reply.Assignments = append(reply.Assignments, fromIPAM(a))
 	}
-	return &api.AssignReply{Assignment: fromIPAM(a)}, nil
+	if len(reply.Assignments) == 0 {
+		if skipped == nil {
+			return nil, fmt.Errorf("%w: assign_ipv4 and assign_ipv6 are both false", api.ErrInvalid)
+		}
+		return nil, classify(skipped)
+	}
+	reply.Assignment = reply.Assignments[0]
+	return reply, nil
 }
 
 func (l *Local) Release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {

@@ -23,6 +23,11 @@ type AssignRequest struct {
 	Namespace string   `json:"namespace,omitempty"`
 	Pod       string   `json:"pod,omitempty"`
 	Pools     []string `json:"pools,omitempty"` // pool names or CIDRs to choose from; empty = all usable
+	// AssignIPv4 and AssignIPv6 are the CNI IPAM config's assign_ipv4 / assign_ipv6: "true"
+	// forces the family, "false" skips it, "" assigns it when a usable pool of the family exists.
+	// A request that predates them (both "") still gets its IPv4 address or IPv4's error.
+	AssignIPv4 string `json:"assignIPv4,omitempty"`
+	AssignIPv6 string `json:"assignIPv6,omitempty"`
 }
 
 // Assignment is one address held by a handle.
@@ -36,7 +41,22 @@ type Assignment struct {
 
 // AssignReply carries the assignment.
 type AssignReply struct {
+	// Assignment is the first of Assignments (the IPv4 one when there is one), for a plugin
+	// binary that predates dual stack.
 	Assignment Assignment `json:"assignment"`
+	// Assignments holds one address per assigned family, IPv4 first.
+	Assignments []Assignment `json:"assignments,omitempty"`
+}
+
+// All is every assignment of the reply, also from a tabby-node that predates dual stack.
+func (r *AssignReply) All() []Assignment {
+	if len(r.Assignments) > 0 {
+		return r.Assignments
+	}
+	if r.Assignment.IP.IsValid() {
+		return []Assignment{r.Assignment}
+	}
+	return nil
 }
 
 // ReleaseRequest releases every address of a handle.
