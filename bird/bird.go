@@ -41,6 +41,7 @@ type Node struct {
 	Name        string
 	Labels      map[string]string
 	Address     netip.Prefix // tabby.dev/bgp-ipv4-address
+	Address6    netip.Prefix // tabby.dev/bgp-ipv6-address; invalid: no IPv6
 	ASN         uint32       // tabby.dev/bgp-asn; 0 = BGPConfiguration / default
 	RRClusterID string       // tabby.dev/route-reflector-cluster-id
 	// RestartingUntil marks a planned restart of the node (annotation tabby.dev/bgp-restarting,

@@ -16,6 +16,17 @@
 //     interface holding the Node's InternalIP), with its prefix length.
 //   - bird (this package): the reconcile loop, event handling, restart-vs-dead logic, metrics.
 //
+// # IPv6 (MP-BGP)
+//
+// A node with an IPv6 BGP address (tabby.dev/bgp-ipv6-address) offers IPv6 unicast beside IPv4
+// unicast on every session it opens, over the same IPv4 sessions (RFC 4760); its IPv6 blocks go
+// out in MP_REACH_NLRI with that address as next hop, never a link-local one. A node without
+// one offers exactly what it did before IPv6, and peers with dual-stack nodes as before. GoBGP's
+// prefix sets hold one family each, so every prefix set of the policy is two (the IPv6 one is
+// named with -v6) and every statement matching one is two: the import and export rules, the
+// hijack protections included, are the same for both families. Sessions to IPv6 peer addresses
+// are not built yet.
+//
 // # Reconciling
 //
 // Every input change wakes Run, which recomputes the desired state and diffs it against what

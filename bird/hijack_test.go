@@ -28,6 +28,8 @@ type birdToR struct {
 	Prepend  []uint32
 	Announce []netip.Prefix
 	Password string // TCP MD5, none when empty
+	// IPv6 adds an IPv6 unicast channel to the session (MP-BGP over the IPv4 session).
+	IPv6 bool
 }
 
 func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) string) {
@@ -48,6 +50,9 @@ func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) s
 	}
 	if r.Password != "" {
 		opts += fmt.Sprintf("password %q; ", r.Password)
+	}
+	if r.IPv6 {
+		opts += "ipv6 { import all; export none; };"
 	}
 	conf := fmt.Sprintf(`
 router id %[1]s;

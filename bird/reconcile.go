@@ -27,7 +27,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 	}
 	in := peers.Input{LocalNode: b.cfg.NodeName, Config: b.bgpConf, Peers: b.bgpPeer, Secrets: b.secrets}
 	for _, n := range b.nodes {
-		in.Nodes = append(in.Nodes, peers.Node{Name: n.Name, Labels: n.Labels, Address: n.Address, ASN: n.ASN, RRClusterID: n.RRClusterID})
+		in.Nodes = append(in.Nodes, peers.Node{Name: n.Name, Labels: n.Labels, Address: n.Address, Address6: n.Address6, ASN: n.ASN, RRClusterID: n.RRClusterID})
 	}
 	pools := slices.Clone(b.pools)
 	local := slices.Clone(b.local)
@@ -86,17 +86,23 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		b.policy = &pol
 	}
 
-	// Paths: ours and the service CIDRs, next hop = this node.
-	wantPaths := map[netip.Prefix]bool{}
-	for _, p := range local {
-		wantPaths[p.Masked()] = true
+	// Paths: ours and the service CIDRs, next hop = this node's address of the prefix's family.
+	// An IPv6 prefix of a node without an IPv6 address has no next hop to carry: not advertised.
+	nextHop := func(p netip.Prefix) netip.Addr {
+		if p.Addr().Is6() {
+			return want.Address6.Addr()
+		}
+		return want.RouterID
 	}
-	for _, p := range services {
-		wantPaths[p] = true
+	wantPaths := map[netip.Prefix]bool{}
+	for _, p := range slices.Concat(local, services) {
+		if nextHop(p).IsValid() {
+			wantPaths[p.Masked()] = true
+		}
 	}
 	for p := range b.paths {
 		if !wantPaths[p] {
-			if err := spk.DeletePath(ctx, p, want.RouterID); err != nil {
+			if err := spk.DeletePath(ctx, p, nextHop(p)); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -107,7 +113,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 	}
 	for p := range wantPaths {
 		if !b.paths[p] {
-			if err := spk.AddPath(ctx, p, want.RouterID); err != nil {
+			if err := spk.AddPath(ctx, p, nextHop(p)); err != nil {
 				errs = append(errs, err)
 				continue
 			}

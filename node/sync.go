@@ -5,7 +5,6 @@ import (
 
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
-	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -35,11 +34,11 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
 	a.felix.OnUpdate(felix.EndpointsUpdate{Endpoints: endpoints})
 
-	// The BGP speaker carries IPv4 unicast only so far: an IPv6 pool (valid since IPPools may be
-	// IPv6) must not reach its prefix sets, where it would break the IPv4 policies too.
-	a.bgp.SetPools(ipfamily.Split(s.PoolPrefixes(), ipfamily.IPv4))
-	a.bgp.SetRoutable(ipfamily.Split(s.Routable, ipfamily.IPv4))
-	a.bgp.SetLocalPrefixes(ipfamily.Split(s.AdvertisedPrefixes(), ipfamily.IPv4))
+	// Both families: the speaker keeps a prefix set per family, and advertises an IPv6 prefix
+	// only from a node with an IPv6 BGP address (its next hop).
+	a.bgp.SetPools(s.PoolPrefixes())
+	a.bgp.SetRoutable(s.Routable)
+	a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
 	a.bgp.SetBGPConfiguration(s.BGPConfig)
 	a.bgp.SetSecrets(s.Secrets)
 	a.bgp.SetBGPPeers(s.BGPPeers)
@@ -59,7 +58,7 @@ func birdNodes(nodes []syncer.NodeInfo) []bird.Node {
 		if !addr.IsValid() && n.InternalIP.IsValid() {
 			addr = netip.PrefixFrom(n.InternalIP, 32)
 		}
-		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, ASN: n.ASN, RRClusterID: n.RRClusterID, RestartingUntil: n.RestartingUntil})
+		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, Address6: n.BGPAddress6, ASN: n.ASN, RRClusterID: n.RRClusterID, RestartingUntil: n.RestartingUntil})
 	}
 	return out
 }

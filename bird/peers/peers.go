@@ -41,6 +41,7 @@ type Node struct {
 	Name        string
 	Labels      map[string]string
 	Address     netip.Prefix // BGP address with the prefix length of its interface
+	Address6    netip.Prefix // the IPv6 one; invalid: the node has no IPv6
 	ASN         uint32       // 0: BGPConfiguration.asNumber
 	RRClusterID string
 }
@@ -56,8 +57,11 @@ type Input struct {
 
 // Speaker is the speaker-wide configuration.
 type Speaker struct {
-	RouterID   netip.Addr
-	Address    netip.Prefix
+	RouterID netip.Addr
+	Address  netip.Prefix
+	// Address6 is the next hop of the node's IPv6 prefixes; valid: every session also carries
+	// IPv6 unicast (MP-BGP).
+	Address6   netip.Prefix
 	ASN        uint32
 	ListenPort uint16
 	ClusterID  string // non-empty: this node is a route reflector
@@ -163,6 +167,7 @@ func Compute(in Input) (Result, error) {
 	res := Result{Speaker: Speaker{
 		RouterID:   local.Address.Addr(),
 		Address:    local.Address,
+		Address6:   local.Address6,
 		ASN:        LocalASN(*local, in.Config),
 		ListenPort: listenPort(in.Config),
 		ClusterID:  local.RRClusterID,

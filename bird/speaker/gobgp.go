@@ -18,7 +18,10 @@ import (
 	"github.com/tabbynet/tabby/bird/peers"
 )
 
-var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+var (
+	ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	ipv6Unicast = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+)
 
 // GoBGP is a Speaker embedding GoBGP v4.
 type GoBGP struct {
@@ -26,6 +29,8 @@ type GoBGP struct {
 	apiAddr string
 	srv     *server.BgpServer
 	address netip.Addr // our BGP address: next hop and source of every session
+	// dualStack: the node has an IPv6 BGP address, so sessions carry IPv6 unicast too.
+	dualStack bool
 
 	mu         sync.Mutex
 	watches    []func(Event)
@@ -64,6 +69,7 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 		go g.srv.Serve()
 	}
 	g.address = s.RouterID
+	g.dualStack = s.Address6.IsValid()
 	global := &api.Global{
 		Asn:        s.ASN,
 		RouterId:   s.RouterID.String(),
@@ -137,7 +143,9 @@ func seconds(d time.Duration) uint64 {
 	return s
 }
 
-func apiPeer(p peers.Peer, local netip.Addr) *api.Peer {
+// apiPeer is the session to p. A dual-stack node offers IPv6 unicast too (MP-BGP over the
+// same session); an IPv4-only one offers exactly what it always did.
+func apiPeer(p peers.Peer, local netip.Addr, dualStack bool) *api.Peer {
 	restart := uint32(seconds(p.RestartTime))
 	ap := &api.Peer{
 		Conf: &api.PeerConf{
@@ -158,10 +166,16 @@ func apiPeer(p peers.Peer, local netip.Addr) *api.Peer {
 			RestartTime:         restart,
 			NotificationEnabled: true, // RFC 8538, see Stop
 		},
-		AfiSafis: []*api.AfiSafi{{
-			Config:            &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true},
+	}
+	families := []*api.Family{ipv4Unicast}
+	if dualStack {
+		families = append(families, ipv6Unicast)
+	}
+	for _, f := range families {
+		ap.AfiSafis = append(ap.AfiSafis, &api.AfiSafi{
+			Config:            &api.AfiSafiConfig{Family: f, Enabled: true},
 			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
-		}},
+		})
 	}
 	if local.IsValid() {
 		// Sessions start from the node address, also on a node with several.
@@ -186,7 +200,7 @@ func apiPeer(p peers.Peer, local netip.Addr) *api.Peer {
 
 // AddPeer implements Speaker.
 func (g *GoBGP) AddPeer(ctx context.Context, p peers.Peer) error {
-	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.address)}); err != nil {
+	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.address, g.dualStack)}); err != nil {
 		return fmt.Errorf("add peer %s AS %d: %w", p.Address, p.ASN, err)
 	}
 	return nil
@@ -200,20 +214,29 @@ func (g *GoBGP) DeletePeer(ctx context.Context, addr netip.Addr) error {
 	return nil
 }
 
+// apiPath is our path to prefix: IPv4 with a NEXT_HOP, IPv6 in MP_REACH_NLRI (RFC 4760) with
+// the node's global IPv6 address as next hop. A next hop of the other family is refused.
 func apiPath(prefix netip.Prefix, nextHop netip.Addr) (*apiutil.Path, error) {
+	if prefix.Addr().Is4() != nextHop.Is4() {
+		return nil, fmt.Errorf("next hop %s is not of the prefix's family", nextHop)
+	}
 	nlri, err := bgp.NewIPAddrPrefix(prefix)
 	if err != nil {
 		return nil, err
+	}
+	origin := bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)
+	if prefix.Addr().Is6() {
+		mp, err := bgp.NewPathAttributeMpReachNLRI(bgp.RF_IPv6_UC, []bgp.PathNLRI{{NLRI: nlri}}, nextHop)
+		if err != nil {
+			return nil, err
+		}
+		return &apiutil.Path{Family: bgp.RF_IPv6_UC, Nlri: nlri, Attrs: []bgp.PathAttributeInterface{origin, mp}}, nil
 	}
 	nh, err := bgp.NewPathAttributeNextHop(nextHop)
 	if err != nil {
 		return nil, err
 	}
-	return &apiutil.Path{
-		Family: bgp.RF_IPv4_UC,
-		Nlri:   nlri,
-		Attrs:  []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP), nh},
-	}, nil
+	return &apiutil.Path{Family: bgp.RF_IPv4_UC, Nlri: nlri, Attrs: []bgp.PathAttributeInterface{origin, nh}}, nil
 }
 
 // AddPath implements Speaker.
@@ -324,18 +347,18 @@ func peerEvent(pe *apiutil.WatchEventMessage_PeerEvent, now time.Time) (Event, b
 }
 
 // bestEvent converts a best path (or its withdrawal) into an Event. Anything GoBGP could hand
-// over is handled: a path that is not an IPv4 unicast prefix is an error, never a panic.
+// over is handled: a path that is not an IPv4 or IPv6 unicast prefix is an error, never a panic.
 func bestEvent(p *apiutil.Path) (Event, error) {
 	if p == nil || p.Nlri == nil {
 		return Event{}, fmt.Errorf("path without NLRI")
 	}
 	nlri, ok := p.Nlri.(*bgp.IPAddrPrefix)
-	if !ok || p.Family != bgp.RF_IPv4_UC {
-		return Event{}, fmt.Errorf("NLRI %v of family %v: not IPv4 unicast", p.Nlri, p.Family)
+	if !ok || p.Family != bgp.RF_IPv4_UC && p.Family != bgp.RF_IPv6_UC {
+		return Event{}, fmt.Errorf("NLRI %v of family %v: not IPv4 or IPv6 unicast", p.Nlri, p.Family)
 	}
 	prefix := nlri.Prefix
-	if !prefix.IsValid() || !prefix.Addr().Is4() {
-		return Event{}, fmt.Errorf("NLRI prefix %v: not an IPv4 prefix", prefix)
+	if !prefix.IsValid() || prefix.Addr().Is4() != (p.Family == bgp.RF_IPv4_UC) || prefix.Addr().Is4In6() {
+		return Event{}, fmt.Errorf("NLRI prefix %v: not a prefix of family %v", prefix, p.Family)
 	}
 	e := Event{Type: BestPath, Prefix: prefix.Masked(), Withdrawn: p.Withdrawal}
 	// Local paths have no peer address: Peer stays zero for them.

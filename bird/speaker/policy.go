@@ -8,6 +8,9 @@ import (
 	"strconv"
 
 	api "github.com/osrg/gobgp/v4/api"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Names of tabby's GoBGP policy objects (visible with `gobgp policy` on the local API).
@@ -37,27 +40,59 @@ const (
 // placeholder keeps a set non-empty: GoBGP treats an empty neighbor set as matching everyone.
 var placeholder = netip.MustParsePrefix("255.255.255.255/32")
 
-func prefixSet(name string, list []netip.Prefix) *api.DefinedSet {
-	ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name}
-	if len(list) == 0 {
-		list = []netip.Prefix{placeholder}
-	}
-	for _, p := range list {
-		ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: 32})
-	}
-	return ds
+// placeholder6 is the same for an IPv6 prefix set.
+var placeholder6 = netip.MustParsePrefix("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")
+
+// setName6 names the IPv6 half of a prefix set: GoBGP's prefix sets hold one family each, so
+// every prefix set is two, and every statement that matches one is two (bothFamilies).
+func setName6(name string) string { return name + "-v6" }
+
+// prefixSets matches the prefixes of list and everything inside them, as an IPv4 set named
+// name and an IPv6 one named setName6(name).
+func prefixSets(name string, list []netip.Prefix) []*api.DefinedSet {
+	return familySets(name, list, func(p netip.Prefix) uint32 { return uint32(p.Addr().BitLen()) })
 }
 
-// exactPrefixSet matches each prefix of list exactly (no more-specific ones).
-func exactPrefixSet(name string, list []netip.Prefix) *api.DefinedSet {
-	ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name}
-	if len(list) == 0 {
-		list = []netip.Prefix{placeholder}
+// exactPrefixSets matches each prefix of list exactly (no more-specific ones).
+func exactPrefixSets(name string, list []netip.Prefix) []*api.DefinedSet {
+	return familySets(name, list, func(p netip.Prefix) uint32 { return uint32(p.Bits()) })
+}
+
+func familySets(name string, list []netip.Prefix, maxLen func(netip.Prefix) uint32) []*api.DefinedSet {
+	var out []*api.DefinedSet
+	for _, f := range []struct {
+		fam         ipfamily.Family
+		name        string
+		placeholder netip.Prefix
+	}{{ipfamily.IPv4, name, placeholder}, {ipfamily.IPv6, setName6(name), placeholder6}} {
+		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: f.name}
+		ps := ipfamily.Split(list, f.fam)
+		if len(ps) == 0 {
+			ps = []netip.Prefix{f.placeholder}
+		}
+		for _, p := range ps {
+			ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: maxLen(p)})
+		}
+		out = append(out, ds)
 	}
-	for _, p := range list {
-		ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: uint32(p.Bits())})
+	return out
+}
+
+// bothFamilies follows every statement that matches a prefix set with its copy for the set's
+// IPv6 half; a prefix set only ever matches routes of its own family, so the two never meet.
+func bothFamilies(stmts []*api.Statement) []*api.Statement {
+	out := make([]*api.Statement, 0, 2*len(stmts))
+	for _, st := range stmts {
+		out = append(out, st)
+		if st.GetConditions().GetPrefixSet() == nil {
+			continue
+		}
+		v6 := proto.Clone(st).(*api.Statement)
+		v6.Name = setName6(st.Name)
+		v6.Conditions.PrefixSet.Name = setName6(st.Conditions.PrefixSet.Name)
+		out = append(out, v6)
 	}
-	return ds
+	return out
 }
 
 // firstASChecks returns, per AS, the sets and the statement that reject a route from an eBGP
@@ -79,7 +114,7 @@ func firstASChecks(peers []PeerAS) ([]*api.DefinedSet, []*api.Statement) {
 		path := fmt.Sprintf("tabby-first-as-%d", as)
 		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nb}
 		for _, a := range byAS[as] {
-			ds.List = append(ds.List, netip.PrefixFrom(a, 32).String())
+			ds.List = append(ds.List, ipfamily.HostPrefix(a).String())
 		}
 		sets = append(sets, ds, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_AS_PATH, Name: path, List: []string{fmt.Sprintf("^%d_", as)}})
 		stmts = append(stmts, &api.Statement{Name: "tabby-import-first-as-" + strconv.FormatUint(uint64(as), 10),
@@ -104,8 +139,10 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		same := *last
 		same.Explained = p.Explained
 		if same.Equal(p) {
-			if err := g.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: exactPrefixSet(setExplain, p.Explained), Replace: true}); err != nil {
-				return fmt.Errorf("set the explained prefixes: %w", err)
+			for _, ds := range exactPrefixSets(setExplain, p.Explained) {
+				if err := g.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: ds, Replace: true}); err != nil {
+					return fmt.Errorf("set the explained prefixes: %w", err)
+				}
 			}
 			g.lastPolicy = &p
 			return g.reapplyImportFromExternal(ctx, p.External)
@@ -114,26 +151,23 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
 		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
 		for _, a := range list {
-			ds.List = append(ds.List, netip.PrefixFrom(a, 32).String())
+			ds.List = append(ds.List, ipfamily.HostPrefix(a).String())
 		}
 		return ds
 	}
-	sets := []*api.DefinedSet{
-		prefixSet(setPools, p.Pools),
-		prefixSet(setLocal, p.Local),
-		prefixSet(setServices, p.Services),
+	sets := slices.Concat(prefixSets(setPools, p.Pools), prefixSets(setLocal, p.Local), prefixSets(setServices, p.Services), exactPrefixSets(setExplain, p.Explained))
+	sets = append(sets,
 		neighbors(setExternal, p.External),
 		neighbors(setKeepNH, p.KeepNextHop),
 		neighbors(setSiblings, p.Siblings),
-		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
-		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
-		exactPrefixSet(setExplain, p.Explained),
-	}
+		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
+		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
+	)
 	asSets, firstAS := firstASChecks(p.FirstAS)
 	sets = append(sets, asSets...)
 	stripSibling := &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
 	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name} }
-	imp := &api.Policy{Name: "tabby-import", Statements: slices.Concat([]*api.Statement{
+	imp := &api.Policy{Name: "tabby-import", Statements: bothFamilies(slices.Concat([]*api.Statement{
 		// Service addresses are every node's own (kube-proxy): originated here (the global
 		// import policy sees local paths too), never learned, even inside a pool.
 		{Name: "tabby-import-own-services", Conditions: &api.Conditions{PrefixSet: match(setServices), RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
@@ -160,8 +194,8 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 				Med:       &api.MedAction{Type: api.MedAction_TYPE_MOD, Value: 1}}},
 		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
-	})}
-	exp := &api.Policy{Name: "tabby-export", Statements: []*api.Statement{
+	}))}
+	exp := &api.Policy{Name: "tabby-export", Statements: bothFamilies([]*api.Statement{
 		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		// On export the neighbor set matches the receiving peer. A policy reject (unlike
@@ -178,7 +212,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
 		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
-	}}
+	})}
 	// SetPolicies replaces sets and policies but ignores assignments: assign separately.
 	if err := g.srv.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: sets, Policies: []*api.Policy{imp, exp}}); err != nil {
 		return fmt.Errorf("set import/export policy: %w", err)
