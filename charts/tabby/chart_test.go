@@ -156,6 +156,9 @@ func TestTemplateDefaults(t *testing.T) {
 	if errs := validation.IPPool(pool); len(errs) > 0 {
 		t.Errorf("pool invalid: %v", errs)
 	}
+	if _, ok := objs["IPPool/default-ipv6-ippool"]; ok {
+		t.Errorf("default values render an IPv6 pool")
+	}
 	bgp := decode[v1.BGPConfiguration](t, objs, "BGPConfiguration/default")
 	if *bgp.Spec.ASNumber != 64512 || !*bgp.Spec.NodeToNodeMeshEnabled || *bgp.Spec.ListenPort != 179 {
 		t.Errorf("bgp %+v", bgp.Spec)
@@ -212,6 +215,21 @@ func TestTemplateDefaults(t *testing.T) {
 	ver := decode[corev1.ConfigMap](t, objs, "ConfigMap/tabby-version")
 	if ver.Labels["tabby.dev/info"] != "version" || ver.Labels["app.kubernetes.io/name"] != "tabby" || ver.Data["version"] != "0.1.0" {
 		t.Errorf("version ConfigMap %+v", ver)
+	}
+}
+
+// An IPv6-only cluster: the IPv6 pool alone, valid as the API server's rules see it.
+func TestTemplateIPv6Pool(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "--set", "ipPool.create=false", "--set", "ipv6Pool.create=true"))
+	if _, ok := objs["IPPool/default-ipv4-ippool"]; ok {
+		t.Errorf("ipPool.create=false renders the IPv4 pool")
+	}
+	pool := decode[v1.IPPool](t, objs, "IPPool/default-ipv6-ippool")
+	if pool.Spec.CIDR != "fd00:10:244::/48" || pool.Spec.BlockSize != 122 || !pool.Spec.NATOutgoing || pool.Spec.IPIPMode != "" {
+		t.Errorf("IPv6 pool %+v", pool.Spec)
+	}
+	if errs := validation.IPPool(pool); len(errs) > 0 {
+		t.Errorf("IPv6 pool invalid: %v", errs)
 	}
 }
 

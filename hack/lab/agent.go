@@ -26,6 +26,7 @@ type Node struct {
 	NS         string       // network namespace
 	Subnet     Subnet       //
 	Addr       netip.Prefix // eth0's address, e.g. 198.51.100.11/25
+	Addr6      netip.Prefix // eth0's IPv6 address, e.g. 2001:db8:100::11/64; invalid in an IPv4 lab
 	Port       string       // the switch port (for CutLink)
 	Dir        string       // per-node state: run dir, kubeconfig, log
 	RunDir     string       // tabby-node's --run-dir: ipam.sock, bird.sock
@@ -43,6 +44,9 @@ type Node struct {
 
 // IP is the node's underlay address.
 func (n *Node) IP() netip.Addr { return n.Addr.Addr() }
+
+// IP6 is the node's IPv6 underlay address, invalid in an IPv4 lab.
+func (n *Node) IP6() netip.Addr { return n.Addr6.Addr() }
 
 // IPAMSocket is the socket the CNI plugin asks for addresses.
 func (n *Node) IPAMSocket() string { return filepath.Join(n.RunDir, "ipam.sock") }
@@ -63,7 +67,7 @@ func (n *Node) AgentArgs() []string {
 	if shutdown == "" {
 		shutdown = "restart"
 	}
-	return append([]string{
+	args := []string{
 		"--node-name=" + n.Name, "--namespace=" + Namespace, "--kubeconfig=" + n.Kubeconfig,
 		"--run-dir=" + n.RunDir,
 		// Both lab subnets: the node's own address is the one in it.
@@ -72,7 +76,11 @@ func (n *Node) AgentArgs() []string {
 		"--shutdown=" + shutdown, "--log-level=info",
 		// Short IPAM GC timers so leaks (and a removed node's IPAM) are collected within a test.
 		"--ipam-gc-interval=1s", "--ipam-gc-grace=3s",
-	}, n.lab.Opts.AgentArgs...)
+	}
+	if n.Addr6.IsValid() {
+		args = append(args, "--bgp-address6="+nodeAddr6Method)
+	}
+	return append(args, n.lab.Opts.AgentArgs...)
 }
 
 // Start starts tabby-node in the node's namespace and waits until /readyz answers 200.

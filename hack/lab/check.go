@@ -35,6 +35,28 @@ func (l *Lab) PodEndpoints() []Endpoint {
 	return es
 }
 
+// PodEndpoints6 are the lab's pods at their IPv6 addresses (none in an IPv4 lab).
+func (l *Lab) PodEndpoints6() []Endpoint {
+	var es []Endpoint
+	for _, p := range l.Pods() {
+		if p.IP6.IsValid() {
+			es = append(es, p.Endpoint6())
+		}
+	}
+	return es
+}
+
+// NodeEndpoints6 are the lab's nodes at their IPv6 addresses (none in an IPv4 lab).
+func (l *Lab) NodeEndpoints6() []Endpoint {
+	var es []Endpoint
+	for _, n := range l.Nodes() {
+		if n.Addr6.IsValid() {
+			es = append(es, n.Endpoint6())
+		}
+	}
+	return es
+}
+
 // NodeEndpoints are the lab's nodes as ping endpoints.
 func (l *Lab) NodeEndpoints() []Endpoint {
 	var es []Endpoint
@@ -159,9 +181,18 @@ func (r Route) String() string {
 	return s
 }
 
-// Routes lists the routes of a namespace's main table; proto 0 means all.
+// Routes lists the IPv4 routes of a namespace's main table; proto 0 means all.
 func Routes(ctx context.Context, netns string, proto int) ([]Route, error) {
-	args := []string{"-j", "-n", netns, "route", "show"}
+	return routes(ctx, "-4", netns, proto)
+}
+
+// Routes6 lists the IPv6 routes of a namespace's main table; proto 0 means all.
+func Routes6(ctx context.Context, netns string, proto int) ([]Route, error) {
+	return routes(ctx, "-6", netns, proto)
+}
+
+func routes(ctx context.Context, family, netns string, proto int) ([]Route, error) {
+	args := []string{family, "-j", "-n", netns, "route", "show"}
 	if proto != 0 {
 		args = append(args, "proto", fmt.Sprint(proto))
 	}
@@ -183,6 +214,11 @@ func Routes(ctx context.Context, netns string, proto int) ([]Route, error) {
 // TabbyRoutes are the routes tabby programmed (protocol 201) in the node's namespace.
 func (n *Node) TabbyRoutes(ctx context.Context) ([]Route, error) {
 	return Routes(ctx, n.NS, v1.RouteProtocol)
+}
+
+// TabbyRoutes6 are the IPv6 routes tabby programmed in the node's namespace.
+func (n *Node) TabbyRoutes6(ctx context.Context) ([]Route, error) {
+	return Routes6(ctx, n.NS, v1.RouteProtocol)
 }
 
 // RouteStrings renders routes one per line, sorted.
@@ -226,5 +262,11 @@ func (n *Node) Exec(ctx context.Context, args ...string) (string, error) {
 // Endpoint of the pod.
 func (p *Pod) Endpoint() Endpoint { return Endpoint{Name: p.Key(), NS: p.NS, IP: p.IP} }
 
+// Endpoint6 is the pod at its IPv6 address.
+func (p *Pod) Endpoint6() Endpoint { return Endpoint{Name: p.Key(), NS: p.NS, IP: p.IP6} }
+
 // Endpoint of the node.
 func (n *Node) Endpoint() Endpoint { return Endpoint{Name: n.Name, NS: n.NS, IP: n.IP()} }
+
+// Endpoint6 is the node at its IPv6 address.
+func (n *Node) Endpoint6() Endpoint { return Endpoint{Name: n.Name, NS: n.NS, IP: n.IP6()} }

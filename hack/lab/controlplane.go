@@ -32,6 +32,9 @@ const Namespace = "tabby-system"
 // DefaultPoolName is the pool the chart (or the fallback) creates.
 const DefaultPoolName = "default-ipv4-ippool"
 
+// DefaultPool6Name is the IPv6 pool of a dual-stack or IPv6-only lab.
+const DefaultPool6Name = "default-ipv6-ippool"
+
 func (l *Lab) startControlPlane(ctx context.Context) error {
 	if ext := l.Opts.External; ext != nil {
 		l.token = ext.Token
@@ -102,10 +105,18 @@ func (l *Lab) installClusterObjects(ctx context.Context) error {
 	l.chart = out
 	if len(out.Pools) == 0 {
 		l.Chart += "; default IPPool made by the lab (the chart renders none)"
-		out.Pools = []v1.IPPool{{
-			ObjectMeta: metav1.ObjectMeta{Name: DefaultPoolName},
-			Spec:       v1.IPPoolSpec{CIDR: PodCIDR.String(), BlockSize: v1.DefaultBlockSizeIPv4, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
-		}}
+		if l.Opts.Families.IPv4Pods() {
+			out.Pools = append(out.Pools, v1.IPPool{
+				ObjectMeta: metav1.ObjectMeta{Name: DefaultPoolName},
+				Spec:       v1.IPPoolSpec{CIDR: PodCIDR.String(), BlockSize: v1.DefaultBlockSizeIPv4, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
+			})
+		}
+		if l.Opts.Families.IPv6() {
+			out.Pools = append(out.Pools, v1.IPPool{
+				ObjectMeta: metav1.ObjectMeta{Name: DefaultPool6Name},
+				Spec:       v1.IPPoolSpec{CIDR: PodCIDR6.String(), BlockSize: v1.DefaultBlockSizeIPv6, NATOutgoing: true},
+			})
+		}
 	}
 	for i := range out.Pools {
 		if _, err := l.Client.IPPools().Create(ctx, &out.Pools[i]); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -141,7 +152,7 @@ func (l *Lab) renderChart(ctx context.Context) (*chartOutput, string) {
 		return nil, helm + " missing: run `make tools`"
 	}
 	args := []string{"template", "tabby", chart, "--namespace", Namespace, "--include-crds"}
-	for _, s := range l.Opts.HelmSet {
+	for _, s := range append(l.Opts.Families.helmSet(), l.Opts.HelmSet...) {
 		args = append(args, "--set", s)
 	}
 	var stdout, stderr bytes.Buffer

@@ -31,8 +31,16 @@ func (l *Lab) Diagnostics(ctx context.Context) string {
 		fmt.Fprintf(&b, "ip route show proto 201:\n%s%s", out, errSuffix(err))
 		out, err = ip(ctx, "-n", n.NS, "route")
 		fmt.Fprintf(&b, "ip route:\n%s%s", out, errSuffix(err))
+		if n.Addr6.IsValid() {
+			out, err = ip(ctx, "-n", n.NS, "-6", "route")
+			fmt.Fprintf(&b, "ip -6 route:\n%s%s", out, errSuffix(err))
+		}
 		// tabby's rules are in whichever backend felix detected: show both, without the empty one.
-		for _, save := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+		saves := []string{"iptables-legacy-save", "iptables-nft-save"}
+		if n.Addr6.IsValid() {
+			saves = append(saves, "ip6tables-legacy-save", "ip6tables-nft-save")
+		}
+		for _, save := range saves {
 			out, err = nsExec(ctx, n.NS, save, "-t", "nat")
 			if err != nil || strings.Contains(out, "-A ") {
 				fmt.Fprintf(&b, "%s -t nat:\n%s%s", save, out, errSuffix(err))
@@ -47,6 +55,10 @@ func (l *Lab) Diagnostics(ctx context.Context) string {
 	if r := l.router; r != nil {
 		out, err := ip(ctx, "-n", r.NS, "route")
 		fmt.Fprintf(&b, "---- router %s\nip route:\n%s%s", r.NS, out, errSuffix(err))
+		if l.Opts.Families.IPv6() {
+			out, err = ip(ctx, "-n", r.NS, "-6", "route")
+			fmt.Fprintf(&b, "ip -6 route:\n%s%s", out, errSuffix(err))
+		}
 		if r.kind != "" {
 			out, err := r.Status(ctx)
 			fmt.Fprintf(&b, "%s status:\n%s%s", r.kind, out, errSuffix(err))

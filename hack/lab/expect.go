@@ -19,8 +19,8 @@ import (
 // "10.244.1.5/32 dev caliXXX", "10.244.2.0/26 via 198.51.100.12 dev eth0".
 func Canon(r Route) string {
 	dst := r.Dst
-	if dst != "default" && !strings.Contains(dst, "/") {
-		dst += "/32"
+	if a, err := netip.ParseAddr(dst); err == nil {
+		dst = netip.PrefixFrom(a, a.BitLen()).String()
 	}
 	if r.Type == "blackhole" {
 		return "blackhole " + dst
@@ -66,8 +66,12 @@ func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 	}
 	var want []string
 	for _, p := range l.Pods() {
-		if p.Node == n {
-			want = append(want, fmt.Sprintf("%s/32 dev %s", p.IP, names.HostVethName(p.Namespace, p.Name, p.ContainerID)))
+		if p.Node != n {
+			continue
+		}
+		veth := names.HostVethName(p.Namespace, p.Name, p.ContainerID)
+		for _, a := range p.Addrs() {
+			want = append(want, fmt.Sprintf("%s dev %s", netip.PrefixFrom(a, a.BitLen()), veth))
 		}
 	}
 	for node, bs := range blocks {
@@ -76,6 +80,8 @@ func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 			switch {
 			case node == n.Name:
 				want = append(want, "blackhole "+b.String())
+			case other != nil && b.Addr().Is6():
+				want = append(want, fmt.Sprintf("%s via %s dev eth0", b, other.IP6()))
 			case other != nil:
 				want = append(want, fmt.Sprintf("%s via %s dev eth0", b, other.IP()))
 			}
@@ -95,6 +101,13 @@ func (l *Lab) CheckRoutes(ctx context.Context, n *Node) error {
 	rs, err := n.TabbyRoutes(ctx)
 	if err != nil {
 		return err
+	}
+	if n.Addr6.IsValid() {
+		rs6, err := n.TabbyRoutes6(ctx)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, rs6...)
 	}
 	got := make([]string, len(rs))
 	for i, r := range rs {

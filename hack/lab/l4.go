@@ -224,7 +224,7 @@ func dialUDP(netns string, dst netip.AddrPort) (*net.UDPConn, error) {
 		var c *net.UDPConn
 		err = inNetns(netns, func() error {
 			var err error
-			c, err = net.DialUDP("udp4", &net.UDPAddr{Port: int(port)}, net.UDPAddrFromAddrPort(dst))
+			c, err = net.DialUDP(udpNetwork(dst.Addr()), &net.UDPAddr{Port: int(port)}, net.UDPAddrFromAddrPort(dst))
 			return err
 		})
 		if err == nil {

@@ -62,6 +62,8 @@ type Options struct {
 	// External, if set, is an API server that already runs (the qemu guest reaches the host's);
 	// the lab then starts no control plane and installs nothing.
 	External *External
+	// Families are the address families of the pods (and the underlay): IPv4Only by default.
+	Families Families
 	// AgentArgs are extra tabby-node flags for every node (e.g. a short --ipam-gc-grace).
 	AgentArgs []string
 	// Log receives progress; slog.Default() when nil.
@@ -131,6 +133,9 @@ func New(ctx context.Context, o Options) (_ *Lab, err error) {
 			return nil, err
 		}
 		o.ID = hex.EncodeToString(b)
+	}
+	if o.Stub && o.Families != IPv4Only {
+		return nil, fmt.Errorf("the stub lab is IPv4 only (families %s)", o.Families)
 	}
 	if len(o.ID) > 4 {
 		return nil, fmt.Errorf("lab id %q: at most 4 characters", o.ID)

@@ -35,7 +35,10 @@ type Pod struct {
 	NS          string // network namespace
 	ContainerID string
 	UID         string
+	// IP is the pod's IPv4 address, or its IPv6 one in an IPv6-only lab: the address every
+	// single-stack check uses. IP6 is its IPv6 address, invalid without one.
 	IP          netip.Addr
+	IP6         netip.Addr
 	Result      *types100.Result
 	Ports       []corev1.ContainerPort
 
@@ -66,6 +69,14 @@ type PodSpec struct {
 	// the pod is reachable but the API does not show its address yet. It runs on AddPod's
 	// goroutine and must return quickly.
 	OnAdded func(*Pod)
+}
+
+// Addrs are the pod's addresses, one per family it has.
+func (p *Pod) Addrs() []netip.Addr {
+	if p.IP6.IsValid() && p.IP6 != p.IP {
+		return []netip.Addr{p.IP, p.IP6}
+	}
+	return []netip.Addr{p.IP}
 }
 
 // Key names a pod in the lab: its name in PodNamespace, namespace/name elsewhere.
@@ -179,21 +190,19 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 	if p.Result, err = convertResult(res); err != nil {
 		return nil, fmt.Errorf("CNI ADD of pod %s: %w", key, err)
 	}
-	if len(p.Result.IPs) == 0 {
-		return nil, fmt.Errorf("CNI ADD of pod %s: result has no address", key)
+	if err := p.takeAddresses(l.Opts.Families); err != nil {
+		return nil, fmt.Errorf("CNI ADD of pod %s: %w", key, err)
 	}
-	a, ok := netip.AddrFromSlice(p.Result.IPs[0].Address.IP.To4())
-	if !ok {
-		return nil, fmt.Errorf("CNI ADD of pod %s: address %v is not IPv4", key, p.Result.IPs[0].Address)
-	}
-	p.IP = a
 	if spec.OnAdded != nil {
 		spec.OnAdded(p)
 	}
 	// What the kubelet reports once the sandbox is up: IPAM's checks compare against it.
 	created.Status.Phase = corev1.PodRunning
-	created.Status.PodIP = a.String()
-	created.Status.PodIPs = []corev1.PodIP{{IP: a.String()}}
+	created.Status.PodIP = p.IP.String()
+	created.Status.PodIPs = []corev1.PodIP{{IP: p.IP.String()}}
+	if p.IP6.IsValid() && p.IP6 != p.IP {
+		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: p.IP6.String()})
+	}
 	created.Status.HostIP = n.IP().String()
 	if _, err := l.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		return nil, fmt.Errorf("set Pod %s status: %w", key, err)
@@ -203,6 +212,35 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 	l.pods[key] = p
 	l.mu.Unlock()
 	return p, nil
+}
+
+// takeAddresses reads the pod's addresses from the CNI result: exactly the families the lab
+// gives pods, one address each.
+func (p *Pod) takeAddresses(f Families) error {
+	var v4, v6 netip.Addr
+	for _, c := range p.Result.IPs {
+		a, ok := netip.AddrFromSlice(c.Address.IP)
+		if !ok {
+			return fmt.Errorf("result address %v does not parse", c.Address)
+		}
+		a = a.Unmap()
+		dst := &v4
+		if a.Is6() {
+			dst = &v6
+		}
+		if dst.IsValid() {
+			return fmt.Errorf("result has two addresses of one family: %s and %s", *dst, a)
+		}
+		*dst = a
+	}
+	if v4.IsValid() != f.IPv4Pods() || v6.IsValid() != f.IPv6() {
+		return fmt.Errorf("result addresses %v do not match the lab's families (%s)", p.Result.IPs, f)
+	}
+	p.IP, p.IP6 = v4, v6
+	if !v4.IsValid() {
+		p.IP = v6
+	}
+	return nil
 }
 
 // DeletePod runs CNI DEL for the pod (by key, see Pod.Key), removes its namespace, and

@@ -21,12 +21,21 @@ type EchoServer struct {
 	seen map[netip.Addr]bool
 }
 
+// udpNetwork is the UDP network of an address's family: a pod of an IPv6-only lab has no IPv4
+// address to bind.
+func udpNetwork(a netip.Addr) string {
+	if a.Is4() {
+		return "udp4"
+	}
+	return "udp6"
+}
+
 // StartEcho listens on addr inside netns until Close.
 func StartEcho(netns string, addr netip.AddrPort) (*EchoServer, error) {
 	s := &EchoServer{Addr: addr, seen: map[netip.Addr]bool{}}
 	err := inNetns(netns, func() error {
 		var err error
-		s.conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+		s.conn, err = net.ListenUDP(udpNetwork(addr.Addr()), net.UDPAddrFromAddrPort(addr))
 		return err
 	})
 	if err != nil {
@@ -69,7 +78,7 @@ func (s *EchoServer) Sources() []netip.Addr {
 // SendUDP sends one datagram from inside netns to server, not waiting for an answer.
 func SendUDP(netns string, server netip.AddrPort) error {
 	return inNetns(netns, func() error {
-		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(server))
+		c, err := net.DialUDP(udpNetwork(server.Addr()), nil, net.UDPAddrFromAddrPort(server))
 		if err != nil {
 			return err
 		}
@@ -89,7 +98,7 @@ func SourceSeenBy(ctx context.Context, netns string, server netip.AddrPort) (net
 	var conn *net.UDPConn
 	err := inNetns(netns, func() error {
 		var err error
-		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(server))
+		conn, err = net.DialUDP(udpNetwork(server.Addr()), nil, net.UDPAddrFromAddrPort(server))
 		return err
 	})
 	if err != nil {

@@ -34,6 +34,11 @@ func (l *Lab) InternetEndpoint() Endpoint {
 	return Endpoint{Name: "internet", NS: l.NetnsName("inet"), IP: InternetHost}
 }
 
+// InternetEndpoint6 is "the internet" host at its IPv6 address (a lab with IPv6).
+func (l *Lab) InternetEndpoint6() Endpoint {
+	return Endpoint{Name: "internet", NS: l.NetnsName("inet"), IP: InternetHost6}
+}
+
 // BGPNeighbor is a session the ToR accepts.
 type BGPNeighbor struct {
 	Addr     netip.Addr
@@ -86,7 +91,16 @@ func (r *Router) StartFRR(ctx context.Context, o FRROptions) error {
 	for _, nb := range o.Neighbors {
 		fmt.Fprintf(&b, "  neighbor %s activate\n", nb.Addr)
 	}
-	b.WriteString(" exit-address-family\n!\n")
+	b.WriteString(" exit-address-family\n")
+	if r.lab.Opts.Families.IPv6() {
+		// MP-BGP: the nodes' IPv6 blocks over the same sessions, with their IPv6 next hops.
+		b.WriteString(" address-family ipv6 unicast\n")
+		for _, nb := range o.Neighbors {
+			fmt.Fprintf(&b, "  neighbor %s activate\n", nb.Addr)
+		}
+		b.WriteString(" exit-address-family\n")
+	}
+	b.WriteString("!\n")
 	files := map[string]string{"bgpd.conf": b.String(), "zebra.conf": "hostname tor-zebra\nlog file " + r.logPath + "\n", "vtysh.conf": ""}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(r.dir, name), []byte(content), 0o640); err != nil {

@@ -59,6 +59,9 @@ func (l *Lab) buildUnderlay(ctx context.Context) error {
 			{"-n", rt, "addr", "add", netip.PrefixFrom(s.Gateway(), s.Prefix().Bits()).String(), "dev", "eth-" + s.String()},
 			{"-n", rt, "link", "set", "eth-" + s.String(), "up"},
 		}
+		if l.Opts.Families.IPv6() {
+			steps = append(steps, []string{"-n", rt, "addr", "add", netip.PrefixFrom(s.Gateway6(), s.Prefix6().Bits()).String(), "dev", "eth-" + s.String(), "nodad"})
+		}
 		for _, st := range steps {
 			if _, err := ip(ctx, st...); err != nil {
 				return err
@@ -75,6 +78,13 @@ func (l *Lab) buildUnderlay(ctx context.Context) error {
 		{"-n", inet, "link", "set", "eth0", "up"},
 		{"-n", inet, "route", "add", "default", "via", RouterInet.String()},
 	}
+	if l.Opts.Families.IPv6() {
+		steps = append(steps,
+			[]string{"-n", rt, "addr", "add", netip.PrefixFrom(RouterInet6, InternetNet6.Bits()).String(), "dev", "inet", "nodad"},
+			[]string{"-n", inet, "addr", "add", netip.PrefixFrom(InternetHost6, InternetNet6.Bits()).String(), "dev", "eth0", "nodad"},
+			[]string{"-n", inet, "-6", "route", "add", "default", "via", RouterInet6.String()},
+		)
+	}
 	for _, st := range steps {
 		if _, err := ip(ctx, st...); err != nil {
 			return err
@@ -84,6 +94,11 @@ func (l *Lab) buildUnderlay(ctx context.Context) error {
 	// yet must forward their unmasqueraded traffic (natOutgoing off).
 	if err := sysctl(rt, "net.ipv4.ip_forward", "1", "net.ipv4.conf.all.rp_filter", "0", "net.ipv4.conf.default.rp_filter", "0"); err != nil {
 		return err
+	}
+	if l.Opts.Families.IPv6() {
+		if err := sysctl(rt, "net.ipv6.conf.all.forwarding", "1"); err != nil {
+			return err
+		}
 	}
 	l.router = r
 	return nil
@@ -148,6 +163,9 @@ func (l *Lab) reserveNode(spec NodeSpec) (*Node, error) {
 		Addr: netip.PrefixFrom(addr, pfx.Bits()), Port: fmt.Sprintf("p%d", l.portSeq),
 		Dir: filepath.Join(l.Dir, "nodes", spec.Name),
 	}
+	if l.Opts.Families.IPv6() {
+		n.Addr6 = netip.PrefixFrom(spec.Subnet.hostAddr6(host), spec.Subnet.Prefix6().Bits())
+	}
 	if l.reserved == nil {
 		l.reserved = map[string]bool{}
 	}
@@ -196,6 +214,13 @@ func (l *Lab) addNode(ctx context.Context, n *Node) (_ *Node, err error) {
 		{"-n", n.NS, "addr", "add", n.Addr.String(), "dev", "eth0"},
 		{"-n", n.NS, "link", "set", "eth0", "up"},
 		{"-n", n.NS, "route", "add", "default", "via", spec.Subnet.Gateway().String()},
+	}
+	if n.Addr6.IsValid() {
+		// nodad: the switch is the lab's own, and a tentative address would hold back BGP.
+		steps = append(steps,
+			[]string{"-n", n.NS, "addr", "add", n.Addr6.String(), "dev", "eth0", "nodad"},
+			[]string{"-n", n.NS, "-6", "route", "add", "default", "via", spec.Subnet.Gateway6().String()},
+		)
 	}
 	for _, st := range steps {
 		if _, err := ip(ctx, st...); err != nil {
@@ -255,6 +280,9 @@ func (l *Lab) registerNode(ctx context.Context, n *Node) error {
 	created.Status.Addresses = []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: n.Addr.Addr().String()},
 		{Type: corev1.NodeHostName, Address: n.Name},
+	}
+	if n.Addr6.IsValid() {
+		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Addr6.Addr().String()})
 	}
 	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "TabbyLab"}}
 	if _, err := l.Kube.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {

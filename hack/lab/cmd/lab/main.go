@@ -1,6 +1,7 @@
 // Command lab runs a tabby cluster in network namespaces on this machine.
 //
 //	go run ./hack/lab/cmd/lab demo      # 3 nodes, 2 pods each, a ping matrix; Ctrl-C ends it
+//	go run ./hack/lab/cmd/lab --families dual demo   # the same, dual-stack: a matrix per family
 //	go run ./hack/lab/cmd/lab cleanup   # remove what a lab killed hard left behind (make demo-clean)
 package main
 
@@ -13,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/hack/lab/cmd/lab/app"
 )
 
@@ -21,6 +23,7 @@ func main() {
 	nodes := fs.Int("nodes", 3, "demo: number of nodes")
 	pods := fs.Int("pods", 2, "demo: pods per node")
 	stub := fs.Bool("stub", false, "demo: wire pods with the reference ptp/host-local plugins instead of tabby")
+	families := fs.String("families", "ipv4", "demo: the pods' address families: ipv4, dual (an address of each) or ipv6 (IPv6 only)")
 	verbose := fs.Bool("v", false, "debug logging")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: lab [flags] demo|cleanup\n")
@@ -35,10 +38,14 @@ func main() {
 	// A closed terminal (SIGHUP) ends the lab like Ctrl-C: everything is removed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	var err error
+	fam, err := lab.ParseFamilies(*families)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		os.Exit(2)
+	}
 	switch fs.Arg(0) {
 	case "demo":
-		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub})
+		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub, Families: fam})
 	case "cleanup":
 		err = app.Cleanup(ctx, os.Stdout)
 	default:

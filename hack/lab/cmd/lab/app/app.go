@@ -16,14 +16,16 @@ import (
 type DemoOptions struct {
 	Nodes, PodsPerNode int
 	Stub               bool
+	// Families: lab.DualStack or lab.IPv6Only give pods IPv6 addresses.
+	Families lab.Families
 }
 
 // Demo runs the README's first command: a mesh of nodes with pods, tabby's view of one node, a
 // ping matrix, then waits (Ctrl-C) while the user looks around. Everything is removed on exit.
 func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 	start := time.Now()
-	fmt.Fprintf(w, "starting a %d-node tabby lab (control plane, namespaces, tabby-node)...\n", o.Nodes)
-	l, err := lab.New(ctx, lab.Options{Stub: o.Stub})
+	fmt.Fprintf(w, "starting a %d-node tabby lab, %s (control plane, namespaces, tabby-node)...\n", o.Nodes, familiesName(o.Families))
+	l, err := lab.New(ctx, lab.Options{Stub: o.Stub, Families: o.Families})
 	if err != nil {
 		return err
 	}
@@ -58,9 +60,15 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 	if _, err := l.AddPods(ctx, pods...); err != nil {
 		return fail(err)
 	}
-	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	m := lab.PingMatrix(mctx, l.PodEndpoints(), l.PodEndpoints())
-	cancel()
+	// One matrix per family: a dual-stack pod must answer at both of its addresses.
+	var matrices []*lab.Matrix
+	var titles []string
+	if o.Families.IPv4Pods() {
+		matrices, titles = append(matrices, pingAll(ctx, l.PodEndpoints())), append(titles, "IPv4")
+	}
+	if o.Families.IPv6() {
+		matrices, titles = append(matrices, pingAll(ctx, l.PodEndpoints6())), append(titles, "IPv6")
+	}
 	first := nodes[0]
 	fmt.Fprintf(w, "\nlab %s up in %s; cluster objects from %s\n", l.ID, time.Since(start).Round(100*time.Millisecond), l.Chart)
 	if !o.Stub {
@@ -73,14 +81,28 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 		if err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(w, "\n$ ip netns exec %s ip route show proto 201   (tabby's routes on %s)\n", first.NS, first.Name)
-		for _, r := range lab.RouteStrings(routes) {
-			fmt.Fprintln(w, r)
+		if o.Families.IPv4Pods() {
+			fmt.Fprintf(w, "\n$ ip netns exec %s ip route show proto 201   (tabby's routes on %s)\n", first.NS, first.Name)
+			for _, r := range lab.RouteStrings(routes) {
+				fmt.Fprintln(w, r)
+			}
+		}
+		if o.Families.IPv6() {
+			routes, err := first.TabbyRoutes6(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Fprintf(w, "\n$ ip netns exec %s ip -6 route show proto 201   (tabby's IPv6 routes on %s)\n", first.NS, first.Name)
+			for _, r := range lab.RouteStrings(routes) {
+				fmt.Fprintln(w, r)
+			}
 		}
 	}
-	fmt.Fprintf(w, "\npod-to-pod ping matrix:\n%s", m)
-	if f := m.Failures(); len(f) > 0 {
-		return fail(fmt.Errorf("%d pairs do not reach each other: %v", len(f), f))
+	for i, m := range matrices {
+		fmt.Fprintf(w, "\npod-to-pod ping matrix, %s:\n%s", titles[i], m)
+		if f := m.Failures(); len(f) > 0 {
+			return fail(fmt.Errorf("%s: %d pairs do not reach each other: %v", titles[i], len(f), f))
+		}
 	}
 	p := l.Pods()[0]
 	fmt.Fprintf(w, `
@@ -98,6 +120,16 @@ Ctrl-C stops the lab and removes everything.
 `, p.NS, p.Name, p.IP, first.NS, first.Name, p.NS, l.Pods()[len(l.Pods())-1].IP, l.Kubecfg, first.BirdSocket(), l.Kubecfg, testenv.Kubectl(), l.ID)
 	<-ctx.Done()
 	return nil
+}
+
+func pingAll(ctx context.Context, es []lab.Endpoint) *lab.Matrix {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return lab.PingMatrix(ctx, es, es)
+}
+
+func familiesName(f lab.Families) string {
+	return map[lab.Families]string{lab.IPv4Only: "IPv4", lab.DualStack: "dual-stack", lab.IPv6Only: "IPv6-only pods"}[f]
 }
 
 // Cleanup removes what labs whose process died left behind.
