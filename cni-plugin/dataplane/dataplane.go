@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -233,6 +234,11 @@ func (p *Pair) SetMTU(mtu int) error {
 // the host its routes to them.
 func (p *Pair) Configure(ips []netip.Addr) (Links, error) {
 	a, ch, cl := p.a, p.ch, p.container
+	if slices.ContainsFunc(ips, netip.Addr.Is6) {
+		if err := p.enableIPv6(); err != nil {
+			return Links{}, err
+		}
+	}
 	var has4, has6 bool
 	for _, ip := range ips {
 		addr := &netlink.Addr{IPNet: hostNet(ip)}
@@ -268,6 +274,21 @@ func (p *Pair) Configure(ips []netip.Addr) (Links, error) {
 		}
 	}
 	return Links{HostMAC: HostVethMAC, ContainerMAC: cl.Attrs().HardwareAddr}, nil
+}
+
+// enableIPv6 turns IPv6 on in the container: runtimes may create a sandbox with IPv6 disabled
+// (disable_ipv6=1, as Docker does for a network without IPv6), and then the pod's /128 cannot be
+// added at all. Calico does the same for a pod that gets an IPv6 address.
+func (p *Pair) enableIPv6() error {
+	return inNetns(p.nsh, func() error {
+		for _, dev := range []string{"all", "default", p.a.IfName} {
+			path := "/proc/sys/net/ipv6/conf/" + dev + "/disable_ipv6"
+			if err := os.WriteFile(path, []byte("0"), 0o644); err != nil {
+				return fmt.Errorf("enable IPv6 in the container: sysctl %s=0: %w", path, err)
+			}
+		}
+		return nil
+	})
 }
 
 // Delete removes the pair; deleting one end deletes both, and every route through them.
@@ -476,4 +497,20 @@ func UplinkMTU(ifname string) (int, error) {
 		return l.Attrs().MTU, nil
 	}
 	return 1500, nil
+}
+
+// inNetns runs fn on a thread inside the namespace target (per-namespace /proc/sys files are
+// those of the writing thread's namespace). The thread is never returned to the scheduler: it
+// ends with its goroutine, so no other code ever runs in the container's namespace by mistake.
+func inNetns(target netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // no Unlock: the thread exits with the goroutine
+		if err := netns.Set(target); err != nil {
+			errc <- fmt.Errorf("enter container netns: %w", err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -126,6 +127,34 @@ func TestDualStack(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.assertClean("after IPv6-only DEL")
+	})
+
+	t.Run("a sandbox created with IPv6 disabled", func(t *testing.T) {
+		p := h.newPod("noipv6")
+		if err := p.ns.Do(func(ns.NetNS) error {
+			for _, dev := range []string{"all", "default"} {
+				if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+dev+"/disable_ipv6", []byte("1"), 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.add(list, p); err != nil {
+			t.Fatalf("ADD: %v", err)
+		}
+		_, v6 := podIPs(t, p)
+		if !pool6.Contains(v6) {
+			t.Fatalf("result %+v: no IPv6 address", p.res)
+		}
+		if err := cnitest.Ping(h.node.NS.Path(), v6.AsSlice()); err != nil {
+			t.Errorf("node to the pod's %s: %v", v6, err)
+		}
+		if err := h.node.Del(h.ctx, list, p.rt); err != nil {
+			t.Fatal(err)
+		}
+		h.assertClean("after the IPv6-disabled sandbox's DEL")
 	})
 
 	t.Run("a forced family that cannot be served leaves nothing", func(t *testing.T) {

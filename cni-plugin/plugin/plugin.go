@@ -148,7 +148,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		r, err := inv.ipam.Assign(ctx, &api.AssignRequest{
 			Handle: inv.handle, Node: inv.conf.NodeName,
 			Namespace: string(inv.k8s.K8S_POD_NAMESPACE), Pod: string(inv.k8s.K8S_POD_NAME),
-			Pools: inv.conf.IPAM.Pools, AssignIPv4: inv.conf.IPAM.AssignIPv4, AssignIPv6: inv.conf.IPAM.AssignIPv6,
+			Pools: inv.conf.IPAM.Pools, AssignIPv4: inv.conf.IPAM.AssignIPv4, AssignIPv6: inv.conf.IPAM.AssignIPv6, MultiFamily: true,
 		})
 		ipamTook = time.Since(tIPAM)
 		ach <- assigned{r, err}

@@ -44,6 +44,10 @@ func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignRe
 		fam    ipfamily.Family
 		assign string
 	}{{ipfamily.IPv4, r.AssignIPv4}, {ipfamily.IPv6, r.AssignIPv6}}
+	if !r.MultiFamily {
+		wants = wants[:1]
+		wants[0].assign = "true"
+	}
 	reply := &api.AssignReply{}
 	var skipped error
 	for _, w := range wants {

@@ -78,3 +78,40 @@ func TestGCKeepsValidAndOtherNodes(t *testing.T) {
 		t.Fatalf("release with WantReleased: %+v %v", rel, err)
 	}
 }
+
+// A dual-stack node: a current client gets an address of each family; a request from a plugin
+// binary that predates dual stack (no MultiFamily) gets its IPv4 address only, so the handle
+// holds nothing the pod is never given.
+func TestAssignFamiliesByClient(t *testing.T) {
+	ctx := context.Background()
+	s := ipamtest.NewStore()
+	s.AddNode("a", nil)
+	s.AddPool("v4", "10.244.0.0/24", 26)
+	s.AddPool("v6", "fd00:10:244::/120", 122)
+	l := NewLocal(ipam.New(s, ipam.Config{}))
+	r, err := l.Assign(ctx, &api.AssignRequest{Handle: "net.new", Node: "a", MultiFamily: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Assignments) != 2 || !r.Assignments[0].IP.Is4() || !r.Assignments[1].IP.Is6() || r.Assignment != r.Assignments[0] {
+		t.Fatalf("current client: %+v, want IPv4 then IPv6", r)
+	}
+	old, err := l.Assign(ctx, &api.AssignRequest{Handle: "net.old", Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(old.All()) != 1 || !old.Assignment.IP.Is4() {
+		t.Fatalf("old client: %+v, want one IPv4 address", old)
+	}
+	held, err := l.Lookup(ctx, &api.LookupRequest{Handle: "net.old", Node: "a"})
+	if err != nil || len(held.Assignments) != 1 {
+		t.Fatalf("old client's handle holds %+v (%v), want its one IPv4 address", held, err)
+	}
+	// An old client on an IPv6-only node gets IPv4's error, not an address it cannot use.
+	s2 := ipamtest.NewStore()
+	s2.AddNode("a", nil)
+	s2.AddPool("v6", "fd00:10:244::/120", 122)
+	if _, err := NewLocal(ipam.New(s2, ipam.Config{})).Assign(ctx, &api.AssignRequest{Handle: "net.old6", Node: "a"}); !errors.Is(err, api.ErrNoPool) {
+		t.Fatalf("old client, IPv6-only node: %v, want ErrNoPool", err)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // DefaultSocket is where tabby-node serves IPAM and where the CNI plugins look for it.
 const DefaultSocket = "/var/run/tabby/ipam.sock"
 
-// AssignRequest asks for one IPv4 address for a container attachment.
+// AssignRequest asks for the addresses of a container attachment: one per family.
 type AssignRequest struct {
 	// Handle is "<network>.<containerID>": the key that makes Assign idempotent and that
 	// Release and GC work by.
@@ -25,9 +25,13 @@ type AssignRequest struct {
 	Pools     []string `json:"pools,omitempty"` // pool names or CIDRs to choose from; empty = all usable
 	// AssignIPv4 and AssignIPv6 are the CNI IPAM config's assign_ipv4 / assign_ipv6: "true"
 	// forces the family, "false" skips it, "" assigns it when a usable pool of the family exists.
-	// A request that predates them (both "") still gets its IPv4 address or IPv4's error.
 	AssignIPv4 string `json:"assignIPv4,omitempty"`
 	AssignIPv6 string `json:"assignIPv6,omitempty"`
+	// MultiFamily says the client reads AssignReply.Assignments. A request without it comes
+	// from a plugin binary that predates dual stack (a node upgraded agent first): it gets its
+	// IPv4 address or IPv4's error and nothing else, so no IPv6 address is held that the pod
+	// would never be given.
+	MultiFamily bool `json:"multiFamily,omitempty"`
 }
 
 // Assignment is one address held by a handle.
