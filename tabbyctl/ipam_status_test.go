@@ -186,7 +186,9 @@ func serveStatus(t *testing.T, socket string, peers []status.PeerStatus, problem
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	l := must[net.Listener](t)(grpcjson.Listen(socket))
-	go func() { done <- status.ServeListener(ctx, l, fakeBGP{status.PeersReply{Node: "node-a", Peers: peers, Problems: problems}}) }()
+	go func() {
+		done <- status.ServeListener(ctx, l, fakeBGP{status.PeersReply{Node: "node-a", Peers: peers, Problems: problems}})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -84,15 +84,31 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV6_UNICAST]),
 		},
 	}
-	for _, a := range []netip.Prefix{s.Address, s.Address6} {
-		if a.IsValid() {
-			global.ListenAddresses = append(global.ListenAddresses, a.Addr().String())
+	if s.Address.IsValid() {
+		global.ListenAddresses = []string{s.Address.Addr().String()}
+	}
+	if s.Address6.IsValid() {
+		// GoBGP fails to start at all when one listen address cannot be bound: an IPv6
+		// address that is not (or not yet) on an interface must not take IPv4 BGP down too.
+		if err := canBind(s.Address6.Addr()); err != nil {
+			g.log.Warn("not listening for BGP on the IPv6 address: IPv6 peers are reached by dialling out only", "address", s.Address6.Addr(), "error", err)
+		} else {
+			global.ListenAddresses = append(global.ListenAddresses, s.Address6.Addr().String())
 		}
 	}
 	if err := g.srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
 		return fmt.Errorf("start BGP as AS %d router ID %s port %d: %w", s.ASN, s.RouterID, s.ListenPort, err)
 	}
 	return nil
+}
+
+// canBind tells whether a socket can be bound to addr on this host.
+func canBind(addr netip.Addr) error {
+	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // Stop implements Speaker. The graceful variant relies on RFC 8538 (the N bit, negotiated with
