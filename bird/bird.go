@@ -82,6 +82,7 @@ type Bird struct {
 	spkCancel    context.CancelFunc
 	starting     speaker.Speaker // created, Start failed: retried (only Run touches it)
 	lastProblems string          // only Run touches it
+	problems     []string        // the same, for Status (under mu)
 	started      time.Time
 	speakerCfg   peers.Speaker
 	desired      map[netip.Addr]peers.Peer // every wanted session, also those that cannot open

@@ -24,8 +24,14 @@
 // one offers exactly what it did before IPv6, and peers with dual-stack nodes as before. GoBGP's
 // prefix sets hold one family each, so every prefix set of the policy is two (the IPv6 one is
 // named with -v6) and every statement matching one is two: the import and export rules, the
-// hijack protections included, are the same for both families. Sessions to IPv6 peer addresses
-// are not built yet.
+// hijack protections included, are the same for both families.
+//
+// A BGPPeer may also name an IPv6 address (peerIP 2001:db8::1 or [2001:db8::1]:1179): that
+// session starts from the node's IPv6 BGP address (GoBGP listens on both addresses) and carries
+// IPv6 unicast only, as Calico's do; IPv4 routes keep their IPv4 session. A node without an IPv6
+// BGP address opens no such session and `tabbyctl node status` says why. Link-local peers are
+// refused: a BGPPeer names no interface. The mesh and route reflection between tabby nodes stay
+// on IPv4 sessions: a node's router ID is its IPv4 address, so a node needs one.
 //
 // # Reconciling
 //

@@ -21,6 +21,22 @@ func block6Of(i int) netip.Prefix {
 	return netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%x::/122", i))
 }
 
+// torNamespace6 is torNamespace with an IPv6 subnet on the same link: tor6/64 on the ToR's end
+// and node6 on the node's. BIRD resolves a direct eBGP peer's next hop on a shared network.
+func torNamespace6(t *testing.T, node, tor netip.Addr, node6 netip.Prefix, tor6 netip.Addr) string {
+	t.Helper()
+	ns := torNamespace(t, node, tor)
+	for _, c := range [][]string{
+		{"ip", "netns", "exec", ns, "sh", "-c", fmt.Sprintf("ip addr add %s/64 dev $(ip -o link show type veth | cut -d: -f2 | cut -d@ -f1 | tr -d ' ') nodad", tor6)},
+		{"sh", "-c", fmt.Sprintf("ip addr add %s dev tor%d nodad", node6, os.Getpid()%100000)},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+	}
+	return ns
+}
+
 // TestDualStackMesh: over the same IPv4 sessions (MP-BGP), dual-stack nodes exchange their IPv6
 // blocks with their IPv6 BGP address as next hop, beside their IPv4 blocks; an IPv4-only node
 // in the same mesh keeps its sessions and IPv4 routes and is offered no IPv6.
@@ -84,17 +100,7 @@ func TestBIRD2ToRLearnsIPv6(t *testing.T) {
 	netnstest.Require(t)
 	tor, nodeAddr := netip.MustParseAddr("198.51.100.248"), netip.MustParseAddr("198.51.100.92")
 	tor6, node6 := netip.MustParseAddr("2001:db8:100::248"), netip.MustParsePrefix("2001:db8:100::92/64")
-	ns := torNamespace(t, nodeAddr, tor)
-	// The IPv6 subnet the next hop lives in, on the same link: BIRD resolves a direct eBGP
-	// peer's next hop on a shared network.
-	for _, c := range [][]string{
-		{"ip", "netns", "exec", ns, "sh", "-c", fmt.Sprintf("ip addr add %s/64 dev $(ip -o link show type veth | cut -d: -f2 | cut -d@ -f1 | tr -d ' ') nodad", tor6)},
-		{"sh", "-c", fmt.Sprintf("ip addr add %s dev tor%d nodad", node6, os.Getpid()%100000)},
-	} {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", c, err, out)
-		}
-	}
+	ns := torNamespace6(t, nodeAddr, tor, node6, tor6)
 	birdc := birdToR{Addr: tor, Node: nodeAddr, AS: 65000, NodeAS: 64512, IPv6: true}.start(t, ns)
 	n := mkNode(92, nil, "")
 	n.Address6 = node6

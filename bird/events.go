@@ -196,7 +196,7 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	reply := &status.PeersReply{Node: b.cfg.NodeName, RoutesAdvertised: len(b.paths), RoutesLearned: len(b.told)}
+	reply := &status.PeersReply{Node: b.cfg.NodeName, RoutesAdvertised: len(b.paths), RoutesLearned: len(b.told), Problems: slices.Clone(b.problems)}
 	if b.spk != nil {
 		reply.RouterID, reply.ASN = b.speakerCfg.RouterID.String(), b.speakerCfg.ASN
 	}
@@ -213,6 +213,9 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 			ps.State = "idle"
 		default:
 			ps.State, ps.RoutesReceived, ps.RoutesSent = st.State, st.Received, st.Sent
+			for _, f := range st.Families {
+				ps.Families = append(ps.Families, status.FamilyRoutes{Family: f.Family, Received: f.Received, Sent: f.Sent})
+			}
 		}
 		if s := b.sessions[p.Address]; s != nil && p.Err == "" {
 			ps.Since, ps.Info = s.since, s.info

@@ -125,6 +125,9 @@ var testBlocks = func() []netip.Prefix {
 func startNode(t testing.TB, n Node, all []Node, setup func(*Bird), cfgs ...func(*Config)) *testNode {
 	t.Helper()
 	netnstest.AddLoopback(t, n.Address.Addr())
+	if n.Address6.IsValid() {
+		netnstest.AddLoopback(t, n.Address6.Addr()) // the speaker listens on it
+	}
 	tn := &testNode{Node: n, routes: newRouteTable(), done: make(chan struct{})}
 	var i int
 	fmt.Sscanf(n.Address.Addr().String(), "198.51.100.%d", &i)

@@ -28,8 +28,12 @@ type birdToR struct {
 	Prepend  []uint32
 	Announce []netip.Prefix
 	Password string // TCP MD5, none when empty
-	// IPv6 adds an IPv6 unicast channel to the session (MP-BGP over the IPv4 session).
+	// IPv6 adds an IPv6 unicast channel to the session (MP-BGP over the IPv4 session), whose
+	// next hop is Addr6 when set.
 	IPv6 bool
+	// Addr6 and Node6 set: the session runs between these IPv6 addresses and carries IPv6
+	// unicast only.
+	Addr6, Node6 netip.Addr
 }
 
 func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) string) {
@@ -37,9 +41,13 @@ func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) s
 	if _, err := exec.LookPath("bird"); err != nil {
 		t.Fatalf("bird2 is not installed (hack/install-deps.sh installs it): %v", err)
 	}
-	var statics, export strings.Builder
+	var statics, statics6, export strings.Builder
 	for _, p := range r.Announce {
-		fmt.Fprintf(&statics, "\troute %s blackhole;\n", p)
+		if p.Addr().Is6() {
+			fmt.Fprintf(&statics6, "\troute %s blackhole;\n", p)
+		} else {
+			fmt.Fprintf(&statics, "\troute %s blackhole;\n", p)
+		}
 	}
 	for _, as := range r.Prepend {
 		fmt.Fprintf(&export, "bgp_path.prepend(%d); ", as)
@@ -51,23 +59,35 @@ func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) s
 	if r.Password != "" {
 		opts += fmt.Sprintf("password %q; ", r.Password)
 	}
-	if r.IPv6 {
-		opts += "ipv6 { import all; export none; };"
+	filter := fmt.Sprintf("filter { if source != RTS_STATIC then reject; %s accept; }", export.String())
+	channel4 := fmt.Sprintf("ipv4 { import all; next hop self; export %s; };", filter)
+	channel6 := fmt.Sprintf("ipv6 { import all; export %s; };", filter)
+	if r.Addr6.IsValid() {
+		channel6 = fmt.Sprintf("ipv6 { import all; next hop address %s; export %s; };", r.Addr6, filter)
+	}
+	local, neighbor := r.Addr, r.Node
+	switch {
+	case r.Node6.IsValid():
+		local, neighbor, channel4 = r.Addr6, r.Node6, ""
+	case !r.IPv6:
+		channel6 = ""
 	}
 	conf := fmt.Sprintf(`
 router id %[1]s;
 protocol device { }
 protocol static announced { ipv4; %[2]s }
+protocol static announced6 { ipv6; %[8]s }
 protocol bgp node {
-	local %[1]s as %[3]d;
+	local %[9]s as %[3]d;
 	neighbor %[4]s as %[5]d;
 	strict bind yes;
 	connect delay time 1;
 	connect retry time 1;
 	%[6]s
-	ipv4 { import all; next hop self; export filter { if source != RTS_STATIC then reject; %[7]s accept; }; };
+	%[7]s
+	%[10]s
 }
-`, r.Addr, statics.String(), r.AS, r.Node, r.NodeAS, opts, export.String())
+`, r.Addr, statics.String(), r.AS, neighbor, r.NodeAS, opts, channel4, statics6.String(), local, channel6)
 	dir := t.TempDir()
 	cfg, sock := filepath.Join(dir, "bird.conf"), filepath.Join(dir, "bird.ctl")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {

@@ -44,6 +44,9 @@ func (b *Bird) reconcile(ctx context.Context) error {
 			b.log.Warn("BGP peer configuration problem", "problem", p)
 		}
 		b.lastProblems = problems
+		b.mu.Lock()
+		b.problems = slices.Clone(res.Problems)
+		b.mu.Unlock()
 	}
 	want := res.Speaker
 	if b.cfg.ListenAddress != "" {

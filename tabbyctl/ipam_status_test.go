@@ -181,12 +181,14 @@ type fakeBGP struct{ reply status.PeersReply }
 
 func (f fakeBGP) Status(context.Context) (*status.PeersReply, error) { return &f.reply, nil }
 
-func serveStatus(t *testing.T, socket string, peers []status.PeerStatus) {
+func serveStatus(t *testing.T, socket string, peers []status.PeerStatus, problems ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	l := must[net.Listener](t)(grpcjson.Listen(socket))
-	go func() { done <- status.ServeListener(ctx, l, fakeBGP{status.PeersReply{Node: "node-a", Peers: peers}}) }()
+	go func() {
+		done <- status.ServeListener(ctx, l, fakeBGP{status.PeersReply{Node: "node-a", Peers: peers, Problems: problems}})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -201,21 +203,30 @@ func TestNodeStatus(t *testing.T) {
 	socket := filepath.Join(dir, "bird.sock")
 	since := time.Now().Add(-time.Minute).Truncate(time.Second)
 	serveStatus(t, socket, []status.PeerStatus{
-		{Address: "198.51.100.12", ASN: 64512, Type: "mesh", State: "established", Since: since},
+		{Address: "198.51.100.12", ASN: 64512, Type: "mesh", State: "established", Since: since,
+			Families: []status.FamilyRoutes{{Family: "ipv4", Received: 1, Sent: 1}, {Family: "ipv6", Received: 2, Sent: 1}}},
 		{Address: "198.51.100.1", ASN: 65001, Type: "global", State: "active", Since: since.AddDate(0, 0, -3), Info: "Socket: Connection refused"},
-	})
+		{Address: "[2001:db8:100::1]:1179", ASN: 65001, Type: "global", State: "established", Since: since,
+			Families: []status.FamilyRoutes{{Family: "ipv6", Received: 3, Sent: 1}}},
+	}, "bgppeer/tor6b: no session to 2001:db8:100::2: node node-a has no IPv6 BGP address")
 	out := mustRun(t, "", "node", "status", "--socket", socket)
 	want := "tabby-node is running.\n\nIPv4 BGP status\n"
 	if !strings.HasPrefix(out, want) {
 		t.Fatalf("node status:\n%s", out)
 	}
-	for _, row := range []string{
-		"| PEER ADDRESS  |     PEER TYPE     | STATE |   SINCE    |               INFO                |",
-		"| 198.51.100.12 | node-to-node mesh | up    | " + since.Format("15:04:05") + "   | Established                       |",
-		"| 198.51.100.1  | global            | start | " + since.AddDate(0, 0, -3).Format("2006-01-02") + " | Active Socket: Connection refused |",
+	v4, v6, ok := strings.Cut(out, "IPv6 BGP status\n")
+	if !ok {
+		t.Fatalf("node status has no IPv6 table:\n%s", out)
+	}
+	for _, c := range []struct{ table, row string }{
+		{v4, "| PEER ADDRESS  |     PEER TYPE     | STATE |   SINCE    |               INFO                | ROUTES RECV/SENT  |"},
+		{v4, "| 198.51.100.12 | node-to-node mesh | up    | " + since.Format("15:04:05") + "   | Established                       | ipv4 1/1 ipv6 2/1 |"},
+		{v4, "| 198.51.100.1  | global            | start | " + since.AddDate(0, 0, -3).Format("2006-01-02") + " | Active Socket: Connection refused | -                 |"},
+		{v6, "| [2001:db8:100::1]:1179 | global    | up    | " + since.Format("15:04:05") + " | Established | ipv6 3/1         |"},
+		{v6, "Configuration problems (no session for these):\n  bgppeer/tor6b: no session to 2001:db8:100::2: node node-a has no IPv6 BGP address"},
 	} {
-		if !strings.Contains(out, row) {
-			t.Errorf("node status lacks row\n%s\nin\n%s", row, out)
+		if !strings.Contains(c.table, c.row) {
+			t.Errorf("node status lacks\n%s\nin\n%s", c.row, c.table)
 		}
 	}
 

@@ -110,9 +110,12 @@ type BGPPeerSpec struct {
 	// +optional
 	NodeSelector string `json:"nodeSelector,omitempty"`
 
-	// PeerIP is the peer's IPv4 address, optionally with a port: 198.51.100.1 or 198.51.100.1:1179.
-	// +kubebuilder:validation:MaxLength=21
-	// +kubebuilder:validation:XValidation:rule="isIP(self.split(':')[0]) && ip(self.split(':')[0]).family() == 4 && (self.split(':').size() == 1 || (self.split(':').size() == 2 && self.split(':')[1].matches('^[0-9]{1,5}$') && int(self.split(':')[1]) >= 1 && int(self.split(':')[1]) <= 65535))",messageExpression="'peerIP: ' + self + ' is not an IPv4 address with an optional :port'"
+	// PeerIP is the peer's IPv4 or IPv6 address, optionally with a port: 198.51.100.1,
+	// 198.51.100.1:1179, 2001:db8::1 or [2001:db8::1]:1179. A session to an IPv6 address starts
+	// from the node's IPv6 BGP address and carries IPv6 unicast only; a link-local IPv6 address
+	// is refused.
+	// +kubebuilder:validation:MaxLength=47
+	// +kubebuilder:validation:XValidation:rule="isIP(self) ? (ip(self).family() == 4 || !ip(self).isLinkLocalUnicast()) : self.startsWith('[') ? (self.indexOf(']:') > 1 && isIP(self.substring(1, self.indexOf(']:'))) && ip(self.substring(1, self.indexOf(']:'))).family() == 6 && !ip(self.substring(1, self.indexOf(']:'))).isLinkLocalUnicast() && self.substring(self.indexOf(']:') + 2).matches('^[0-9]{1,5}$') && int(self.substring(self.indexOf(']:') + 2)) >= 1 && int(self.substring(self.indexOf(']:') + 2)) <= 65535) : (self.split(':').size() == 2 && isIP(self.split(':')[0]) && ip(self.split(':')[0]).family() == 4 && self.split(':')[1].matches('^[0-9]{1,5}$') && int(self.split(':')[1]) >= 1 && int(self.split(':')[1]) <= 65535)",messageExpression="'peerIP: ' + self + ' is not an IP address with an optional port (198.51.100.1:1179, [2001:db8::1]:1179; not IPv6 link-local)'"
 	// +optional
 	PeerIP string `json:"peerIP,omitempty"`
 	// PeerSelector (Calico selector syntax): peer with the tabby nodes it selects instead of a

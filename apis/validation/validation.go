@@ -46,12 +46,25 @@ func ParseIPv4CIDR(s string) (netip.Prefix, error) {
 	return p, err
 }
 
-// ParsePeerIP parses BGPPeer.peerIP: an IPv4 address with an optional :port (default 179).
+// ParsePeerIP parses BGPPeer.peerIP: an IPv4 or IPv6 address with an optional port (default
+// 179): 198.51.100.1, 198.51.100.1:1179, 2001:db8::1 or [2001:db8::1]:1179. A link-local IPv6
+// address is refused: a session to it needs an interface, which a BGPPeer does not name.
 func ParsePeerIP(s string) (netip.Addr, uint16, error) {
-	host, portStr, hasPort := strings.Cut(s, ":")
+	const form = "not an IP address with an optional port (198.51.100.1:1179, [2001:db8::1]:1179)"
+	host, portStr, hasPort := s, "", false
+	if rest, ok := strings.CutPrefix(s, "["); ok {
+		if host, portStr, hasPort = strings.Cut(rest, "]:"); !hasPort {
+			return netip.Addr{}, 0, fmt.Errorf("%s", form)
+		}
+	} else if strings.Count(s, ":") == 1 {
+		host, portStr, hasPort = strings.Cut(s, ":")
+	}
 	addr, err := netip.ParseAddr(host)
-	if err != nil || !addr.Is4() {
-		return netip.Addr{}, 0, fmt.Errorf("not an IPv4 address with an optional :port")
+	if err != nil || addr.Zone() != "" || addr.Is4In6() || (hasPort && addr.Is4() == strings.HasPrefix(s, "[")) {
+		return netip.Addr{}, 0, fmt.Errorf("%s", form)
+	}
+	if addr.Is6() && addr.IsLinkLocalUnicast() {
+		return netip.Addr{}, 0, fmt.Errorf("%s is link-local: a session to it would need an interface", addr)
 	}
 	if !hasPort {
 		return addr, v1.DefaultListenPort, nil

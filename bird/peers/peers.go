@@ -175,13 +175,22 @@ func Compute(in Input) (Result, error) {
 	keepalive, hold := Timers(in.Config)
 	byAddr := map[netip.Addr]Node{}
 	for _, n := range in.Nodes {
-		if n.Address.IsValid() {
-			byAddr[n.Address.Addr()] = n
+		for _, a := range []netip.Prefix{n.Address, n.Address6} {
+			if a.IsValid() {
+				byAddr[a.Addr()] = n
+			}
 		}
+	}
+	// ourAddr is the address a session to a peer of that family starts from (invalid: none).
+	ourAddr := func(peer netip.Addr) netip.Addr {
+		if peer.Is6() {
+			return local.Address6.Addr()
+		}
+		return local.Address.Addr()
 	}
 	chosen := map[netip.Addr]Peer{}
 	add := func(p Peer) {
-		if p.Address == local.Address.Addr() {
+		if p.Address == ourAddr(p.Address) {
 			return // a selector that also matches this node
 		}
 		if old, dup := chosen[p.Address]; dup {
@@ -195,7 +204,7 @@ func Compute(in Input) (Result, error) {
 	// towardsNode fills the relation to another tabby node: iBGP route-reflector roles.
 	towardsNode := func(p *Peer, n Node) {
 		p.Node = n.Name
-		p.Passive = local.Address.Addr().Compare(n.Address.Addr()) > 0
+		p.Passive = ourAddr(p.Address).Compare(p.Address) > 0
 		p.Keepalive, p.Hold = keepalive, hold
 		if !p.IBGP() {
 			return
@@ -269,6 +278,11 @@ func Compute(in Input) (Result, error) {
 			addr, port, err := validation.ParsePeerIP(bp.Spec.PeerIP)
 			if err != nil { // validated above; kept for safety
 				res.Problems = append(res.Problems, fmt.Sprintf("%s ignored: peerIP %q: %v", src, bp.Spec.PeerIP, err))
+				continue
+			}
+			if addr.Is6() && !local.Address6.IsValid() {
+				// Not an error of the BGPPeer: this node simply has no IPv6 to speak from.
+				res.Problems = append(res.Problems, fmt.Sprintf("%s: no session to %s: node %s has no IPv6 BGP address (annotation %s)", src, addr, local.Name, v1.AnnotationBGPIPv6Address))
 				continue
 			}
 			p := base

@@ -183,3 +183,36 @@ func TestTimersFromConfiguration(t *testing.T) {
 		t.Errorf("timers %v/%v", p.Keepalive, p.Hold)
 	}
 }
+
+// A BGPPeer with an IPv6 address: a session on a node with an IPv6 BGP address, a problem (and
+// no session) on one without; the node's own IPv6 address is never a peer.
+func TestIPv6PeerIP(t *testing.T) {
+	dual := n1
+	dual.Address6 = netip.MustParsePrefix("2001:db8:100::1/64")
+	tor6 := peer("tor6", v1.BGPPeerSpec{PeerIP: "[2001:db8:100::fe]:1179", ASNumber: 65000})
+	self6 := peer("self6", v1.BGPPeerSpec{PeerIP: "2001:db8:100::1", ASNumber: 65000})
+	res, err := Compute(Input{LocalNode: "n1", Nodes: []Node{dual, n2}, Peers: []v1.BGPPeer{tor6, self6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range res.Peers {
+		got = append(got, netip.AddrPortFrom(p.Address, p.Port).String()+"/"+string(p.Type))
+	}
+	if want := "198.51.100.2:179/mesh [2001:db8:100::fe]:1179/global"; strings.Join(got, " ") != want {
+		t.Errorf("dual-stack node: peers %v, want %s", got, want)
+	}
+	if len(res.Problems) != 0 {
+		t.Errorf("dual-stack node: problems %v", res.Problems)
+	}
+	res, err = Compute(Input{LocalNode: "n2", Nodes: []Node{dual, n2}, Peers: []v1.BGPPeer{tor6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Peers) != 1 || res.Peers[0].Address != n1.Address.Addr() {
+		t.Errorf("IPv4-only node: peers %+v, want the mesh session only", res.Peers)
+	}
+	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "bgppeer/tor6") || !strings.Contains(res.Problems[0], "no IPv6 BGP address") {
+		t.Errorf("IPv4-only node: problems %v", res.Problems)
+	}
+}

@@ -29,9 +29,10 @@ type GoBGP struct {
 	log     *slog.Logger
 	apiAddr string
 	srv     *server.BgpServer
-	address netip.Addr // our BGP address: next hop and source of every session
-	// dualStack: the node has an IPv6 BGP address, so sessions carry IPv6 unicast too.
-	dualStack bool
+	address netip.Addr // our BGP address: next hop and source of every IPv4 session
+	// address6 is our IPv6 BGP address (invalid: none): the source of every IPv6 session.
+	// With it, IPv4 sessions carry IPv6 unicast too.
+	address6 netip.Addr
 
 	mu         sync.Mutex
 	watches    []func(Event)
@@ -70,7 +71,7 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 		go g.srv.Serve()
 	}
 	g.address = s.RouterID
-	g.dualStack = s.Address6.IsValid()
+	g.address6 = s.Address6.Addr()
 	global := &api.Global{
 		Asn:        s.ASN,
 		RouterId:   s.RouterID.String(),
@@ -86,10 +87,28 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 	if s.Address.IsValid() {
 		global.ListenAddresses = []string{s.Address.Addr().String()}
 	}
+	if s.Address6.IsValid() {
+		// GoBGP fails to start at all when one listen address cannot be bound: an IPv6
+		// address that is not (or not yet) on an interface must not take IPv4 BGP down too.
+		if err := canBind(s.Address6.Addr()); err != nil {
+			g.log.Warn("not listening for BGP on the IPv6 address: IPv6 peers are reached by dialling out only", "address", s.Address6.Addr(), "error", err)
+		} else {
+			global.ListenAddresses = append(global.ListenAddresses, s.Address6.Addr().String())
+		}
+	}
 	if err := g.srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
 		return fmt.Errorf("start BGP as AS %d router ID %s port %d: %w", s.ASN, s.RouterID, s.ListenPort, err)
 	}
 	return nil
+}
+
+// canBind tells whether a socket can be bound to addr on this host.
+func canBind(addr netip.Addr) error {
+	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // Stop implements Speaker. The graceful variant relies on RFC 8538 (the N bit, negotiated with
@@ -151,9 +170,10 @@ func seconds(d time.Duration) uint64 {
 	return s
 }
 
-// apiPeer is the session to p. A dual-stack node offers IPv6 unicast too (MP-BGP over the
-// same session); an IPv4-only one offers exactly what it always did.
-func apiPeer(p peers.Peer, local netip.Addr, dualStack bool) *api.Peer {
+// apiPeer is the session to p. On an IPv4 session a dual-stack node offers IPv6 unicast too
+// (MP-BGP), an IPv4-only one exactly what it always did; a session to an IPv6 address starts
+// from local6 and carries IPv6 unicast only, as in Calico (IPv4 routes have their IPv4 session).
+func apiPeer(p peers.Peer, local, local6 netip.Addr) *api.Peer {
 	restart := uint32(seconds(p.RestartTime))
 	ap := &api.Peer{
 		Conf: &api.PeerConf{
@@ -175,8 +195,12 @@ func apiPeer(p peers.Peer, local netip.Addr, dualStack bool) *api.Peer {
 			NotificationEnabled: true, // RFC 8538, see Stop
 		},
 	}
+	routerID := local
 	families := []*api.Family{ipv4Unicast}
-	if dualStack {
+	switch {
+	case p.Address.Is6():
+		families, local = []*api.Family{ipv6Unicast}, local6
+	case local6.IsValid():
 		families = append(families, ipv6Unicast)
 	}
 	for _, f := range families {
@@ -191,13 +215,13 @@ func apiPeer(p peers.Peer, local netip.Addr, dualStack bool) *api.Peer {
 	}
 	if p.RRClient {
 		ap.RouteReflector = &api.RouteReflector{RouteReflectorClient: true, RouteReflectorClusterId: p.ClusterID}
-		if p.Sibling && local.IsValid() {
+		if p.Sibling && routerID.IsValid() {
 			// GoBGP checks the CLUSTER_LIST against the session's cluster ID before export
 			// policy and, when that check drops a new best path, never withdraws the old one it
 			// sent: with the shared cluster ID, two siblings kept each other's copy of a
 			// withdrawn client route for good. Our router ID (RFC 4456's default cluster ID)
 			// keeps that check out of the way; the policy keeps loops out (bird/doc.go).
-			ap.RouteReflector.RouteReflectorClusterId = local.String()
+			ap.RouteReflector.RouteReflectorClusterId = routerID.String()
 		}
 	}
 	if p.EBGPMultihop > 1 && !p.IBGP() {
@@ -208,7 +232,7 @@ func apiPeer(p peers.Peer, local netip.Addr, dualStack bool) *api.Peer {
 
 // AddPeer implements Speaker.
 func (g *GoBGP) AddPeer(ctx context.Context, p peers.Peer) error {
-	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.address, g.dualStack)}); err != nil {
+	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.address, g.address6)}); err != nil {
 		return fmt.Errorf("add peer %s AS %d: %w", p.Address, p.ASN, err)
 	}
 	return nil
@@ -404,6 +428,11 @@ func (g *GoBGP) Peers(ctx context.Context) ([]PeerState, error) {
 		for _, af := range p.GetAfiSafis() {
 			ps.Received += af.GetState().GetAccepted()
 			ps.Sent += af.GetState().GetAdvertised()
+			fam := "ipv4"
+			if af.GetConfig().GetFamily().GetAfi() == api.Family_AFI_IP6 {
+				fam = "ipv6"
+			}
+			ps.Families = append(ps.Families, FamilyRoutes{Family: fam, Received: af.GetState().GetAccepted(), Sent: af.GetState().GetAdvertised()})
 			ps.EORReceived = ps.EORReceived || af.GetMpGracefulRestart().GetState().GetEndOfRibReceived()
 		}
 		out = append(out, ps)

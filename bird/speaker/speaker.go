@@ -128,4 +128,13 @@ type PeerState struct {
 	Sent     uint64
 	// EORReceived: the peer has sent End-of-RIB since the session came up.
 	EORReceived bool
+	// Families are Received and Sent per address family of the session.
+	Families []FamilyRoutes
+}
+
+// FamilyRoutes counts one address family's routes on a session.
+type FamilyRoutes struct {
+	Family   string // "ipv4" or "ipv6" (unicast)
+	Received uint64
+	Sent     uint64
 }

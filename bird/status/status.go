@@ -37,6 +37,15 @@ type PeerStatus struct {
 	Info           string    `json:"info,omitempty"` // last error, graceful restart in progress, ...
 	RoutesReceived uint64    `json:"routesReceived"`
 	RoutesSent     uint64    `json:"routesSent"`
+	// Families are the address families the session carries, each with its routes.
+	Families []FamilyRoutes `json:"families,omitempty"`
+}
+
+// FamilyRoutes is one address family of a session.
+type FamilyRoutes struct {
+	Family   string `json:"family"` // ipv4 or ipv6 (unicast)
+	Received uint64 `json:"received"`
+	Sent     uint64 `json:"sent"`
 }
 
 // PeersRequest asks for the sessions.
@@ -50,6 +59,9 @@ type PeersReply struct {
 	Peers            []PeerStatus `json:"peers"`
 	RoutesAdvertised int          `json:"routesAdvertised"` // our own prefixes
 	RoutesLearned    int          `json:"routesLearned"`    // best paths handed to the dataplane
+	// Problems are what keeps a configured session from existing (a BGPPeer naming an IPv6
+	// address on a node without IPv6, a duplicate address, a bad selector).
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Source produces the reply; bird.Bird implements it.

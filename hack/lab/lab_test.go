@@ -152,12 +152,15 @@ func TestParsePeers(t *testing.T) {
 	out := `tabby-node is running.
 
 IPv4 BGP status
-+---------------+-------------------+-------+----------+-------------+
-| PEER ADDRESS  |     PEER TYPE     | STATE |  SINCE   |    INFO     |
-+---------------+-------------------+-------+----------+-------------+
-| 198.51.100.12 | node-to-node mesh | up    | 08:01:02 | Established |
-| 198.51.100.13 | node-to-node mesh | start | 08:01:02 | Active      |
-+---------------+-------------------+-------+----------+-------------+
++---------------+-------------------+-------+----------+-------------+------------------+
+| PEER ADDRESS  |     PEER TYPE     | STATE |  SINCE   |    INFO     | ROUTES RECV/SENT |
++---------------+-------------------+-------+----------+-------------+------------------+
+| 198.51.100.12 | node-to-node mesh | up    | 08:01:02 | Established | ipv4 1/1         |
+| 198.51.100.13 | node-to-node mesh | start | 08:01:02 | Active      | -                |
++---------------+-------------------+-------+----------+-------------+------------------+
+
+IPv6 BGP status
+No IPv6 peers found.
 `
 	ps, err := parsePeers(out)
 	if err != nil {

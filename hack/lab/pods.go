@@ -37,10 +37,10 @@ type Pod struct {
 	UID         string
 	// IP is the pod's IPv4 address, or its IPv6 one in an IPv6-only lab: the address every
 	// single-stack check uses. IP6 is its IPv6 address, invalid without one.
-	IP          netip.Addr
-	IP6         netip.Addr
-	Result      *types100.Result
-	Ports       []corev1.ContainerPort
+	IP     netip.Addr
+	IP6    netip.Addr
+	Result *types100.Result
+	Ports  []corev1.ContainerPort
 
 	mu      sync.Mutex
 	labels  map[string]string

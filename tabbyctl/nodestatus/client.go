@@ -2,6 +2,7 @@ package nodestatus
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/tabbynet/tabby/bird/status"
@@ -10,14 +11,14 @@ import (
 // birdSource adapts bird/status's client (the BGP speaker's status service) to Source.
 type birdSource struct{ c *status.Client }
 
-func (b birdSource) Peers(ctx context.Context) ([]Peer, error) {
+func (b birdSource) Status(ctx context.Context) (Status, error) {
 	reply, err := b.c.Peers(ctx)
 	if err != nil {
-		return nil, err
+		return Status{}, err
 	}
-	out := make([]Peer, len(reply.Peers))
+	out := Status{Peers: make([]Peer, len(reply.Peers)), Problems: reply.Problems}
 	for i, p := range reply.Peers {
-		out[i] = FromStatus(p)
+		out.Peers[i] = FromStatus(p)
 	}
 	return out, nil
 }
@@ -49,7 +50,14 @@ func FromStatus(p status.PeerStatus) Peer {
 	if p.Info != "" {
 		info += " " + p.Info
 	}
-	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info}
+	var routes []string
+	for _, f := range p.Families {
+		routes = append(routes, fmt.Sprintf("%s %d/%d", f.Family, f.Received, f.Sent))
+	}
+	if len(routes) == 0 {
+		routes = []string{"-"}
+	}
+	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " ")}
 }
 
 func capitalize(s string) string {

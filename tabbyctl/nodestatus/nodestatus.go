@@ -25,11 +25,19 @@ type Peer struct {
 	State   string    `json:"state"`   // up, start, ...
 	Since   time.Time `json:"since"`   // last state change
 	Info    string    `json:"info"`    // Established, Active, Connect, the last error...
+	// Routes are received/sent per address family the session carries: "ipv4 3/1 ipv6 3/1".
+	Routes string `json:"routes"`
 }
 
-// Source lists a node's BGP peers. bird/status's client satisfies it through an adapter.
+// Status is a node's BGP sessions and what keeps configured ones from existing.
+type Status struct {
+	Peers    []Peer
+	Problems []string
+}
+
+// Source reads a node's BGP status. bird/status's client satisfies it through an adapter.
 type Source interface {
-	Peers(ctx context.Context) ([]Peer, error)
+	Status(ctx context.Context) (Status, error)
 }
 
 // NodeSocket is node's status socket under dir: dir/NAME/bird.sock when there is one, else
@@ -62,24 +70,38 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 		return fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}
 	defer closeFn()
-	peers, err := src.Peers(ctx)
+	st, err := src.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: status socket %s did not answer: %v", ErrNotRunning, socket, err)
 	}
 	fmt.Fprintln(w, "tabby-node is running.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "IPv4 BGP status")
-	if len(peers) == 0 {
-		fmt.Fprintln(w, "No IPv4 peers found.")
-		return nil
+	// One table per session address family, as calicoctl prints them; an IPv4 session of a
+	// dual-stack node carries IPv6 too, which its ROUTES column shows.
+	for _, fam := range []string{"IPv4", "IPv6"} {
+		var rows [][]string
+		for _, p := range st.Peers {
+			if isIPv6(p.Address) == (fam == "IPv6") {
+				rows = append(rows, []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes})
+			}
+		}
+		fmt.Fprintf(w, "\n%s BGP status\n", fam)
+		if len(rows) == 0 {
+			fmt.Fprintf(w, "No %s peers found.\n", fam)
+			continue
+		}
+		boxTable(w, []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/SENT"}, rows)
 	}
-	rows := make([][]string, len(peers))
-	for i, p := range peers {
-		rows[i] = []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info}
+	if len(st.Problems) > 0 {
+		fmt.Fprintln(w, "\nConfiguration problems (no session for these):")
+		for _, p := range st.Problems {
+			fmt.Fprintln(w, "  "+p)
+		}
 	}
-	boxTable(w, []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO"}, rows)
 	return nil
 }
+
+// isIPv6 tells an IPv6 peer address ("2001:db8::1" or "[2001:db8::1]:1179").
+func isIPv6(addr string) bool { return strings.Count(addr, ":") > 1 }
 
 // since is a time of day for today's changes and a date for older ones, as BIRD shows it.
 func since(t, now time.Time) string {

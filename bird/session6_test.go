@@ -1,0 +1,109 @@
+package bird
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird/internal/netnstest"
+)
+
+// TestToRIPv6: a BIRD2 ToR and a dual-stack tabby node, with IPv6 carried over an IPv6 session
+// (BGPPeer peerIP 2001:db8:100::247) or over the IPv4 one (MP-BGP). Either way the ToR learns
+// the node's IPv6 block with the node's IPv6 address as next hop, the node learns the ToR's
+// legitimate IPv6 route (another rack's block), and the ToR cannot hijack: a more-specific
+// inside the node's own IPv6 block is never accepted.
+func TestToRIPv6(t *testing.T) {
+	netnstest.Require(t)
+	tor, nodeAddr := netip.MustParseAddr("198.51.100.247"), netip.MustParseAddr("198.51.100.93")
+	tor6, node6 := netip.MustParseAddr("2001:db8:100::247"), netip.MustParsePrefix("2001:db8:100::93/64")
+	own, otherRack6 := block6Of(93), block6Of(0xe6)
+	inside := netip.MustParsePrefix(own.Addr().String() + "/124")
+	for _, tc := range []struct {
+		name   string
+		peerIP netip.Addr
+		tor    birdToR
+	}{
+		{"IPv6 session", tor6, birdToR{Addr6: tor6, Node6: node6.Addr()}},
+		{"MP-BGP over the IPv4 session", tor, birdToR{Node: nodeAddr, IPv6: true, Addr6: tor6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := torNamespace6(t, nodeAddr, tor, node6, tor6)
+			r := tc.tor
+			r.Addr, r.AS, r.NodeAS = tor, 65000, v1.DefaultASNumber
+			r.Announce = []netip.Prefix{inside, otherRack6}
+			birdc := r.start(t, ns)
+			n := mkNode(93, nil, "")
+			n.Address6 = node6
+			a := startNode(t, n, []Node{n}, func(b *Bird) {
+				b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tc.peerIP.String(), ASNumber: 65000}}})
+				b.SetPools([]netip.Prefix{pool, pool6})
+				b.SetRoutable(append([]netip.Prefix{own, otherRack6}, testBlocks...))
+				b.SetLocalPrefixes([]netip.Prefix{blockOf(93), own})
+			})
+			a.waitPeer(t, tc.peerIP, "established", 30*time.Second)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				out := birdc("show", "route", "for", own.String(), "all")
+				if strings.Contains(out, own.String()) && strings.Contains(out, "via "+node6.Addr().String()) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("BIRD2 has no %s via %s:\n%s\n%s", own, node6.Addr(), out, birdc("show", "protocols", "all", "node"))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			a.routes.waitRoute(t, otherRack6, tor6, 15*time.Second)
+			// The status per address family: what the session carries, and its routes.
+			wantFams := "ipv6"
+			if tc.peerIP.Is4() {
+				wantFams = "ipv4 ipv6"
+			}
+			st, err := a.bird.Status(context.Background())
+			if err != nil || len(st.Peers) != 1 {
+				t.Fatalf("status %+v %v", st, err)
+			}
+			var fams []string
+			for _, f := range st.Peers[0].Families {
+				fams = append(fams, f.Family)
+				// Both of the ToR's prefixes pass GoBGP's import (they are inside the pool); the
+				// one inside our block is dropped after it, as IPAM explains no such prefix.
+				if f.Family == "ipv6" && (f.Received != 2 || f.Sent != 1) {
+					t.Errorf("IPv6 on the session: received %d sent %d, want 2 (the ToR's) and 1 (our block)", f.Received, f.Sent)
+				}
+			}
+			if strings.Join(fams, " ") != wantFams {
+				t.Errorf("session families %v, want %s", fams, wantFams)
+			}
+			if nh, ok := a.routes.get(inside); ok {
+				t.Fatalf("the ToR's %s inside the node's own %s accepted via %s", inside, own, nh)
+			}
+		})
+	}
+}
+
+// A BGPPeer with an IPv6 address on a node without an IPv6 BGP address opens no session and
+// says why; the node's IPv4 sessions are untouched.
+func TestIPv6PeerWithoutIPv6Address(t *testing.T) {
+	netnstest.Require(t)
+	n := mkNode(94, nil, "")
+	a := startNode(t, n, []Node{n}, func(b *Bird) {
+		b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor6"}, Spec: v1.BGPPeerSpec{PeerIP: "2001:db8:100::247", ASNumber: 65000}}})
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := a.bird.Status(context.Background())
+		if err == nil && len(st.Peers) == 0 && strings.Contains(strings.Join(st.Problems, "\n"), "no IPv6 BGP address") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v: want no session and the reason", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
