@@ -83,9 +83,10 @@ func TestIPv6OnlyPods(t *testing.T) {
 
 // TestDualStackRouteReflectorsToR: nodes on two subnets with the mesh off, a route reflector
 // on each, and the router between the subnets as the ToR (FRR with zebra) peering with both
-// reflectors. The ToR learns every node's IPv6 blocks with the node's own IPv6 next hop (MP-BGP
-// over the IPv4 sessions), installs them, and so carries IPv6 pod traffic between the subnets
-// natively; IPv4 crosses the same way.
+// reflectors: over IPv4 with both families (MP-BGP), and with rr-b also over an IPv6 session
+// (BGPPeer peerIP 2001:db8:180::1). The ToR learns every node's IPv6 blocks with the node's own
+// IPv6 next hop, installs them, and so carries IPv6 pod traffic between the subnets natively;
+// IPv4 crosses the same way.
 func TestDualStackRouteReflectorsToR(t *testing.T) {
 	l := startLab(t, lab.Options{Families: lab.DualStack, TwoSubnets: true})
 	ctx := testCtx(t, 5*time.Minute)
@@ -100,6 +101,7 @@ func TestDualStackRouteReflectorsToR(t *testing.T) {
 	)
 	if err := l.Router().StartFRR(ctx, lab.FRROptions{Zebra: true, Neighbors: []lab.BGPNeighbor{
 		{Addr: nodes[0].IP(), ASN: v1.DefaultASNumber}, {Addr: nodes[1].IP(), ASN: v1.DefaultASNumber},
+		{Addr: nodes[1].IP6(), ASN: v1.DefaultASNumber},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +110,7 @@ func TestDualStackRouteReflectorsToR(t *testing.T) {
 	for name, p := range map[string]v1.BGPPeerSpec{
 		"tor-a": {Node: "rr-a", PeerIP: lab.RouterA.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
 		"tor-b": {Node: "rr-b", PeerIP: lab.RouterB.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
+		"tor-b6": {Node: "rr-b", PeerIP: "[" + lab.RouterB6.String() + "]:179", ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
 	} {
 		if _, err := l.Client.BGPPeers().Create(ctx, &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: p}); err != nil {
 			t.Fatal(err)
@@ -146,11 +149,20 @@ func TestDualStackRouteReflectorsToR(t *testing.T) {
 	}
 	requireReach(t, ctx, "pod to pod across the ToR, IPv6", l.PodEndpoints6(), l.PodEndpoints6(), 45*time.Second)
 	requireReach(t, ctx, "pod to pod across the ToR, IPv4", podEndpoints(pods), podEndpoints(pods), 45*time.Second)
-	// Clients hold sessions to the reflectors only, over IPv4, with IPv6 carried inside.
+	// Clients hold sessions to the reflectors only, over IPv4, with IPv6 carried inside; rr-b
+	// also has its IPv6 session to the ToR.
 	for _, c := range nodes[2:] {
 		if err := c.WaitPeers(ctx, 10*time.Second, ips(nodes[:2]...)...); err != nil {
 			t.Error(err)
 		}
+	}
+	if err := nodes[1].WaitPeers(ctx, 10*time.Second, nodes[0].IP(), nodes[2].IP(), nodes[3].IP(), lab.RouterB, lab.RouterB6); err != nil {
+		t.Error(err)
+	}
+	if out, err := nodes[1].NodeStatus(ctx); err != nil || !strings.Contains(out, "IPv6 BGP status") || !strings.Contains(out, "ipv6 ") {
+		t.Errorf("rr-b node status: %v\n%s", err, out)
+	} else {
+		t.Logf("rr-b:\n%s", out)
 	}
 }
 
