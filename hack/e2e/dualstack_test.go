@@ -35,6 +35,18 @@ func TestDualStack(t *testing.T) {
 	requireRoutes(t, ctx, l, 30*time.Second)
 	requireNAT6(t, ctx, l, pods[0])
 
+	// The operator's view of the IPv6 side of IPAM, from the real cluster.
+	p6 := pods[0]
+	if out, err := l.Tabbyctl(ctx, "ipam", "show", "--ip", p6.IP6.String()); err != nil || !strings.Contains(out, "is allocated to pod default/"+p6.Name) {
+		t.Errorf("ipam show --ip %s: %v\n%s", p6.IP6, err, out)
+	}
+	if out, err := l.Tabbyctl(ctx, "ipam", "release", "--ip", p6.IP6.String()); err == nil || !strings.Contains(out, "in use by live pod") {
+		t.Errorf("ipam release of a live pod's IPv6 address: %v\n%s", err, out)
+	}
+	if out, err := l.Tabbyctl(ctx, "ipam", "show", "--show-blocks"); err != nil || !strings.Contains(out, lab.DefaultPool6Name) || !strings.Contains(out, "/122") {
+		t.Errorf("ipam show --show-blocks: %v\n%s", err, out)
+	}
+
 	gone := pods[len(pods)-1]
 	if err := l.DeletePod(ctx, gone.Key()); err != nil {
 		t.Fatal(err)
@@ -45,6 +57,9 @@ func TestDualStack(t *testing.T) {
 		}
 	}
 	requireRoutes(t, ctx, l, 30*time.Second)
+	if out, err := l.Tabbyctl(ctx, "ipam", "check"); err != nil || !strings.Contains(out, "No problems found") {
+		t.Errorf("ipam check of a dual-stack cluster: %v\n%s", err, out)
+	}
 }
 
 // TestIPv6OnlyPods: the chart's IPv6 pool alone. Pods get an IPv6 address and no IPv4 one,
