@@ -58,7 +58,6 @@ func (n *Node) BirdSocket() string { return filepath.Join(n.RunDir, "bird.sock")
 const (
 	HealthAddr  = "127.0.0.1:9099"
 	MetricsAddr = "127.0.0.1:9091"
-	GoBGPAPI    = "127.0.0.1:50051"
 )
 
 // AgentArgs are tabby-node's flags, as the chart's DaemonSet passes them.
@@ -72,7 +71,8 @@ func (n *Node) AgentArgs() []string {
 		"--run-dir=" + n.RunDir,
 		// Both lab subnets: the node's own address is the one in it.
 		"--bgp-address=cidr=198.51.100.0/24",
-		"--health-addr=" + HealthAddr, "--metrics-addr=" + MetricsAddr, "--gobgp-api=" + GoBGPAPI,
+		// GoBGP's gRPC API off, as the chart installs it (node.gobgpAPI: "").
+		"--health-addr=" + HealthAddr, "--metrics-addr=" + MetricsAddr, "--gobgp-api=",
 		"--shutdown=" + shutdown, "--log-level=info",
 		// Short IPAM GC timers so leaks (and a removed node's IPAM) are collected within a test.
 		"--ipam-gc-interval=1s", "--ipam-gc-grace=3s",
