@@ -123,8 +123,8 @@ func TestDualStackRouteReflectorsToR(t *testing.T) {
 	// The reflectors peer with the ToR once it runs: a configured peer that is not there yet
 	// holds a node's readiness for the in-sync grace, waiting for its End-of-RIB.
 	for name, p := range map[string]v1.BGPPeerSpec{
-		"tor-a": {Node: "rr-a", PeerIP: lab.RouterA.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
-		"tor-b": {Node: "rr-b", PeerIP: lab.RouterB.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
+		"tor-a":  {Node: "rr-a", PeerIP: lab.RouterA.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
+		"tor-b":  {Node: "rr-b", PeerIP: lab.RouterB.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
 		"tor-b6": {Node: "rr-b", PeerIP: "[" + lab.RouterB6.String() + "]:179", ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
 	} {
 		if _, err := l.Client.BGPPeers().Create(ctx, &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: p}); err != nil {
