@@ -149,11 +149,16 @@ func (f *Felix) write(ctx context.Context, resync bool) error {
 			errs = append(errs, err)
 		}
 	}
+	// On a resync the tables' kernel state is read while the sets are written: the two touch
+	// different kernel objects, and the managers above have finished changing the tables.
+	read := make(chan struct{})
+	go func() { defer close(read); iptables.ReadTogether(ctx, f.tables) }()
 	if err := f.writers.IPSets.ApplyUpdates(ctx); err != nil {
+		<-read
 		// Rules naming a set that could not be made would fail anyway.
 		return errors.Join(append(errs, err)...)
 	}
-	iptables.ReadTogether(ctx, f.tables)
+	<-read
 	tablesOK := true
 	for _, t := range f.tables {
 		if err := t.Apply(ctx); err != nil {

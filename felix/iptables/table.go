@@ -21,6 +21,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"sync"
 	"strconv"
 	"strings"
 	"time"
@@ -306,8 +307,8 @@ func (t *Table) read(ctx context.Context) error {
 
 // ReadTogether reads the kernel state of those of tables that must read it (after a resync
 // was queued) with one save per family and backend rather than one per table: a resync of
-// the filter and nat tables of two families costs two commands, not four. A table whose read
-// fails here reads itself in Apply.
+// the filter and nat tables of two families costs two commands, not four, and the two run at
+// once. A table whose read fails here reads itself in Apply.
 func ReadTogether(ctx context.Context, tables []*Table) {
 	type key struct {
 		fam ipfamily.Family
@@ -320,18 +321,24 @@ func ReadTogether(ctx context.Context, tables []*Table) {
 			groups[k] = append(groups[k], t)
 		}
 	}
+	var wg sync.WaitGroup
 	for k, ts := range groups {
 		if len(ts) < 2 {
 			continue
 		}
-		out, err := ts[0].run.Run(ctx, Command(k.fam, k.b, "-save"), nil, nil)
-		if err != nil {
-			continue
-		}
-		for _, t := range ts {
-			t.load(out)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := ts[0].run.Run(ctx, Command(k.fam, k.b, "-save"), nil, nil)
+			if err != nil {
+				return
+			}
+			for _, t := range ts { // each table in one group only: no two goroutines share one
+				t.load(out)
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // load replaces the kernel view with this table's part of iptables-save output and marks
