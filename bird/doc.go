@@ -30,8 +30,9 @@
 // session starts from the node's IPv6 BGP address (GoBGP listens on both addresses) and carries
 // IPv6 unicast only, as Calico's do; IPv4 routes keep their IPv4 session. A node without an IPv6
 // BGP address opens no such session and `tabbyctl node status` says why. Link-local peers are
-// refused: a BGPPeer names no interface. The mesh and route reflection between tabby nodes stay
-// on IPv4 sessions: a node's router ID is its IPv4 address, so a node needs one.
+// refused: a BGPPeer names no interface. Two tabby nodes peer over IPv4 when both have it
+// (carrying IPv6 by MP-BGP), else over IPv6: a node without an IPv4 BGP address (IPv6-only)
+// takes a router ID derived from its name (peers.RouterID) and meshes over IPv6.
 //
 // # Reconciling
 //

@@ -2,6 +2,7 @@ package bird
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -106,4 +107,55 @@ func TestIPv6PeerWithoutIPv6Address(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestIPv6OnlyMesh: nodes with no IPv4 BGP address (tabby-node --bgp-address=none) mesh over
+// their IPv6 addresses, with router IDs derived from their names, and exchange their IPv6
+// blocks; a dual-stack node in the same cluster peers with them over IPv6 too, and an IPv4-only
+// node cannot (no family in common) and is left out without breaking the others.
+func TestIPv6OnlyMesh(t *testing.T) {
+	netnstest.Require(t)
+	six := func(i int) Node {
+		return Node{Name: fmt.Sprintf("node%d", i), Address6: netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i))}
+	}
+	dual := mkNode(33, nil, "")
+	dual.Address6 = netip.MustParsePrefix("2001:db8:100::33/64")
+	all := []Node{six(31), six(32), dual, mkNode(34, nil, "")}
+	routable := append([]netip.Prefix{block6Of(31), block6Of(32), block6Of(33)}, testBlocks...)
+	var tns []*testNode
+	for i, n := range all {
+		var local []netip.Prefix
+		if n.Address6.IsValid() {
+			local = append(local, block6Of(31+i))
+		}
+		if n.Address.IsValid() {
+			local = append(local, blockOf(31+i))
+		}
+		tns = append(tns, startNode(t, n, all, func(b *Bird) {
+			b.SetPools([]netip.Prefix{pool, pool6})
+			b.SetRoutable(routable)
+			b.SetLocalPrefixes(local)
+		}))
+	}
+	for i, a := range tns[:3] {
+		for j, b := range tns[:3] {
+			if i != j {
+				a.routes.waitRoute(t, block6Of(31+j), b.Address6.Addr(), 15*time.Second)
+			}
+		}
+	}
+	// The IPv6-only nodes' sessions are to IPv6 addresses only, and none to the IPv4-only node.
+	st, err := tns[0].bird.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range st.Peers {
+		got = append(got, p.Address+"/"+p.State)
+	}
+	if want := "2001:db8:100::32/established 2001:db8:100::33/established"; strings.Join(got, " ") != want {
+		t.Errorf("node31's sessions %v, want %s", got, want)
+	}
+	// The dual-stack node keeps its IPv4 session with the IPv4-only one.
+	tns[3].routes.waitRoute(t, blockOf(33), dual.Address.Addr(), 15*time.Second)
 }

@@ -48,6 +48,7 @@ const (
 type Config struct {
 	NodeName string
 	// UplinkInterface holds the node's BGP address; same-subnet next hops are reached on it.
+	// "" on an IPv6-only node.
 	UplinkInterface string
 	// UplinkInterface6 holds the node's IPv6 BGP address; "" = UplinkInterface.
 	UplinkInterface6 string
@@ -158,8 +159,9 @@ type Felix struct {
 
 // New validates cfg and opens the dataplane handles.
 func New(cfg Config, opts ...Option) (*Felix, error) {
-	if cfg.UplinkInterface == "" {
-		return nil, errors.New("felix config: UplinkInterface is required")
+	if cfg.UplinkInterface == "" && cfg.UplinkInterface6 == "" {
+		// An IPv6-only node has only the IPv6 one.
+		return nil, errors.New("felix config: UplinkInterface or UplinkInterface6 is required")
 	}
 	if cfg.TunnelMTU != 0 && (cfg.TunnelMTU < 576 || cfg.TunnelMTU > 65535) {
 		return nil, fmt.Errorf("felix config: TunnelMTU %d is outside 576..65535 (0 = uplink MTU - 20)", cfg.TunnelMTU)
@@ -437,7 +439,7 @@ func (f *Felix) onLink(u netlink.LinkUpdate) {
 	f.rt.OnLinkUpdate(u)
 	name := u.Link.Attrs().Name
 	switch {
-	case name == calc.TunnelDevice || name == f.cfg.UplinkInterface:
+	case name == calc.TunnelDevice || name != "" && name == f.cfg.UplinkInterface:
 		f.tunnelDirty = true
 	case names.IsHostVeth(name) && u.Header.Type == unix.RTM_NEWLINK:
 		if f.sysctlDone[name] != u.Link.Attrs().Index {

@@ -14,7 +14,7 @@ type Config struct {
 	Namespace  string // Secrets for BGP passwords live here
 	Kubeconfig string // empty: $KUBECONFIG, ~/.kube/config, in-cluster
 	// BGPAddress is the autodetection method: "" (the Node's InternalIP), cidr=…, interface=…,
-	// can-reach=….
+	// can-reach=…, or none: an IPv6-only node, which then needs BGPAddress6.
 	BGPAddress string
 	// BGPAddress6 is the IPv6 one: the same methods plus "none"; "" takes the Node's IPv6
 	// InternalIP when it has one, else the node has no IPv6.
@@ -57,6 +57,10 @@ func (c *Config) Validate() error {
 	}
 	if _, err := autodetect.ParseFamily(ipfamily.IPv6, c.BGPAddress6); err != nil {
 		return fmt.Errorf("--bgp-address6: %w", err)
+	}
+	if c.BGPAddress == autodetect.None && (c.BGPAddress6 == autodetect.None || c.BGPAddress6 == "") {
+		// "" for IPv6 would let a Node without an IPv6 InternalIP start with no address at all.
+		return fmt.Errorf("--bgp-address=none: an IPv6-only node needs --bgp-address6 (a method, not %q)", c.BGPAddress6)
 	}
 	return nil
 }

@@ -75,10 +75,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("BGP address detected", "address", addr, "interface", uplink, "method", methodName(cfg.BGPAddress))
+	if addr.IsValid() {
+		log.Info("BGP address detected", "address", addr, "interface", uplink, "method", methodName(cfg.BGPAddress))
+	} else {
+		log.Info("no IPv4 BGP address: an IPv6-only node", "method", methodName(cfg.BGPAddress))
+	}
 	addr6, uplink6, err := detectAddress(ipfamily.IPv6, cfg.BGPAddress6, self)
 	if err != nil {
 		return err
+	}
+	if !addr.IsValid() && !addr6.IsValid() {
+		return fmt.Errorf("node %s has neither an IPv4 nor an IPv6 BGP address (--bgp-address=%s, --bgp-address6=%s)", cfg.NodeName, methodName(cfg.BGPAddress), methodName(cfg.BGPAddress6))
 	}
 	if addr6.IsValid() {
 		log.Info("BGP IPv6 address detected", "address", addr6, "interface", uplink6, "method", methodName(cfg.BGPAddress6))
@@ -213,7 +220,10 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 // recordAddresses writes the detected addresses into the Node annotations felix and the other
 // nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation.
 func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addr, addr6 netip.Prefix) error {
-	want := map[string]*string{v1.AnnotationBGPIPv4Address: ptr(addr.String()), v1.AnnotationBGPIPv6Address: nil}
+	want := map[string]*string{v1.AnnotationBGPIPv4Address: nil, v1.AnnotationBGPIPv6Address: nil}
+	if addr.IsValid() {
+		want[v1.AnnotationBGPIPv4Address] = ptr(addr.String())
+	}
 	if addr6.IsValid() {
 		want[v1.AnnotationBGPIPv6Address] = ptr(addr6.String())
 	}

@@ -26,7 +26,8 @@ const (
 	CIDR                 = "cidr"
 	Interface            = "interface"
 	CanReach             = "can-reach"
-	// None: the node has no address of the family (IPv6 only: tabby needs an IPv4 BGP address).
+	// None: the node has no address of the family. A node needs one of the two: tabby-node
+	// refuses none for both.
 	None = "none"
 )
 
@@ -51,16 +52,13 @@ func (m Method) String() string {
 // "interface=REGEX" or "can-reach=IP".
 func Parse(s string) (Method, error) { return ParseFamily(ipfamily.IPv4, s) }
 
-// ParseFamily parses a method for the family's address; IPv6 also takes "none".
+// ParseFamily parses a method for the family's address.
 func ParseFamily(fam ipfamily.Family, s string) (Method, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == KubernetesInternalIP {
 		return Method{Family: fam, Kind: KubernetesInternalIP, raw: s}, nil
 	}
 	if s == None {
-		if fam != ipfamily.IPv6 {
-			return Method{}, fmt.Errorf("address detection method %q: an IPv4 BGP address is required", s)
-		}
 		return Method{Family: fam, Kind: None, raw: s}, nil
 	}
 	kind, arg, ok := strings.Cut(s, "=")

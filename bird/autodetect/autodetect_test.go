@@ -18,9 +18,9 @@ func TestMain(m *testing.M) { netnstest.Main(m) }
 func TestParse(t *testing.T) {
 	for _, c := range []struct{ in, err string }{
 		{"", ""}, {"kubernetes-internal-ip", ""}, {"cidr=198.51.100.0/24", ""}, {"cidr=198.51.100.0/24, 203.0.113.0/24", ""},
-		{"interface=eth.*", ""}, {"can-reach=203.0.113.1", ""},
+		{"interface=eth.*", ""}, {"can-reach=203.0.113.1", ""}, {"none", ""},
 		{"cidr=nope", `"nope" is not an IPv4 CIDR`}, {"interface=(", "error parsing regexp"},
-		{"can-reach=x", `"x" is not an IPv4 address`}, {"cidr=2001:db8:100::/64", `is not an IPv4 CIDR`}, {"none", "an IPv4 BGP address is required"}, {"first-found", "want kubernetes-internal-ip"}, {"bogus=1", `unknown kind "bogus"`},
+		{"can-reach=x", `"x" is not an IPv4 address`}, {"cidr=2001:db8:100::/64", `is not an IPv4 CIDR`}, {"first-found", "want kubernetes-internal-ip"}, {"bogus=1", `unknown kind "bogus"`},
 	} {
 		_, err := Parse(c.in)
 		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {

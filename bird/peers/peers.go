@@ -6,6 +6,7 @@ package peers
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"time"
@@ -161,11 +162,14 @@ func Compute(in Input) (Result, error) {
 	if local == nil {
 		return Result{}, fmt.Errorf("local node %q is not among the %d nodes", in.LocalNode, len(in.Nodes))
 	}
-	if !local.Address.IsValid() || !local.Address.Addr().Is4() {
-		return Result{}, fmt.Errorf("local node %q has no BGP IPv4 address (annotation %s)", local.Name, v1.AnnotationBGPIPv4Address)
+	if local.Address.IsValid() && !local.Address.Addr().Is4() || local.Address6.IsValid() && !local.Address6.Addr().Is6() {
+		return Result{}, fmt.Errorf("local node %q: BGP addresses %s and %s are not IPv4 and IPv6", local.Name, local.Address, local.Address6)
+	}
+	if !local.Address.IsValid() && !local.Address6.IsValid() {
+		return Result{}, fmt.Errorf("local node %q has no BGP address (annotations %s, %s)", local.Name, v1.AnnotationBGPIPv4Address, v1.AnnotationBGPIPv6Address)
 	}
 	res := Result{Speaker: Speaker{
-		RouterID:   local.Address.Addr(),
+		RouterID:   RouterID(*local),
 		Address:    local.Address,
 		Address6:   local.Address6,
 		ASN:        LocalASN(*local, in.Config),
@@ -280,9 +284,13 @@ func Compute(in Input) (Result, error) {
 				res.Problems = append(res.Problems, fmt.Sprintf("%s ignored: peerIP %q: %v", src, bp.Spec.PeerIP, err))
 				continue
 			}
-			if addr.Is6() && !local.Address6.IsValid() {
-				// Not an error of the BGPPeer: this node simply has no IPv6 to speak from.
-				res.Problems = append(res.Problems, fmt.Sprintf("%s: no session to %s: node %s has no IPv6 BGP address (annotation %s)", src, addr, local.Name, v1.AnnotationBGPIPv6Address))
+			if !ourAddr(addr).IsValid() {
+				// Not an error of the BGPPeer: this node simply has no address of that family.
+				fam, ann := "IPv4", v1.AnnotationBGPIPv4Address
+				if addr.Is6() {
+					fam, ann = "IPv6", v1.AnnotationBGPIPv6Address
+				}
+				res.Problems = append(res.Problems, fmt.Sprintf("%s: no session to %s: node %s has no %s BGP address (annotation %s)", src, addr, local.Name, fam, ann))
 				continue
 			}
 			p := base
@@ -302,14 +310,15 @@ func Compute(in Input) (Result, error) {
 		// towards the nodes peerSelector picks, and those open it back (Calico's semantics: the
 		// route reflectors learn their clients from the same object).
 		for _, n := range in.Nodes {
-			if n.Name == local.Name || !n.Address.IsValid() {
+			addr := sessionAddr(*local, n)
+			if n.Name == local.Name || !addr.IsValid() {
 				continue
 			}
 			if !(opens(*local) && sel.Matches(n.Labels)) && !(sel.Matches(local.Labels) && opens(n)) {
 				continue
 			}
 			p := base
-			p.Address, p.Port, p.ASN = n.Address.Addr(), res.Speaker.ListenPort, LocalASN(n, in.Config)
+			p.Address, p.Port, p.ASN = addr, res.Speaker.ListenPort, LocalASN(n, in.Config)
 			towardsNode(&p, n)
 			add(p)
 		}
@@ -317,11 +326,12 @@ func Compute(in Input) (Result, error) {
 
 	if meshEnabled(in.Config) && local.RRClusterID == "" {
 		for _, n := range in.Nodes {
-			if n.Name == local.Name || n.RRClusterID != "" || !n.Address.IsValid() || !n.Address.Addr().Is4() {
+			addr := sessionAddr(*local, n)
+			if n.Name == local.Name || n.RRClusterID != "" || !addr.IsValid() {
 				continue
 			}
 			p := Peer{
-				Address:     n.Address.Addr(),
+				Address:     addr,
 				Port:        res.Speaker.ListenPort,
 				ASN:         LocalASN(n, in.Config),
 				LocalASN:    res.Speaker.ASN,
@@ -339,6 +349,32 @@ func Compute(in Input) (Result, error) {
 	}
 	slices.SortFunc(res.Peers, func(a, b Peer) int { return a.Address.Compare(b.Address) })
 	return res, nil
+}
+
+// sessionAddr is where a session between two tabby nodes goes: the other node's IPv4 address
+// when both have one, else its IPv6 address when both have that (IPv6-only nodes), else
+// nowhere (an IPv4-only and an IPv6-only node cannot peer).
+func sessionAddr(local, n Node) netip.Addr {
+	switch {
+	case local.Address.IsValid() && n.Address.IsValid() && n.Address.Addr().Is4():
+		return n.Address.Addr()
+	case local.Address6.IsValid() && n.Address6.IsValid() && n.Address6.Addr().Is6():
+		return n.Address6.Addr()
+	}
+	return netip.Addr{}
+}
+
+// RouterID is the node's BGP router ID: its IPv4 address, or for an IPv6-only node four bytes
+// of a hash of its name in 240.0.0.0/4 (reserved, so never a real IPv4 neighbour), as Calico
+// derives one ("hash"). The router ID only has to be unique in the AS.
+func RouterID(n Node) netip.Addr {
+	if n.Address.IsValid() {
+		return n.Address.Addr()
+	}
+	h := fnv.New32a()
+	h.Write([]byte(n.Name))
+	v := h.Sum32()
+	return netip.AddrFrom4([4]byte{0xf0 | byte(v>>24)&0x0f, byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 func secretRef(bp v1.BGPPeer) *v1.SecretKeyRef {

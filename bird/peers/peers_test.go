@@ -216,3 +216,30 @@ func TestIPv6PeerIP(t *testing.T) {
 		t.Errorf("IPv4-only node: problems %v", res.Problems)
 	}
 }
+
+// An IPv6-only node: a router ID from its name (stable, in 240.0.0.0/4, different per node),
+// mesh sessions over IPv6 to nodes that have IPv6, none to an IPv4-only node, and a BGPPeer at
+// an IPv4 address is a problem, not a session.
+func TestIPv6OnlyNode(t *testing.T) {
+	a := Node{Name: "a", Address6: netip.MustParsePrefix("2001:db8:100::a/64")}
+	b := Node{Name: "b", Address6: netip.MustParsePrefix("2001:db8:100::b/64")}
+	v4 := n1
+	tor := peer("tor4", v1.BGPPeerSpec{PeerIP: "198.51.100.254", ASNumber: 65000})
+	res, err := Compute(Input{LocalNode: "a", Nodes: []Node{a, b, v4}, Peers: []v1.BGPPeer{tor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Speaker.RouterID
+	if !netip.MustParsePrefix("240.0.0.0/4").Contains(id) || id != RouterID(a) || id == RouterID(b) {
+		t.Errorf("router IDs a %s b %s", id, RouterID(b))
+	}
+	if len(res.Peers) != 1 || res.Peers[0].Address != b.Address6.Addr() || res.Peers[0].Type != Mesh {
+		t.Errorf("peers %+v, want the mesh session to b over IPv6", res.Peers)
+	}
+	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "no IPv4 BGP address") {
+		t.Errorf("problems %v", res.Problems)
+	}
+	if _, err := Compute(Input{LocalNode: "c", Nodes: []Node{{Name: "c"}}}); err == nil {
+		t.Error("a node with no BGP address at all was accepted")
+	}
+}

@@ -26,10 +26,11 @@ var (
 
 // GoBGP is a Speaker embedding GoBGP v4.
 type GoBGP struct {
-	log     *slog.Logger
-	apiAddr string
-	srv     *server.BgpServer
-	address netip.Addr // our BGP address: next hop and source of every IPv4 session
+	log      *slog.Logger
+	apiAddr  string
+	srv      *server.BgpServer
+	routerID netip.Addr
+	address  netip.Addr // our IPv4 BGP address (invalid: none): source of every IPv4 session
 	// address6 is our IPv6 BGP address (invalid: none): the source of every IPv6 session.
 	// With it, IPv4 sessions carry IPv6 unicast too.
 	address6 netip.Addr
@@ -70,8 +71,10 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 		g.srv = server.NewBgpServer(opts...)
 		go g.srv.Serve()
 	}
-	g.address = s.RouterID
-	g.address6 = s.Address6.Addr()
+	g.routerID, g.address, g.address6 = s.RouterID, s.Address.Addr(), s.Address6.Addr()
+	if g.address.IsUnspecified() {
+		g.address = s.RouterID // listening everywhere; sessions still start from the node address
+	}
 	global := &api.Global{
 		Asn:        s.ASN,
 		RouterId:   s.RouterID.String(),
@@ -173,7 +176,7 @@ func seconds(d time.Duration) uint64 {
 // apiPeer is the session to p. On an IPv4 session a dual-stack node offers IPv6 unicast too
 // (MP-BGP), an IPv4-only one exactly what it always did; a session to an IPv6 address starts
 // from local6 and carries IPv6 unicast only, as in Calico (IPv4 routes have their IPv4 session).
-func apiPeer(p peers.Peer, local, local6 netip.Addr) *api.Peer {
+func apiPeer(p peers.Peer, routerID, local, local6 netip.Addr) *api.Peer {
 	restart := uint32(seconds(p.RestartTime))
 	ap := &api.Peer{
 		Conf: &api.PeerConf{
@@ -195,7 +198,6 @@ func apiPeer(p peers.Peer, local, local6 netip.Addr) *api.Peer {
 			NotificationEnabled: true, // RFC 8538, see Stop
 		},
 	}
-	routerID := local
 	families := []*api.Family{ipv4Unicast}
 	switch {
 	case p.Address.Is6():
@@ -232,7 +234,7 @@ func apiPeer(p peers.Peer, local, local6 netip.Addr) *api.Peer {
 
 // AddPeer implements Speaker.
 func (g *GoBGP) AddPeer(ctx context.Context, p peers.Peer) error {
-	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.address, g.address6)}); err != nil {
+	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.routerID, g.address, g.address6)}); err != nil {
 		return fmt.Errorf("add peer %s AS %d: %w", p.Address, p.ASN, err)
 	}
 	return nil

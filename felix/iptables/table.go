@@ -21,9 +21,9 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"sync"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tabbynet/tabby/felix/cmdrun"

@@ -62,9 +62,10 @@ func TestDualStack(t *testing.T) {
 	}
 }
 
-// TestIPv6OnlyPods: the chart's IPv6 pool alone. Pods get an IPv6 address and no IPv4 one,
-// reach each other across nodes and the internet through NAT66, and the nodes program no IPv4
-// pod route at all.
+// TestIPv6OnlyPods: an IPv6-only cluster: the chart's IPv6 pool alone, and nodes with no IPv4
+// BGP address (--bgp-address=none). Pods get an IPv6 address and no IPv4 one, reach each other
+// across nodes and the internet through NAT66, the nodes program no IPv4 pod route at all, and
+// their BGP sessions run over IPv6.
 func TestIPv6OnlyPods(t *testing.T) {
 	l := startLab(t, lab.Options{Families: lab.IPv6Only})
 	ctx := testCtx(t, 4*time.Minute)
@@ -94,6 +95,18 @@ func TestIPv6OnlyPods(t *testing.T) {
 		}
 	}
 	requireNAT6(t, ctx, l, pods[0])
+	// The nodes mesh over IPv6: tabby never saw their IPv4 addresses.
+	for _, n := range nodes {
+		var others []netip.Addr
+		for _, o := range nodes {
+			if o != n {
+				others = append(others, o.IP6())
+			}
+		}
+		if err := n.WaitPeers(ctx, 10*time.Second, others...); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // TestDualStackRouteReflectorsToR: nodes on two subnets with the mesh off, a route reflector

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -79,6 +81,11 @@ func (n *Node) AgentArgs() []string {
 	}
 	if n.Addr6.IsValid() {
 		args = append(args, "--bgp-address6="+nodeAddr6Method)
+	}
+	if n.lab.Opts.Families == IPv6Only {
+		// tabby sees an IPv6-only node: no IPv4 BGP address (the lab's links keep theirs).
+		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, "--bgp-address=") })
+		args = append(args, "--bgp-address=none")
 	}
 	return append(args, n.lab.Opts.AgentArgs...)
 }

@@ -15,9 +15,10 @@ const (
 	// DualStack gives the underlay both families and every pod one address of each (the
 	// chart's IPv4 pool and its IPv6 pool).
 	DualStack
-	// IPv6Only gives pods an IPv6 address only (the chart's IPv6 pool alone). The underlay
-	// stays dual-stack: a tabby node's BGP router ID is its IPv4 address, and its sessions
-	// carry IPv6 routes over IPv4 (MP-BGP).
+	// IPv6Only is an IPv6-only cluster as tabby sees it: pods get an IPv6 address only (the
+	// chart's IPv6 pool alone), and nodes have no IPv4 BGP address (tabby-node
+	// --bgp-address=none, no IPv4 InternalIP), so they mesh over IPv6 with router IDs derived
+	// from their names. The lab's links keep their IPv4 addresses, unused by tabby.
 	IPv6Only
 )
 

@@ -277,9 +277,9 @@ func (l *Lab) registerNode(ctx context.Context, n *Node) error {
 	if err != nil {
 		return fmt.Errorf("create Node %s: %w", n.Name, err)
 	}
-	created.Status.Addresses = []corev1.NodeAddress{
-		{Type: corev1.NodeInternalIP, Address: n.Addr.Addr().String()},
-		{Type: corev1.NodeHostName, Address: n.Name},
+	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n.Name}}
+	if l.Opts.Families != IPv6Only {
+		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Addr.Addr().String()})
 	}
 	if n.Addr6.IsValid() {
 		created.Status.Addresses = append(created.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.Addr6.Addr().String()})

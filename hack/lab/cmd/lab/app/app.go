@@ -129,7 +129,7 @@ func pingAll(ctx context.Context, es []lab.Endpoint) *lab.Matrix {
 }
 
 func familiesName(f lab.Families) string {
-	return map[lab.Families]string{lab.IPv4Only: "IPv4", lab.DualStack: "dual-stack", lab.IPv6Only: "IPv6-only pods"}[f]
+	return map[lab.Families]string{lab.IPv4Only: "IPv4", lab.DualStack: "dual-stack", lab.IPv6Only: "IPv6-only"}[f]
 }
 
 // Cleanup removes what labs whose process died left behind.
