@@ -129,6 +129,25 @@ func TestDualStack(t *testing.T) {
 		h.assertClean("after IPv6-only DEL")
 	})
 
+	t.Run("every cniVersion", func(t *testing.T) {
+		// The result is converted down by the plugin for older runtimes: both addresses, each
+		// with its gateway, must survive the conversion.
+		for _, v := range []string{"0.3.1", "0.4.0", "1.0.0"} {
+			list := h.list(v)
+			p := h.newPod("v" + strings.ReplaceAll(v, ".", ""))
+			if err := h.add(list, p); err != nil {
+				t.Fatalf("cniVersion %s: ADD: %v", v, err)
+			}
+			if v4, v6 := podIPs(t, p); !v4.IsValid() || !pool6.Contains(v6) || len(p.res.IPs) != 2 {
+				t.Errorf("cniVersion %s: result %+v: want an address of each family", v, p.res)
+			}
+			if err := h.node.Del(h.ctx, list, p.rt); err != nil {
+				t.Fatalf("cniVersion %s: DEL: %v", v, err)
+			}
+		}
+		h.assertClean("after the cniVersion round")
+	})
+
 	t.Run("a sandbox created with IPv6 disabled", func(t *testing.T) {
 		p := h.newPod("noipv6")
 		if err := p.ns.Do(func(ns.NetNS) error {
