@@ -159,3 +159,34 @@ func TestIPv6OnlyMesh(t *testing.T) {
 	// The dual-stack node keeps its IPv4 session with the IPv4-only one.
 	tns[3].routes.waitRoute(t, blockOf(33), dual.Address.Addr(), 15*time.Second)
 }
+
+// TestIPv6OnlyRouteReflector: IPv6-only nodes with the mesh off and a route reflector: the
+// clients peer with the reflector only, over IPv6, and learn each other's IPv6 blocks through it
+// with the originating node's IPv6 address kept as next hop.
+func TestIPv6OnlyRouteReflector(t *testing.T) {
+	netnstest.Require(t)
+	six := func(i int, labels map[string]string, cluster string) Node {
+		return Node{Name: fmt.Sprintf("node%d", i), Labels: labels, RRClusterID: cluster, Address6: netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i))}
+	}
+	all := []Node{six(41, rrLabel, "244.0.0.9"), six(42, nil, ""), six(43, nil, "")}
+	routable := append([]netip.Prefix{block6Of(41), block6Of(42), block6Of(43)}, testBlocks...)
+	var tns []*testNode
+	for i, n := range all {
+		tns = append(tns, startNode(t, n, all, func(b *Bird) {
+			b.SetBGPConfiguration(meshOff())
+			b.SetBGPPeers(calicoRRPeers())
+			b.SetPools([]netip.Prefix{pool, pool6})
+			b.SetRoutable(routable)
+			b.SetLocalPrefixes([]netip.Prefix{block6Of(41 + i)})
+		}))
+	}
+	tns[1].routes.waitRoute(t, block6Of(43), all[2].Address6.Addr(), 15*time.Second)
+	tns[2].routes.waitRoute(t, block6Of(42), all[1].Address6.Addr(), 15*time.Second)
+	st, err := tns[1].bird.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Peers) != 1 || st.Peers[0].Address != all[0].Address6.Addr().String() || st.Peers[0].Type != "route-reflector" {
+		t.Errorf("client's sessions %+v, want the reflector only, over IPv6", st.Peers)
+	}
+}
