@@ -30,7 +30,12 @@
 // session starts from the node's IPv6 BGP address (GoBGP listens on both addresses) and carries
 // IPv6 unicast only, as Calico's do; IPv4 routes keep their IPv4 session. A node without an IPv6
 // BGP address opens no such session and `tabbyctl node status` says why. Link-local peers are
-// refused: a BGPPeer names no interface. Two tabby nodes peer over IPv4 when both have it
+// refused: a BGPPeer names no interface. The status shows each session's families as BIRD's
+// channels: negotiated ("up"), offered by us but not by the peer ("not negotiated": a ToR
+// without an IPv6 channel on the IPv4 session), or not yet ("offered"), each with the routes
+// received, accepted (by the import policy: in GoBGP's RIB) and sent. GoBGP's own "accepted"
+// count is taken before its global import policy, so it is not used. Two tabby nodes peer over
+// IPv4 when both have it
 // (carrying IPv6 by MP-BGP), else over IPv6: a node without an IPv4 BGP address (IPv6-only)
 // takes a router ID derived from its name (peers.RouterID) and meshes over IPv6.
 //
