@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -55,11 +57,11 @@ func TestToRIPv6(t *testing.T) {
 			})
 			a.waitPeer(t, tc.peerIP, "established", 30*time.Second)
 			if strings.Contains(tc.want, "ipv6 up") {
-				waitBIRDRoute(t, birdc, own, node6.Addr())
+				waitBIRDRoute(t, birdc, "", own, node6.Addr())
 				a.routes.waitRoute(t, otherRack6, tor6, 15*time.Second)
 			}
 			// The counts settle once the ToR's routes are in and ours are out.
-			got := waitStatusFamilies(t, a, tc.want)
+			got := waitStatusFamilies(t, a, tc.peerIP, tc.want)
 			if got != tc.want {
 				t.Errorf("session families %q, want %q", got, tc.want)
 			}
@@ -70,12 +72,16 @@ func TestToRIPv6(t *testing.T) {
 	}
 }
 
-// waitBIRDRoute waits until a BIRD2 ToR has p via nh.
-func waitBIRDRoute(t *testing.T, birdc func(args ...string) string, p netip.Prefix, nh netip.Addr) {
+// waitBIRDRoute waits until a BIRD2 ToR has p via nh (from protocol proto, any if empty).
+func waitBIRDRoute(t *testing.T, birdc func(args ...string) string, proto string, p netip.Prefix, nh netip.Addr) {
 	t.Helper()
+	args := []string{"show", "route", "for", p.String()}
+	if proto != "" {
+		args = append(args, "protocol", proto)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out := birdc("show", "route", "for", p.String(), "all")
+		out := birdc(append(args, "all")...)
 		if strings.Contains(out, p.String()) && strings.Contains(out, "via "+nh.String()+" ") {
 			return
 		}
@@ -86,31 +92,81 @@ func waitBIRDRoute(t *testing.T, birdc func(args ...string) string, p netip.Pref
 	}
 }
 
-// statusFamilies is the node's only session's families as "ipv4 up 0/0/1 ipv6 up 2/1/1":
-// state received/accepted/sent.
-func statusFamilies(t *testing.T, a *testNode) string {
+// statusFamilies is the families of the node's session with peer as "ipv4 up 0/0/1 ipv6 up
+// 2/1/1": state received/accepted/sent.
+func statusFamilies(t *testing.T, a *testNode, peer netip.Addr) string {
 	t.Helper()
 	st, err := a.bird.Status(context.Background())
-	if err != nil || len(st.Peers) != 1 {
-		t.Fatalf("status %+v %v", st, err)
+	if err != nil {
+		t.Fatalf("status: %v", err)
 	}
-	var fams []string
-	for _, f := range st.Peers[0].Families {
-		fams = append(fams, fmt.Sprintf("%s %s %d/%d/%d", f.Family, f.State, f.Received, f.Accepted, f.Sent))
+	for _, p := range st.Peers {
+		if p.Address != peer.String() {
+			continue
+		}
+		var fams []string
+		for _, f := range p.Families {
+			fams = append(fams, fmt.Sprintf("%s %s %d/%d/%d", f.Family, f.State, f.Received, f.Accepted, f.Sent))
+		}
+		return strings.Join(fams, " ")
 	}
-	return strings.Join(fams, " ")
+	t.Fatalf("%s has no session with %s: %+v", a.Name, peer, st.Peers)
+	return ""
 }
 
 // waitStatusFamilies waits up to 5 s for statusFamilies to be want and returns the last one.
-func waitStatusFamilies(t *testing.T, a *testNode, want string) string {
+func waitStatusFamilies(t *testing.T, a *testNode, peer netip.Addr, want string) string {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got := statusFamilies(t, a)
+		got := statusFamilies(t, a, peer)
 		if got == want || time.Now().After(deadline) {
 			return got
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestToRIPv6TwoNodes: a BIRD2 ToR peers over IPv6 with two dual-stack tabby nodes (one global
+// BGPPeer with an IPv6 peerIP) and learns each node's IPv6 block from that node with the node's
+// IPv6 address as next hop (and the other node's block from each, next hop self as eBGP
+// wants); nothing of IPv4 travels on the IPv6 sessions.
+func TestToRIPv6TwoNodes(t *testing.T) {
+	netnstest.Require(t)
+	tor, tor6 := netip.MustParseAddr("198.51.100.246"), netip.MustParseAddr("2001:db8:100::246")
+	all := []Node{mkNode(95, nil, ""), mkNode(96, nil, "")}
+	for i := range all {
+		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 95+i))
+	}
+	ns := torNamespace6(t, all[0].Address.Addr(), tor, all[0].Address6, tor6)
+	// The second node on the ToR's link too: a direct eBGP neighbour.
+	if out, err := exec.Command("ip", "addr", "add", all[1].Address6.String(), "dev", fmt.Sprintf("tor%d", os.Getpid()%100000), "nodad").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	birdc := birdToR{Addr: tor, AS: 65000, NodeAS: v1.DefaultASNumber, Addr6: tor6, Node6: all[0].Address6.Addr(), More: []netip.Addr{all[1].Address6.Addr()}}.start(t, ns)
+	bgpPeers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor6"}, Spec: v1.BGPPeerSpec{PeerIP: tor6.String(), ASNumber: 65000}}}
+	routable := append([]netip.Prefix{block6Of(95), block6Of(96)}, testBlocks...)
+	var tns []*testNode
+	for i, n := range all {
+		tns = append(tns, startNode(t, n, all, func(b *Bird) {
+			b.SetBGPPeers(bgpPeers)
+			b.SetPools([]netip.Prefix{pool, pool6})
+			b.SetRoutable(routable)
+			b.SetLocalPrefixes([]netip.Prefix{blockOf(95 + i), block6Of(95 + i)})
+		}))
+	}
+	for i, proto := range []string{"node", "node2"} {
+		tns[i].waitPeer(t, tor6, "established", 30*time.Second)
+		own, other := block6Of(95+i), block6Of(96-i)
+		waitBIRDRoute(t, birdc, proto, own, all[i].Address6.Addr())
+		waitBIRDRoute(t, birdc, proto, other, all[i].Address6.Addr())
+		// Each node sends its block and the other's, IPv6 only.
+		if got, want := waitStatusFamilies(t, tns[i], tor6, "ipv6 up 0/0/2"), "ipv6 up 0/0/2"; got != want {
+			t.Errorf("%s's session with the ToR: %q, want %q", all[i].Name, got, want)
+		}
+	}
+	if out := birdc("show", "route", "table", "master4"); strings.Contains(out, "10.244.") {
+		t.Errorf("IPv4 routes reached the ToR over IPv6 sessions:\n%s", out)
 	}
 }
 
