@@ -39,6 +39,14 @@
 // (carrying IPv6 by MP-BGP), else over IPv6: a node without an IPv4 BGP address (IPv6-only)
 // takes a router ID derived from its name (peers.RouterID) and meshes over IPv6.
 //
+// Tested on real sessions: BIRD2 and FRR ToRs over IPv6 sessions with two nodes each learn
+// every node's IPv6 block with its IPv6 next hop (TestToRIPv6TwoNodes, TestFRRToRLearnsIPv6),
+// and over MP-BGP on IPv4 (TestBIRD2ToRLearnsIPv6); the hijack rules hold for IPv6 on both
+// kinds of session (TestToRIPv6, TestToRCannotHijackIPv6, TestFirstASEnforcedIPv6); route
+// reflectors pass IPv6 blocks on with the originating node's IPv6 next hop, between dual-stack
+// clients over IPv4 sessions and IPv6-only ones over IPv6 (TestRouteReflectorsIPv6,
+// TestIPv6OnlyRouteReflector).
+//
 // # Reconciling
 //
 // Every input change wakes Run, which recomputes the desired state and diffs it against what
