@@ -30,9 +30,22 @@
 // session starts from the node's IPv6 BGP address (GoBGP listens on both addresses) and carries
 // IPv6 unicast only, as Calico's do; IPv4 routes keep their IPv4 session. A node without an IPv6
 // BGP address opens no such session and `tabbyctl node status` says why. Link-local peers are
-// refused: a BGPPeer names no interface. Two tabby nodes peer over IPv4 when both have it
+// refused: a BGPPeer names no interface. The status shows each session's families as BIRD's
+// channels: negotiated ("up"), offered by us but not by the peer ("not negotiated": a ToR
+// without an IPv6 channel on the IPv4 session), or not yet ("offered"), each with the routes
+// received, accepted (by the import policy: in GoBGP's RIB) and sent. GoBGP's own "accepted"
+// count is taken before its global import policy, so it is not used. Two tabby nodes peer over
+// IPv4 when both have it
 // (carrying IPv6 by MP-BGP), else over IPv6: a node without an IPv4 BGP address (IPv6-only)
 // takes a router ID derived from its name (peers.RouterID) and meshes over IPv6.
+//
+// Tested on real sessions: BIRD2 and FRR ToRs over IPv6 sessions with two nodes each learn
+// every node's IPv6 block with its IPv6 next hop (TestToRIPv6TwoNodes, TestFRRToRLearnsIPv6),
+// and over MP-BGP on IPv4 (TestBIRD2ToRLearnsIPv6); the hijack rules hold for IPv6 on both
+// kinds of session (TestToRIPv6, TestToRCannotHijackIPv6, TestFirstASEnforcedIPv6); route
+// reflectors pass IPv6 blocks on with the originating node's IPv6 next hop, between dual-stack
+// clients over IPv4 sessions and IPv6-only ones over IPv6 (TestRouteReflectorsIPv6,
+// TestIPv6OnlyRouteReflector).
 //
 // # Reconciling
 //

@@ -184,9 +184,13 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	spk := b.spk
 	b.mu.Unlock()
 	var states []speaker.PeerState
+	var accepted map[netip.Addr]map[string]uint64
 	if spk != nil {
 		var err error
 		if states, err = spk.Peers(ctx); err != nil {
+			return nil, fmt.Errorf("BGP status: %w", err)
+		}
+		if accepted, err = spk.Accepted(ctx); err != nil {
 			return nil, fmt.Errorf("BGP status: %w", err)
 		}
 	}
@@ -214,7 +218,15 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 		default:
 			ps.State, ps.RoutesReceived, ps.RoutesSent = st.State, st.Received, st.Sent
 			for _, f := range st.Families {
-				ps.Families = append(ps.Families, status.FamilyRoutes{Family: f.Family, Received: f.Received, Sent: f.Sent})
+				fr := status.FamilyRoutes{Family: f.Family, State: status.FamilyOffered, Received: f.Received, Accepted: accepted[p.Address][f.Family], Sent: f.Sent}
+				switch {
+				case f.Negotiated:
+					fr.State = status.FamilyUp
+				case st.State == "established":
+					fr.State = status.FamilyNotNegotiated
+				}
+				ps.RoutesAccepted += fr.Accepted
+				ps.Families = append(ps.Families, fr)
 			}
 		}
 		if s := b.sessions[p.Address]; s != nil && p.Err == "" {

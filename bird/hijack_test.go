@@ -34,6 +34,9 @@ type birdToR struct {
 	// Addr6 and Node6 set: the session runs between these IPv6 addresses and carries IPv6
 	// unicast only.
 	Addr6, Node6 netip.Addr
+	// More are further tabby nodes (AS NodeAS) the ToR peers with the same way as with Node
+	// (or Node6): protocols node2, node3, ...
+	More []netip.Addr
 }
 
 func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) string) {
@@ -76,18 +79,26 @@ func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) s
 router id %[1]s;
 protocol device { }
 protocol static announced { ipv4; %[2]s }
-protocol static announced6 { ipv6; %[8]s }
-protocol bgp node {
-	local %[9]s as %[3]d;
+protocol static announced6 { ipv6; %[3]s }
+`, r.Addr, statics.String(), statics6.String())
+	for i, nb := range append([]netip.Addr{neighbor}, r.More...) {
+		name := "node"
+		if i > 0 {
+			name = fmt.Sprintf("node%d", i+1)
+		}
+		conf += fmt.Sprintf(`
+protocol bgp %[1]s {
+	local %[2]s as %[3]d;
 	neighbor %[4]s as %[5]d;
 	strict bind yes;
 	connect delay time 1;
 	connect retry time 1;
 	%[6]s
 	%[7]s
-	%[10]s
+	%[8]s
 }
-`, r.Addr, statics.String(), r.AS, neighbor, r.NodeAS, opts, channel4, statics6.String(), local, channel6)
+`, name, local, r.AS, nb, r.NodeAS, opts, channel4, channel6)
+	}
 	dir := t.TempDir()
 	cfg, sock := filepath.Join(dir, "bird.conf"), filepath.Join(dir, "bird.ctl")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {

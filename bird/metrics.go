@@ -13,6 +13,7 @@ type metrics struct {
 	sessions   *prometheus.Desc
 	advertised *prometheus.Desc
 	received   *prometheus.Desc
+	accepted   *prometheus.Desc
 	learned    *prometheus.Desc
 	sinceLast  *prometheus.Desc
 }
@@ -22,7 +23,8 @@ func newMetrics(b *Bird) *metrics {
 		b:          b,
 		sessions:   prometheus.NewDesc("tabby_bgp_sessions", "BGP sessions by state and type.", []string{"state", "type"}, nil),
 		advertised: prometheus.NewDesc("tabby_bgp_routes_advertised", "Prefixes this node advertises (its blocks and borrowed addresses).", nil, nil),
-		received:   prometheus.NewDesc("tabby_bgp_routes_received", "Prefixes accepted from each peer.", []string{"peer"}, nil),
+		received:   prometheus.NewDesc("tabby_bgp_routes_received", "Prefixes each peer sent, before the import policy.", []string{"peer"}, nil),
+		accepted:   prometheus.NewDesc("tabby_bgp_routes_accepted", "Prefixes of each peer the import policy accepted.", []string{"peer"}, nil),
 		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
 	}
@@ -32,6 +34,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.sessions
 	ch <- m.advertised
 	ch <- m.received
+	ch <- m.accepted
 	ch <- m.learned
 	ch <- m.sinceLast
 }
@@ -49,6 +52,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range r.Peers {
 		counts[key{p.State, p.Type}]++
 		ch <- prometheus.MustNewConstMetric(m.received, prometheus.GaugeValue, float64(p.RoutesReceived), p.Address)
+		ch <- prometheus.MustNewConstMetric(m.accepted, prometheus.GaugeValue, float64(p.RoutesAccepted), p.Address)
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(m.sessions, prometheus.GaugeValue, float64(n), k.state, k.typ)

@@ -30,7 +30,8 @@ func meshOff() *v1.BGPConfiguration {
 	return &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: &f}}
 }
 
-// gobgpPaths lists a node's RIB through GoBGP's own API (served on loopback only).
+// gobgpPaths lists a node's paths for prefix (IPv4 or IPv6) through GoBGP's own API (served on
+// loopback only).
 func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 	t.Helper()
 	conn, err := grpc.NewClient(apiAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -40,9 +41,13 @@ func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	if prefix.Addr().Is6() {
+		family.Afi = api.Family_AFI_IP6
+	}
 	stream, err := api.NewGoBgpServiceClient(conn).ListPath(ctx, &api.ListPathRequest{
 		TableType: api.TableType_TABLE_TYPE_GLOBAL,
-		Family:    &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST},
+		Family:    family,
 		Prefixes:  []*api.TableLookupPrefix{{Prefix: prefix.String()}},
 	})
 	if err != nil {
@@ -68,6 +73,8 @@ func attrs(p *api.Path) (originator string, clusters []string, nextHop string) {
 			clusters = a.GetClusterList().GetIds()
 		case a.GetNextHop() != nil:
 			nextHop = a.GetNextHop().GetNextHop()
+		case len(a.GetMpReach().GetNextHops()) > 0: // IPv6: the global next hop first
+			nextHop = a.GetMpReach().GetNextHops()[0]
 		}
 	}
 	return

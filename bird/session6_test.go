@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,20 +20,26 @@ import (
 // (BGPPeer peerIP 2001:db8:100::247) or over the IPv4 one (MP-BGP). Either way the ToR learns
 // the node's IPv6 block with the node's IPv6 address as next hop, the node learns the ToR's
 // legitimate IPv6 route (another rack's block), and the ToR cannot hijack: a more-specific
-// inside the node's own IPv6 block is never accepted.
+// inside the node's own IPv6 block is never accepted. The status tells per family what was
+// negotiated, received, accepted and sent; a ToR without an IPv6 channel leaves IPv6 "not
+// negotiated" on the IPv4 session.
 func TestToRIPv6(t *testing.T) {
 	netnstest.Require(t)
 	tor, nodeAddr := netip.MustParseAddr("198.51.100.247"), netip.MustParseAddr("198.51.100.93")
 	tor6, node6 := netip.MustParseAddr("2001:db8:100::247"), netip.MustParsePrefix("2001:db8:100::93/64")
 	own, otherRack6 := block6Of(93), block6Of(0xe6)
 	inside := netip.MustParsePrefix(own.Addr().String() + "/124")
+	// want is the status per family: state received/accepted/sent.
 	for _, tc := range []struct {
 		name   string
 		peerIP netip.Addr
 		tor    birdToR
+		want   string
 	}{
-		{"IPv6 session", tor6, birdToR{Addr6: tor6, Node6: node6.Addr()}},
-		{"MP-BGP over the IPv4 session", tor, birdToR{Node: nodeAddr, IPv6: true, Addr6: tor6}},
+		// Both of the ToR's IPv6 prefixes arrive; the one inside our block is rejected.
+		{"IPv6 session", tor6, birdToR{Addr6: tor6, Node6: node6.Addr()}, "ipv6 up 2/1/1"},
+		{"MP-BGP over the IPv4 session", tor, birdToR{Node: nodeAddr, IPv6: true, Addr6: tor6}, "ipv4 up 0/0/1 ipv6 up 2/1/1"},
+		{"IPv4 session, ToR without IPv6", tor, birdToR{Node: nodeAddr}, "ipv4 up 0/0/1 ipv6 not negotiated 0/0/0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := torNamespace6(t, nodeAddr, tor, node6, tor6)
@@ -48,43 +56,117 @@ func TestToRIPv6(t *testing.T) {
 				b.SetLocalPrefixes([]netip.Prefix{blockOf(93), own})
 			})
 			a.waitPeer(t, tc.peerIP, "established", 30*time.Second)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				out := birdc("show", "route", "for", own.String(), "all")
-				if strings.Contains(out, own.String()) && strings.Contains(out, "via "+node6.Addr().String()) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("BIRD2 has no %s via %s:\n%s\n%s", own, node6.Addr(), out, birdc("show", "protocols", "all", "node"))
-				}
-				time.Sleep(100 * time.Millisecond)
+			if strings.Contains(tc.want, "ipv6 up") {
+				waitBIRDRoute(t, birdc, "", own, node6.Addr())
+				a.routes.waitRoute(t, otherRack6, tor6, 15*time.Second)
 			}
-			a.routes.waitRoute(t, otherRack6, tor6, 15*time.Second)
-			// The status per address family: what the session carries, and its routes.
-			wantFams := "ipv6"
-			if tc.peerIP.Is4() {
-				wantFams = "ipv4 ipv6"
-			}
-			st, err := a.bird.Status(context.Background())
-			if err != nil || len(st.Peers) != 1 {
-				t.Fatalf("status %+v %v", st, err)
-			}
-			var fams []string
-			for _, f := range st.Peers[0].Families {
-				fams = append(fams, f.Family)
-				// Both of the ToR's prefixes pass GoBGP's import (they are inside the pool); the
-				// one inside our block is dropped after it, as IPAM explains no such prefix.
-				if f.Family == "ipv6" && (f.Received != 2 || f.Sent != 1) {
-					t.Errorf("IPv6 on the session: received %d sent %d, want 2 (the ToR's) and 1 (our block)", f.Received, f.Sent)
-				}
-			}
-			if strings.Join(fams, " ") != wantFams {
-				t.Errorf("session families %v, want %s", fams, wantFams)
+			// The counts settle once the ToR's routes are in and ours are out.
+			got := waitStatusFamilies(t, a, tc.peerIP, tc.want)
+			if got != tc.want {
+				t.Errorf("session families %q, want %q", got, tc.want)
 			}
 			if nh, ok := a.routes.get(inside); ok {
 				t.Fatalf("the ToR's %s inside the node's own %s accepted via %s", inside, own, nh)
 			}
 		})
+	}
+}
+
+// waitBIRDRoute waits until a BIRD2 ToR has p via nh (from protocol proto, any if empty).
+func waitBIRDRoute(t *testing.T, birdc func(args ...string) string, proto string, p netip.Prefix, nh netip.Addr) {
+	t.Helper()
+	args := []string{"show", "route", "for", p.String()}
+	if proto != "" {
+		args = append(args, "protocol", proto)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := birdc(append(args, "all")...)
+		if strings.Contains(out, p.String()) && strings.Contains(out, "via "+nh.String()+" ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("BIRD2 has no %s via %s:\n%s\n%s", p, nh, out, birdc("show", "protocols", "all"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// statusFamilies is the families of the node's session with peer as "ipv4 up 0/0/1 ipv6 up
+// 2/1/1": state received/accepted/sent.
+func statusFamilies(t *testing.T, a *testNode, peer netip.Addr) string {
+	t.Helper()
+	st, err := a.bird.Status(context.Background())
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	for _, p := range st.Peers {
+		if p.Address != peer.String() {
+			continue
+		}
+		var fams []string
+		for _, f := range p.Families {
+			fams = append(fams, fmt.Sprintf("%s %s %d/%d/%d", f.Family, f.State, f.Received, f.Accepted, f.Sent))
+		}
+		return strings.Join(fams, " ")
+	}
+	t.Fatalf("%s has no session with %s: %+v", a.Name, peer, st.Peers)
+	return ""
+}
+
+// waitStatusFamilies waits up to 5 s for statusFamilies to be want and returns the last one.
+func waitStatusFamilies(t *testing.T, a *testNode, peer netip.Addr, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := statusFamilies(t, a, peer)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestToRIPv6TwoNodes: a BIRD2 ToR peers over IPv6 with two dual-stack tabby nodes (one global
+// BGPPeer with an IPv6 peerIP) and learns each node's IPv6 block from that node with the node's
+// IPv6 address as next hop (and the other node's block from each, next hop self as eBGP
+// wants); nothing of IPv4 travels on the IPv6 sessions.
+func TestToRIPv6TwoNodes(t *testing.T) {
+	netnstest.Require(t)
+	tor, tor6 := netip.MustParseAddr("198.51.100.246"), netip.MustParseAddr("2001:db8:100::246")
+	all := []Node{mkNode(95, nil, ""), mkNode(96, nil, "")}
+	for i := range all {
+		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 95+i))
+	}
+	ns := torNamespace6(t, all[0].Address.Addr(), tor, all[0].Address6, tor6)
+	// The second node on the ToR's link too: a direct eBGP neighbour.
+	if out, err := exec.Command("ip", "addr", "add", all[1].Address6.String(), "dev", fmt.Sprintf("tor%d", os.Getpid()%100000), "nodad").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	birdc := birdToR{Addr: tor, AS: 65000, NodeAS: v1.DefaultASNumber, Addr6: tor6, Node6: all[0].Address6.Addr(), More: []netip.Addr{all[1].Address6.Addr()}}.start(t, ns)
+	bgpPeers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor6"}, Spec: v1.BGPPeerSpec{PeerIP: tor6.String(), ASNumber: 65000}}}
+	routable := append([]netip.Prefix{block6Of(95), block6Of(96)}, testBlocks...)
+	var tns []*testNode
+	for i, n := range all {
+		tns = append(tns, startNode(t, n, all, func(b *Bird) {
+			b.SetBGPPeers(bgpPeers)
+			b.SetPools([]netip.Prefix{pool, pool6})
+			b.SetRoutable(routable)
+			b.SetLocalPrefixes([]netip.Prefix{blockOf(95 + i), block6Of(95 + i)})
+		}))
+	}
+	for i, proto := range []string{"node", "node2"} {
+		tns[i].waitPeer(t, tor6, "established", 30*time.Second)
+		own, other := block6Of(95+i), block6Of(96-i)
+		waitBIRDRoute(t, birdc, proto, own, all[i].Address6.Addr())
+		waitBIRDRoute(t, birdc, proto, other, all[i].Address6.Addr())
+		// Each node sends its block and the other's, IPv6 only.
+		if got, want := waitStatusFamilies(t, tns[i], tor6, "ipv6 up 0/0/2"), "ipv6 up 0/0/2"; got != want {
+			t.Errorf("%s's session with the ToR: %q, want %q", all[i].Name, got, want)
+		}
+	}
+	if out := birdc("show", "route", "table", "master4"); strings.Contains(out, "10.244.") {
+		t.Errorf("IPv4 routes reached the ToR over IPv6 sessions:\n%s", out)
 	}
 }
 

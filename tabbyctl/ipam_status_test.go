@@ -204,10 +204,10 @@ func TestNodeStatus(t *testing.T) {
 	since := time.Now().Add(-time.Minute).Truncate(time.Second)
 	serveStatus(t, socket, []status.PeerStatus{
 		{Address: "198.51.100.12", ASN: 64512, Type: "mesh", State: "established", Since: since,
-			Families: []status.FamilyRoutes{{Family: "ipv4", Received: 1, Sent: 1}, {Family: "ipv6", Received: 2, Sent: 1}}},
+			Families: []status.FamilyRoutes{{Family: "ipv4", State: status.FamilyUp, Received: 1, Accepted: 1, Sent: 1}, {Family: "ipv6", State: status.FamilyUp, Received: 2, Accepted: 2, Sent: 1}}},
 		{Address: "198.51.100.1", ASN: 65001, Type: "global", State: "active", Since: since.AddDate(0, 0, -3), Info: "Socket: Connection refused"},
 		{Address: "[2001:db8:100::1]:1179", ASN: 65001, Type: "global", State: "established", Since: since,
-			Families: []status.FamilyRoutes{{Family: "ipv6", Received: 3, Sent: 1}}},
+			Families: []status.FamilyRoutes{{Family: "ipv6", State: status.FamilyUp, Received: 3, Accepted: 2, Sent: 1}}},
 	}, "bgppeer/tor6b: no session to 2001:db8:100::2: node node-a has no IPv6 BGP address")
 	out := mustRun(t, "", "node", "status", "--socket", socket)
 	want := "tabby-node is running.\n\nIPv4 BGP status\n"
@@ -219,10 +219,10 @@ func TestNodeStatus(t *testing.T) {
 		t.Fatalf("node status has no IPv6 table:\n%s", out)
 	}
 	for _, c := range []struct{ table, row string }{
-		{v4, "| PEER ADDRESS  |     PEER TYPE     | STATE |   SINCE    |               INFO                | ROUTES RECV/SENT  |"},
-		{v4, "| 198.51.100.12 | node-to-node mesh | up    | " + since.Format("15:04:05") + "   | Established                       | ipv4 1/1 ipv6 2/1 |"},
-		{v4, "| 198.51.100.1  | global            | start | " + since.AddDate(0, 0, -3).Format("2006-01-02") + " | Active Socket: Connection refused | -                 |"},
-		{v6, "| [2001:db8:100::1]:1179 | global    | up    | " + since.Format("15:04:05") + " | Established | ipv6 3/1         |"},
+		{v4, "| PEER ADDRESS  |     PEER TYPE     | STATE |   SINCE    |               INFO                | ROUTES RECV/ACC/SENT  |"},
+		{v4, "| 198.51.100.12 | node-to-node mesh | up    | " + since.Format("15:04:05") + "   | Established                       | ipv4 1/1/1 ipv6 2/2/1 |"},
+		{v4, "| 198.51.100.1  | global            | start | " + since.AddDate(0, 0, -3).Format("2006-01-02") + " | Active Socket: Connection refused | -                     |"},
+		{v6, "| [2001:db8:100::1]:1179 | global    | up    | " + since.Format("15:04:05") + " | Established | ipv6 3/2/1           |"},
 		{v6, "Configuration problems (no session for these):\n  bgppeer/tor6b: no session to 2001:db8:100::2: node node-a has no IPv6 BGP address"},
 	} {
 		if !strings.Contains(c.table, c.row) {

@@ -427,20 +427,80 @@ func (g *GoBGP) Peers(ctx context.Context) ([]PeerState, error) {
 		} else if ts.GetDowntime() != nil {
 			ps.Since = ts.GetDowntime().AsTime()
 		}
+		remote := remoteFamilies(p.GetState().GetRemoteCap())
 		for _, af := range p.GetAfiSafis() {
-			ps.Received += af.GetState().GetAccepted()
+			// GoBGP's "accepted" leaves out only AS-path loops and our own reflected routes:
+			// its import policy (tabby's, global) is applied after the count. Received is what
+			// the peer sent; Accepted (from the RIB) is what the policy let in.
+			ps.Received += af.GetState().GetReceived()
 			ps.Sent += af.GetState().GetAdvertised()
+			f := af.GetConfig().GetFamily()
 			fam := "ipv4"
-			if af.GetConfig().GetFamily().GetAfi() == api.Family_AFI_IP6 {
+			if f.GetAfi() == api.Family_AFI_IP6 {
 				fam = "ipv6"
 			}
-			ps.Families = append(ps.Families, FamilyRoutes{Family: fam, Received: af.GetState().GetAccepted(), Sent: af.GetState().GetAdvertised()})
+			ps.Families = append(ps.Families, FamilyRoutes{
+				Family:     fam,
+				Negotiated: ps.State == "established" && remote[familyKey{f.GetAfi(), f.GetSafi()}],
+				Received:   af.GetState().GetReceived(),
+				Sent:       af.GetState().GetAdvertised(),
+			})
 			ps.EORReceived = ps.EORReceived || af.GetMpGracefulRestart().GetState().GetEndOfRibReceived()
 		}
 		out = append(out, ps)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list peers: %w", err)
+	}
+	return out, nil
+}
+
+type familyKey struct {
+	afi  api.Family_Afi
+	safi api.Family_Safi
+}
+
+// remoteFamilies are the families an established peer's OPEN offered: its multiprotocol
+// capabilities, or IPv4 unicast alone when it sent none (RFC 4760 section 8).
+func remoteFamilies(caps []*api.Capability) map[familyKey]bool {
+	out := map[familyKey]bool{}
+	for _, c := range caps {
+		if mp := c.GetMultiProtocol(); mp != nil {
+			out[familyKey{mp.GetFamily().GetAfi(), mp.GetFamily().GetSafi()}] = true
+		}
+	}
+	if len(out) == 0 {
+		out[familyKey{api.Family_AFI_IP, api.Family_SAFI_UNICAST}] = true
+	}
+	return out
+}
+
+// Accepted implements Speaker: the paths in GoBGP's global RIB, best or not, are exactly those
+// the import policy let in (a rejected one goes in as a withdrawal).
+func (g *GoBGP) Accepted(ctx context.Context) (map[netip.Addr]map[string]uint64, error) {
+	out := map[netip.Addr]map[string]uint64{}
+	for _, f := range []struct {
+		family bgp.Family
+		name   string
+	}{{bgp.RF_IPv4_UC, "ipv4"}, {bgp.RF_IPv6_UC, "ipv6"}} {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		err := g.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: f.family}, func(_ bgp.NLRI, paths []*apiutil.Path) {
+			for _, p := range paths {
+				if p == nil || p.Withdrawal || !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() {
+					continue // our own paths have no peer
+				}
+				a := p.PeerAddress.Unmap()
+				if out[a] == nil {
+					out[a] = map[string]uint64{}
+				}
+				out[a][f.name]++
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("count accepted %s routes: %w", f.name, err)
+		}
 	}
 	return out, nil
 }

@@ -30,6 +30,9 @@ type Speaker interface {
 	// record until ctx is done. fn must not block.
 	Watch(ctx context.Context, fn func(Event)) error
 	Peers(ctx context.Context) ([]PeerState, error)
+	// Accepted counts, per peer and address family ("ipv4", "ipv6"), the routes the import
+	// policy let in. It walks the whole RIB: for status, not for a loop.
+	Accepted(ctx context.Context) (map[netip.Addr]map[string]uint64, error)
 }
 
 // Policy is tabby's route filter (see bird/doc.go).
@@ -124,7 +127,7 @@ type PeerState struct {
 	Address  netip.Addr
 	State    string
 	Since    time.Time // last change into or out of established
-	Received uint64    // prefixes accepted from the peer
+	Received uint64    // prefixes the peer sent (before our import policy)
 	Sent     uint64
 	// EORReceived: the peer has sent End-of-RIB since the session came up.
 	EORReceived bool
@@ -134,7 +137,10 @@ type PeerState struct {
 
 // FamilyRoutes counts one address family's routes on a session.
 type FamilyRoutes struct {
-	Family   string // "ipv4" or "ipv6" (unicast)
-	Received uint64
-	Sent     uint64
+	Family string // "ipv4" or "ipv6" (unicast)
+	// Negotiated: the session is established and both sides offered the family. A family we
+	// offer that the peer did not (a ToR without an IPv6 channel) carries nothing.
+	Negotiated bool
+	Received   uint64 // what the peer sent, before our import policy
+	Sent       uint64
 }

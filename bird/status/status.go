@@ -35,7 +35,8 @@ type PeerStatus struct {
 	State          string    `json:"state"`
 	Since          time.Time `json:"since,omitzero"`
 	Info           string    `json:"info,omitempty"` // last error, graceful restart in progress, ...
-	RoutesReceived uint64    `json:"routesReceived"`
+	RoutesReceived uint64    `json:"routesReceived"` // what the peer sent, every family
+	RoutesAccepted uint64    `json:"routesAccepted"` // what the import policy let in
 	RoutesSent     uint64    `json:"routesSent"`
 	// Families are the address families the session carries, each with its routes.
 	Families []FamilyRoutes `json:"families,omitempty"`
@@ -43,10 +44,21 @@ type PeerStatus struct {
 
 // FamilyRoutes is one address family of a session.
 type FamilyRoutes struct {
-	Family   string `json:"family"` // ipv4 or ipv6 (unicast)
-	Received uint64 `json:"received"`
+	Family string `json:"family"` // ipv4 or ipv6 (unicast)
+	// State is FamilyUp, FamilyNotNegotiated or FamilyOffered; empty from a tabby-node that
+	// predates it (then Accepted is unknown too).
+	State    string `json:"state,omitempty"`
+	Received uint64 `json:"received"` // what the peer sent, before the import policy
+	Accepted uint64 `json:"accepted"` // what the import policy let in
 	Sent     uint64 `json:"sent"`
 }
+
+// FamilyRoutes.State values.
+const (
+	FamilyUp            = "up"             // negotiated on the established session
+	FamilyNotNegotiated = "not negotiated" // we offer it, the peer did not: nothing travels
+	FamilyOffered       = "offered"        // the session is not established: nothing negotiated yet
+)
 
 // PeersRequest asks for the sessions.
 type PeersRequest struct{}

@@ -52,12 +52,28 @@ func FromStatus(p status.PeerStatus) Peer {
 	}
 	var routes []string
 	for _, f := range p.Families {
-		routes = append(routes, fmt.Sprintf("%s %d/%d", f.Family, f.Received, f.Sent))
+		routes = append(routes, familyRoutes(f))
 	}
 	if len(routes) == 0 {
 		routes = []string{"-"}
 	}
 	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " ")}
+}
+
+// familyRoutes is one family of a session as the ROUTES column shows it, like the "Routes:"
+// line of `birdc show protocols all` per channel: received/accepted/sent when negotiated, and
+// why nothing travels otherwise.
+func familyRoutes(f status.FamilyRoutes) string {
+	switch f.State {
+	case status.FamilyUp:
+		return fmt.Sprintf("%s %d/%d/%d", f.Family, f.Received, f.Accepted, f.Sent)
+	case status.FamilyNotNegotiated:
+		return f.Family + " not negotiated"
+	case status.FamilyOffered:
+		return f.Family + " -"
+	}
+	// A tabby-node that predates the per-family state does not count what it accepted.
+	return fmt.Sprintf("%s %d/?/%d", f.Family, f.Received, f.Sent)
 }
 
 func capitalize(s string) string {

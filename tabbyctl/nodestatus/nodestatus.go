@@ -25,7 +25,9 @@ type Peer struct {
 	State   string    `json:"state"`   // up, start, ...
 	Since   time.Time `json:"since"`   // last state change
 	Info    string    `json:"info"`    // Established, Active, Connect, the last error...
-	// Routes are received/sent per address family the session carries: "ipv4 3/1 ipv6 3/1".
+	// Routes are received/accepted/sent per address family the session carries: "ipv4 3/3/1
+	// ipv6 3/2/1"; "ipv6 not negotiated" when the peer did not offer the family, "ipv4 -"
+	// while the session is not established.
 	Routes string `json:"routes"`
 }
 
@@ -89,7 +91,7 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 			fmt.Fprintf(w, "No %s peers found.\n", fam)
 			continue
 		}
-		boxTable(w, []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/SENT"}, rows)
+		boxTable(w, []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/ACC/SENT"}, rows)
 	}
 	if len(st.Problems) > 0 {
 		fmt.Fprintln(w, "\nConfiguration problems (no session for these):")

@@ -1,0 +1,61 @@
+package nodestatus
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tabbynet/tabby/bird/status"
+)
+
+type fakeSource struct{ st Status }
+
+func (f fakeSource) Status(context.Context) (Status, error) { return f.st, nil }
+
+// TestReportPerFamily: each session shows the families it carries, with routes received,
+// accepted and sent when negotiated, "not negotiated" for a family the peer did not offer, and
+// nothing counted before the session is up; an older tabby-node's reply (no family state) still
+// prints, with the accepted count unknown.
+func TestReportPerFamily(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "bird.sock")
+	if err := os.WriteFile(socket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.Local)
+	peers := []status.PeerStatus{
+		{Address: "198.51.100.12", Type: "mesh", State: "established", Since: now.Add(-time.Minute), Families: []status.FamilyRoutes{
+			{Family: "ipv4", State: status.FamilyUp, Received: 1, Accepted: 1, Sent: 1},
+			{Family: "ipv6", State: status.FamilyUp, Received: 2, Accepted: 1, Sent: 1}}},
+		{Address: "198.51.100.1", Type: "global", State: "established", Since: now.Add(-time.Minute), Families: []status.FamilyRoutes{
+			{Family: "ipv4", State: status.FamilyUp, Received: 3, Accepted: 2, Sent: 2},
+			{Family: "ipv6", State: status.FamilyNotNegotiated}}},
+		{Address: "198.51.100.13", Type: "mesh", State: "active", Families: []status.FamilyRoutes{
+			{Family: "ipv4", State: status.FamilyOffered}, {Family: "ipv6", State: status.FamilyOffered}}},
+		{Address: "[2001:db8:100::1]:1179", Type: "global", State: "established", Since: now.Add(-time.Minute), Families: []status.FamilyRoutes{
+			{Family: "ipv6", Received: 3, Sent: 1}}}, // from a tabby-node without the family state
+	}
+	var st Status
+	for _, p := range peers {
+		st.Peers = append(st.Peers, FromStatus(p))
+	}
+	dial := func(string) (Source, func(), error) { return fakeSource{st}, func() {}, nil }
+	var out bytes.Buffer
+	if err := Report(context.Background(), &out, socket, dial, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| ROUTES RECV/ACC/SENT |",
+		"| Established | ipv4 1/1/1 ipv6 2/1/1",
+		"| Established | ipv4 3/2/2 ipv6 not negotiated |",
+		"| Active      | ipv4 - ipv6 -",
+		"| Established | ipv6 3/?/1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("node status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
