@@ -118,8 +118,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("start bird: %w", err)
 	}
 	a.reg.MustRegister(a.bgp.Collectors()...)
-	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer")})
-	a.policy = syncer.NewPolicyWatcher(c.Kube, a.felix.OnUpdate, log.With("component", "policy"))
+	dm := syncer.NewMetrics(a.reg)
+	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer"), Metrics: dm})
+	a.policy = syncer.NewPolicyWatcher(c.Kube, a.felix.OnUpdate, log.With("component", "policy"), dm)
 
 	ipamSrv, err := a.serveIPAM()
 	if err != nil {

@@ -28,8 +28,9 @@ type PolicyWatcher struct {
 	synced                     chan struct{}
 }
 
-// NewPolicyWatcher watches through kube and sends felix messages to send.
-func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.Logger) *PolicyWatcher {
+// NewPolicyWatcher watches through kube and sends felix messages to send; m (may be nil) counts
+// the watch events.
+func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.Logger, m *Metrics) *PolicyWatcher {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -40,13 +41,13 @@ func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.L
 		namespaces: f.Core().V1().Namespaces().Informer(),
 		policies:   f.Networking().V1().NetworkPolicies().Informer(),
 	}
-	_, _ = w.pods.AddEventHandler(handler(func(obj any) { w.send(felix.PodUpdate{Pod: PolicyPod(obj.(*corev1.Pod))}) },
+	_, _ = w.pods.AddEventHandler(handler(m, "pods", func(obj any) { w.send(felix.PodUpdate{Pod: PolicyPod(obj.(*corev1.Pod))}) },
 		func(key policy.Key) { w.send(felix.PodRemove{Key: key}) }))
-	_, _ = w.namespaces.AddEventHandler(handler(func(obj any) {
+	_, _ = w.namespaces.AddEventHandler(handler(m, "namespaces", func(obj any) {
 		ns := obj.(*corev1.Namespace)
 		w.send(felix.NamespaceUpdate{Namespace: policy.Namespace{Name: ns.Name, Labels: ns.Labels}})
 	}, func(key policy.Key) { w.send(felix.NamespaceRemove{Name: key.Name}) }))
-	_, _ = w.policies.AddEventHandler(handler(func(obj any) {
+	_, _ = w.policies.AddEventHandler(handler(m, "networkpolicies", func(obj any) {
 		w.send(felix.NetworkPolicyUpdate{Policy: obj.(*networkingv1.NetworkPolicy)})
 	}, func(key policy.Key) { w.send(felix.NetworkPolicyRemove{Key: key}) }))
 	return w
@@ -54,11 +55,12 @@ func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.L
 
 // handler turns informer events into update and remove calls; a delete whose final state was
 // missed arrives as a tombstone, which still names the object.
-func handler(update func(obj any), remove func(policy.Key)) cache.ResourceEventHandlerFuncs {
+func handler(m *Metrics, resource string, update func(obj any), remove func(policy.Key)) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    update,
-		UpdateFunc: func(_, obj any) { update(obj) },
+		AddFunc:    func(obj any) { m.event(resource); update(obj) },
+		UpdateFunc: func(_, obj any) { m.event(resource); update(obj) },
 		DeleteFunc: func(obj any) {
+			m.event(resource)
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}

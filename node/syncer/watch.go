@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ type Syncer struct {
 	nodeName   string
 	log        *slog.Logger
 	onSnapshot func(Snapshot)
+	metrics    *Metrics
 
 	nodes, pools, blocks, configs, peers, secrets cache.SharedIndexInformer
 	factories                                     []informers.SharedInformerFactory
@@ -35,6 +37,8 @@ type Config struct {
 	Namespace  string
 	OnSnapshot func(Snapshot)
 	Logger     *slog.Logger
+	// Metrics, when set, count the watch events and time the snapshots.
+	Metrics *Metrics
 }
 
 // New builds a syncer over c.
@@ -42,7 +46,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, changed: make(chan struct{}, 1)}
+	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1)}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
 	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
@@ -60,11 +64,13 @@ func New(c *client.Client, cfg Config) *Syncer {
 	for _, inf := range []cache.SharedIndexInformer{s.pools, s.blocks, s.configs, s.peers} {
 		_ = inf.SetTransform(trim)
 	}
-	for _, inf := range s.informers() {
+	resources := []string{"nodes", "ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "secrets"}
+	for i, inf := range s.informers() {
+		res := resources[i]
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.kick() },
-			UpdateFunc: func(any, any) { s.kick() },
-			DeleteFunc: func(any) { s.kick() },
+			AddFunc:    func(any) { s.metrics.event(res); s.kick() },
+			UpdateFunc: func(any, any) { s.metrics.event(res); s.kick() },
+			DeleteFunc: func(any) { s.metrics.event(res); s.kick() },
 		})
 	}
 	return s
@@ -111,7 +117,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.changed:
+			start := time.Now()
 			s.onSnapshot(s.Snapshot())
+			s.metrics.observeSnapshot(time.Since(start).Seconds())
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -51,11 +52,11 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 	for _, n := range c.nodes {
 		paths[n.Name] = lab.NetnsPath(n.NS)
 	}
-	w, err := watchRoutes(paths, unix.RTPROT_BIRD, lab.PodCIDR)
+	w, err := benchutil.WatchRoutes(paths, unix.RTPROT_BIRD, lab.PodCIDR)
 	if err != nil {
 		return res, 0, err
 	}
-	defer w.close()
+	defer w.Close()
 
 	birds := make([]*birdNode, len(c.nodes))
 	defer func() {
@@ -76,7 +77,7 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 		birds[i] = b
 	}
 	for i, b := range birds {
-		if _, err := w.arrived(ctx, 60*time.Second, blockAt(200, i), b.node.IP(), othersThan(c.nodes, b.node)); err != nil {
+		if _, err := w.Arrived(ctx, 60*time.Second, blockAt(200, i), b.node.IP(), othersThan(c.nodes, b.node)); err != nil {
 			return res, 0, fmt.Errorf("BIRD2 %s convergence: %w%s", c.topo.name, err, b.logTail(dir))
 		}
 	}
@@ -95,7 +96,7 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 		if err := owner.configure(ctx); err != nil {
 			return res, up, err
 		}
-		got, err := w.arrived(ctx, 10*time.Second, p, owner.node.IP(), othersThan(c.nodes, owner.node))
+		got, err := w.Arrived(ctx, 10*time.Second, p, owner.node.IP(), othersThan(c.nodes, owner.node))
 		if err != nil {
 			return res, up, fmt.Errorf("BIRD2 static %s at %s: %w", p, owner.node.Name, err)
 		}
@@ -117,7 +118,7 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 			return res, up, err
 		}
 	}
-	if err := w.gone(ctx, 20*time.Second, added); err != nil {
+	if err := w.Gone(ctx, 20*time.Second, added); err != nil {
 		return res, up, fmt.Errorf("BIRD2: routes after removing the statics: %w", err)
 	}
 	res.withdraw = time.Since(t1)

@@ -18,6 +18,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 )
 
 type options struct {
@@ -77,7 +79,7 @@ func validate(o options) error {
 type results struct {
 	mesh, rr     propagation
 	meshUp, rrUp time.Duration
-	usage        []usage
+	usage        []benchutil.Usage
 	bird2Mesh    *bird2Result
 	bird2RR      *bird2Result
 }
@@ -92,7 +94,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := phase(ctx, o, mesh, func(c *cluster) error {
 		r.meshUp = c.up
 		var err error
-		if r.usage, err = idleUsage(ctx, c.nodes, o.idle); err != nil {
+		if r.usage, err = benchutil.MeasureUsage(ctx, c.nodes, o.idle); err != nil {
 			return fmt.Errorf("idle usage: %w", err)
 		}
 		if r.mesh, err = c.measure(ctx, o.blocks, 100); err != nil {
@@ -194,7 +196,7 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 	fmt.Fprintf(w, "  tabby propagation: t0 = just before the IPAMBlock Create (affinity host:<node>; BlockAffinity pending before, confirmed after, as IPAM does);\n")
 	fmt.Fprintf(w, "    end = RTM_NEWROUTE '<block> via <owner> proto 201' in the main table of the LAST of the %d other nodes (netlink route subscription per netns);\n", peers)
 	fmt.Fprintf(w, "    %d blocks one at a time, owners round robin; so it includes the API write, the watch to %d agents, BGP and the kernel write\n", o.blocks, o.nodes)
-	fmt.Fprintf(w, "  withdrawal: all %d blocks + affinities deleted, until no node holds any of their routes\n", o.blocks)
+	fmt.Fprintf(w, "  withdrawal: all %d blocks deleted at once, until no node holds any of their routes (the deletes' own time in brackets)\n", o.blocks)
 	fmt.Fprintf(w, "  idle usage: every tabby-node of the mesh, /proc/<pid>/status VmRSS and utime+stime over %v, %d established sessions each\n", o.idle, peers)
 	if o.bird2 {
 		fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0): same namespaces and topology after tabby-node stopped (iBGP mesh, or rr client + rr cluster id), connect delay/retry 1 s, kernel { export all; learn };\n")
@@ -213,7 +215,7 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 		if p.withdrawErr != nil {
 			row(label+": withdrawal of all blocks", "-", "-", "all gone", "FAILED (below)")
 		} else {
-			row(label+": withdrawal of all blocks", ms(p.withdraw), "", "all gone", "ok")
+			row(label+": withdrawal of all blocks", fmt.Sprintf("%s (%s)", ms(p.withdraw), ms(p.deletes)), "", "all gone", "ok")
 		}
 	}
 	prop(fmt.Sprintf("tabby mesh %d", o.nodes), r.mesh)
@@ -222,17 +224,17 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 	var cpu []float64
 	maxNode, maxRSS := "", 0
 	for _, u := range r.usage {
-		rss = append(rss, u.rssKB)
-		anon = append(anon, u.anonKB)
-		cpu = append(cpu, u.cpu)
-		if u.rssKB > maxRSS {
-			maxNode, maxRSS = u.node, u.rssKB
+		rss = append(rss, u.RSSKB)
+		anon = append(anon, u.AnonKB)
+		cpu = append(cpu, u.CPU)
+		if u.RSSKB > maxRSS {
+			maxNode, maxRSS = u.Node, u.RSSKB
 		}
 	}
 	if len(rss) > 0 {
-		rm, rx := medianMax(rss)
-		am, ax := medianMax(anon)
-		cm, cx := medianMax(cpu)
+		rm, rx := benchutil.MedianMax(rss)
+		am, ax := benchutil.MedianMax(anon)
+		cm, cx := benchutil.MedianMax(cpu)
 		row(fmt.Sprintf("tabby-node RSS, %d peers (%d agents)", peers, len(rss)), fmt.Sprintf("%.1f MB", float64(rm)/1024), fmt.Sprintf("%.1f MB (%s)", float64(rx)/1024, maxNode), "< 60 MB", verdict(float64(rx)/1024 < 60))
 		row("  of which the agent's own (RssAnon)", fmt.Sprintf("%.1f MB", float64(am)/1024), fmt.Sprintf("%.1f MB", float64(ax)/1024), "", "the rest: the binary's pages, shared by every agent on a host")
 		row(fmt.Sprintf("tabby-node CPU idle, %d peers", peers), fmt.Sprintf("%.2f %%", cm), fmt.Sprintf("%.2f %%", cx), "< 1 %", verdict(cx < 1))
