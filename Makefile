@@ -15,7 +15,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
 BINARIES := tabby tabby-ipam tabby-node tabbyctl
 
-.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench demo chart controlplane tools deps clean
+.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
 
 all: build
 
@@ -93,6 +93,11 @@ netpol: deps controlplane tools build
 
 bench: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin bash hack/bench.sh
+
+# A 1,000-node cluster simulated in the lab's API server with real tabby-nodes in it, and
+# route reflectors with 1,000 BGP clients: minutes each, so not part of `make bench`.
+bench-scale: deps controlplane tools build
+	TABBY_BIN=$(CURDIR)/bin bash hack/bench.sh --scale
 
 # The lab runs as its own binary, not under `go run` (which exits 1 when Ctrl-C reaches it, so a
 # clean stop looked like a failure); a stop by Ctrl-C, SIGTERM or a closed terminal exits 0
