@@ -172,7 +172,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	stopFelix()
 	<-felixDone
 	shutdownErr := a.shutdown()
-	ipamSrv.Stop() // also waits for the IPAM handle writes that follow their replies
+	ipamSrv.Stop() // waits for the IPAM calls in flight
 	_ = health.Close()
 	_ = metrics.Close()
 	stopRun()
