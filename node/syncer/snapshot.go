@@ -47,8 +47,25 @@ type Workload struct {
 // PodKey names a pod.
 type PodKey struct{ Namespace, Name string }
 
+// Changes say which inputs of a snapshot may differ from the previous one the syncer handed
+// out, so that the agents are given only what changed (a pod's allocation elsewhere in the
+// cluster must not make BGP re-evaluate its peers).
+type Changes uint8
+
+const (
+	ChangedNodes   Changes = 1 << iota // Nodes, Local
+	ChangedPools                       // Pools
+	ChangedBlocks                      // LocalBlocks, Borrowed, Routable, Workloads, PodIPs
+	ChangedBGP                         // BGPConfig, BGPPeers
+	ChangedSecrets                     // Secrets
+	ChangedAll     = ChangedNodes | ChangedPools | ChangedBlocks | ChangedBGP | ChangedSecrets
+)
+
 // Snapshot is the desired state inputs of one node.
 type Snapshot struct {
+	// Changed: what differs from the previous snapshot (ChangedAll for the first, and for one
+	// built by Build).
+	Changed     Changes
 	NodeName    string
 	Local       *NodeInfo // nil until this node's Node object is seen
 	Nodes       []NodeInfo
@@ -81,10 +98,15 @@ type Inputs struct {
 
 // Build computes the snapshot. Invalid objects are skipped with a log line naming the field, so
 // one bad BGPPeer never takes the node's other sessions down.
-func Build(in Inputs, log *slog.Logger) Snapshot {
-	s := Snapshot{NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
+func Build(in Inputs, log *slog.Logger) Snapshot { return build(in, log, nil) }
+
+// build is Build with a cache of what each Node and IPAMBlock contributes, by resourceVersion:
+// the syncer's, so that a snapshot after one block changed parses one block, not a thousand.
+func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
+	s := Snapshot{Changed: ChangedAll, NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
+	s.Nodes = make([]NodeInfo, 0, len(in.Nodes))
 	for _, n := range in.Nodes {
-		info := nodeInfo(n, log)
+		info := c.node(n, log)
 		s.Nodes = append(s.Nodes, info)
 		if n.Name == in.NodeName {
 			local := info
@@ -103,56 +125,32 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	}
 	slices.SortFunc(s.Pools, func(a, b ippool.Pool) int { return strings.Compare(a.Name, b.Name) })
 
-	mine := v1.AffinityPrefixHost + in.NodeName
+	s.Routable = make([]netip.Prefix, 0, len(in.Blocks))
 	for _, b := range in.Blocks {
-		cidr, err := ipam.BlockCIDR(b)
-		if err != nil {
-			log.Warn("ignoring IPAMBlock with a bad cidr", "error", err)
+		v, ok := c.block(b, in.NodeName, log)
+		if !ok {
 			continue
 		}
-		local := b.Spec.Affinity == mine
-		if local {
-			s.LocalBlocks = append(s.LocalBlocks, cidr)
+		if v.local {
+			s.LocalBlocks = append(s.LocalBlocks, v.cidr)
 		}
-		s.Routable = append(s.Routable, cidr)
-		for ord, a := range b.Spec.Allocations {
-			borrowedHere := a.Node != "" && v1.AffinityPrefixHost+a.Node != b.Spec.Affinity
-			if a.Node != in.NodeName && !borrowedHere && a.Pod == "" {
-				continue
-			}
-			n, err := strconv.Atoi(ord)
-			if err != nil || n < 0 || n >= ipam.BlockLen(cidr) {
-				log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
-				continue
-			}
-			ip := ipam.AddrAt(cidr, n)
-			pod := PodKey{Namespace: a.Namespace, Name: a.Pod}
-			if a.Pod != "" {
-				s.PodIPs[pod] = append(s.PodIPs[pod], ip)
-			}
-			if a.Node != in.NodeName && !borrowedHere {
-				continue
-			}
-			if borrowedHere {
-				s.Routable = append(s.Routable, netip.PrefixFrom(ip, 32))
-			}
-			if a.Node != in.NodeName {
-				continue
-			}
-			if !local {
-				s.Borrowed = append(s.Borrowed, ip)
-			}
-			if a.Pod != "" {
-				s.Workloads = append(s.Workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle)), Pod: pod})
-			}
+		s.Routable = append(s.Routable, v.cidr)
+		s.Routable = append(s.Routable, v.routable...)
+		s.Borrowed = append(s.Borrowed, v.borrowed...)
+		s.Workloads = append(s.Workloads, v.workloads...)
+		for _, p := range v.podIPs {
+			s.PodIPs[p.pod] = append(s.PodIPs[p.pod], p.ip)
 		}
 	}
+	c.prune()
 	slices.SortFunc(s.LocalBlocks, netip.Prefix.Compare)
 	slices.SortFunc(s.Borrowed, netip.Addr.Compare)
 	slices.SortFunc(s.Routable, netip.Prefix.Compare)
 	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 	for _, ips := range s.PodIPs {
-		slices.SortFunc(ips, netip.Addr.Compare)
+		if len(ips) > 1 {
+			slices.SortFunc(ips, netip.Addr.Compare)
+		}
 	}
 
 	for _, p := range in.BGPPeers {
@@ -175,6 +173,126 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	return s
 }
 
+// blockView is what one IPAMBlock contributes to the snapshot of a node.
+type blockView struct {
+	cidr      netip.Prefix
+	local     bool           // affine to this node
+	routable  []netip.Prefix // the /32s other nodes borrowed in it
+	borrowed  []netip.Addr   // this node's addresses in it, when it is another node's block
+	workloads []Workload     // this node's pods in it
+	podIPs    []podIP        // every pod's address in it
+}
+
+type podIP struct {
+	pod PodKey
+	ip  netip.Addr
+}
+
+func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
+	cidr, err := ipam.BlockCIDR(b)
+	if err != nil {
+		log.Warn("ignoring IPAMBlock with a bad cidr", "error", err)
+		return blockView{}, false
+	}
+	v := blockView{cidr: cidr, local: b.Spec.Affinity == v1.AffinityPrefixHost+nodeName}
+	for ord, a := range b.Spec.Allocations {
+		borrowedHere := a.Node != "" && v1.AffinityPrefixHost+a.Node != b.Spec.Affinity
+		if a.Node != nodeName && !borrowedHere && a.Pod == "" {
+			continue
+		}
+		n, err := strconv.Atoi(ord)
+		if err != nil || n < 0 || n >= ipam.BlockLen(cidr) {
+			log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
+			continue
+		}
+		ip := ipam.AddrAt(cidr, n)
+		pod := PodKey{Namespace: a.Namespace, Name: a.Pod}
+		if a.Pod != "" {
+			v.podIPs = append(v.podIPs, podIP{pod, ip})
+		}
+		if borrowedHere {
+			v.routable = append(v.routable, netip.PrefixFrom(ip, ip.BitLen()))
+		}
+		if a.Node != nodeName {
+			continue
+		}
+		if !v.local {
+			v.borrowed = append(v.borrowed, ip)
+		}
+		if a.Pod != "" {
+			v.workloads = append(v.workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle)), Pod: pod})
+		}
+	}
+	return v, true
+}
+
+// viewCache keeps each Node's and IPAMBlock's contribution while its resourceVersion stays. A nil
+// cache computes every time.
+type viewCache struct {
+	nodes  map[string]cachedNode
+	blocks map[string]cachedBlock
+	seen   map[string]bool
+}
+
+type cachedNode struct {
+	rv   string
+	info NodeInfo
+}
+
+type cachedBlock struct {
+	rv   string
+	view blockView
+	ok   bool
+}
+
+func newViewCache() *viewCache {
+	return &viewCache{nodes: map[string]cachedNode{}, blocks: map[string]cachedBlock{}, seen: map[string]bool{}}
+}
+
+func (c *viewCache) node(n *corev1.Node, log *slog.Logger) NodeInfo {
+	if c == nil || n.ResourceVersion == "" {
+		return nodeInfo(n, log)
+	}
+	c.seen["n/"+n.Name] = true
+	if e, ok := c.nodes[n.Name]; ok && e.rv == n.ResourceVersion {
+		return e.info
+	}
+	info := nodeInfo(n, log)
+	c.nodes[n.Name] = cachedNode{rv: n.ResourceVersion, info: info}
+	return info
+}
+
+func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
+	if c == nil || b.ResourceVersion == "" {
+		return viewBlock(b, nodeName, log)
+	}
+	c.seen["b/"+b.Name] = true
+	if e, ok := c.blocks[b.Name]; ok && e.rv == b.ResourceVersion {
+		return e.view, e.ok
+	}
+	v, ok := viewBlock(b, nodeName, log)
+	c.blocks[b.Name] = cachedBlock{rv: b.ResourceVersion, view: v, ok: ok}
+	return v, ok
+}
+
+// prune forgets the objects the last build did not see (deleted).
+func (c *viewCache) prune() {
+	if c == nil {
+		return
+	}
+	for name := range c.nodes {
+		if !c.seen["n/"+name] {
+			delete(c.nodes, name)
+		}
+	}
+	for name := range c.blocks {
+		if !c.seen["b/"+name] {
+			delete(c.blocks, name)
+		}
+	}
+	clear(c.seen)
+}
+
 // PoolPrefixes lists the pools' CIDRs.
 func (s Snapshot) PoolPrefixes() []netip.Prefix {
 	var out []netip.Prefix
@@ -188,7 +306,7 @@ func (s Snapshot) PoolPrefixes() []netip.Prefix {
 func (s Snapshot) AdvertisedPrefixes() []netip.Prefix {
 	out := slices.Clone(s.LocalBlocks)
 	for _, a := range s.Borrowed {
-		out = append(out, netip.PrefixFrom(a, 32))
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out
 }

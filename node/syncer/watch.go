@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,10 @@ type Syncer struct {
 	nodes, pools, blocks, configs, peers, secrets cache.SharedIndexInformer
 	factories                                     []informers.SharedInformerFactory
 	changed                                       chan struct{}
+
+	mu      sync.Mutex
+	pending Changes // what changed since the last snapshot
+	cache   *viewCache
 }
 
 // Config says what to watch.
@@ -46,7 +51,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1)}
+	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
 	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
@@ -65,12 +70,20 @@ func New(c *client.Client, cfg Config) *Syncer {
 		_ = inf.SetTransform(trim)
 	}
 	resources := []string{"nodes", "ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "secrets"}
+	kinds := []Changes{ChangedNodes, ChangedPools, ChangedBlocks, ChangedBGP, ChangedBGP, ChangedSecrets}
 	for i, inf := range s.informers() {
-		res := resources[i]
+		res, kind := resources[i], kinds[i]
+		changed := func() {
+			s.metrics.event(res)
+			s.mu.Lock()
+			s.pending |= kind
+			s.mu.Unlock()
+			s.kick()
+		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.metrics.event(res); s.kick() },
-			UpdateFunc: func(any, any) { s.metrics.event(res); s.kick() },
-			DeleteFunc: func(any) { s.metrics.event(res); s.kick() },
+			AddFunc:    func(any) { changed() },
+			UpdateFunc: func(any, any) { changed() },
+			DeleteFunc: func(any) { changed() },
 		})
 	}
 	return s
@@ -92,8 +105,13 @@ func (s *Syncer) kick() {
 }
 
 // Kick asks for a new snapshot although nothing changed in the datastore (time passed: a restart
-// deadline expired).
-func (s *Syncer) Kick() { s.kick() }
+// deadline expired); the nodes count as changed, as their restart marks are what expire.
+func (s *Syncer) Kick() {
+	s.mu.Lock()
+	s.pending |= ChangedNodes
+	s.mu.Unlock()
+	s.kick()
+}
 
 // Run watches until ctx ends. The first snapshot comes once every cache has synced.
 func (s *Syncer) Run(ctx context.Context) error {
@@ -124,8 +142,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 }
 
-// Snapshot builds the current snapshot from the caches.
+// Snapshot builds the current snapshot from the caches, with what changed since the previous
+// one. Only the Run loop calls it (the view cache is its own).
 func (s *Syncer) Snapshot() Snapshot {
+	s.mu.Lock()
+	changed := s.pending
+	s.pending = 0
+	s.mu.Unlock()
 	in := Inputs{
 		NodeName: s.nodeName,
 		Nodes:    list[*corev1.Node](s.nodes),
@@ -139,7 +162,9 @@ func (s *Syncer) Snapshot() Snapshot {
 	if s.secrets != nil {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
-	return Build(in, s.log)
+	snap := build(in, s.log, s.cache)
+	snap.Changed = changed
+	return snap
 }
 
 func list[T runtime.Object](inf cache.SharedIndexInformer) []T {

@@ -102,37 +102,6 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 
-	idle, err := benchutil.MeasureUsage(ctx, agents, o.idle)
-	if err != nil {
-		return err
-	}
-	build, err := snapshotBuild(ctx, w, agents[0].Name)
-	if err != nil {
-		return err
-	}
-	var others []string
-	for _, n := range agents[1:] {
-		others = append(others, n.Name)
-	}
-	p := &probe{l: l, owner: agents[0], others: others, watch: watch}
-	quiet, err := measureChurn(ctx, p, agents, nil, o.window/2)
-	if err != nil {
-		return fmt.Errorf("probe without churn: %w", err)
-	}
-	var churns []churnResult
-	for _, rate := range o.rates {
-		c := &churn{w: w, rate: rate}
-		r, err := measureChurn(ctx, p, agents, c, o.window)
-		if err != nil {
-			return fmt.Errorf("churn at %d/s: %w", rate, err)
-		}
-		churns = append(churns, r)
-	}
-	perPod, breakdown, err := requestsPerPod(ctx, l, agents[0], o.apiPods)
-	if err != nil {
-		return err
-	}
-
 	fmt.Fprintf(out, "tabby at %d nodes (hack/bench/scale): the lab's real kube-apiserver+etcd holding a %d-node cluster, %d real tabby-nodes in it\n", o.nodes+o.agents, o.nodes+o.agents, o.agents)
 	fmt.Fprintf(out, "  datastore: %s; built in %v\n", held, buildTook.Round(time.Second))
 	fmt.Fprintf(out, "  agents: labelled %s=agent, meshed with each other only (mesh off; %d BGPPeers select simulated racks); a NetworkPolicy on their pods admits app=a1 pods cluster-wide\n", agentLabel, o.peers)
@@ -140,16 +109,43 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel\n\n", agents[0].Name)
 	row(out, "figure", "measured", "target", "")
 	row(out, fmt.Sprintf("agents started → ready (%d at once)", o.agents), agentsUp.Round(time.Millisecond).String(), "", "")
+	idle, err := benchutil.MeasureUsage(ctx, agents, o.idle)
+	if err != nil {
+		return err
+	}
 	reportUsage(out, "idle", idle, true)
+	build, err := snapshotBuild(ctx, w, agents[0].Name)
+	if err != nil {
+		return err
+	}
 	row(out, "snapshot rebuild (syncer.Build, in process)", fmt.Sprintf("%s, %d allocs, %.1f MB", ms(time.Duration(build.NsPerOp())), build.AllocsPerOp(), float64(build.AllocedBytesPerOp())/1e6), "", "")
+	var others []string
+	for _, n := range agents[1:] {
+		others = append(others, n.Name)
+	}
+	p := &probe{l: l, owner: agents[0], others: others, watch: watch}
+	quiet, err := measureChurn(ctx, p, agents, nil, o.window/2)
 	reportProbe(out, "no churn", quiet, false)
-	for _, r := range churns {
+	if err != nil {
+		return fmt.Errorf("probe without churn: %w", err)
+	}
+	for _, rate := range o.rates {
+		c := &churn{w: w, rate: rate}
+		r, err := measureChurn(ctx, p, agents, c, o.window)
 		label := fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved)
 		reportProbe(out, label, r, r.rate >= 100)
+		if err != nil {
+			return fmt.Errorf("churn at %d/s: %w", rate, err)
+		}
 		reportUsage(out, label, r.usage, false)
 		row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
 		row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
 	}
+	perPod, breakdown, err := requestsPerPod(ctx, l, agents[0], o.apiPods)
+	if err != nil {
+		return err
+	}
+
 	row(out, "API server requests per pod ADD+DEL (through tabby-node)", fmt.Sprintf("%.2f", perPod), "<= 3", verdict(perPod <= 3))
 	fmt.Fprintf(out, "  of which: %s\n", breakdown)
 	fmt.Fprintf(out, "\nwhole benchmark: %v\n", time.Since(start).Round(time.Second))

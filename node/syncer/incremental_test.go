@@ -1,0 +1,132 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/testenv"
+)
+
+func testBlock(i int, rv string, pods int) *v1.IPAMBlock {
+	b := &v1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", i), ResourceVersion: rv},
+		Spec: v1.IPAMBlockSpec{CIDR: fmt.Sprintf("10.244.%d.0/26", i), Affinity: fmt.Sprintf("host:n%d", i%3), Allocations: map[string]v1.Allocation{}}}
+	for k := range pods {
+		b.Spec.Allocations[strconv.Itoa(k)] = v1.Allocation{Handle: fmt.Sprintf("net.c%d-%d", i, k), Namespace: "ns", Pod: fmt.Sprintf("p%d-%d", i, k), Node: fmt.Sprintf("n%d", (i+k)%3)}
+	}
+	return b
+}
+
+// The syncer's cached build gives exactly what Build gives, also after blocks and nodes changed
+// (new resourceVersion) or went away.
+func TestCachedBuildMatchesBuild(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	node := func(i int, rv, addr string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), ResourceVersion: rv,
+			Annotations: map[string]string{v1.AnnotationBGPIPv4Address: addr}}}
+	}
+	in := Inputs{NodeName: "n0",
+		Nodes: []*corev1.Node{node(0, "1", "198.51.100.10/24"), node(1, "1", "198.51.100.11/24"), node(2, "1", "198.51.100.12/24")}}
+	for i := range 6 {
+		in.Blocks = append(in.Blocks, testBlock(i, "1", 5))
+	}
+	c := newViewCache()
+	check := func(what string) {
+		t.Helper()
+		got, want := build(in, quiet, c), Build(in, quiet)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: cached build differs:\n got %+v\nwant %+v", what, got, want)
+		}
+	}
+	check("first")
+	check("nothing changed")
+	in.Blocks[2] = testBlock(2, "2", 9)
+	in.Nodes[1] = node(1, "2", "198.51.100.21/24")
+	check("a block and a node changed")
+	in.Blocks = in.Blocks[:4]
+	check("two blocks deleted")
+	if len(c.blocks) != 4 {
+		t.Errorf("cache holds %d blocks after the deletion, want 4", len(c.blocks))
+	}
+	in.Blocks = append(in.Blocks, testBlock(5, "3", 1))
+	check("a block back with a new version")
+}
+
+// A block update elsewhere in the cluster changes the blocks only: the agents are not handed
+// nodes, pools or BGP objects again.
+func TestSyncerReportsWhatChanged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "changes-n0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n0", metav1.DeleteOptions{}) })
+	var mu sync.Mutex
+	var snaps []Snapshot
+	got := make(chan struct{}, 100)
+	s := New(env.Client, Config{NodeName: "changes-n0", OnSnapshot: func(snap Snapshot) {
+		mu.Lock()
+		snaps = append(snaps, snap)
+		mu.Unlock()
+		got <- struct{}{}
+	}})
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	defer func() { stop(); <-done }()
+	wait := func(what string, cond func(Snapshot) bool) Snapshot {
+		t.Helper()
+		for {
+			mu.Lock()
+			for _, sn := range snaps {
+				if cond(sn) {
+					mu.Unlock()
+					return sn
+				}
+			}
+			snaps = nil
+			mu.Unlock()
+			select {
+			case <-got:
+			case <-ctx.Done():
+				t.Fatalf("no snapshot with %s", what)
+			}
+		}
+	}
+	first := wait("the first", func(sn Snapshot) bool { return sn.Local != nil })
+	if first.Changed != ChangedAll && first.Changed&ChangedNodes == 0 {
+		t.Fatalf("first snapshot changed %b", first.Changed)
+	}
+	b := testBlock(200, "", 2)
+	b.Name = "changes-10-244-200-0-26"
+	b.Spec.CIDR = "10.244.200.0/26"
+	if _, err := env.Client.IPAMBlocks().Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.IPAMBlocks().Delete(context.Background(), b.Name, metav1.DeleteOptions{}) })
+	sn := wait("the new block", func(sn Snapshot) bool {
+		for _, p := range sn.Routable {
+			if p.String() == "10.244.200.0/26" {
+				return true
+			}
+		}
+		return false
+	})
+	if sn.Changed != ChangedBlocks {
+		t.Fatalf("a block update: changed %b, want only the blocks (%b)", sn.Changed, ChangedBlocks)
+	}
+}
