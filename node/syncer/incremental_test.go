@@ -74,7 +74,9 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	if _, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "changes-n0"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n0", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n0", metav1.DeleteOptions{})
+	})
 	var mu sync.Mutex
 	var snaps []Snapshot
 	got := make(chan struct{}, 100)

@@ -19,6 +19,7 @@ import (
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -44,8 +45,9 @@ type Workload struct {
 	Pod       PodKey
 }
 
-// PodKey names a pod.
-type PodKey struct{ Namespace, Name string }
+// PodKey names a pod; it is NetworkPolicy's key, so that the snapshot's PodIPs go to felix as
+// they are (one map of every pod in the cluster, not two).
+type PodKey = policy.Key
 
 // Changes say which inputs of a snapshot may differ from the previous one the syncer handed
 // out, so that the agents are given only what changed (a pod's allocation elsewhere in the

@@ -31,6 +31,7 @@ type options struct {
 	apiPods                   int
 	tabbyBin                  string
 	hold                      time.Duration
+	profileDir                string
 	log                       *slog.Logger
 }
 
@@ -46,6 +47,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 20*time.Second, "idle window for the agents' CPU")
 	flag.IntVar(&o.parallel, "parallel", 32, "concurrent writers while building the datastore")
 	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
+	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long before removing it")
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()

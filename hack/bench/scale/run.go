@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"net/netip"
 	"slices"
 	"strings"
@@ -37,7 +39,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	start := time.Now()
 	// The agents run as in production, except the IPAM garbage collector: the simulated pods
 	// have no sandboxes, and a collector must not race the churn.
-	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: []string{"--ipam-gc-interval=1h", "--ipam-gc-grace=1h"}})
+	args := []string{"--ipam-gc-interval=1h", "--ipam-gc-grace=1h"}
+	if o.profileDir != "" {
+		args = append(args, "--pprof")
+	}
+	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: args})
 	if err != nil {
 		return fmt.Errorf("start lab: %w", err)
 	}
@@ -114,6 +120,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 	reportUsage(out, "idle", idle, true)
+	if err := saveProfiles(ctx, o.profileDir, agents[0], "idle"); err != nil {
+		return err
+	}
 	build, err := snapshotBuild(ctx, w, agents[0].Name)
 	if err != nil {
 		return err
@@ -138,6 +147,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return fmt.Errorf("churn at %d/s: %w", rate, err)
 		}
 		reportUsage(out, label, r.usage, false)
+		if err := saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate)); err != nil {
+			return err
+		}
 		row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
 		row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
 	}
@@ -319,4 +331,22 @@ func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (flo
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(n)))
 	}
 	return total / float64(n), strings.Join(parts, ", "), nil
+}
+
+// saveProfiles writes the agent's heap profile and a 5-second CPU profile as <dir>/<label>.heap
+// and .cpu (nothing without a directory).
+func saveProfiles(ctx context.Context, dir string, n *lab.Node, label string) error {
+	if dir == "" {
+		return nil
+	}
+	for _, p := range []struct{ path, ext string }{{"/debug/pprof/heap", "heap"}, {"/debug/pprof/profile?seconds=5", "cpu"}} {
+		b, err := n.MetricsPath(ctx, p.path)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, label+"."+p.ext), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
