@@ -31,7 +31,9 @@ type Calculator struct {
 	nsLabels  map[string]labels.Set
 	policies  []*compiledPolicy // sorted by Key
 	endpoints []Endpoint        // usable ones, sorted by Interface
-	problems  []string
+	// endpointPods: every endpoint's pod, usable or not yet (its Pod object not seen).
+	endpointPods map[Key]bool
+	problems     []string
 }
 
 type direction uint8
@@ -155,6 +157,10 @@ func NewCalculator(in Input) *Calculator {
 	}
 	slices.SortFunc(c.policies, func(a, b *compiledPolicy) int { return compareKeys(a.key, b.key) })
 	c.endpoints = c.usableEndpoints(in.Endpoints)
+	c.endpointPods = make(map[Key]bool, len(in.Endpoints))
+	for _, ep := range in.Endpoints {
+		c.endpointPods[ep.Pod] = true
+	}
 	slices.Sort(c.problems)
 	c.problems = slices.Compact(c.problems)
 	return c
