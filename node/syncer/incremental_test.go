@@ -131,4 +131,8 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	if sn.Changed != ChangedBlocks {
 		t.Fatalf("a block update: changed %b, want only the blocks (%b)", sn.Changed, ChangedBlocks)
 	}
+	// What did not change is still there, carried over from the previous snapshot.
+	if sn.Local == nil || sn.Local.Name != "changes-n0" || len(sn.Nodes) == 0 {
+		t.Fatalf("a block update lost the nodes: local %+v, %d nodes", sn.Local, len(sn.Nodes))
+	}
 }

@@ -234,6 +234,15 @@ type viewCache struct {
 	nodes  map[string]cachedNode
 	blocks map[string]cachedBlock
 	seen   map[string]bool
+	// skipNodes, skipBlocks: this build was not given the Nodes (or IPAMBlocks), so their
+	// entries are not pruned.
+	skipNodes, skipBlocks bool
+}
+
+// listed says which inputs the next build is given (the others it must not prune).
+func (c *viewCache) listed(ch Changes) *viewCache {
+	c.skipNodes, c.skipBlocks = ch&ChangedNodes == 0, ch&ChangedBlocks == 0
+	return c
 }
 
 type cachedNode struct {
@@ -283,16 +292,17 @@ func (c *viewCache) prune() {
 		return
 	}
 	for name := range c.nodes {
-		if !c.seen["n/"+name] {
+		if !c.skipNodes && !c.seen["n/"+name] {
 			delete(c.nodes, name)
 		}
 	}
 	for name := range c.blocks {
-		if !c.seen["b/"+name] {
+		if !c.skipBlocks && !c.seen["b/"+name] {
 			delete(c.blocks, name)
 		}
 	}
 	clear(c.seen)
+	c.skipNodes, c.skipBlocks = false, false
 }
 
 // PoolPrefixes lists the pools' CIDRs.

@@ -17,6 +17,9 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
+// minSnapshotInterval spaces snapshots under a stream of events.
+const minSnapshotInterval = 20 * time.Millisecond
+
 // Syncer watches the datastore and hands a fresh Snapshot to OnSnapshot after every change.
 // Bursts of events coalesce into one snapshot: the sink always sees the latest state, never a
 // queue of stale ones.
@@ -33,6 +36,7 @@ type Syncer struct {
 	mu      sync.Mutex
 	pending Changes // what changed since the last snapshot
 	cache   *viewCache
+	prev    *Snapshot
 }
 
 // Config says what to watch.
@@ -130,40 +134,81 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 	s.log.Info("datastore synced")
 	s.kick()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.changed:
-			start := time.Now()
+			// Under a stream of events (pods churning across a large cluster) snapshots are
+			// spaced: each one then covers the events of the interval, at most that much later.
+			// An event after a quiet spell is handled at once.
+			if wait := time.Until(last.Add(minSnapshotInterval)); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
+			last = time.Now()
 			s.onSnapshot(s.Snapshot())
-			s.metrics.observeSnapshot(time.Since(start).Seconds())
+			s.metrics.observeSnapshot(time.Since(last).Seconds())
 		}
 	}
 }
 
 // Snapshot builds the current snapshot from the caches, with what changed since the previous
-// one. Only the Run loop calls it (the view cache is its own).
+// one: only those inputs are listed and built again, the others are the previous snapshot's
+// (nothing modifies a snapshot once handed out). Only the Run loop calls it (the view cache and
+// the previous snapshot are its own).
 func (s *Syncer) Snapshot() Snapshot {
 	s.mu.Lock()
 	changed := s.pending
 	s.pending = 0
 	s.mu.Unlock()
-	in := Inputs{
-		NodeName: s.nodeName,
-		Nodes:    list[*corev1.Node](s.nodes),
-		Pools:    list[*v1.IPPool](s.pools),
-		Blocks:   list[*v1.IPAMBlock](s.blocks),
-		BGPPeers: list[*v1.BGPPeer](s.peers),
+	prev := s.prev
+	if prev == nil {
+		changed = ChangedAll
 	}
-	if obj, ok, _ := s.configs.GetStore().GetByKey(v1.DefaultBGPConfigurationName); ok {
-		in.BGPConfig = obj.(*v1.BGPConfiguration)
+	in := Inputs{NodeName: s.nodeName}
+	if changed&ChangedNodes != 0 {
+		in.Nodes = list[*corev1.Node](s.nodes)
 	}
-	if s.secrets != nil {
+	if changed&ChangedPools != 0 {
+		in.Pools = list[*v1.IPPool](s.pools)
+	}
+	if changed&ChangedBlocks != 0 {
+		in.Blocks = list[*v1.IPAMBlock](s.blocks)
+	}
+	if changed&ChangedBGP != 0 {
+		in.BGPPeers = list[*v1.BGPPeer](s.peers)
+		if obj, ok, _ := s.configs.GetStore().GetByKey(v1.DefaultBGPConfigurationName); ok {
+			in.BGPConfig = obj.(*v1.BGPConfiguration)
+		}
+	}
+	if changed&ChangedSecrets != 0 && s.secrets != nil {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
-	snap := build(in, s.log, s.cache)
+	snap := build(in, s.log, s.cache.listed(changed))
+	if prev != nil {
+		if changed&ChangedNodes == 0 {
+			snap.Nodes, snap.Local = prev.Nodes, prev.Local
+		}
+		if changed&ChangedPools == 0 {
+			snap.Pools = prev.Pools
+		}
+		if changed&ChangedBlocks == 0 {
+			snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads, snap.PodIPs = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads, prev.PodIPs
+		}
+		if changed&ChangedBGP == 0 {
+			snap.BGPConfig, snap.BGPPeers = prev.BGPConfig, prev.BGPPeers
+		}
+		if changed&ChangedSecrets == 0 {
+			snap.Secrets = prev.Secrets
+		}
+	}
 	snap.Changed = changed
+	s.prev = &snap
 	return snap
 }
 
