@@ -59,9 +59,18 @@ func (c *churn) run(ctx context.Context) {
 	}
 }
 
-func (c *churn) replace(ctx context.Context, sn *simNode) error {
+func (c *churn) replace(ctx context.Context, sn *simNode) (err error) {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
+	defer func() {
+		// A write whose reply was lost (a timeout on a loaded machine) may have landed: the
+		// next replacement starts from the block as it is.
+		if err != nil && ctx.Err() == nil {
+			if b, gerr := c.w.client.IPAMBlocks().Get(ctx, sn.obj.Name); gerr == nil {
+				sn.obj = b
+			}
+		}
+	}()
 	p := sn.newPod()
 	if err := c.w.createPod(ctx, sn, p); err != nil {
 		return err
