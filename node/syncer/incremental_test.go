@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"reflect"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,7 +84,8 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	var mu sync.Mutex
 	var snaps []Snapshot
 	got := make(chan struct{}, 100)
-	s := New(env.Client, Config{NodeName: "changes-n0", OnSnapshot: func(snap Snapshot) {
+	m := NewMetrics(prometheus.NewRegistry())
+	s := New(env.Client, Config{NodeName: "changes-n0", Metrics: m, OnSnapshot: func(snap Snapshot) {
 		mu.Lock()
 		snaps = append(snaps, snap)
 		mu.Unlock()
@@ -113,6 +118,22 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	if first.Changed != ChangedAll && first.Changed&ChangedNodes == 0 {
 		t.Fatalf("first snapshot changed %b", first.Changed)
 	}
+	// The kubelet's status report: seen, and not a change of the nodes.
+	n, err := env.Kube.CoreV1().Nodes().Get(ctx, "changes-n0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := testutil.ToFloat64(m.events.WithLabelValues("nodes"))
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	if _, err := env.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for testutil.ToFloat64(m.events.WithLabelValues("nodes")) == seen {
+		if ctx.Err() != nil {
+			t.Fatal("the node's status update never arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	b := testBlock(200, "", 2)
 	b.Name = "changes-10-244-200-0-26"
 	b.Spec.CIDR = "10.244.200.0/26"
@@ -129,10 +150,40 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 		return false
 	})
 	if sn.Changed != ChangedBlocks {
-		t.Fatalf("a block update: changed %b, want only the blocks (%b)", sn.Changed, ChangedBlocks)
+		t.Fatalf("a node's status and a block update: changed %b, want only the blocks (%b)", sn.Changed, ChangedBlocks)
 	}
 	// What did not change is still there, carried over from the previous snapshot.
 	if sn.Local == nil || sn.Local.Name != "changes-n0" || len(sn.Nodes) == 0 {
 		t.Fatalf("a block update lost the nodes: local %+v, %d nodes", sn.Local, len(sn.Nodes))
+	}
+}
+
+// sameNodeInfo compares every field: one it missed would hide a node's change from BGP.
+func TestSameNodeInfoSeesEveryField(t *testing.T) {
+	base := NodeInfo{Name: "n", Labels: map[string]string{"a": "1"}}
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		other := base
+		other.Labels = map[string]string{"a": "1"}
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch x := f.Addr().Interface().(type) {
+		case *string:
+			*x = "changed"
+		case *map[string]string:
+			*x = map[string]string{"a": "2"}
+		case *netip.Prefix:
+			*x = netip.MustParsePrefix("198.51.100.1/24")
+		case *netip.Addr:
+			*x = netip.MustParseAddr("198.51.100.1")
+		case *uint32:
+			*x = 65001
+		case *time.Time:
+			*x = time.Unix(1, 0)
+		default:
+			t.Fatalf("field %s of type %s: teach this test (and sameNodeInfo) about it", v.Type().Field(i).Name, f.Type())
+		}
+		if sameNodeInfo(base, other) {
+			t.Errorf("sameNodeInfo misses field %s", v.Type().Field(i).Name)
+		}
 	}
 }

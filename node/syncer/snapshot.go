@@ -370,6 +370,16 @@ func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
 	return info
 }
 
+// sameNodeInfo: nothing tabby reads of the node differs.
+func sameNodeInfo(a, b NodeInfo) bool {
+	return a.Name == b.Name && maps.Equal(a.Labels, b.Labels) && a.BGPAddress == b.BGPAddress && a.BGPAddress6 == b.BGPAddress6 &&
+		a.InternalIP == b.InternalIP && a.InternalIP6 == b.InternalIP6 && a.ASN == b.ASN && a.RRClusterID == b.RRClusterID &&
+		a.TunnelAddr == b.TunnelAddr && a.RestartingUntil.Equal(b.RestartingUntil)
+}
+
+// discard is a logger for judging objects without reporting them again.
+var discard = slog.New(slog.DiscardHandler)
+
 // containerID is the part of a handle (<network>.<containerID>) after the network name.
 func containerID(handle string) string {
 	if i := strings.LastIndexByte(handle, '.'); i >= 0 {

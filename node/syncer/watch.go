@@ -84,9 +84,23 @@ func New(c *client.Client, cfg Config) *Syncer {
 			s.mu.Unlock()
 			s.kick()
 		}
+		update := func(any, any) { changed() }
+		if kind == ChangedNodes {
+			// Most Node updates are the kubelet's status (conditions, images, capacity): not
+			// what tabby reads of a node, and in a large cluster a steady stream.
+			update = func(old, cur any) {
+				o, ok1 := old.(*corev1.Node)
+				n, ok2 := cur.(*corev1.Node)
+				if ok1 && ok2 && sameNodeInfo(nodeInfo(o, discard), nodeInfo(n, discard)) {
+					s.metrics.event(res)
+					return
+				}
+				changed()
+			}
+		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { changed() },
-			UpdateFunc: func(any, any) { changed() },
+			UpdateFunc: update,
 			DeleteFunc: func(any) { changed() },
 		})
 	}
