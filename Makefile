@@ -15,7 +15,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
 BINARIES := tabby tabby-ipam tabby-node tabbyctl
 
-.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench demo chart controlplane tools deps clean
+.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
 
 all: build
 
@@ -92,7 +92,16 @@ netpol: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNetworkPolicy|TestPolicy' ./hack/e2e/
 
 bench: deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin bash hack/bench.sh
+	TABBY_BIN=$(CURDIR)/bin SKIP_BENCHES="$(SCALE_BENCHES)" bash hack/bench.sh
+
+# Cluster-scale benchmarks: minutes each and the whole machine, so not part of `make bench`.
+# Each is hack/bench/<name>; BENCH_ARGS go to every one (BENCH_ARGS=-clients=50: a quick run).
+SCALE_BENCHES := rrscale
+bench-scale: deps controlplane tools build
+	@status=0; for b in $(SCALE_BENCHES); do \
+		echo "=== bench-scale: $$b ==="; \
+		TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/bench/$$b $(BENCH_ARGS) || { echo "bench $$b FAILED" >&2; status=1; }; \
+	done; exit $$status
 
 # The lab runs as its own binary, not under `go run` (which exits 1 when Ctrl-C reaches it, so a
 # clean stop looked like a failure); a stop by Ctrl-C, SIGTERM or a closed terminal exits 0
