@@ -85,7 +85,7 @@ template bgp common {
 	direct; connect delay time 1; connect retry time 1; hold time 9; keepalive time 3;
 	ipv6 { import all; export all; };
 }
-template bgp client from common {
+template bgp rrclient from common {
 	rr client; rr cluster id %s;
 }
 `, peers.RouterID(peers.Node{Name: b.node.Name}), me, asn, rrClusterID)
@@ -100,7 +100,7 @@ template bgp client from common {
 		fmt.Fprintf(&s, "protocol bgp sibling%d from common { neighbor %s as %d;%s }\n", j+1, a, asn, passive)
 	}
 	for i, a := range w.clients {
-		fmt.Fprintf(&s, "protocol bgp c%d from client { neighbor %s as %d; }\n", i+1, a, asn)
+		fmt.Fprintf(&s, "protocol bgp c%d from rrclient { neighbor %s as %d; }\n", i+1, a, asn)
 	}
 	return os.WriteFile(b.path(".conf"), []byte(s.String()), 0o644)
 }

@@ -40,6 +40,7 @@ type injector struct {
 
 	established atomic.Int64
 	received    atomic.Int64 // (session, another client's initial block) pairs held
+	covered     atomic.Int64 // (client, another client's initial block) pairs held from any reflector
 	badNextHop  atomic.Int64
 	firstBad    atomic.Value // string
 
@@ -51,6 +52,8 @@ type client struct {
 	idx  int
 	addr netip.Addr
 	id   [4]byte
+
+	have []atomic.Int32 // per block: how many of the client's sessions hold it
 
 	mu     sync.Mutex
 	blocks []int // announced, by index
@@ -64,7 +67,6 @@ type session struct {
 	conn  net.Conn
 	wmu   sync.Mutex
 	up    time.Time
-	held  int64          // other clients' initial blocks held by this session
 	first []atomic.Int64 // per block: unix nanos of its arrival on this session, 0 = absent
 }
 
@@ -86,7 +88,7 @@ func newInjector(clients []netip.Addr, rrs []netip.Addr, blocks []netip.Prefix, 
 		// In 240.0.0.0/4 like the IPv6-only reflectors' name-derived IDs: the caller checks
 		// that none is theirs.
 		c := &client{idx: i, addr: a, id: [4]byte{241, byte(i >> 16), byte(i >> 8), byte(i)}, blocks: []int{i},
-			sess: make([]*session, len(rrs))}
+			sess: make([]*session, len(rrs)), have: make([]atomic.Int32, len(blocks))}
 		in.clients = append(in.clients, c)
 		in.byAddr[a] = c
 	}
@@ -206,9 +208,18 @@ func (in *injector) handle(conn net.Conn) {
 		}
 		c.mu.Unlock()
 		in.established.Add(-1)
-		in.received.Add(-s.held)
+		for i := range s.first {
+			if s.first[i].Swap(0) != 0 {
+				s.dropped(i)
+			}
+		}
 	}()
 	if len(announce) > 0 && s.send(updateMsg(c.addr, announce, nil)) != nil {
+		return
+	}
+	// End-of-RIB, as a tabby node sends it: a restarted reflector waits for it from every
+	// client before it calls its routes in sync.
+	if s.send(eorMsg()) != nil {
 		return
 	}
 	done := make(chan struct{})
@@ -333,8 +344,21 @@ func (s *session) reached(p netip.Prefix, nh netip.Addr, now int64) {
 		}
 	}
 	if s.first[i].CompareAndSwap(0, now) && s.counts(i) {
-		s.held++
 		s.in.received.Add(1)
+		if s.c.have[i].Add(1) == 1 {
+			s.in.covered.Add(1)
+		}
+	}
+}
+
+// dropped accounts for block i gone from the session (withdrawn, or the session closed).
+func (s *session) dropped(i int) {
+	if !s.counts(i) {
+		return
+	}
+	s.in.received.Add(-1)
+	if s.c.have[i].Add(-1) == 0 {
+		s.in.covered.Add(-1)
 	}
 }
 
@@ -343,10 +367,40 @@ func (s *session) withdrawn(p netip.Prefix) {
 	if !ok {
 		return
 	}
-	if s.first[i].Swap(0) != 0 && s.counts(i) {
-		s.held--
-		s.in.received.Add(-1)
+	if s.first[i].Swap(0) != 0 {
+		s.dropped(i)
 	}
+}
+
+// missing describes which initial blocks the sessions lack: a count per reflector and a few
+// examples.
+func (in *injector) missing() string {
+	per := make([]int, len(in.rrs))
+	var ex []string
+	for _, c := range in.clients {
+		c.mu.Lock()
+		sess := append([]*session(nil), c.sess...)
+		c.mu.Unlock()
+		for rr, s := range sess {
+			if s == nil {
+				per[rr] += len(in.clients) - 1
+				continue
+			}
+			for i := range in.clients {
+				if i != c.idx && s.first[i].Load() == 0 {
+					per[rr]++
+					if len(ex) < 4 {
+						ex = append(ex, fmt.Sprintf("%s lacks %s (of %s) from %s", c.addr, in.blocks[i], in.clients[i].addr, in.rrs[rr]))
+					}
+				}
+			}
+		}
+	}
+	out := ""
+	for rr, n := range per {
+		out += fmt.Sprintf("%d missing from %s; ", n, in.rrs[rr])
+	}
+	return out + fmt.Sprint(ex)
 }
 
 // arrival is when client c first held block i from any reflector (zero: not yet).
@@ -409,12 +463,16 @@ func bgpMsg(typ byte, body []byte) []byte {
 	return append(b, body...)
 }
 
-// openMsg offers IPv6 unicast, 4-octet AS numbers and route refresh.
+// openMsg offers IPv6 unicast, 4-octet AS numbers, route refresh and graceful restart (120 s,
+// IPv6 unicast), as a tabby node's session does.
 func openMsg(asn uint16, hold uint16, id [4]byte) []byte {
-	caps := []byte{1, 4, 0, 2, 0, 1, 65, 4, 0, 0, byte(asn >> 8), byte(asn), 2, 0}
+	caps := []byte{1, 4, 0, 2, 0, 1, 65, 4, 0, 0, byte(asn >> 8), byte(asn), 2, 0, 64, 6, 0, 120, 0, 2, 1, 0}
 	body := []byte{4, byte(asn >> 8), byte(asn), byte(hold >> 8), byte(hold), id[0], id[1], id[2], id[3], byte(2 + len(caps)), 2, byte(len(caps))}
 	return bgpMsg(msgOpen, append(body, caps...))
 }
+
+// eorMsg is IPv6 unicast's End-of-RIB marker: an empty MP_UNREACH_NLRI (RFC 4724).
+func eorMsg() []byte { return bgpMsg(msgUpdate, []byte{0, 0, 0, 6, 0x80, 15, 3, 0, 2, 1}) }
 
 // updateMsg announces IPv6 prefixes with next hop nh (ORIGIN IGP, empty AS_PATH as iBGP,
 // LOCAL_PREF 100) or withdraws them.

@@ -15,7 +15,12 @@ import (
 // result is what one reflector implementation measured; err says where it stopped.
 type result struct {
 	sessionsUp time.Duration // start → all 2N sessions established (seen by the clients)
-	routesUp   time.Duration // start → every client holds every other client's block from both
+	routesUp   time.Duration // start → every client holds every other client's block
+	// bothUp: start → every client holds every block from both reflectors; -1: not within the
+	// settle time after routesUp, missingBoth (session, block) pairs short, as missingWhat says.
+	bothUp      time.Duration
+	missingBoth int64
+	missingWhat string
 	// Per reflector: CPU from its start to convergence, peak RSS (VmHWM) until then, RSS and
 	// CPU share over the idle window after it.
 	convCPU  []time.Duration
@@ -29,30 +34,31 @@ type result struct {
 }
 
 // converge waits until every session is established and every client holds every other
-// client's initial block from every reflector, and records the reflectors' cost until then.
+// client's initial block (from either reflector), and records the reflectors' cost until then;
+// then it gives the reflectors settle more to deliver every block on every session.
 func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r *result) error {
 	n := int64(len(w.clients))
-	wantSess, wantRoutes := n*int64(len(w.rrs)), n*(n-1)*int64(len(w.rrs))
+	wantSess, wantCovered, wantBoth := n*int64(len(w.rrs)), n*(n-1), n*(n-1)*int64(len(w.rrs))
 	deadline := time.NewTimer(w.o.timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		est, got := w.inj.established.Load(), w.inj.received.Load()
+		est, got := w.inj.established.Load(), w.inj.covered.Load()
 		now := time.Now()
 		if r.sessionsUp == 0 && est == wantSess {
 			r.sessionsUp = now.Sub(t0)
 		}
-		if est == wantSess && got == wantRoutes {
+		if est == wantSess && got == wantCovered {
 			r.routesUp = now.Sub(t0)
 			break
 		}
-		r.progress = fmt.Sprintf("%d/%d sessions, %d/%d routes at the clients after %v", est, wantSess, got, wantRoutes, now.Sub(t0).Round(time.Second))
+		r.progress = fmt.Sprintf("%d/%d sessions, %d/%d blocks at the clients after %v", est, wantSess, got, wantCovered, now.Sub(t0).Round(time.Second))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("not converged after %v: %s", w.o.timeout, r.progress)
+			return fmt.Errorf("not converged after %v: %s: %s", w.o.timeout, r.progress, w.inj.missing())
 		case <-tick.C:
 		}
 	}
@@ -67,6 +73,23 @@ func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r
 			return err
 		}
 		r.convCPU, r.convPeak = append(r.convCPU, cpu), append(r.convPeak, peak)
+	}
+	settle := time.NewTimer(w.o.settle)
+	defer settle.Stop()
+	for r.bothUp == 0 {
+		if w.inj.received.Load() == wantBoth {
+			r.bothUp = time.Since(t0)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-settle.C:
+			r.missingBoth = wantBoth - w.inj.received.Load()
+			r.missingWhat = w.inj.missing()
+			r.bothUp = -1
+		case <-tick.C:
+		}
 	}
 	if bad := w.inj.badNextHop.Load(); bad > 0 {
 		return fmt.Errorf("%d routes arrived with the wrong next hop, first: %v", bad, w.inj.firstBad.Load())
@@ -165,7 +188,7 @@ func (w *world) samples(ctx context.Context, r *result) error {
 func (w *world) quiesce(ctx context.Context) error {
 	w.inj.dropAll()
 	deadline := time.Now().Add(30 * time.Second)
-	for w.inj.established.Load() != 0 || w.inj.received.Load() != 0 {
+	for w.inj.established.Load() != 0 || w.inj.received.Load() != 0 || w.inj.covered.Load() != 0 {
 		if time.Now().After(deadline) {
 			return errors.New("injector sessions still open 30s after closing them")
 		}
