@@ -175,7 +175,25 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		row(name, tv, bv, ratio, targetText, verdict)
 	}
 	durRow(fmt.Sprintf("all %d sessions established", 2*n), func(r *result) time.Duration { return r.sessionsUp }, secs, 0, "")
-	durRow("all routes reflected to all clients", func(r *result) time.Duration { return r.routesUp }, secs, 60*time.Second, "< 60 s, ≤ 2× BIRD2")
+	if t.routesUp < 0 || b.routesUp < 0 {
+		show := func(r *result) string {
+			if r.routesUp < 0 {
+				return fmt.Sprintf("%d never", r.missingCovered)
+			}
+			if r.routesUp > 0 {
+				return secs(r.routesUp)
+			}
+			return "-"
+		}
+		verdict := ""
+		if t.routesUp < 0 {
+			verdict = "MISSED: some clients never got some blocks (below)"
+		}
+		row("all routes reflected to all clients", show(&t), show(b), 0, "< 60 s, ≤ 2× BIRD2", verdict)
+	} else {
+		durRow("all routes reflected to all clients", func(r *result) time.Duration { return r.routesUp }, secs, 60*time.Second, "< 60 s, ≤ 2× BIRD2")
+	}
+	durRow("99.9% of routes reflected to the clients", func(r *result) time.Duration { return r.nearlyUp }, secs, 0, "")
 	maxDur := func(ds []time.Duration) time.Duration { return benchutil.Pct(ds, 100) }
 	{
 		both := func(r *result) string {
@@ -239,7 +257,10 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		name string
 		r    *result
 	}{{"tabby", &t}, {"BIRD2", b}} {
-		if e.r.missingWhat != "" {
+		switch {
+		case e.r.routesUp < 0:
+			fmt.Fprintf(w, "\n%s: %d (client, block) pairs never arrived from either reflector (no progress for %v): %s", e.name, e.r.missingCovered, o.settle, e.r.missingWhat)
+		case e.r.missingWhat != "":
 			fmt.Fprintf(w, "\n%s: %d (client, reflector, block) routes not sent %v after convergence: %s", e.name, e.r.missingBoth, o.settle, e.r.missingWhat)
 		}
 		if e.r.err != nil {
