@@ -67,7 +67,7 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 	if r.err != nil {
 		r.err = fmt.Errorf("%w%s", r.err, birds[0].logTail())
 	}
-	r.err = errors.Join(r.err, stopBirds(birds))
+	r.stopErr = stopBirds(birds)
 	return r
 }
 

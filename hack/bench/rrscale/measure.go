@@ -35,6 +35,8 @@ type result struct {
 	each     []time.Duration // per sample and client
 	progress string          // where convergence stood when it failed
 	err      error
+	// stopErr: the reflectors did not stop cleanly (measured figures stand).
+	stopErr error
 }
 
 // converge waits until every session is established and every client holds every other

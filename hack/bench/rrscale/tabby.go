@@ -64,9 +64,7 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 		case <-time.After(w.o.hold):
 		}
 	}
-	if err := w.stopTabby(ctx); err != nil {
-		r.err = errors.Join(r.err, err)
-	}
+	r.stopErr = w.stopTabby(ctx)
 	return r
 }
 
