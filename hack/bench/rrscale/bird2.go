@@ -72,7 +72,7 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 }
 
 // writeConfig mirrors tabby's reflector: clients with cluster ID, the sibling as a plain iBGP
-// peer (as Calico's BIRD reflectors have it), hold 9 s / keepalive 3 s, the lower address
+// peer (as Calico's BIRD reflectors have it), tabby's hold and keepalive times, the lower address
 // dialling, and every learned route into the kernel as felix installs them.
 func (b *birdRR) writeConfig(w *world, self int) error {
 	var s strings.Builder
@@ -82,13 +82,13 @@ protocol device { scan time 10; }
 protocol kernel { ipv6 { export all; }; }
 template bgp common {
 	local %s as %d;
-	direct; connect delay time 1; connect retry time 1; hold time 9; keepalive time 3;
+	direct; connect delay time 1; connect retry time 1; hold time %d; keepalive time %d;
 	ipv6 { import all; export all; };
 }
 template bgp rrclient from common {
 	rr client; rr cluster id %s;
 }
-`, peers.RouterID(peers.Node{Name: b.node.Name}), me, asn, rrClusterID)
+`, peers.RouterID(peers.Node{Name: b.node.Name}), me, asn, int(w.o.hold9().Seconds()), int(w.o.hold9().Seconds())/3, rrClusterID)
 	for j, a := range w.rrAddrs {
 		if j == self {
 			continue

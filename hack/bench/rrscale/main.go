@@ -30,6 +30,7 @@ type options struct {
 	idle         time.Duration
 	timeout      time.Duration
 	settle       time.Duration
+	holdTime     time.Duration
 	bird2        bool
 	hold         time.Duration
 	profile      string
@@ -47,6 +48,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window for the reflectors' CPU after convergence")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up on convergence after this long")
 	flag.DurationVar(&o.settle, "settle", 10*time.Second, "after convergence, wait this long for every block on every session (both reflectors)")
+	flag.DurationVar(&o.holdTime, "hold-time", 0, "BGP hold time between nodes for both reflector implementations (0: tabby's default, 9s)")
 	flag.BoolVar(&o.bird2, "bird2", true, "measure BIRD2 as the reflectors too")
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed tabby lab this long (for its logs) before removing it")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the first tabby reflector from its start to this file")
@@ -82,6 +84,8 @@ func validate(o options) error {
 		return fmt.Errorf("-samples=%d: want 1..1000", o.samples)
 	case o.idle < time.Second:
 		return fmt.Errorf("-idle=%v: want at least 1s", o.idle)
+	case o.holdTime != 0 && (o.holdTime < 3*time.Second || o.holdTime > 65535*time.Second):
+		return fmt.Errorf("-hold-time=%v: want 3s..65535s", o.holdTime)
 	case o.profileFor < time.Second:
 		return fmt.Errorf("-cpuprofile-for=%v: want at least 1s", o.profileFor)
 	}
@@ -137,7 +141,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 	fmt.Fprintf(w, "    idle = the %v after convergence (VmRSS at its end)\n", o.idle)
 	fmt.Fprintf(w, "  new block: %d samples, one /122 announced by one client on both sessions, until the last of the %d others holds it\n", o.samples, n-1)
 	fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0) as both reflectors in the same namespaces: rr client + the same cluster ID, sibling as a plain iBGP\n")
-	fmt.Fprintf(w, "    peer, hold 9 s / keepalive 3 s, connect delay 1 s, kernel export of all routes (tabby's felix installs them too)\n\n")
+	fmt.Fprintf(w, "    peer, hold %v / keepalive %v, connect delay 1 s, kernel export of all routes (tabby's felix installs them too)\n\n", o.hold9(), o.hold9()/3)
 
 	fmt.Fprintf(w, "%-44s %14s %14s %8s  %-24s %s\n", "figure", "tabby", "BIRD2", "ratio", "target", "")
 	row := func(name, a, bv string, ratio float64, target, verdict string) {
@@ -292,4 +296,12 @@ func firstLines(err error) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// hold9 is the hold time between nodes: the flag's, else tabby's default.
+func (o options) hold9() time.Duration {
+	if o.holdTime > 0 {
+		return o.holdTime
+	}
+	return 9 * time.Second
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,11 @@ func startWorld(ctx context.Context, o options) (_ *world, err error) {
 	}()
 	if err := l.UseRouteReflectors(ctx); err != nil {
 		return w, err
+	}
+	if o.holdTime > 0 {
+		if err := setHoldTime(ctx, l, o.holdTime); err != nil {
+			return w, err
+		}
 	}
 	// The agents start later, at the measured instant.
 	if w.rrs, err = l.AddNodes(ctx,
@@ -217,4 +223,17 @@ func (w *world) createClientNodes(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// setHoldTime sets the BGPConfiguration's hold time (keepalive a third of it) between nodes.
+func setHoldTime(ctx context.Context, l *lab.Lab, hold time.Duration) error {
+	cfg, err := l.Client.BGPConfigurations().Get(ctx, v1.DefaultBGPConfigurationName)
+	if err != nil {
+		return fmt.Errorf("BGPConfiguration %s: %w", v1.DefaultBGPConfigurationName, err)
+	}
+	cfg.Spec.HoldTime, cfg.Spec.KeepaliveTime = &metav1.Duration{Duration: hold}, &metav1.Duration{Duration: hold / 3}
+	if _, err := l.Client.BGPConfigurations().Update(ctx, cfg); err != nil {
+		return fmt.Errorf("BGPConfiguration %s: hold time: %w", v1.DefaultBGPConfigurationName, err)
+	}
+	return nil
 }
