@@ -216,7 +216,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		}
 		row("… from both reflectors on every session", both(&t), both(b), 0, "all", verdict)
 	}
-	durRow("RR CPU from start to converged (max of 2)", func(r *result) time.Duration { return maxDur(r.convCPU) }, secs, 0, "")
+	durRow("RR CPU, start to converged/timeout (max)", func(r *result) time.Duration { return maxDur(r.convCPU) }, secs, 0, "")
 	kbRow := func(name string, get func(*result) []int) {
 		tv, bv, ratio := "-", "-", 0.0
 		tm, bm := maxOf(get(&t)), maxOf(get(b))
@@ -231,7 +231,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		}
 		row(name, tv, bv, ratio, "", "")
 	}
-	kbRow("RR peak RSS until converged (VmHWM, max)", func(r *result) []int { return r.convPeak })
+	kbRow("RR peak RSS until then (VmHWM, max)", func(r *result) []int { return r.convPeak })
 	kbRow("RR RSS at idle (max of 2)", func(r *result) []int { return r.idleRSS })
 	{
 		tc, bc := maxOf(t.idleCPU), maxOf(b.idleCPU)

@@ -79,21 +79,15 @@ func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
+			// What it cost until then is a figure too.
+			_ = r.cost(pids())
 			return fmt.Errorf("not converged after %v: %s: %s", w.o.timeout, r.progress, w.inj.missing())
 		case <-tick.C:
 		}
 	}
 	r.progress = ""
-	for _, pid := range pids() {
-		cpu, err := benchutil.CPUTime(pid)
-		if err != nil {
-			return err
-		}
-		peak, err := statusKB(pid, "VmHWM:")
-		if err != nil {
-			return err
-		}
-		r.convCPU, r.convPeak = append(r.convCPU, cpu), append(r.convPeak, peak)
+	if err := r.cost(pids()); err != nil {
+		return err
 	}
 	if r.routesUp < 0 {
 		r.bothUp, r.missingBoth = -1, wantBoth-w.inj.received.Load()
@@ -117,6 +111,22 @@ func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r
 	}
 	if bad := w.inj.badNextHop.Load(); bad > 0 {
 		return fmt.Errorf("%d routes arrived with the wrong next hop, first: %v", bad, w.inj.firstBad.Load())
+	}
+	return nil
+}
+
+// cost records the reflectors' CPU time and peak RSS so far.
+func (r *result) cost(pids []int) error {
+	for _, pid := range pids {
+		cpu, err := benchutil.CPUTime(pid)
+		if err != nil {
+			return err
+		}
+		peak, err := statusKB(pid, "VmHWM:")
+		if err != nil {
+			return err
+		}
+		r.convCPU, r.convPeak = append(r.convCPU, cpu), append(r.convPeak, peak)
 	}
 	return nil
 }
