@@ -271,6 +271,9 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		if e.r.err != nil {
 			fmt.Fprintf(w, "\n%s: %v", e.name, e.r.err)
 		}
+		for _, n := range e.r.notes {
+			fmt.Fprintf(w, "\n%s: %s", e.name, n)
+		}
 		if e.r.stopErr != nil {
 			fmt.Fprintf(w, "\n%s: stopping the reflectors: %s", e.name, firstLines(e.r.stopErr))
 		}

@@ -37,6 +37,7 @@ type result struct {
 	err      error
 	// stopErr: the reflectors did not stop cleanly (measured figures stand).
 	stopErr error
+	notes   []string
 }
 
 // converge waits until every session is established and every client holds every other
