@@ -136,7 +136,7 @@
 //     and a peer's state becomes established only after its state-change handler returned. A
 //     route that reaches the RIB while a client's handler sends that client the initial table
 //     (already built) is skipped for it by the propagation (the client is not established
-//     yet) and never sent: at 50 to 1,000 clients, 0.1-0.2% of the (client, reflector, route)
+//     yet) and never sent: at 50 to 1,000 clients, up to 0.2% of the (client, reflector, route)
 //     pairs, now and then one at a client from both reflectors.
 //   - Each peer's messages, keepalives included, are handled in order on that goroutine, and
 //     one UPDATE costs the propagation to every other peer (export policy, packing, one
