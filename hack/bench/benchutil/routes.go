@@ -24,8 +24,10 @@ type RouteWatch struct {
 
 	mu    sync.Mutex
 	state map[string]map[netip.Prefix]SeenRoute // namespace → prefix → route
-	wake  chan struct{}
-	errs  []error
+	// left: when each namespace last lost the prefix (until it holds it again).
+	left map[string]map[netip.Prefix]time.Time
+	wake chan struct{}
+	errs []error
 
 	done chan struct{}
 }
@@ -42,7 +44,7 @@ type SeenRoute struct {
 // namespace (felix) receives a message from a user-space sender and has to resync; and there is
 // nothing to list, as the benchmark's prefixes do not exist before it starts.
 func WatchRoutes(namespaces map[string]string, proto int, pool netip.Prefix) (*RouteWatch, error) {
-	w := &RouteWatch{proto: proto, pool: pool, state: map[string]map[netip.Prefix]SeenRoute{},
+	w := &RouteWatch{proto: proto, pool: pool, state: map[string]map[netip.Prefix]SeenRoute{}, left: map[string]map[netip.Prefix]time.Time{},
 		wake: make(chan struct{}), done: make(chan struct{})}
 	for name, path := range namespaces {
 		h, err := netns.GetFromPath(path)
@@ -61,6 +63,7 @@ func WatchRoutes(namespaces map[string]string, proto int, pool netip.Prefix) (*R
 			return nil, fmt.Errorf("subscribe to routes in %s: %w", name, err)
 		}
 		w.state[name] = map[netip.Prefix]SeenRoute{}
+		w.left[name] = map[netip.Prefix]time.Time{}
 		go w.follow(name, ch)
 	}
 	return w, nil
@@ -114,7 +117,11 @@ func (w *RouteWatch) follow(name string, ch <-chan netlink.RouteUpdate) {
 			if old, ok := w.state[name][p]; !ok || old.GW != gw {
 				w.state[name][p] = SeenRoute{GW: gw, At: now}
 			}
+			delete(w.left[name], p)
 		case unix.RTM_DELROUTE:
+			if _, ok := w.state[name][p]; ok {
+				w.left[name][p] = now
+			}
 			delete(w.state[name], p)
 		}
 		w.signal()
@@ -168,6 +175,30 @@ func (w *RouteWatch) Arrived(ctx context.Context, timeout time.Duration, p netip
 		}
 		if len(missing) > 0 {
 			return fmt.Errorf("missing in %v", missing)
+		}
+		return nil
+	})
+	return got, err
+}
+
+// Withdrawn waits until no namespace in others holds p, and returns when each lost it (a
+// namespace that never held p since the watch began is left out).
+func (w *RouteWatch) Withdrawn(ctx context.Context, timeout time.Duration, p netip.Prefix, others []string) (map[string]time.Time, error) {
+	var got map[string]time.Time
+	err := w.WaitFor(ctx, timeout, fmt.Sprintf("withdrawal of %s in %d namespaces", p, len(others)), func(st map[string]map[netip.Prefix]SeenRoute) error {
+		got = make(map[string]time.Time, len(others))
+		var still []string
+		for _, n := range others {
+			if r, ok := st[n][p]; ok {
+				still = append(still, fmt.Sprintf("%s (via %s)", n, r.GW))
+				continue
+			}
+			if at, ok := w.left[n][p]; ok {
+				got[n] = at
+			}
+		}
+		if len(still) > 0 {
+			return fmt.Errorf("still in %v", still)
 		}
 		return nil
 	})

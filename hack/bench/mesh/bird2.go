@@ -84,11 +84,12 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 	up = time.Since(start)
 
 	var added []netip.Prefix
+	owners := map[netip.Prefix]*birdNode{}
 	for k := range blocks {
 		owner := birds[k%len(birds)]
 		p := blockAt(210, k)
 		owner.statics = append(owner.statics, p)
-		added = append(added, p)
+		added, owners[p] = append(added, p), owner
 		if err := owner.writeConfig(c.topo, c.nodes); err != nil {
 			return res, up, err
 		}
@@ -100,16 +101,50 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 		if err != nil {
 			return res, up, fmt.Errorf("BIRD2 static %s at %s: %w", p, owner.node.Name, err)
 		}
-		var last time.Duration
-		for _, at := range got {
-			d := at.Sub(t0)
-			res.each = append(res.each, d)
-			last = max(last, d)
+		res.last = append(res.last, spread(got, t0, &res.each))
+	}
+	// One static removed per reconfiguration, as tabby's blocks are deleted one at a time.
+	for _, p := range added {
+		owner := owners[p]
+		owner.statics = slices.DeleteFunc(owner.statics, func(q netip.Prefix) bool { return q == p })
+		if err := owner.writeConfig(c.topo, c.nodes); err != nil {
+			return res, up, err
 		}
-		res.last = append(res.last, last)
+		t0 := time.Now()
+		if err := owner.configure(ctx); err != nil {
+			return res, up, err
+		}
+		got, err := w.Withdrawn(ctx, 10*time.Second, p, othersThan(c.nodes, owner.node))
+		if err != nil {
+			return res, up, fmt.Errorf("BIRD2 static %s removed at %s: %w", p, owner.node.Name, err)
+		}
+		res.gone = append(res.gone, spread(got, t0, &res.goneEach))
+	}
+	// The same statics again (not timed) for the bulk withdrawal.
+	for _, p := range added {
+		owners[p].statics = append(owners[p].statics, p)
+	}
+	for _, b := range birds {
+		if len(b.statics) == 1 {
+			continue
+		}
+		if err := b.writeConfig(c.topo, c.nodes); err != nil {
+			return res, up, err
+		}
+		if err := b.configure(ctx); err != nil {
+			return res, up, err
+		}
+	}
+	for _, p := range added {
+		if _, err := w.Arrived(ctx, 20*time.Second, p, owners[p].node.IP(), othersThan(c.nodes, owners[p].node)); err != nil {
+			return res, up, fmt.Errorf("BIRD2 static %s added again at %s: %w", p, owners[p].node.Name, err)
+		}
 	}
 	t1 := time.Now()
 	for _, b := range birds {
+		if len(b.statics) == 1 {
+			continue
+		}
 		b.statics = b.statics[:1]
 		if err := b.writeConfig(c.topo, c.nodes); err != nil {
 			return res, up, err
