@@ -164,6 +164,12 @@ func (s *Syncer) Run(ctx context.Context) error {
 				case <-time.After(wait):
 				}
 			}
+			s.mu.Lock()
+			idle := s.pending == 0 && s.prev != nil
+			s.mu.Unlock()
+			if idle {
+				continue // a kick whose change the previous snapshot already took
+			}
 			last = time.Now()
 			s.onSnapshot(s.Snapshot())
 			s.metrics.observeSnapshot(time.Since(last).Seconds())
