@@ -42,6 +42,10 @@ type Config struct {
 	// what the pool choice would otherwise GET from the API server; found=false falls back to the
 	// GET. Only the pool choice uses it: the garbage collector always looks at fresh data.
 	PodAnnotations func(namespace, name string) (annotations map[string]string, found bool)
+	// Pools, when set, answers the IPPools from a cache that a watch keeps current
+	// (tabby-node's informer); ok=false (not synced yet) falls back to the API server. With it
+	// the allocator never lists pools on a pod's behalf.
+	Pools func() (pools []v1.IPPool, ok bool)
 }
 
 // DefaultMaxRetries etc. are the defaults New fills in.
@@ -171,6 +175,12 @@ func (a *Allocator) fresh(at time.Time) bool {
 
 // pools lists and parses the IPPools, from the cache when it is fresh and force is false.
 func (a *Allocator) pools(ctx context.Context, force bool) ([]ippool.Pool, []string, error) {
+	if a.cfg.Pools != nil && !force {
+		if items, ok := a.cfg.Pools(); ok {
+			pools, bad := parsePools(items)
+			return pools, bad, nil
+		}
+	}
 	a.mu.Lock()
 	c := a.poolCache
 	a.mu.Unlock()

@@ -521,3 +521,33 @@ func TestTunnelAddress(t *testing.T) {
 		t.Fatal("tunnel address not released")
 	}
 }
+
+// tabby-node hands the allocator its informer's pools: no Assign lists them, however short the
+// cache's life; before the informer has synced, the allocator lists them itself.
+func TestPoolsFromTheInformer(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	items, err := s.ListPools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := false
+	a := ipam.New(s, ipam.Config{CacheTTL: -1, Pools: func() ([]v1.IPPool, bool) { return items, synced }})
+	if _, err := a.Assign(ctx, req("n1", "c0")); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Calls("ListPools"); n != 2 {
+		t.Fatalf("before the informer synced: %d pool lists, want 2 (the list above and the Assign's)", n)
+	}
+	synced = true
+	s.ResetCalls()
+	for i := range 3 {
+		if _, err := a.Assign(ctx, req("n1", fmt.Sprintf("c%d", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Calls("ListPools"); n != 0 {
+		t.Fatalf("with the informer's pools: %d pool lists, want 0", n)
+	}
+}

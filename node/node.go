@@ -101,7 +101,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The allocator lists from the API server's watch cache (it never relies on a fresh list:
 	// claiming a block waited ~80 ms for a consistent one); the garbage collector's first look
 	// reads consistently.
-	a.alloc = ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations})
+	// Pools come from the syncer's informer (set below, before the IPAM socket serves).
+	a.alloc = ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations,
+		Pools: func() ([]v1.IPPool, bool) {
+			if a.syncer == nil {
+				return nil, false
+			}
+			return a.syncer.Pools()
+		}})
 	if a.felix, err = felix.New(felix.Config{
 		NodeName: cfg.NodeName, UplinkInterface: uplink, UplinkInterface6: uplink6, TunnelMTU: tunnelMTU(cfg.MTU),
 		WorkloadGracePeriod: cfg.WorkloadGrace, ResyncInterval: cfg.ResyncInterval,

@@ -232,6 +232,20 @@ func (s *Syncer) Snapshot() Snapshot {
 	return snap
 }
 
+// Pools are the IPPools as the informer holds them (ok once it has synced): the IPAM
+// allocator's pools, so that no pod's ADD lists them from the API server.
+func (s *Syncer) Pools() ([]v1.IPPool, bool) {
+	if !s.pools.HasSynced() {
+		return nil, false
+	}
+	items := s.pools.GetStore().List()
+	out := make([]v1.IPPool, 0, len(items))
+	for _, it := range items {
+		out = append(out, *it.(*v1.IPPool))
+	}
+	return out, true
+}
+
 func list[T runtime.Object](inf cache.SharedIndexInformer) []T {
 	items := inf.GetStore().List()
 	out := make([]T, 0, len(items))
