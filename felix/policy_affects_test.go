@@ -23,8 +23,8 @@ func (nopSets) RemoveSet(string)                                     {}
 type nopSets struct{}
 
 // The manager skips a calculation only when the change cannot alter the rendering: after every
-// random change of pods, addresses and policies, what it last rendered equals a rendering of
-// its whole input from scratch. And most changes of unselected pods are skipped.
+// random change of pods, addresses (whole maps and deltas) and policies, what it last rendered
+// equals a rendering of its whole input from scratch. And most changes of unselected pods are skipped.
 func TestSkippedCalculationsRenderTheSame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	m := newPolicyManager(map[ipfamily.Family]ChainWriter{ipfamily.IPv4: nopChains{}}, nopSets{})
@@ -77,9 +77,9 @@ func TestSkippedCalculationsRenderTheSame(t *testing.T) {
 		ks := keys()
 		k := ks[rng.IntN(len(ks))]
 		switch rng.IntN(4) {
-		case 0: // new addresses
+		case 0: // new addresses, as a delta (the syncer's way after its first snapshot)
 			c.ips[k] = []netip.Addr{netip.AddrFrom4([4]byte{10, 245, byte(step / 250), byte(1 + step%250)})}
-			m.OnUpdate(PodIPsUpdate{IPs: clonedIPs(c.ips)})
+			m.OnUpdate(PodIPsDelta{IPs: map[policy.Key][]netip.Addr{k: c.ips[k]}})
 		case 1: // relabelled
 			p := c.pods[k]
 			p.Labels = map[string]string{"app": fmt.Sprintf("app-%d", rng.IntN(10)), "tier": []string{"web", "db", "cache"}[rng.IntN(3)]}
@@ -89,7 +89,7 @@ func TestSkippedCalculationsRenderTheSame(t *testing.T) {
 			delete(c.pods, k)
 			delete(c.ips, k)
 			m.OnUpdate(PodRemove{Key: k})
-			m.OnUpdate(PodIPsUpdate{IPs: clonedIPs(c.ips)})
+			m.OnUpdate(PodIPsDelta{IPs: map[policy.Key][]netip.Addr{k: nil}})
 		case 3: // a pod comes, its addresses first (IPAM before the informer), then its object
 			p, _ := c.add(next, false)
 			next++

@@ -114,6 +114,25 @@ func (m *policyManager) OnUpdate(msg any) {
 		if !changed {
 			return
 		}
+	case PodIPsDelta:
+		if !m.haveIPs {
+			return // a delta means nothing without the whole map it changes
+		}
+		changed := false
+		for k, ips := range u.IPs {
+			if slices.Equal(m.ips[k], ips) {
+				continue
+			}
+			if len(ips) == 0 {
+				delete(m.ips, k)
+			} else {
+				m.ips[k] = ips
+			}
+			changed = changed || m.affects(m.pods[k])
+		}
+		if !changed {
+			return
+		}
 	case EndpointsUpdate:
 		eps := slices.Clone(u.Endpoints)
 		slices.SortFunc(eps, func(a, b policy.Endpoint) int {

@@ -40,7 +40,11 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 		podIPs, endpoints := syncer.PolicyView(s)
 		a.felix.SetLocalBlocks(s.LocalBlocks)
 		a.felix.SetWorkloads(workloads)
-		a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
+		if s.PodIPsChanged != nil {
+			a.felix.OnUpdate(felix.PodIPsDelta{IPs: s.PodIPsChanged})
+		} else {
+			a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
+		}
 		a.felix.OnUpdate(felix.EndpointsUpdate{Endpoints: endpoints})
 		a.bgp.SetRoutable(s.Routable)
 		a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())

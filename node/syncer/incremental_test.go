@@ -45,9 +45,16 @@ func TestCachedBuildMatchesBuild(t *testing.T) {
 		in.Blocks = append(in.Blocks, testBlock(i, "1", 5))
 	}
 	c := newViewCache()
+	x := newPodIndex()
 	check := func(what string) {
 		t.Helper()
 		got, want := build(in, quiet, c), Build(in, quiet)
+		// The cached build leaves the pods' addresses to the index, fed block by block.
+		x.apply(c.takeChanges())
+		if all := x.all(); !reflect.DeepEqual(all, want.PodIPs) {
+			t.Fatalf("%s: the pod index holds %v, want %v", what, all, want.PodIPs)
+		}
+		got.PodIPs, want.PodIPs = nil, nil
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: cached build differs:\n got %+v\nwant %+v", what, got, want)
 		}
@@ -151,6 +158,10 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	})
 	if sn.Changed != ChangedBlocks {
 		t.Fatalf("a node's status and a block update: changed %b, want only the blocks (%b)", sn.Changed, ChangedBlocks)
+	}
+	// The new block's pods, alone, as a change of the pods' addresses.
+	if sn.PodIPs != nil || len(sn.PodIPsChanged) != 2 || len(sn.PodIPsChanged[PodKey{Namespace: "ns", Name: "p200-0"}]) != 1 {
+		t.Fatalf("a block with 2 pods: PodIPs %d, PodIPsChanged %v; want only the 2 pods' addresses as changed", len(sn.PodIPs), sn.PodIPsChanged)
 	}
 	// What did not change is still there, carried over from the previous snapshot.
 	if sn.Local == nil || sn.Local.Name != "changes-n0" || len(sn.Nodes) == 0 {

@@ -80,8 +80,13 @@ type Snapshot struct {
 	Routable  []netip.Prefix
 	Workloads []Workload
 	// PodIPs are the addresses IPAM allocated to each pod, cluster-wide: what NetworkPolicy
-	// peers resolve to, known from the moment the CNI ADD allocated them.
-	PodIPs    map[PodKey][]netip.Addr
+	// peers resolve to, known from the moment the CNI ADD allocated them. From the syncer, only
+	// its first snapshot holds them all; later ones carry PodIPsChanged instead (PodIPs nil).
+	// Whoever is handed the map owns it (felix).
+	PodIPs map[PodKey][]netip.Addr
+	// PodIPsChanged: the pods whose addresses changed since the previous snapshot, each with
+	// all its addresses now (none: it has none left); nil when PodIPs is whole.
+	PodIPsChanged map[PodKey][]netip.Addr
 	BGPConfig *v1.BGPConfiguration
 	BGPPeers  []v1.BGPPeer
 	Secrets   map[string]map[string][]byte
@@ -140,8 +145,10 @@ func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
 		s.Routable = append(s.Routable, v.routable...)
 		s.Borrowed = append(s.Borrowed, v.borrowed...)
 		s.Workloads = append(s.Workloads, v.workloads...)
-		for _, p := range v.podIPs {
-			s.PodIPs[p.pod] = append(s.PodIPs[p.pod], p.ip)
+		if c == nil {
+			for _, p := range v.podIPs {
+				s.PodIPs[p.pod] = append(s.PodIPs[p.pod], p.ip)
+			}
 		}
 	}
 	c.prune()
@@ -237,6 +244,8 @@ type viewCache struct {
 	// skipNodes, skipBlocks: this build was not given the Nodes (or IPAMBlocks), so their
 	// entries are not pruned.
 	skipNodes, skipBlocks bool
+	// changes: the blocks whose pod addresses the last builds changed, until taken.
+	changes []blockChange
 }
 
 // listed says which inputs the next build is given (the others it must not prune).
@@ -282,8 +291,19 @@ func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (b
 		return e.view, e.ok
 	}
 	v, ok := viewBlock(b, nodeName, log)
+	prev := c.blocks[b.Name]
 	c.blocks[b.Name] = cachedBlock{rv: b.ResourceVersion, view: v, ok: ok}
+	if len(prev.view.podIPs) > 0 || len(v.podIPs) > 0 {
+		c.changes = append(c.changes, blockChange{name: b.Name, old: prev.view.podIPs, cur: v.podIPs})
+	}
 	return v, ok
+}
+
+// takeChanges returns the recorded block changes and forgets them.
+func (c *viewCache) takeChanges() []blockChange {
+	out := c.changes
+	c.changes = nil
+	return out
 }
 
 // prune forgets the objects the last build did not see (deleted).
@@ -296,9 +316,12 @@ func (c *viewCache) prune() {
 			delete(c.nodes, name)
 		}
 	}
-	for name := range c.blocks {
+	for name, e := range c.blocks {
 		if !c.skipBlocks && !c.seen["b/"+name] {
 			delete(c.blocks, name)
+			if len(e.view.podIPs) > 0 {
+				c.changes = append(c.changes, blockChange{name: name, old: e.view.podIPs})
+			}
 		}
 	}
 	clear(c.seen)

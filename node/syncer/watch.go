@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type Syncer struct {
 	mu      sync.Mutex
 	pending Changes // what changed since the last snapshot
 	cache   *viewCache
+	podIPs  *podIndex
 	prev    *Snapshot
 }
 
@@ -55,7 +57,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache()}
+	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache(), podIPs: newPodIndex()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
 	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
@@ -210,6 +212,12 @@ func (s *Syncer) Snapshot() Snapshot {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
 	snap := build(in, s.log, s.cache.listed(changed))
+	diff := s.podIPs.apply(s.cache.takeChanges())
+	if prev == nil {
+		snap.PodIPs = s.podIPs.all()
+	} else if changed&ChangedBlocks != 0 {
+		snap.PodIPs, snap.PodIPsChanged = nil, diff
+	}
 	if prev != nil {
 		if changed&ChangedNodes == 0 {
 			snap.Nodes, snap.Local = prev.Nodes, prev.Local
@@ -218,7 +226,8 @@ func (s *Syncer) Snapshot() Snapshot {
 			snap.Pools = prev.Pools
 		}
 		if changed&ChangedBlocks == 0 {
-			snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads, snap.PodIPs = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads, prev.PodIPs
+			snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads
+			snap.PodIPs, snap.PodIPsChanged = nil, map[PodKey][]netip.Addr{}
 		}
 		if changed&ChangedBGP == 0 {
 			snap.BGPConfig, snap.BGPPeers = prev.BGPConfig, prev.BGPPeers
