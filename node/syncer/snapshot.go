@@ -87,9 +87,9 @@ type Snapshot struct {
 	// PodIPsChanged: the pods whose addresses changed since the previous snapshot, each with
 	// all its addresses now (none: it has none left); nil when PodIPs is whole.
 	PodIPsChanged map[PodKey][]netip.Addr
-	BGPConfig *v1.BGPConfiguration
-	BGPPeers  []v1.BGPPeer
-	Secrets   map[string]map[string][]byte
+	BGPConfig     *v1.BGPConfiguration
+	BGPPeers      []v1.BGPPeer
+	Secrets       map[string]map[string][]byte
 }
 
 // Inputs are the objects the snapshot is built from.
