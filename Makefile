@@ -15,7 +15,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
 BINARIES := tabby tabby-ipam tabby-node tabbyctl
 
-.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench demo chart controlplane tools deps clean
+.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
 
 all: build
 
@@ -92,7 +92,20 @@ netpol: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNetworkPolicy|TestPolicy' ./hack/e2e/
 
 bench: deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin bash hack/bench.sh
+	TABBY_BIN=$(CURDIR)/bin SKIP_BENCHES="$(SCALE_BENCHES)" bash hack/bench.sh
+
+# Cluster-scale benchmarks: minutes each and the whole machine, so not part of `make bench`.
+# hack/bench/scale: a 1,000-node datastore with real tabby-nodes in it (SCALE_ARGS, e.g.
+# "-nodes=100 -rates=10" for a quick run); hack/bench/rrscale: two route reflectors with 1,000
+# BGP clients (RRSCALE_ARGS, e.g. -clients=50).
+SCALE_BENCHES := scale rrscale
+bench-scale: deps controlplane tools build
+	@status=0; \
+	echo "=== bench-scale: scale ==="; \
+	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/bench/scale $(SCALE_ARGS) || { echo "bench scale FAILED" >&2; status=1; }; \
+	echo "=== bench-scale: rrscale ==="; \
+	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/bench/rrscale $(RRSCALE_ARGS) || { echo "bench rrscale FAILED" >&2; status=1; }; \
+	exit $$status
 
 # The lab runs as its own binary, not under `go run` (which exits 1 when Ctrl-C reaches it, so a
 # clean stop looked like a failure); a stop by Ctrl-C, SIGTERM or a closed terminal exits 0

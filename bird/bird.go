@@ -294,6 +294,12 @@ func (b *Bird) Collectors() []prometheus.Collector { return []prometheus.Collect
 // start is not waited for. After a restart, the dataplane keeps the routes it had and removes
 // those not learned again only once this returns (re-learn, re-advertise, then remove stale).
 func (b *Bird) WaitSynced(ctx context.Context, grace time.Duration) error {
+	// Peers is GoBGP's ListPeer: it builds every peer under the server's exclusive lock, which
+	// holds up every session's message handling, keepalives included. A route reflector with
+	// 1,000 clients that polled it every 50 ms spent a fifth of its CPU there and let hold
+	// timers expire while its clients were still converging (hack/bench/rrscale); so the
+	// poll backs off, and a quick sync is still seen within 50-100 ms.
+	wait := syncPollMin
 	for {
 		b.mu.Lock()
 		spk, started, configured := b.spk, b.started, len(b.configured)
@@ -323,7 +329,14 @@ func (b *Bird) WaitSynced(ctx context.Context, grace time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait for BGP to learn every peer's routes: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, syncPollMax)
 	}
 }
+
+// The bounds of WaitSynced's poll interval.
+const (
+	syncPollMin = 50 * time.Millisecond
+	syncPollMax = time.Second
+)

@@ -128,6 +128,24 @@
 // back to a cluster with its own ID in the CLUSTER_LIST, and GoBGP's send-side check can again
 // leave a stale copy; one cluster (any number of siblings) is what the tests cover.
 //
+// Scale (hack/bench/rrscale: two reflectors, N injected clients, BIRD2 as reference). Two GoBGP
+// v4 behaviours limit a reflector with many clients:
+//
+//   - A route can be missing on a session for good. Each peer's FSM goroutine runs the
+//     server's handler under a shared (read) lock, so handlers of different peers run at once,
+//     and a peer's state becomes established only after its state-change handler returned. A
+//     route that reaches the RIB while a client's handler sends that client the initial table
+//     (already built) is skipped for it by the propagation (the client is not established
+//     yet) and never sent: at 50 to 1,000 clients, up to 0.2% of the (client, reflector, route)
+//     pairs, now and then one at a client from both reflectors.
+//   - Each peer's messages, keepalives included, are handled in order on that goroutine, and
+//     one UPDATE costs the propagation to every other peer (export policy, packing, one
+//     message per route) under that lock, while every API call (AddPeer, DeletePeer,
+//     ListPeer) takes it exclusively. At 1,000 clients a peer sending many routes (the sibling)
+//     or waiting for the lock misses the 9 s hold time, the session drops, bird drops the
+//     peer's routes and re-adds it, and the reflectors never converge; with a 90 s hold time
+//     they do, in about two minutes. WaitSynced's ListPeer poll backs off for that reason.
+//
 // Next hops are never changed on iBGP.
 // To an eBGP peer GoBGP sets itself as next hop (before export policy) unless the BGPPeer has
 // keepOriginalNextHop: then an export statement restores the next hop the route had (GoBGP's

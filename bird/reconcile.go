@@ -18,7 +18,9 @@ import (
 // reconcile brings the speaker in line with the inputs. Only Run calls it. The order after a
 // start matters: policy, then our paths, then peers — GoBGP sends End-of-RIB as soon as a
 // session is up, so a path added after its peer would make a graceful-restart helper withdraw
-// and re-add our stale routes; see bird/doc.go.
+// and re-add our stale routes; see bird/doc.go. Withdrawals of our paths go first: taking a
+// route away is right under any policy, and the policy update would only delay it at every
+// peer.
 func (b *Bird) reconcile(ctx context.Context) error {
 	b.mu.Lock()
 	if b.stopped {
@@ -66,29 +68,6 @@ func (b *Bird) reconcile(ctx context.Context) error {
 	b.mu.Unlock()
 
 	var errs []error
-	// Policy: pools, our prefixes, and which peers are external routers.
-	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services, Explained: routable}
-	for _, p := range res.Peers {
-		if p.Node == "" {
-			pol.External = append(pol.External, p.Address)
-			if !p.IBGP() && !p.RouteServer {
-				pol.FirstAS = append(pol.FirstAS, speaker.PeerAS{Address: p.Address, ASN: p.ASN})
-			}
-		}
-		if p.KeepOriginalNextHop && !p.IBGP() {
-			pol.KeepNextHop = append(pol.KeepNextHop, p.Address)
-		}
-		if p.Sibling {
-			pol.Siblings = append(pol.Siblings, p.Address)
-		}
-	}
-	if b.policy == nil || !b.policy.Equal(pol) {
-		if err := spk.SetPolicy(ctx, pol); err != nil {
-			return err // without the policy nothing else is safe to do
-		}
-		b.policy = &pol
-	}
-
 	// Paths: ours and the service CIDRs, next hop = this node's address of the prefix's family.
 	// An IPv6 prefix of a node without an IPv6 address has no next hop to carry: not advertised.
 	nextHop := func(p netip.Prefix) netip.Addr {
@@ -114,6 +93,29 @@ func (b *Bird) reconcile(ctx context.Context) error {
 			b.mu.Unlock()
 		}
 	}
+	// Policy: pools, our prefixes, and which peers are external routers.
+	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services, Explained: routable}
+	for _, p := range res.Peers {
+		if p.Node == "" {
+			pol.External = append(pol.External, p.Address)
+			if !p.IBGP() && !p.RouteServer {
+				pol.FirstAS = append(pol.FirstAS, speaker.PeerAS{Address: p.Address, ASN: p.ASN})
+			}
+		}
+		if p.KeepOriginalNextHop && !p.IBGP() {
+			pol.KeepNextHop = append(pol.KeepNextHop, p.Address)
+		}
+		if p.Sibling {
+			pol.Siblings = append(pol.Siblings, p.Address)
+		}
+	}
+	if b.policy == nil || !b.policy.Equal(pol) {
+		if err := spk.SetPolicy(ctx, pol); err != nil {
+			return errors.Join(append(errs, err)...) // without the policy nothing else is safe to do
+		}
+		b.policy = &pol
+	}
+
 	for p := range wantPaths {
 		if !b.paths[p] {
 			if err := spk.AddPath(ctx, p, nextHop(p)); err != nil {

@@ -37,6 +37,10 @@ type NetworkPolicyRemove struct{ Key policy.Key }
 // is felix's afterwards.
 type PodIPsUpdate struct{ IPs map[policy.Key][]netip.Addr }
 
+// PodIPsDelta: the pods whose addresses changed since the last PodIPsUpdate or PodIPsDelta,
+// each with all its addresses now (none: it has none left). The map is felix's afterwards.
+type PodIPsDelta struct{ IPs map[policy.Key][]netip.Addr }
+
 // EndpointsUpdate: the pods on this node and their host veths.
 type EndpointsUpdate struct{ Endpoints []policy.Endpoint }
 

@@ -49,6 +49,11 @@ type policyManager struct {
 	inSync, haveIPs, haveEndpoints bool
 	dirty                          bool
 	last                           map[ipfamily.Family]policy.Rendered
+	// calc is the last calculation: it judges whether a pod's change can alter the rendering
+	// (policy.Calculator.Affects); nil until the first.
+	calc *policy.Calculator
+	// calcs counts calculations (tests).
+	calcs int
 }
 
 func newPolicyManager(filter map[ipfamily.Family]ChainWriter, sets SetWriter) *policyManager {
@@ -64,15 +69,23 @@ func (m *policyManager) OnUpdate(msg any) {
 	switch u := msg.(type) {
 	case PodUpdate:
 		p := u.Pod
-		if old, ok := m.pods[p.Key]; ok && samePodMeta(old, &p) {
+		old, ok := m.pods[p.Key]
+		if ok && samePodMeta(old, &p) {
 			return
 		}
 		m.pods[p.Key] = &p
+		if !m.affects(old, &p) {
+			return
+		}
 	case PodRemove:
-		if _, ok := m.pods[u.Key]; !ok {
+		old, ok := m.pods[u.Key]
+		if !ok {
 			return
 		}
 		delete(m.pods, u.Key)
+		if !m.affects(old) {
+			return
+		}
 	case NamespaceUpdate:
 		ns := u.Namespace
 		if old, ok := m.namespaces[ns.Name]; ok && maps.Equal(old.Labels, ns.Labels) {
@@ -96,10 +109,30 @@ func (m *policyManager) OnUpdate(msg any) {
 		}
 		delete(m.policies, u.Key)
 	case PodIPsUpdate:
-		if m.haveIPs && maps.EqualFunc(m.ips, u.IPs, slices.Equal) {
+		changed := !m.haveIPs || m.ipsAffect(u.IPs)
+		m.ips, m.haveIPs = u.IPs, true
+		if !changed {
 			return
 		}
-		m.ips, m.haveIPs = u.IPs, true
+	case PodIPsDelta:
+		if !m.haveIPs {
+			return // a delta means nothing without the whole map it changes
+		}
+		changed := false
+		for k, ips := range u.IPs {
+			if slices.Equal(m.ips[k], ips) {
+				continue
+			}
+			if len(ips) == 0 {
+				delete(m.ips, k)
+			} else {
+				m.ips[k] = ips
+			}
+			changed = changed || m.affects(m.pods[k])
+		}
+		if !changed {
+			return
+		}
 	case EndpointsUpdate:
 		eps := slices.Clone(u.Endpoints)
 		slices.SortFunc(eps, func(a, b policy.Endpoint) int {
@@ -125,12 +158,51 @@ func (m *policyManager) OnUpdate(msg any) {
 	m.dirty = true
 }
 
+// affects tells whether a change of these pods (their old and new metadata; nil for none) can
+// alter the rendering; without a calculation yet, or with one already due, it says yes.
+func (m *policyManager) affects(pods ...*policy.Pod) bool {
+	if m.calc == nil || m.dirty {
+		return true
+	}
+	for _, p := range pods {
+		if m.calc.Affects(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ipsAffect tells whether the addresses of a pod that affects the rendering differ between the
+// current map and next. Addresses of pods without metadata are not rendered.
+func (m *policyManager) ipsAffect(next map[policy.Key][]netip.Addr) bool {
+	if m.calc == nil || m.dirty {
+		return !maps.EqualFunc(m.ips, next, slices.Equal)
+	}
+	for k, ips := range next {
+		if !slices.Equal(m.ips[k], ips) && m.calc.Affects(m.pods[k]) {
+			return true
+		}
+	}
+	for k := range m.ips {
+		if _, ok := next[k]; !ok && m.calc.Affects(m.pods[k]) {
+			return true
+		}
+	}
+	return false
+}
+
 func samePodMeta(a, b *policy.Pod) bool {
 	return a.HostNetwork == b.HostNetwork && maps.Equal(a.Labels, b.Labels) && slices.Equal(a.NamedPorts, b.NamedPorts)
 }
 
 func (m *policyManager) input() policy.Input {
 	return policy.Input{Pods: policy.WithAddresses(m.pods, m.ips), Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
+}
+
+func (m *policyManager) calculate() *policy.Calculator {
+	m.calc = policy.NewCalculator(m.input())
+	m.calcs++
+	return m.calc
 }
 
 func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) error {
@@ -142,7 +214,7 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 	// families.
 	var calc *policy.Calculator
 	if m.dirty {
-		calc = policy.NewCalculator(m.input())
+		calc = m.calculate()
 	}
 	for _, fam := range ipfamily.All {
 		w, ok := m.filter[fam]
@@ -152,7 +224,7 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 		r, ok := m.last[fam]
 		if calc != nil || !ok {
 			if calc == nil {
-				calc = policy.NewCalculator(m.input())
+				calc = m.calculate()
 			}
 			r = calc.Render(fam)
 		}

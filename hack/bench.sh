@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 status=0
 for b in hack/bench/*/; do
   name=$(basename "$b")
+  # Libraries (benchutil) and the scale benchmarks `make bench-scale` runs.
+  grep -qx 'package main' "$b"*.go || continue
+  case " ${SKIP_BENCHES:-} " in *" $name "*) continue ;; esac
   echo "=== bench: $name ==="
   if ! go run "./$b" "$@"; then
     echo "bench $name FAILED" >&2

@@ -42,9 +42,10 @@ type Config struct {
 	// what the pool choice would otherwise GET from the API server; found=false falls back to the
 	// GET. Only the pool choice uses it: the garbage collector always looks at fresh data.
 	PodAnnotations func(namespace, name string) (annotations map[string]string, found bool)
-	// WaitForHandles makes Assign return only once the handle object is written (handles.go):
-	// for a short-lived process (the plugins' direct path) that would otherwise exit first.
-	WaitForHandles bool
+	// Pools, when set, answers the IPPools from a cache that a watch keeps current
+	// (tabby-node's informer); ok=false (not synced yet) falls back to the API server. With it
+	// the allocator never lists pools on a pod's behalf.
+	Pools func() (pools []v1.IPPool, ok bool)
 }
 
 // DefaultMaxRetries etc. are the defaults New fills in.
@@ -103,11 +104,6 @@ type Allocator struct {
 	labelCache map[string]cached[map[string]string]
 	nsCache    map[string]cached[map[string]string]
 	refreshing map[string]bool // background cache reads in flight (revalidate)
-
-	// Handle writes that follow their block write (handles.go), by handle.
-	hmu            sync.Mutex
-	pendingHandles map[string]*handleWrite
-	handleWrites   sync.WaitGroup
 }
 
 type cached[T any] struct {
@@ -162,12 +158,11 @@ func New(store Store, cfg Config) *Allocator {
 	}
 	return &Allocator{
 		store: store, cfg: cfg, log: log.With("component", "ipam"),
-		nodes:          map[string]*nodeState{},
-		blockLocks:     map[netip.Prefix]*sync.Mutex{},
-		labelCache:     map[string]cached[map[string]string]{},
-		nsCache:        map[string]cached[map[string]string]{},
-		refreshing:     map[string]bool{},
-		pendingHandles: map[string]*handleWrite{},
+		nodes:      map[string]*nodeState{},
+		blockLocks: map[netip.Prefix]*sync.Mutex{},
+		labelCache: map[string]cached[map[string]string]{},
+		nsCache:    map[string]cached[map[string]string]{},
+		refreshing: map[string]bool{},
 	}
 }
 
@@ -180,6 +175,12 @@ func (a *Allocator) fresh(at time.Time) bool {
 
 // pools lists and parses the IPPools, from the cache when it is fresh and force is false.
 func (a *Allocator) pools(ctx context.Context, force bool) ([]ippool.Pool, []string, error) {
+	if a.cfg.Pools != nil && !force {
+		if items, ok := a.cfg.Pools(); ok {
+			pools, bad := parsePools(items)
+			return pools, bad, nil
+		}
+	}
 	a.mu.Lock()
 	c := a.poolCache
 	a.mu.Unlock()
@@ -337,16 +338,13 @@ func (a *Allocator) Assign(ctx context.Context, r Request) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
 	}
 
-	// The block is written first and the IPAMHandle after it, off the reply's path (handles.go):
-	// one API write per pod on the CNI's clock instead of two in series.
+	// In one of the node's own blocks the block update is the only write: no IPAMHandle
+	// (handles.go).
 	pools, err := a.choosePools(ctx, r)
 	if err != nil {
 		return Assignment{}, fmt.Errorf("assign %s: %w", r.Handle, err)
 	}
 	as, err := a.commitAssign(ctx, ns, &assignOp{ctx: ctx, r: r, pools: pools})
-	if err == nil && a.cfg.WaitForHandles {
-		err = a.waitHandle(ctx, r.Handle)
-	}
 	if err != nil {
 		// Leave nothing behind: an allocation (also one whose update's outcome was unknown, if
 		// it went through after all) and its handle go.

@@ -31,11 +31,15 @@ func req(node, id string) ipam.Request {
 	return ipam.Request{Handle: "net." + id, Node: node, Namespace: "default", Pod: id}
 }
 
+// A pod in one of its node's blocks costs the API server one write on ADD and two calls on DEL
+// (the handle GET, which finds none, and the block write): the IPAMHandle exists only for borrowed
+// addresses (handles.go).
 func TestAssignCommonCaseRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	s := newFake(t)
 	s.AddPool("p", "10.244.0.0/24", 26)
-	a := ipam.New(s, ipam.Config{})
+	// tabby-node answers the pod's annotations from its informer of the node's pods.
+	a := ipam.New(s, ipam.Config{PodAnnotations: func(string, string) (map[string]string, bool) { return nil, true }})
 	first, err := a.Assign(ctx, req("n1", "c0"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,69 +47,39 @@ func TestAssignCommonCaseRoundTrips(t *testing.T) {
 	if first.IP.String() != "10.244.0.0" || first.Block.String() != "10.244.0.0/26" || first.Pool != "p" || first.Borrowed {
 		t.Fatalf("first assignment %+v", first)
 	}
-	if err := a.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
 	s.ResetCalls()
-	// The handle is written after the reply: hold its Create, and Assign must still return.
-	hold := make(chan struct{})
-	s.Inject(func(op ipamtest.Op, name string) error {
-		if op == "CreateHandle" {
-			<-hold
-		}
-		return nil
-	})
-	type result struct {
-		a   ipam.Assignment
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		got, err := a.Assign(ctx, req("n1", "c1"))
-		done <- result{got, err}
-	}()
-	var second ipam.Assignment
-	select {
-	case r := <-done:
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		second = r.a
-	case <-time.After(10 * time.Second):
-		close(hold)
-		t.Fatal("Assign waited for the handle write")
+	second, err := a.Assign(ctx, req("n1", "c1"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	if second.IP.String() != "10.244.0.1" {
 		t.Fatalf("second assignment %+v", second)
 	}
-	// On the reply's path: one block Update, nothing else written, nothing read. The
-	// background handle write may already have started (and be held), so it counts at most once.
-	if s.Calls("UpdateBlock") != 1 || s.Calls("CreateHandle") > 1 || s.Calls("UpdateHandle") != 0 || s.Calls("CreateBlock") != 0 ||
-		s.Calls("ListBlocks") != 0 || s.Calls("GetBlock") != 0 || s.Calls("GetHandle") != 0 {
-		t.Fatalf("common case: want 1 block update on the path, got updates=%d handleCreates=%d handleUpdates=%d lists=%d gets=%d",
-			s.Calls("UpdateBlock"), s.Calls("CreateHandle"), s.Calls("UpdateHandle"), s.Calls("ListBlocks"), s.Calls("GetBlock"))
+	if got := s.TotalCalls(); got != 1 || s.Calls("UpdateBlock") != 1 {
+		t.Fatalf("ADD: want 1 call (the block update), got %d: %v", got, s.CallCounts())
 	}
-	// Before its handle exists, the address is found through the node's block.
+	if _, err := s.GetHandle(ctx, names.HandleName("net.c1")); !apierrors.IsNotFound(err) {
+		t.Fatalf("an IPAMHandle for an address of the node's own block: %v", err)
+	}
 	if got, err := a.Lookup(ctx, "net.c1"); err != nil || len(got) != 1 || got[0].IP != second.IP {
-		t.Fatalf("lookup before the handle write: %+v %v", got, err)
+		t.Fatalf("lookup through the node's block: %+v %v", got, err)
 	}
-	close(hold)
-	s.Inject(nil)
-	if err := a.Flush(ctx); err != nil {
+	s.ResetCalls()
+	if err := a.ReleaseHandle(ctx, "net.c1"); err != nil {
 		t.Fatal(err)
 	}
-	if s.Calls("CreateHandle") != 1 {
-		t.Fatalf("after the reply: want 1 handle create, got %d", s.Calls("CreateHandle"))
+	if got := s.TotalCalls(); got != 2 || s.Calls("GetHandle") != 1 || s.Calls("UpdateBlock") != 1 {
+		t.Fatalf("DEL: want 2 calls (the handle GET and the block update), got %d: %v", got, s.CallCounts())
 	}
-	if h, err := s.GetHandle(ctx, names.HandleName("net.c1")); err != nil || h.Spec.Block["10.244.0.0/26"] != 1 || h.Annotations[ipam.AnnotationHandleNode] != "n1" {
-		t.Fatalf("handle after flush: %+v %v", h, err)
+	if got, _ := a.Lookup(ctx, "net.c1"); len(got) != 0 {
+		t.Fatalf("released, still holds %+v", got)
 	}
 	// The block and its affinity exist with the right names.
 	if len(s.Affinities()) != 1 || s.Affinities()[0].Name != names.AffinityName("n1", first.Block) || s.Affinities()[0].Spec.State != v1.AffinityConfirmed {
 		t.Fatalf("affinities: %+v", s.Affinities())
 	}
 	blocks := s.Blocks()
-	if len(blocks) != 1 || blocks[0].Spec.Affinity != "host:n1" || blocks[0].Spec.Allocations["1"].Handle != "net.c1" || blocks[0].Spec.Allocations["1"].Node != "n1" {
+	if len(blocks) != 1 || blocks[0].Spec.Affinity != "host:n1" || blocks[0].Spec.Allocations["0"].Handle != "net.c0" || blocks[0].Spec.Allocations["0"].Node != "n1" {
 		t.Fatalf("blocks: %+v", blocks)
 	}
 }
@@ -135,33 +109,20 @@ func TestAssignIdempotent(t *testing.T) {
 	}
 }
 
-// The handle object is written after the block (handles.go). A process that dies in between
-// leaves an allocation without its handle: a restarted allocator must still give the same
-// address to a repeated Assign, find it on Lookup, release it on DEL, and write the handle.
-func TestAllocationWithoutHandleObject(t *testing.T) {
+// An address of the node's own block has no handle object: a restarted allocator (a new
+// tabby-node, or the plugins' direct path, a process per call) finds it through the node's
+// blocks, gives it again to a repeated Assign and releases it on DEL.
+func TestOwnBlockAddressWithoutHandleObject(t *testing.T) {
 	ctx := context.Background()
 	s := newFake(t)
 	s.AddPool("p", "10.244.0.0/24", 26)
-	crashed := ipam.New(s, ipam.Config{})
-	s.Inject(func(op ipamtest.Op, name string) error {
-		if op == "CreateHandle" || op == "UpdateHandle" {
-			return fmt.Errorf("the process died before this write")
-		}
-		return nil
-	})
-	x, err := crashed.Assign(ctx, req("n1", "c0"))
+	x, err := ipam.New(s, ipam.Config{}).Assign(ctx, req("n1", "c0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := crashed.Flush(ctx); err != nil {
-		t.Fatal(err)
+	if len(s.Handles()) != 0 {
+		t.Fatalf("handles %+v, want none", s.Handles())
 	}
-	s.Inject(nil)
-	if _, err := s.GetHandle(ctx, names.HandleName("net.c0")); err == nil {
-		t.Fatal("the handle was written despite the failure")
-	}
-
-	// The restarted process: Lookup (a repeated ADD's first question) and Assign find it.
 	restarted := ipam.New(s, ipam.Config{})
 	if err := restarted.LoadNode(ctx, "n1"); err != nil {
 		t.Fatal(err)
@@ -176,17 +137,6 @@ func TestAllocationWithoutHandleObject(t *testing.T) {
 	if n := countAllocations(s); n != 1 {
 		t.Fatalf("%d allocations, want 1", n)
 	}
-	if err := restarted.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if h, err := s.GetHandle(ctx, names.HandleName("net.c0")); err != nil || h.Spec.Block[x.Block.String()] != 1 {
-		t.Fatalf("the repeated Assign did not write the lost handle: %+v %v", h, err)
-	}
-
-	// Lost again, and DEL comes to yet another process (the direct path): it still releases.
-	if err := s.DeleteHandle(ctx, names.HandleName("net.c0"), ""); err != nil {
-		t.Fatal(err)
-	}
 	direct := ipam.New(s, ipam.Config{})
 	if err := direct.LoadNode(ctx, "n1"); err != nil {
 		t.Fatal(err)
@@ -199,18 +149,31 @@ func TestAllocationWithoutHandleObject(t *testing.T) {
 	}
 }
 
-// WaitForHandles (the plugins' direct path, a process that exits after its reply) returns only
-// once the handle is written, and fails the Assign, leaving nothing, when it cannot be.
-func TestWaitForHandles(t *testing.T) {
+// A borrowed address (in another node's block, which DEL on this node does not look at) has its
+// handle object written before the block; when that write fails, the Assign fails and leaves
+// nothing.
+func TestBorrowedAddressHandleFirst(t *testing.T) {
 	ctx := context.Background()
 	s := newFake(t)
-	s.AddPool("p", "10.244.0.0/24", 26)
-	a := ipam.New(s, ipam.Config{WaitForHandles: true})
-	if _, err := a.Assign(ctx, req("n1", "ok")); err != nil {
+	s.AddPool("p", "10.244.0.0/26", 26) // one block only: n2 takes it, n1 must borrow
+	if _, err := ipam.New(s, ipam.Config{}).Assign(ctx, req("n2", "owner")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetHandle(ctx, names.HandleName("net.ok")); err != nil {
-		t.Fatalf("Assign returned before its handle was written: %v", err)
+	a := ipam.New(s, ipam.Config{})
+	s.ResetCalls()
+	s.Inject(func(op ipamtest.Op, name string) error {
+		if op == "UpdateBlock" && s.Calls("CreateHandle") == 0 {
+			return fmt.Errorf("the block was written before the handle")
+		}
+		return nil
+	})
+	b, err := a.Assign(ctx, req("n1", "ok"))
+	s.Inject(nil)
+	if err != nil || !b.Borrowed {
+		t.Fatalf("borrow: %+v %v", b, err)
+	}
+	if h, err := s.GetHandle(ctx, names.HandleName("net.ok")); err != nil || h.Spec.Block[b.Block.String()] != 1 {
+		t.Fatalf("the borrowed address's handle: %+v %v", h, err)
 	}
 	s.Inject(func(op ipamtest.Op, name string) error {
 		if op == "CreateHandle" {
@@ -218,13 +181,19 @@ func TestWaitForHandles(t *testing.T) {
 		}
 		return nil
 	})
-	_, err := a.Assign(ctx, req("n1", "bad"))
+	_, err = a.Assign(ctx, req("n1", "bad"))
 	s.Inject(nil)
 	if err == nil || !strings.Contains(err.Error(), "etcd is on fire") {
 		t.Fatalf("assign with an unwritable handle: %v", err)
 	}
-	if n := countAllocations(s); n != 1 {
-		t.Fatalf("%d allocations, want 1 (the failed Assign's address released)", n)
+	if n := countAllocations(s); n != 2 {
+		t.Fatalf("%d allocations, want 2 (the failed Assign's address released)", n)
+	}
+	if err := a.ReleaseHandle(ctx, "net.ok"); err != nil {
+		t.Fatal(err)
+	}
+	if n, h := countAllocations(s), len(s.Handles()); n != 1 || h != 0 {
+		t.Fatalf("after DEL of the borrowed address: %d allocations, %d handles; want 1 and 0", n, h)
 	}
 }
 
@@ -289,11 +258,8 @@ func TestAssignRetriesConflicts(t *testing.T) {
 	if got, _ := a.Lookup(ctx, "net.c2"); len(got) != 0 {
 		t.Fatalf("a failed assign holds %v", got)
 	}
-	if err := a.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if countAllocations(s) != 2 || len(s.Handles()) != 2 {
-		t.Fatalf("allocations %d handles %d, want 2 and 2", countAllocations(s), len(s.Handles()))
+	if countAllocations(s) != 2 || len(s.Handles()) != 0 {
+		t.Fatalf("allocations %d handles %d, want 2 and 0", countAllocations(s), len(s.Handles()))
 	}
 }
 
@@ -553,5 +519,35 @@ func TestTunnelAddress(t *testing.T) {
 	}
 	if got, _ := a.Lookup(ctx, names.TunnelHandle("n1")); len(got) != 0 {
 		t.Fatal("tunnel address not released")
+	}
+}
+
+// tabby-node hands the allocator its informer's pools: no Assign lists them, however short the
+// cache's life; before the informer has synced, the allocator lists them itself.
+func TestPoolsFromTheInformer(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	items, err := s.ListPools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced := false
+	a := ipam.New(s, ipam.Config{CacheTTL: -1, Pools: func() ([]v1.IPPool, bool) { return items, synced }})
+	if _, err := a.Assign(ctx, req("n1", "c0")); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Calls("ListPools"); n != 2 {
+		t.Fatalf("before the informer synced: %d pool lists, want 2 (the list above and the Assign's)", n)
+	}
+	synced = true
+	s.ResetCalls()
+	for i := range 3 {
+		if _, err := a.Assign(ctx, req("n1", fmt.Sprintf("c%d", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Calls("ListPools"); n != 0 {
+		t.Fatalf("with the informer's pools: %d pool lists, want 0", n)
 	}
 }

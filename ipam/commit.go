@@ -155,8 +155,7 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 	for _, op := range live {
 		if c, o, ok := ns.heldBy(op.r.Handle, op.r.family(), pending); ok {
 			// The handle has its address already (a repeated Assign, or one whose first reply
-			// never arrived): the same one again, and its handle written if a crash lost it.
-			a.recordHandleLater(op.r, c)
+			// never arrived): the same one again.
 			op.finish(a.assignmentAt(ctx, op, c, o, false), nil)
 			continue
 		}
@@ -222,9 +221,6 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 		}
 		delete(ns.emptySince, c.block)
 		for i, op := range w.ops {
-			if !c.borrowed {
-				a.recordHandleLater(op.r, c.block)
-			}
 			as := a.assignmentAt(ctx, op, c.block, w.ordinals[i], c.borrowed)
 			a.log.Debug("assigned", "handle", op.r.Handle, "ip", as.IP, "block", as.Block, "borrowed", as.Borrowed, "batch", len(w.ops))
 			op.finish(as, nil)

@@ -19,47 +19,42 @@
 //     the next free block.
 //   - BlockAffinity (names.AffinityName(node, cidr)): the node's claim, for routing (the node
 //     advertises the block).
-//   - IPAMHandle (names.HandleName(handleID)), handleID <network>.<containerID>: the blocks in
-//     which an attachment holds addresses, so DEL finds them without scanning every block. Its
-//     annotation tabby.dev/node names the node that created it.
+//   - IPAMHandle (names.HandleName(handleID)), handleID <network>.<containerID>: only for an
+//     attachment holding a borrowed address (in another node's block), which DEL on its node
+//     could not find otherwise: the blocks where it holds addresses. Its annotation tabby.dev/node
+//     names the node that created it. An address in one of the node's own blocks has none: the
+//     block names its handle, and the node's blocks are what DEL looks at first (NeedsHandle).
 //
 // # Write order, and what a crash between two writes leaves
 //
-// Assign, address in one of the node's own blocks (the common case): (1) update the block with
-// the allocation, which names the handle; (2) create the handle, listing the block, after the
-// reply and off its path (handles.go), so an ADD waits for one API write, not two. The node's
-// blocks are this process's cache and are what Assign, Lookup and ReleaseHandle look at besides
-// the handle objects: until (2) lands, the block alone says which address the handle holds.
-//   - crash after (1): an allocation without its handle object. A repeated Assign (the runtime's
-//     retry) finds it in the node's blocks, answers with it and writes the handle; DEL finds it
-//     there too (the plugins pass the node, and the allocator loads that node's blocks first);
-//     otherwise the garbage collector releases it if its pod is gone, or writes its handle
-//     again (ipam/gc, "allocation without handle"), after its grace period.
-//   - crash after (2): a complete allocation whose ADD never returned. The runtime calls DEL
-//     (release by handle), or, if the pod is gone, the garbage collector releases it.
-//
-// The plugins' direct path (a process per CNI call, Config.WaitForHandles) waits for (2) before
-// it answers, because it exits right after; tabby-node flushes its pending handle writes when it
-// stops.
+// Assign, address in one of the node's own blocks (the common case): one write, the block
+// update with the allocation, which names the handle. The node's blocks are this process's
+// cache and are what Assign, Lookup and ReleaseHandle look at besides the handle objects; the
+// plugins' direct path (a process per CNI call) loads the node's blocks first. A repeated Assign
+// (the runtime's retry after a crash) finds the handle's address there and answers with it; DEL
+// finds it there too; if the pod is gone and no DEL comes, the garbage collector releases it
+// after its grace period.
 //
 // Assign, borrowed address (another node's block, which this node's cache does not hold): the
 // handle is written first, then the block, so that DEL finds the address through the handle
 // alone. A crash in between leaves a handle without allocation: a repeated Assign adds the block
 // of its new address to it; otherwise the garbage collector deletes it after its grace period
-// ("handle without allocation").
+// ("handle without allocation"). A borrowed allocation whose handle object is missing (deleted
+// by hand) gets it written again by the collector ("allocation without handle").
 //
-// A handle may list more than one block (an Assign that raced a direct-path process's write in
-// a block this process had not seen): release visits them all, so nothing leaks.
+// A handle may list more than one block (a dual-stack attachment borrowing in both families):
+// release visits them all, so nothing leaks.
 //
 // Claim (inside Assign): (a) create the IPAMBlock with the node's affinity; (b) create the
 // BlockAffinity. A crash after (a) leaves a block without affinity object; the node's allocator
 // recreates the affinity when it loads the node's blocks (and the block is used normally).
 //
-// Release by handle: (1) remove the allocations from each block the handle lists, and from the
-// node's blocks that hold the handle; (2) delete the
-// handle (with its resourceVersion as precondition: a handle an Assign added a block to in
-// between is looked at again). A crash after (1) leaves a handle without allocation: DEL again, or the
-// garbage collector, deletes it. Releasing an unknown handle succeeds.
+// Release by handle: (0) GET the handle, which usually does not exist; (1) remove the allocations
+// from each block the handle lists, and from the node's blocks that hold the handle; (2) delete
+// the handle if there was one (with its resourceVersion as precondition: a handle an Assign added
+// a block to in between is looked at again). A crash after (1) leaves a handle without
+// allocation: DEL again, or the garbage collector, deletes it. Releasing an unknown handle
+// succeeds.
 //
 // Release of an empty block (after AffinityGracePeriod): (1) delete the block with its
 // resourceVersion as precondition, so an allocation that landed in the meantime (a borrower's)
@@ -80,9 +75,9 @@
 // node's affine blocks (refreshed when a compare-and-swap finds them stale), pools, node labels
 // and namespace annotations (CacheTTL; past it the last copy is served while one background read
 // refreshes it), and takes the pod's annotations from tabby-node's informer of the node's pods
-// (Config.PodAnnotations, package podcache). The common Assign is then one round trip on its
-// path, the block update; the handle Create follows it. A release is GET handle, update block,
-// delete handle.
+// (Config.PodAnnotations, package podcache). A pod's ADD and DEL then cost the API server three
+// requests: ADD the block update; DEL the handle GET (not found) and the block update. Kubernetes
+// counts them (apiserver_request_total), and hack/bench/cni prints them per pod.
 //
 // Group commit (commit.go): Assigns on one node are not serialised one block update each. While
 // an update for the node is in flight the others queue; the node's committer then chooses all

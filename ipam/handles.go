@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,97 +15,24 @@ import (
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// Handle objects follow their allocation (doc.go). An address in one of the node's own blocks is
-// taken by the block update alone; the IPAMHandle that lets DEL find it is written afterwards, in
-// the background, so a pod's ADD waits for one API write, not two. Until the handle is written
-// (or if the process dies first) the node's blocks still say which addresses the handle holds:
-// Lookup and ReleaseHandle look there too, and Assign finds the handle's address there before it
-// allocates. A borrowed address lives in another node's block, where none of that looks, so its
-// handle is still written before the block.
+// An IPAMHandle exists only where DEL could not find an address without it (doc.go): an address
+// in one of the node's own blocks is found in the node's blocks, which this process caches and
+// which name the handle, so the block update is all an ADD writes. A borrowed address lives in
+// another node's block, which nothing on the node looks at, so its handle object is written
+// before the block and lists that block.
 
-// handleWriteTimeout bounds one background handle write with its retries.
-const handleWriteTimeout = 30 * time.Second
-
-// handleWrite is one background handle write; done closes when it has finished, err then holds
-// its outcome.
-type handleWrite struct {
-	done chan struct{}
-	err  error
-}
-
-// recordHandleLater writes r's handle, listing block, in the background. Writes for one handle
-// happen in order.
-func (a *Allocator) recordHandleLater(r Request, block netip.Prefix) {
-	w := &handleWrite{done: make(chan struct{})}
-	a.hmu.Lock()
-	prev := a.pendingHandles[r.Handle]
-	a.pendingHandles[r.Handle] = w
-	a.hmu.Unlock()
-	a.handleWrites.Add(1)
-	go func() {
-		defer a.handleWrites.Done()
-		if prev != nil {
-			<-prev.done
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), handleWriteTimeout)
-		defer cancel()
-		var err error
-		for attempt := range 5 {
-			backoff(ctx, attempt*4)
-			if err = a.recordHandle(ctx, r, block); err == nil || ctx.Err() != nil {
-				break
-			}
-		}
-		if err != nil {
-			a.log.Error("IPAMHandle not written; DEL still finds the address in the node's block, and the garbage collector writes the handle again",
-				"handle", r.Handle, "block", block, "err", err)
-		}
-		w.err = err
-		a.hmu.Lock()
-		if a.pendingHandles[r.Handle] == w {
-			delete(a.pendingHandles, r.Handle)
-		}
-		a.hmu.Unlock()
-		close(w.done)
-	}()
-}
-
-// waitHandle waits for the background write of handle, if one is in flight, and returns its
-// error.
-func (a *Allocator) waitHandle(ctx context.Context, handle string) error {
-	a.hmu.Lock()
-	w := a.pendingHandles[handle]
-	a.hmu.Unlock()
-	if w == nil {
-		return nil
-	}
-	select {
-	case <-w.done:
-		return w.err
-	case <-ctx.Done():
-		return fmt.Errorf("wait for IPAMHandle %s: %w", names.HandleName(handle), ctx.Err())
-	}
-}
-
-// Flush waits until every background handle write has finished: tabby-node calls it before it
-// exits, so a clean shutdown leaves every allocation with its handle.
-func (a *Allocator) Flush(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		a.handleWrites.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("IPAMHandle writes still in flight: %w", ctx.Err())
-	}
+// NeedsHandle says whether allocation al of block b must be listed by an IPAMHandle: it is
+// borrowed (allocated by a node other than the block's). A block without affinity is one whose
+// node was deleted: no DEL of its own addresses will come, and the garbage collector, not a
+// handle, releases them.
+func NeedsHandle(b *v1.IPAMBlock, al v1.Allocation) bool {
+	bn := affinityNode(b)
+	return bn != "" && al.Node != "" && al.Node != bn
 }
 
 // RecordHandle makes the IPAMHandle of handle exist and list block, annotated with the node that
-// allocated in it: what the garbage collector restores for a live allocation whose handle object
-// is missing.
+// allocated in it: what the garbage collector restores for a live borrowed allocation whose
+// handle object is missing.
 func (a *Allocator) RecordHandle(ctx context.Context, handle, node string, block netip.Prefix) error {
 	return a.recordHandle(ctx, Request{Handle: handle, Node: node}, block)
 }
@@ -159,7 +85,7 @@ func (a *Allocator) recordHandle(ctx context.Context, r Request, block netip.Pre
 }
 
 // LoadNode reads node's blocks into the cache if they are not there yet, so that Lookup and
-// ReleaseHandle also find addresses whose handle object is not written (yet).
+// ReleaseHandle find the addresses of the node's own blocks, which no handle object lists.
 func (a *Allocator) LoadNode(ctx context.Context, node string) error {
 	if node == "" {
 		return nil

@@ -166,7 +166,14 @@ func testRealInvariants(t *testing.T, f family) {
 	}
 
 	start = time.Now()
+	// Another process, as after a restart: it finds the addresses through the nodes' blocks,
+	// which it loads as a DEL does (the plugins name the node).
 	releaser := ipam.New(store, ipam.Config{})
+	for _, n := range nodes {
+		if err := releaser.LoadNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sem := make(chan struct{}, 20)
 	errs = make(chan error, 300)
 	for _, g := range all {

@@ -23,9 +23,6 @@ var ErrNotAllocated = errors.New("not allocated")
 // blocks the handle object lists, it looks in the cached blocks of the nodes this allocator
 // knows (LoadNode): an address whose handle object is not written yet, or was lost to a crash.
 func (a *Allocator) ReleaseHandle(ctx context.Context, handle string) error {
-	// A handle write still in flight would otherwise land after the release and leave a
-	// handle without allocation behind.
-	_ = a.waitHandle(ctx, handle)
 	name := names.HandleName(handle)
 	for range a.cfg.MaxRetries {
 		h, err := a.store.GetHandle(ctx, name)
@@ -213,9 +210,6 @@ func (a *Allocator) releaseIP(ctx context.Context, ip netip.Addr, onlyHandle str
 
 // dropFromHandle takes one address in block c off the handle; a handle left with none is deleted.
 func (a *Allocator) dropFromHandle(ctx context.Context, handle string, c netip.Prefix) error {
-	// A handle write still in flight would land after this and leave a handle without
-	// allocation behind.
-	_ = a.waitHandle(ctx, handle)
 	name := names.HandleName(handle)
 	for range a.cfg.MaxRetries {
 		h, err := a.store.GetHandle(ctx, name)
@@ -224,6 +218,9 @@ func (a *Allocator) dropFromHandle(ctx context.Context, handle string, c netip.P
 		}
 		if err != nil {
 			return fmt.Errorf("get IPAMHandle %s: %w", name, err)
+		}
+		if h.Spec.Block[c.String()] == 0 {
+			return nil // an address of the node's own block, which the handle does not list
 		}
 		nh := h.DeepCopy()
 		if nh.Spec.Block[c.String()] > 1 {

@@ -105,6 +105,7 @@ type Owner struct {
 	Block           netip.Prefix
 	Pool            string
 	Borrowed        bool
+	needsHandle     bool
 }
 
 func ownersOf(b *v1.IPAMBlock, c netip.Prefix, pool string) []Owner {
@@ -116,7 +117,7 @@ func ownersOf(b *v1.IPAMBlock, c netip.Prefix, pool string) []Owner {
 			continue
 		}
 		out = append(out, Owner{IP: addrAt(c, o), Handle: al.Handle, Namespace: al.Namespace, Pod: al.Pod,
-			Node: al.Node, BlockNode: bn, Block: c, Pool: pool, Borrowed: al.Node != "" && al.Node != bn})
+			Node: al.Node, BlockNode: bn, Block: c, Pool: pool, Borrowed: al.Node != "" && al.Node != bn, needsHandle: NeedsHandle(b, al)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].IP.Less(out[j].IP) })
 	return out
@@ -187,7 +188,8 @@ type CheckReport struct {
 	WrongPod []WrongPod
 	// Handles that hold no allocation.
 	HandlesWithoutAllocation []string
-	// Allocations whose handle object is missing.
+	// Borrowed allocations whose handle object is missing (an address in its own node's block
+	// needs none: doc.go).
 	WithoutHandle []Owner
 	// Handles whose per-block counts disagree with the blocks (handles holding at least one
 	// allocation; those holding none are in HandlesWithoutAllocation).
@@ -302,6 +304,7 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 		handleByID[handles[i].Spec.HandleID] = &handles[i]
 	}
 	held := map[string]map[string]int{} // handle ID → block CIDR → allocations
+	borrowed := map[string][]string{}   // handle ID → blocks where it holds a borrowed address
 	byIP := map[netip.Addr][]Owner{}
 	blockNames := map[string]bool{}
 	var cidrs []netip.Prefix
@@ -327,8 +330,11 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 			}
 			held[o.Handle][c.String()]++
 			byIP[o.IP] = append(byIP[o.IP], o)
-			if handleByID[o.Handle] == nil {
-				r.WithoutHandle = append(r.WithoutHandle, o)
+			if o.needsHandle {
+				borrowed[o.Handle] = append(borrowed[o.Handle], c.String())
+				if handleByID[o.Handle] == nil {
+					r.WithoutHandle = append(r.WithoutHandle, o)
+				}
 			}
 			if o.Namespace != "" && o.Pod != "" {
 				pod := podByName[o.Namespace+"/"+o.Pod]
@@ -352,11 +358,13 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 			r.HandlesWithoutAllocation = append(r.HandlesWithoutAllocation, h.Spec.HandleID)
 			continue
 		}
+		// What the handle must list: its borrowed addresses' blocks. It may list its own
+		// node's blocks too (the direct path of older versions wrote them), and then exactly.
 		bs := map[string]bool{}
 		for b := range h.Spec.Block {
 			bs[b] = true
 		}
-		for b := range counts {
+		for _, b := range borrowed[h.Spec.HandleID] {
 			bs[b] = true
 		}
 		for b := range bs {

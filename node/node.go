@@ -101,7 +101,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The allocator lists from the API server's watch cache (it never relies on a fresh list:
 	// claiming a block waited ~80 ms for a consistent one); the garbage collector's first look
 	// reads consistently.
-	a.alloc = ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations})
+	// Pools come from the syncer's informer (set below, before the IPAM socket serves).
+	a.alloc = ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations,
+		Pools: func() ([]v1.IPPool, bool) {
+			if a.syncer == nil {
+				return nil, false
+			}
+			return a.syncer.Pools()
+		}})
 	if a.felix, err = felix.New(felix.Config{
 		NodeName: cfg.NodeName, UplinkInterface: uplink, UplinkInterface6: uplink6, TunnelMTU: tunnelMTU(cfg.MTU),
 		WorkloadGracePeriod: cfg.WorkloadGrace, ResyncInterval: cfg.ResyncInterval,
@@ -118,8 +125,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("start bird: %w", err)
 	}
 	a.reg.MustRegister(a.bgp.Collectors()...)
-	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer")})
-	a.policy = syncer.NewPolicyWatcher(c.Kube, a.felix.OnUpdate, log.With("component", "policy"))
+	dm := syncer.NewMetrics(a.reg)
+	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer"), Metrics: dm})
+	a.policy = syncer.NewPolicyWatcher(c.Kube, a.felix.OnUpdate, log.With("component", "policy"), dm)
 
 	ipamSrv, err := a.serveIPAM()
 	if err != nil {
@@ -171,7 +179,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	stopFelix()
 	<-felixDone
 	shutdownErr := a.shutdown()
-	ipamSrv.Stop() // also waits for the IPAM handle writes that follow their replies
+	ipamSrv.Stop() // waits for the IPAM calls in flight
 	_ = health.Close()
 	_ = metrics.Close()
 	stopRun()

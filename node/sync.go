@@ -15,34 +15,53 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	a.last = s
 	a.mu.Unlock()
 
-	var pools []felix.Pool
-	for _, p := range s.Pools {
-		pools = append(pools, felix.Pool{Name: p.Name, CIDR: p.CIDR, IPIPMode: p.IPIPMode, NATOutgoing: p.NATOutgoing, Disabled: p.Disabled})
-	}
-	var workloads []felix.Workload
-	for _, w := range s.Workloads {
-		workloads = append(workloads, felix.Workload{IP: w.IP, Interface: w.Interface})
-	}
-	podIPs, endpoints := syncer.PolicyView(s)
-	if s.Local != nil {
+	// Only what changed: a pod's allocation elsewhere in the cluster (most events, in a large
+	// cluster) must not make BGP evaluate its peers again, nor felix its pools.
+	ch := s.Changed
+	if ch&syncer.ChangedNodes != 0 && s.Local != nil {
 		a.felix.SetLocalNode(s.Local.BGPAddress, s.Local.TunnelAddr)
 		a.felix.SetLocalNode6(s.Local.BGPAddress6)
 	}
-	a.felix.SetPools(pools)
-	a.felix.SetLocalBlocks(s.LocalBlocks)
-	a.felix.SetWorkloads(workloads)
-	a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
-	a.felix.OnUpdate(felix.EndpointsUpdate{Endpoints: endpoints})
-
-	// Both families: the speaker keeps a prefix set per family, and advertises an IPv6 prefix
-	// only from a node with an IPv6 BGP address (its next hop).
-	a.bgp.SetPools(s.PoolPrefixes())
-	a.bgp.SetRoutable(s.Routable)
-	a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
-	a.bgp.SetBGPConfiguration(s.BGPConfig)
-	a.bgp.SetSecrets(s.Secrets)
-	a.bgp.SetBGPPeers(s.BGPPeers)
-	a.bgp.SetNodes(birdNodes(s.Nodes))
+	if ch&syncer.ChangedPools != 0 {
+		var pools []felix.Pool
+		for _, p := range s.Pools {
+			pools = append(pools, felix.Pool{Name: p.Name, CIDR: p.CIDR, IPIPMode: p.IPIPMode, NATOutgoing: p.NATOutgoing, Disabled: p.Disabled})
+		}
+		a.felix.SetPools(pools)
+		// Both families: the speaker keeps a prefix set per family, and advertises an IPv6
+		// prefix only from a node with an IPv6 BGP address (its next hop).
+		a.bgp.SetPools(s.PoolPrefixes())
+	}
+	if ch&syncer.ChangedBlocks != 0 {
+		var workloads []felix.Workload
+		for _, w := range s.Workloads {
+			workloads = append(workloads, felix.Workload{IP: w.IP, Interface: w.Interface})
+		}
+		podIPs, endpoints := syncer.PolicyView(s)
+		a.felix.SetLocalBlocks(s.LocalBlocks)
+		a.felix.SetWorkloads(workloads)
+		if s.PodIPsChanged != nil {
+			a.felix.OnUpdate(felix.PodIPsDelta{IPs: s.PodIPsChanged})
+		} else {
+			a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
+		}
+		a.felix.OnUpdate(felix.EndpointsUpdate{Endpoints: endpoints})
+		a.bgp.SetRoutable(s.Routable)
+		a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
+	}
+	// Passwords before the peers that use them.
+	if ch&syncer.ChangedBGP != 0 {
+		a.bgp.SetBGPConfiguration(s.BGPConfig)
+	}
+	if ch&syncer.ChangedSecrets != 0 {
+		a.bgp.SetSecrets(s.Secrets)
+	}
+	if ch&syncer.ChangedBGP != 0 {
+		a.bgp.SetBGPPeers(s.BGPPeers)
+	}
+	if ch&syncer.ChangedNodes != 0 {
+		a.bgp.SetNodes(birdNodes(s.Nodes))
+	}
 
 	select {
 	case a.tunnelKick <- struct{}{}:

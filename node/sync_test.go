@@ -42,6 +42,7 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	a := &Agent{felix: f, bgp: b, tunnelKick: make(chan struct{}, 1), firstSnap: make(chan struct{})}
 
 	snap := syncer.Snapshot{
+		Changed:  syncer.ChangedAll, // handed over again in full every time: felix must see that nothing changed
 		NodeName: "n1",
 		Local:    &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")},
 		Pools: []ippool.Pool{

@@ -50,32 +50,53 @@ func setName6(name string) string { return name + "-v6" }
 // prefixSets matches the prefixes of list and everything inside them, as an IPv4 set named
 // name and an IPv6 one named setName6(name).
 func prefixSets(name string, list []netip.Prefix) []*api.DefinedSet {
-	return familySets(name, list, func(p netip.Prefix) uint32 { return uint32(p.Addr().BitLen()) })
+	return familySets(name, list, withInside)
 }
 
 // exactPrefixSets matches each prefix of list exactly (no more-specific ones).
 func exactPrefixSets(name string, list []netip.Prefix) []*api.DefinedSet {
-	return familySets(name, list, func(p netip.Prefix) uint32 { return uint32(p.Bits()) })
+	return familySets(name, list, exactly)
 }
 
-func familySets(name string, list []netip.Prefix, maxLen func(netip.Prefix) uint32) []*api.DefinedSet {
-	var out []*api.DefinedSet
-	for _, f := range []struct {
+func withInside(p netip.Prefix) uint32 { return uint32(p.Addr().BitLen()) }
+func exactly(p netip.Prefix) uint32    { return uint32(p.Bits()) }
+
+// familyList is one family's half of a prefix set: its name and its prefixes, never none.
+type familyList struct {
+	name     string
+	prefixes []netip.Prefix
+}
+
+func familyLists(name string, list []netip.Prefix) [2]familyList {
+	var out [2]familyList
+	for i, f := range []struct {
 		fam         ipfamily.Family
 		name        string
 		placeholder netip.Prefix
 	}{{ipfamily.IPv4, name, placeholder}, {ipfamily.IPv6, setName6(name), placeholder6}} {
-		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: f.name}
 		ps := ipfamily.Split(list, f.fam)
 		if len(ps) == 0 {
 			ps = []netip.Prefix{f.placeholder}
 		}
-		for _, p := range ps {
-			ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: maxLen(p)})
-		}
-		out = append(out, ds)
+		out[i] = familyList{name: f.name, prefixes: ps}
 	}
 	return out
+}
+
+func familySets(name string, list []netip.Prefix, maxLen func(netip.Prefix) uint32) []*api.DefinedSet {
+	var out []*api.DefinedSet
+	for _, f := range familyLists(name, list) {
+		out = append(out, apiPrefixSet(f.name, f.prefixes, maxLen))
+	}
+	return out
+}
+
+func apiPrefixSet(name string, ps []netip.Prefix, maxLen func(netip.Prefix) uint32) *api.DefinedSet {
+	ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name, Prefixes: make([]*api.Prefix, 0, len(ps))}
+	for _, p := range ps {
+		ds.Prefixes = append(ds.Prefixes, &api.Prefix{IpPrefix: p.Masked().String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: maxLen(p)})
+	}
+	return ds
 }
 
 // bothFamilies follows every statement that matches a prefix set with its copy for the set's
@@ -131,21 +152,15 @@ func firstASChecks(peers []PeerAS) ([]*api.DefinedSet, []*api.Statement) {
 // between ToRs, no ToR route leaked into the mesh); the service ranges, to external routers
 // only, and never imported. Everything else is rejected both ways.
 func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
-	// The explained prefixes change with every block claimed or released in the cluster: replace
-	// that one set in place rather than every set, policy and assignment (which made GoBGP
-	// re-evaluate and slowed every block's propagation), and re-run the import of external
-	// routers only, the one thing the set filters.
-	if last := g.lastPolicy; last != nil && !slices.Equal(last.Explained, p.Explained) {
+	// Our own and the explained prefixes change with every block claimed or released in the
+	// cluster: patch those sets in place rather than replace every set, policy and assignment
+	// (which made GoBGP re-evaluate and slowed every block's propagation and withdrawal), and
+	// re-run the import of external routers only, the one thing these sets filter.
+	if last := g.lastPolicy; last != nil {
 		same := *last
-		same.Explained = p.Explained
+		same.Local, same.Explained = p.Local, p.Explained
 		if same.Equal(p) {
-			for _, ds := range exactPrefixSets(setExplain, p.Explained) {
-				if err := g.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: ds, Replace: true}); err != nil {
-					return fmt.Errorf("set the explained prefixes: %w", err)
-				}
-			}
-			g.lastPolicy = &p
-			return g.reapplyImportFromExternal(ctx, p.External)
+			return g.patchPrefixSets(ctx, *last, p)
 		}
 	}
 	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
@@ -241,6 +256,66 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		return nil
 	}
 	return g.reapplyImportFromExternal(ctx, p.External)
+}
+
+// patchPrefixSets brings the local and explained prefix sets from last to p with the prefixes
+// added and removed alone. GoBGP's statements hold the set they were built with: a set replaced
+// under the same name (AddDefinedSet with Replace) is never seen by them, while adding to and
+// deleting from a set change the one they hold. A failure leaves the sets unknown: the next
+// policy is then set whole.
+func (g *GoBGP) patchPrefixSets(ctx context.Context, last, p Policy) error {
+	if slices.Equal(last.Local, p.Local) && slices.Equal(last.Explained, p.Explained) {
+		return nil
+	}
+	g.lastPolicy = nil
+	for _, set := range []struct {
+		name     string
+		from, to []netip.Prefix
+		maxLen   func(netip.Prefix) uint32
+	}{{setLocal, last.Local, p.Local, withInside}, {setExplain, last.Explained, p.Explained, exactly}} {
+		from, to := familyLists(set.name, set.from), familyLists(set.name, set.to)
+		for i := range from {
+			add, del := prefixDiff(from[i].prefixes, to[i].prefixes)
+			// Adding first keeps the set from ever being empty (see placeholder).
+			if len(add) > 0 {
+				ds := apiPrefixSet(from[i].name, add, set.maxLen)
+				if err := g.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: ds}); err != nil {
+					return fmt.Errorf("add to prefix set %s: %w", ds.Name, err)
+				}
+			}
+			if len(del) > 0 {
+				ds := apiPrefixSet(from[i].name, del, set.maxLen)
+				if err := g.srv.DeleteDefinedSet(ctx, &api.DeleteDefinedSetRequest{DefinedSet: ds}); err != nil {
+					return fmt.Errorf("delete from prefix set %s: %w", ds.Name, err)
+				}
+			}
+		}
+	}
+	g.lastPolicy = &p
+	return g.reapplyImportFromExternal(ctx, p.External)
+}
+
+// prefixDiff returns what is in to and not in from (add), and the reverse (del).
+func prefixDiff(from, to []netip.Prefix) (add, del []netip.Prefix) {
+	had := make(map[netip.Prefix]bool, len(from))
+	for _, p := range from {
+		had[p.Masked()] = true
+	}
+	seen := make(map[netip.Prefix]bool, len(to))
+	for _, p := range to {
+		if !had[p.Masked()] && !seen[p.Masked()] {
+			add = append(add, p)
+		}
+		seen[p.Masked()] = true
+		delete(had, p.Masked())
+	}
+	for _, p := range from {
+		if had[p.Masked()] {
+			del = append(del, p)
+			delete(had, p.Masked())
+		}
+	}
+	return add, del
 }
 
 // reapplyImportFromExternal re-runs the import policy over what the external routers sent

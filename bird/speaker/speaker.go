@@ -24,7 +24,8 @@ type Speaker interface {
 	DeletePeer(ctx context.Context, addr netip.Addr) error
 	AddPath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
 	DeletePath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
-	// SetPolicy replaces the import/export filters and re-evaluates every route against them.
+	// SetPolicy makes p the import/export filters and re-evaluates the routes already
+	// received that the change can concern.
 	SetPolicy(ctx context.Context, p Policy) error
 	// Watch calls fn for every peer state change, best-path change and notable peer log
 	// record until ctx is done. fn must not block.

@@ -52,11 +52,11 @@ const (
 	// The direct path serialises a node's processes on /run/tabby/ipam-direct.lock, so most of
 	// an ADD's life is the wait for that lock: these kills mostly land before any write.
 	killTimer
-	// killOnAlloc: SIGKILL a random 0–10 ms after its allocation appears in the block: between
-	// the block and the handle write (ipam/handles.go), or during the handle write.
+	// killOnAlloc: SIGKILL a random 0–10 ms after its allocation appears in the block: after
+	// its only write, before or while it prints its result.
 	killOnAlloc
 	// killFrozen: the moment is pinned with SIGSTOP as soon as the allocation appears, then
-	// SIGKILL once the handle appears (or 100 ms passed). A write already sent commits; the
+	// SIGKILL. A write already sent commits; the
 	// reply is never read. Without the pin, a kill aimed after the block write often comes after
 	// the process has printed its result and exited (it is faster than any watch).
 	killFrozen
@@ -205,10 +205,9 @@ func (p *plugin) add(t *testing.T, tr *triggers, a *attempt) {
 	cmd := p.command("ADD", a)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// Subscribe before exec: the handle can appear within milliseconds.
-	var handleSeen, allocSeen <-chan struct{}
+	// Subscribe before exec: the allocation can appear within milliseconds.
+	var allocSeen <-chan struct{}
 	if a.mode == killOnAlloc || a.mode == killFrozen {
-		handleSeen = tr.wait("h", a.handle())
 		allocSeen = tr.wait("a", a.handle())
 	}
 	began := time.Now()
@@ -236,10 +235,6 @@ func (p *plugin) add(t *testing.T, tr *triggers, a *attempt) {
 		case <-allocSeen:
 			if a.mode == killFrozen {
 				_ = cmd.Process.Signal(syscall.SIGSTOP)
-				select {
-				case <-handleSeen:
-				case <-time.After(100 * time.Millisecond):
-				}
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				werr = <-exited
 				break
@@ -501,11 +496,9 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		}
 		allocOf[al.Handle] = ip
 	}
-	var completed, killed, untouched, allocOnly, fullAlloc, dead int
-	byMode := map[killMode][3]int{} // killed: nothing written, allocation only, allocation+handle
+	var completed, killed, untouched, allocOnly, dead int
+	byMode := map[killMode][2]int{} // killed: nothing written, allocation written
 	deadAllocs := map[netip.Addr]string{}
-	deadHandles := map[string]bool{}
-	lostHandles := map[string]bool{} // live pods' allocations whose handle the kill prevented
 	var live []*attempt
 	for _, a := range all {
 		if a.completed {
@@ -519,14 +512,11 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		killed++
 		_, hasAlloc := allocOf[a.handle()]
 		hasHandle := handles[a.handle()]
-		if hasHandle && !hasAlloc {
-			t.Fatalf("killed %s left a handle without allocation (write order broken: the handle follows the block)", a.container)
+		if hasHandle {
+			t.Fatalf("killed %s left an IPAMHandle: an address of the node's own block needs none", a.container)
 		}
 		c := byMode[a.mode]
 		switch {
-		case hasHandle:
-			fullAlloc++
-			c[2]++
 		case hasAlloc:
 			allocOnly++
 			c[1]++
@@ -537,29 +527,20 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		byMode[a.mode] = c
 		if a.podKept {
 			live = append(live, a)
-			if hasAlloc && !hasHandle {
-				lostHandles[a.handle()] = true
-			}
 			continue
 		}
 		dead++
 		if hasAlloc {
 			deadAllocs[allocOf[a.handle()]] = a.handle()
 		}
-		if hasHandle {
-			deadHandles[a.handle()] = true
-		}
 	}
-	t.Logf("%d ADDs in %d rounds of %d: %d completed, %d SIGKILLed (%d before any write, %d between block and handle write, %d after both but before the result); %d killed pods deleted",
-		len(all), crashRounds, crashPerRound, completed, killed, untouched, allocOnly, fullAlloc, dead)
+	t.Logf("%d ADDs in %d rounds of %d: %d completed, %d SIGKILLed (%d before any write, %d after the block write but before the result); %d killed pods deleted",
+		len(all), crashRounds, crashPerRound, completed, killed, untouched, allocOnly, dead)
 	for _, m := range []killMode{killTimer, killOnAlloc, killFrozen} {
 		c := byMode[m]
-		t.Logf("  kill %-9s: %d nothing written, %d allocation only, %d allocation+handle", m, c[0], c[1], c[2])
+		t.Logf("  kill %-9s: %d nothing written, %d allocation written", m, c[0], c[1])
 	}
 	if allocOnly == 0 {
-		t.Log("note: no kill landed between the block and the handle write this run")
-	}
-	if fullAlloc == 0 {
 		t.Log("note: no kill landed after the allocation this run")
 	}
 
@@ -568,8 +549,7 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ipam.Check: %v", err)
 	}
-	// Before the GC, only what the kills explain: allocations of deleted pods, and allocations
-	// whose process died before the handle write.
+	// Before the GC, only what the kills explain: allocations of deleted pods.
 	for _, o := range rep.WithoutPod {
 		if deadAllocs[o.IP] != o.Handle {
 			t.Errorf("Check: %v (%s) reported without pod, but its pod lives", o.IP, o.Handle)
@@ -578,12 +558,7 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 	if len(rep.WithoutPod) != len(deadAllocs) {
 		t.Errorf("Check: %d allocations without pod, want %d", len(rep.WithoutPod), len(deadAllocs))
 	}
-	for _, o := range rep.WithoutHandle {
-		if deadAllocs[o.IP] != o.Handle && !lostHandles[o.Handle] {
-			t.Errorf("Check: %v (%s) reported without handle, but no kill explains it", o.IP, o.Handle)
-		}
-	}
-	if other := rep.Problems() - len(rep.WithoutPod) - len(rep.WithoutHandle); other != 0 {
+	if other := rep.Problems() - len(rep.WithoutPod); other != 0 {
 		t.Fatalf("Check before GC: %d unexpected problems: %+v", other, rep)
 	}
 
@@ -629,12 +604,12 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // the poll interval; the grace period is the condition
 	}
-	t.Logf("orphaned by the kills of deleted pods: %d allocations, %d handles", len(deadAllocs), len(deadHandles))
+	t.Logf("orphaned by the kills of deleted pods: %d allocations", len(deadAllocs))
 	t.Logf("GC converged after %d runs in %v: released %d addresses of deleted pods, deleted %d handles, restored %d handles of live pods",
 		runs, time.Since(gcStart).Round(time.Millisecond), len(released), len(deleted), len(restored))
-	// Exactly the live pods' lost handles were written again.
-	if !maps.Equal(restored, lostHandles) {
-		t.Errorf("GC restored handles %v, want exactly the kept pods' lost ones %v", slices.Sorted(maps.Keys(restored)), slices.Sorted(maps.Keys(lostHandles)))
+	// Addresses of the node's own block need no handle object: none is written back.
+	if len(restored) != 0 {
+		t.Errorf("GC restored handles %v, want none", slices.Sorted(maps.Keys(restored)))
 	}
 
 	// Exactly the dead pods' addresses were released; the live ones kept theirs.
@@ -665,7 +640,7 @@ func TestSIGKILLMidAllocationLoop(t *testing.T) {
 			if after[ip].Handle != a.handle() {
 				t.Errorf("live pod %s lost %v (now %q)", a.pod, ip, after[ip].Handle)
 			}
-			if !afterHandles[a.handle()] || deleted[a.handle()] {
+			if deleted[a.handle()] {
 				t.Errorf("live pod %s: handle %s deleted by the GC", a.pod, a.handle())
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,15 +142,11 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() {
 		// Whatever a failed test left in IPAM goes, so later tests see a clean datastore.
 		a := ipam.New(ipam.NewKubeStore(env.Client), ipam.Config{})
-		l, err := env.Client.IPAMHandles().List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Logf("cleanup: list handles: %v", err)
-			return
+		if err := a.LoadNode(context.Background(), h.nodeName); err != nil {
+			t.Logf("cleanup: %v", err)
 		}
-		for _, x := range l.Items {
-			if strings.HasPrefix(x.Spec.HandleID, h.network+".") {
-				a.ReleaseHandle(context.Background(), x.Spec.HandleID)
-			}
+		for _, id := range h.handles() {
+			a.ReleaseHandle(context.Background(), id)
 		}
 		env.Kube.CoreV1().Nodes().Delete(context.Background(), h.nodeName, metav1.DeleteOptions{})
 	})
@@ -234,18 +231,28 @@ func podIP(t *testing.T, p *pod) netip.Addr {
 	return ip.Unmap()
 }
 
-// handles lists the IPAM handles of this harness's network.
+// handles lists the attachments IPAM holds for this harness's network, sorted: the handles of
+// its block allocations and of its IPAMHandle objects (which exist for borrowed addresses only).
 func (h *harness) handles() []string {
 	l, err := env.Client.IPAMHandles().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		h.t.Fatalf("list handles: %v", err)
+		h.t.Errorf("list handles: %v", err)
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, x := range l.Items {
+		seen[x.Spec.HandleID] = true
+	}
+	for _, id := range h.allocations() {
+		seen[id] = true
 	}
 	var out []string
-	for _, x := range l.Items {
-		if strings.HasPrefix(x.Spec.HandleID, h.network+".") {
-			out = append(out, x.Spec.HandleID)
+	for id := range seen {
+		if strings.HasPrefix(id, h.network+".") {
+			out = append(out, id)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -253,7 +260,8 @@ func (h *harness) handles() []string {
 func (h *harness) allocations() map[string]string {
 	l, err := env.Client.IPAMBlocks().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		h.t.Fatalf("list blocks: %v", err)
+		h.t.Errorf("list blocks: %v", err)
+		return nil
 	}
 	out := map[string]string{}
 	for _, b := range l.Items {

@@ -349,6 +349,9 @@ func TestCheckNamesWhatIsWrong(t *testing.T) {
 		q := h.newPod("released")
 		h.mustAdd(list, q)
 		a := ipam.New(ipam.NewKubeStore(env.Client), ipam.Config{})
+		if err := a.LoadNode(h.ctx, h.nodeName); err != nil {
+			t.Fatal(err)
+		}
 		if err := a.ReleaseHandle(h.ctx, h.network+"."+q.rt.ContainerID); err != nil {
 			t.Fatal(err)
 		}

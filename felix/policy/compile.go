@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -25,13 +26,18 @@ import (
 // NewCalculator and holds the Input's pods and policies by reference: the caller must not
 // modify them while the Calculator is in use.
 type Calculator struct {
-	pods      []*Pod // sorted by Key; every pod, host network included
-	podByKey  map[Key]*Pod
-	podsByIP  map[netip.Addr][]*Pod // pod-network pods only, sorted by Key
-	nsLabels  map[string]labels.Set
-	policies  []*compiledPolicy // sorted by Key
-	endpoints []Endpoint        // usable ones, sorted by Interface
-	problems  []string
+	pods     []*Pod // sorted by Key; every pod, host network included
+	podByKey map[Key]*Pod
+	// podsByIP: pod-network pods only, sorted by Key; built on the first verdict (only
+	// verdicts read it, and felix keeps its last calculator).
+	podsByIPOnce sync.Once
+	podsByIP     map[netip.Addr][]*Pod
+	nsLabels     map[string]labels.Set
+	policies     []*compiledPolicy // sorted by Key
+	endpoints    []Endpoint        // usable ones, sorted by Interface
+	// endpointPods: every endpoint's pod, usable or not yet (its Pod object not seen).
+	endpointPods map[Key]bool
+	problems     []string
 }
 
 type direction uint8
@@ -114,7 +120,6 @@ type portSpec struct {
 func NewCalculator(in Input) *Calculator {
 	c := &Calculator{
 		podByKey: make(map[Key]*Pod, len(in.Pods)),
-		podsByIP: map[netip.Addr][]*Pod{},
 		nsLabels: make(map[string]labels.Set, len(in.Namespaces)),
 	}
 	for _, ns := range in.Namespaces {
@@ -137,16 +142,6 @@ func NewCalculator(in Input) *Calculator {
 		c.podByKey[k] = p
 	}
 	slices.SortFunc(c.pods, func(a, b *Pod) int { return compareKeys(a.Key, b.Key) })
-	for _, p := range c.pods {
-		if p.HostNetwork {
-			continue
-		}
-		for _, ip := range p.IPs {
-			if ip = ip.Unmap(); ip.IsValid() && !slices.Contains(c.podsByIP[ip], p) {
-				c.podsByIP[ip] = append(c.podsByIP[ip], p)
-			}
-		}
-	}
 	for k, np := range in.Policies {
 		if np == nil {
 			continue
@@ -155,6 +150,10 @@ func NewCalculator(in Input) *Calculator {
 	}
 	slices.SortFunc(c.policies, func(a, b *compiledPolicy) int { return compareKeys(a.key, b.key) })
 	c.endpoints = c.usableEndpoints(in.Endpoints)
+	c.endpointPods = make(map[Key]bool, len(in.Endpoints))
+	for _, ep := range in.Endpoints {
+		c.endpointPods[ep.Pod] = true
+	}
 	slices.Sort(c.problems)
 	c.problems = slices.Compact(c.problems)
 	return c
@@ -466,6 +465,24 @@ func validInterface(s string) bool {
 		}
 	}
 	return true
+}
+
+// podsAt lists the pod-network pods holding ip, sorted by Key.
+func (c *Calculator) podsAt(ip netip.Addr) []*Pod {
+	c.podsByIPOnce.Do(func() {
+		c.podsByIP = map[netip.Addr][]*Pod{}
+		for _, p := range c.pods {
+			if p.HostNetwork {
+				continue
+			}
+			for _, a := range p.IPs {
+				if a = a.Unmap(); a.IsValid() && !slices.Contains(c.podsByIP[a], p) {
+					c.podsByIP[a] = append(c.podsByIP[a], p)
+				}
+			}
+		}
+	})
+	return c.podsByIP[ip]
 }
 
 // selects tells whether p applies to pod in direction d.

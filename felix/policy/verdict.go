@@ -111,7 +111,7 @@ func (c *Calculator) side(d direction, pkt Packet) Side {
 		local, word = pkt.Dst, "to"
 	}
 	var s Side
-	pods := c.podsByIP[local]
+	pods := c.podsAt(local)
 	if len(pods) == 0 {
 		s.Allowed = true
 		s.Reason = fmt.Sprintf("%s %s %s: not a pod-network pod, not policed", d, word, local)
@@ -160,7 +160,7 @@ func (c *Calculator) ruleAllows(rule compiledRule, d direction, local *Pod, pkt 
 		}
 		switch p.kind {
 		case peerPods:
-			peerOK = slices.ContainsFunc(c.podsByIP[remote], func(rp *Pod) bool { return c.selectsPod(p.pods, rp) })
+			peerOK = slices.ContainsFunc(c.podsAt(remote), func(rp *Pod) bool { return c.selectsPod(p.pods, rp) })
 		case peerBlock:
 			peerOK = p.block.contains(remote)
 		}
@@ -186,7 +186,7 @@ func (c *Calculator) ruleAllows(rule compiledRule, d direction, local *Pod, pkt 
 			// Ingress resolves the name on the policed pod, egress on the destination pod.
 			owners := []*Pod{local}
 			if d == egress {
-				owners = c.podsByIP[remote]
+				owners = c.podsAt(remote)
 			}
 			for _, o := range owners {
 				if slices.Contains(resolveNamedPort(o, ps.name, ps.proto), pkt.Port) {

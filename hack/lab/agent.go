@@ -178,8 +178,10 @@ func (n *Node) WaitReady(ctx context.Context) error {
 }
 
 // httpClient reaches the agent's HTTP endpoints inside the node's namespace.
-func (n *Node) httpClient() *http.Client {
-	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+func (n *Node) httpClient() *http.Client { return n.httpClientTimeout(2 * time.Second) }
+
+func (n *Node) httpClientTimeout(d time.Duration) *http.Client {
+	return &http.Client{Timeout: d, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dialIn(ctx, n.NS, addr) },
 	}}
 }
@@ -187,17 +189,26 @@ func (n *Node) httpClient() *http.Client {
 // Metrics returns the agent's Prometheus metrics text (its --metrics-addr, inside the node's
 // namespace).
 func (n *Node) Metrics(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddr+"/metrics", nil)
+	b, err := n.MetricsPath(ctx, "/metrics")
+	return string(b), err
+}
+
+// MetricsPath GETs path on the agent's metrics address (/debug/pprof/heap with --pprof); a CPU
+// profile takes as long as it asks for.
+func (n *Node) MetricsPath(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddr+path, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	resp, err := n.httpClient().Do(req)
+	resp, err := n.httpClientTimeout(time.Minute).Do(req)
 	if err != nil {
-		return "", fmt.Errorf("node %s: metrics: %w", n.Name, err)
+		return nil, fmt.Errorf("node %s: %s: %w", n.Name, path, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("node %s: %s: %s", n.Name, path, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // PID is the running agent's process ID (0 when it does not run).

@@ -8,9 +8,10 @@
 //     allocations without pod attributes, such as the tunnel address, are never released);
 //   - a handle that holds no allocation (a crash between the handle write and the block write
 //     of a borrowed address);
-//   - an allocation whose handle object is missing (a crash between the block write and the
-//     handle write): released if its pod is gone, otherwise the handle is written again (a live
-//     pod's address is never released);
+//   - a borrowed allocation whose handle object is missing (deleted by hand, or older
+//     versions' crash between the block write and the handle write): released if its pod is
+//     gone, otherwise the handle is written again (a live pod's address is never released).
+//     An address of its node's own block needs no handle object (ipam.NeedsHandle);
 //   - the IPAM of a deleted node (nodes.go), collected by one live node for the cluster: its
 //     allocations whose pods are gone, its tunnel address, its handles, its empty blocks with
 //     their affinities; a block still holding live pods' addresses loses its affinity, and is
@@ -250,7 +251,7 @@ func (c *Collector) candidates(ctx context.Context) (map[leak]bool, error) {
 				found[l] = true
 				continue
 			}
-			if handleByID[al.Handle] == nil {
+			if handleByID[al.Handle] == nil && ipam.NeedsHandle(b, al) {
 				l.kind = missingHandle
 				found[l] = true
 			}

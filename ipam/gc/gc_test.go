@@ -31,13 +31,21 @@ func TestCollectorUnit(t *testing.T) {
 	if _, err := s.CreateHandle(ctx, &v1.IPAMHandle{ObjectMeta: metav1.ObjectMeta{Name: "net.orphan", Annotations: map[string]string{ipam.AnnotationHandleNode: "n1"}}, Spec: v1.IPAMHandleSpec{HandleID: "net.orphan", Block: map[string]int{"10.244.0.0/26": 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	// A live pod's allocation whose handle object went missing.
-	s.AddPod(ipam.Pod{Namespace: "default", Name: "nohandle", NodeName: "n1"})
-	nh, _ := a.Assign(ctx, ipam.Request{Handle: "net.nohandle", Node: "n1", Namespace: "default", Pod: "nohandle"})
-	if err := a.Flush(ctx); err != nil {
+	// A live pod's borrowed allocation (in n2's block) whose handle object went missing. The
+	// addresses of n1's own block (net.live) need no handle object: not candidates.
+	s.AddNode("n2", nil)
+	other, err := ipam.New(s, ipam.Config{}).Assign(ctx, ipam.Request{Handle: "net.other", Node: "n2", Namespace: "default", Pod: "other"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteHandle(ctx, "net.nohandle", ""); err != nil {
+	s.AddPod(ipam.Pod{Namespace: "default", Name: "other", NodeName: "n2"})
+	s.AddPod(ipam.Pod{Namespace: "default", Name: "nohandle", NodeName: "n1"})
+	ob, err := s.GetBlock(ctx, names.BlockName(other.Block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob.Spec.Allocations["5"] = v1.Allocation{Handle: "net.nohandle", Namespace: "default", Pod: "nohandle", Node: "n1"}
+	if _, err := s.UpdateBlock(ctx, ob); err != nil {
 		t.Fatal(err)
 	}
 
@@ -73,9 +81,14 @@ func TestCollectorUnit(t *testing.T) {
 			t.Fatalf("%s lost its address", h)
 		}
 	}
+	if h, err := s.GetHandle(ctx, "net.nohandle"); err != nil || h.Spec.Block[other.Block.String()] != 1 {
+		t.Fatalf("the borrowed allocation's handle was not restored: %+v %v", h, err)
+	}
+	if _, err := s.GetHandle(ctx, "net.live"); err == nil {
+		t.Fatal("a handle object was written for an address of the node's own block")
+	}
 	_ = liveIP
 	_ = tunnel
-	_ = nh
 	if got, _ := a.Lookup(ctx, "net.gone"); len(got) != 0 {
 		t.Fatal("net.gone still holds an address")
 	}

@@ -95,9 +95,6 @@ func newDeletedNodeWorld(t *testing.T) *deletedNodeWorld {
 		Spec: v1.IPAMHandleSpec{HandleID: "net.b-orphan", Block: map[string]int{w.bBlock.String(): 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.alloc.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if r, err := ipam.Check(ctx, s); err != nil || r.Problems() != 1 || len(r.HandlesWithoutAllocation) != 1 {
 		t.Fatalf("the world before the deletion: %+v %v", r, err)
 	}

@@ -4,6 +4,7 @@ package ipamtest
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -72,6 +73,24 @@ func (s *Store) Calls(op Op) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[op]
+}
+
+// TotalCalls is the number of calls of every operation: what the API server would have served.
+func (s *Store) TotalCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
+// CallCounts copies the counters, by operation.
+func (s *Store) CallCounts() map[Op]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.calls)
 }
 
 // ResetCalls zeroes the counters.

@@ -88,7 +88,4 @@ func TestPoolChoiceFromCache(t *testing.T) {
 	if as.Pool != "annotated-pool" || store.gets.Load() != 1 {
 		t.Fatalf("uncached pod: pool %q after %d pod GETs, want annotated-pool after one", as.Pool, store.gets.Load())
 	}
-	if err := a.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
 }

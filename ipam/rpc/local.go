@@ -33,9 +33,6 @@ func NewLocal(alloc *ipam.Allocator) *Local { return &Local{alloc: alloc} }
 //	go srv.Serve(l)
 func NewServer(alloc *ipam.Allocator) *Server { return NewServerFor(NewLocal(alloc)) }
 
-// Flush waits for the allocator's writes that follow its replies (ipam.Allocator.Flush).
-func (l *Local) Flush(ctx context.Context) error { return l.alloc.Flush(ctx) }
-
 func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
 	if r.Handle == "" || r.Node == "" {
 		return nil, fmt.Errorf("%w: assign needs a handle and a node (handle %q, node %q)", api.ErrInvalid, r.Handle, r.Node)

@@ -12,8 +12,7 @@ import (
 
 // OpenLocal builds a Local over the API server named by a kubeconfig path ("" = the usual
 // lookup): the plugins' direct path. Pools and node labels are read once per invocation anyway,
-// so the allocator's cache settings do not matter here. Assign waits for the handle write: the
-// process exits right after it. Lists come from the API server's watch cache
+// so the allocator's cache settings do not matter here. Lists come from the API server's watch cache
 // (KubeStore.ListsFromCache): a consistent one cost each invocation ~80 ms.
 func OpenLocal(_ context.Context, kubeconfig string, strictAffinity bool) (api.Service, error) {
 	cfg, err := client.LoadConfig(kubeconfig, "")
@@ -29,5 +28,5 @@ func OpenLocal(_ context.Context, kubeconfig string, strictAffinity bool) (api.S
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", api.ErrInvalid, err)
 	}
-	return &nodeLocked{Service: NewLocal(ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{StrictAffinity: strictAffinity, WaitForHandles: true})), path: DirectLockPath}, nil
+	return &nodeLocked{Service: NewLocal(ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{StrictAffinity: strictAffinity})), path: DirectLockPath}, nil
 }

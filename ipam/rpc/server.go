@@ -71,11 +71,8 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) InFlight() int { return int(s.calls.Load()) }
 
 // Stop closes the listeners and the idle connections, and waits for the calls in flight (an
-// Assign half done must not be cut between its writes) and for the writes that follow them (the
-// IPAMHandles written after their blocks; up to 10 s), so a clean stop leaves every allocation
-// with its handle.
+// Assign half done must not be cut between its writes).
 func (s *Server) Stop() {
-	defer s.flush()
 	s.closing.Store(true)
 	s.mu.Lock()
 	for _, l := range s.ls {
@@ -140,18 +137,6 @@ func (s *Server) call(req api.Request) api.Reply {
 		s.log.Debug("ipam call", "method", req.Method, "key", key, "took", time.Since(start))
 	}
 	return api.NewReply(out, err)
-}
-
-func (s *Server) flush() {
-	f, ok := s.svc.(interface{ Flush(context.Context) error })
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := f.Flush(ctx); err != nil {
-		s.log.Warn("IPAM writes unfinished at stop", "error", err)
-	}
 }
 
 // callTimeout bounds one call on tabby-node's side.

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,7 +87,8 @@ func TestPolicyWatcher(t *testing.T) {
 	}
 
 	rec := &recorder{}
-	w := NewPolicyWatcher(kube, rec.send, slog.Default())
+	m := NewMetrics(prometheus.NewRegistry())
+	w := NewPolicyWatcher(kube, rec.send, slog.Default(), m)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 
@@ -145,5 +149,13 @@ func TestPolicyWatcher(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(fmt.Errorf("watcher: %w", err))
+	}
+	// Every event the watcher turned into a message is counted: the pod's add, update and
+	// delete at least (other tests' pods may add to it), the policy's add and delete.
+	if n := testutil.ToFloat64(m.events.WithLabelValues("pods")); n < 3 {
+		t.Errorf("pod events counted: %v, want at least 3", n)
+	}
+	if n := testutil.ToFloat64(m.events.WithLabelValues("networkpolicies")); n < 2 {
+		t.Errorf("policy events counted: %v, want at least 2", n)
 	}
 }

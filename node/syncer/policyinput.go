@@ -17,16 +17,13 @@ import (
 )
 
 // PolicyView is what NetworkPolicy reads of a snapshot: every pod's addresses as IPAM
-// allocated them, cluster-wide, and the node's endpoints (its pods behind their host veths).
+// allocated them, cluster-wide (the snapshot's own map, which nobody modifies), and the node's
+// endpoints (its pods behind their host veths).
 func PolicyView(s Snapshot) (ips map[policy.Key][]netip.Addr, endpoints []policy.Endpoint) {
-	ips = make(map[policy.Key][]netip.Addr, len(s.PodIPs))
-	for k, a := range s.PodIPs {
-		ips[policy.Key(k)] = a
-	}
 	for _, w := range s.Workloads {
-		endpoints = append(endpoints, policy.Endpoint{Interface: w.Interface, Pod: policy.Key(w.Pod)})
+		endpoints = append(endpoints, policy.Endpoint{Interface: w.Interface, Pod: w.Pod})
 	}
-	return ips, endpoints
+	return s.PodIPs, endpoints
 }
 
 // PolicyInput is the calculator's input for node as tabby-node on that node builds it, from the

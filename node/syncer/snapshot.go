@@ -19,6 +19,7 @@ import (
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -44,11 +45,29 @@ type Workload struct {
 	Pod       PodKey
 }
 
-// PodKey names a pod.
-type PodKey struct{ Namespace, Name string }
+// PodKey names a pod; it is NetworkPolicy's key, so that the snapshot's PodIPs go to felix as
+// they are (one map of every pod in the cluster, not two).
+type PodKey = policy.Key
+
+// Changes say which inputs of a snapshot may differ from the previous one the syncer handed
+// out, so that the agents are given only what changed (a pod's allocation elsewhere in the
+// cluster must not make BGP re-evaluate its peers).
+type Changes uint8
+
+const (
+	ChangedNodes   Changes = 1 << iota // Nodes, Local
+	ChangedPools                       // Pools
+	ChangedBlocks                      // LocalBlocks, Borrowed, Routable, Workloads, PodIPs
+	ChangedBGP                         // BGPConfig, BGPPeers
+	ChangedSecrets                     // Secrets
+	ChangedAll     = ChangedNodes | ChangedPools | ChangedBlocks | ChangedBGP | ChangedSecrets
+)
 
 // Snapshot is the desired state inputs of one node.
 type Snapshot struct {
+	// Changed: what differs from the previous snapshot (ChangedAll for the first, and for one
+	// built by Build).
+	Changed     Changes
 	NodeName    string
 	Local       *NodeInfo // nil until this node's Node object is seen
 	Nodes       []NodeInfo
@@ -61,11 +80,16 @@ type Snapshot struct {
 	Routable  []netip.Prefix
 	Workloads []Workload
 	// PodIPs are the addresses IPAM allocated to each pod, cluster-wide: what NetworkPolicy
-	// peers resolve to, known from the moment the CNI ADD allocated them.
-	PodIPs    map[PodKey][]netip.Addr
-	BGPConfig *v1.BGPConfiguration
-	BGPPeers  []v1.BGPPeer
-	Secrets   map[string]map[string][]byte
+	// peers resolve to, known from the moment the CNI ADD allocated them. From the syncer, only
+	// its first snapshot holds them all; later ones carry PodIPsChanged instead (PodIPs nil).
+	// Whoever is handed the map owns it (felix).
+	PodIPs map[PodKey][]netip.Addr
+	// PodIPsChanged: the pods whose addresses changed since the previous snapshot, each with
+	// all its addresses now (none: it has none left); nil when PodIPs is whole.
+	PodIPsChanged map[PodKey][]netip.Addr
+	BGPConfig     *v1.BGPConfiguration
+	BGPPeers      []v1.BGPPeer
+	Secrets       map[string]map[string][]byte
 }
 
 // Inputs are the objects the snapshot is built from.
@@ -81,10 +105,15 @@ type Inputs struct {
 
 // Build computes the snapshot. Invalid objects are skipped with a log line naming the field, so
 // one bad BGPPeer never takes the node's other sessions down.
-func Build(in Inputs, log *slog.Logger) Snapshot {
-	s := Snapshot{NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
+func Build(in Inputs, log *slog.Logger) Snapshot { return build(in, log, nil) }
+
+// build is Build with a cache of what each Node and IPAMBlock contributes, by resourceVersion:
+// the syncer's, so that a snapshot after one block changed parses one block, not a thousand.
+func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
+	s := Snapshot{Changed: ChangedAll, NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
+	s.Nodes = make([]NodeInfo, 0, len(in.Nodes))
 	for _, n := range in.Nodes {
-		info := nodeInfo(n, log)
+		info := c.node(n, log)
 		s.Nodes = append(s.Nodes, info)
 		if n.Name == in.NodeName {
 			local := info
@@ -103,56 +132,34 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	}
 	slices.SortFunc(s.Pools, func(a, b ippool.Pool) int { return strings.Compare(a.Name, b.Name) })
 
-	mine := v1.AffinityPrefixHost + in.NodeName
+	s.Routable = make([]netip.Prefix, 0, len(in.Blocks))
 	for _, b := range in.Blocks {
-		cidr, err := ipam.BlockCIDR(b)
-		if err != nil {
-			log.Warn("ignoring IPAMBlock with a bad cidr", "error", err)
+		v, ok := c.block(b, in.NodeName, log)
+		if !ok {
 			continue
 		}
-		local := b.Spec.Affinity == mine
-		if local {
-			s.LocalBlocks = append(s.LocalBlocks, cidr)
+		if v.local {
+			s.LocalBlocks = append(s.LocalBlocks, v.cidr)
 		}
-		s.Routable = append(s.Routable, cidr)
-		for ord, a := range b.Spec.Allocations {
-			borrowedHere := a.Node != "" && v1.AffinityPrefixHost+a.Node != b.Spec.Affinity
-			if a.Node != in.NodeName && !borrowedHere && a.Pod == "" {
-				continue
-			}
-			n, err := strconv.Atoi(ord)
-			if err != nil || n < 0 || n >= ipam.BlockLen(cidr) {
-				log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
-				continue
-			}
-			ip := ipam.AddrAt(cidr, n)
-			pod := PodKey{Namespace: a.Namespace, Name: a.Pod}
-			if a.Pod != "" {
-				s.PodIPs[pod] = append(s.PodIPs[pod], ip)
-			}
-			if a.Node != in.NodeName && !borrowedHere {
-				continue
-			}
-			if borrowedHere {
-				s.Routable = append(s.Routable, netip.PrefixFrom(ip, 32))
-			}
-			if a.Node != in.NodeName {
-				continue
-			}
-			if !local {
-				s.Borrowed = append(s.Borrowed, ip)
-			}
-			if a.Pod != "" {
-				s.Workloads = append(s.Workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle)), Pod: pod})
+		s.Routable = append(s.Routable, v.cidr)
+		s.Routable = append(s.Routable, v.routable...)
+		s.Borrowed = append(s.Borrowed, v.borrowed...)
+		s.Workloads = append(s.Workloads, v.workloads...)
+		if c == nil {
+			for _, p := range v.podIPs {
+				s.PodIPs[p.pod] = append(s.PodIPs[p.pod], p.ip)
 			}
 		}
 	}
+	c.prune()
 	slices.SortFunc(s.LocalBlocks, netip.Prefix.Compare)
 	slices.SortFunc(s.Borrowed, netip.Addr.Compare)
 	slices.SortFunc(s.Routable, netip.Prefix.Compare)
 	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 	for _, ips := range s.PodIPs {
-		slices.SortFunc(ips, netip.Addr.Compare)
+		if len(ips) > 1 {
+			slices.SortFunc(ips, netip.Addr.Compare)
+		}
 	}
 
 	for _, p := range in.BGPPeers {
@@ -175,6 +182,152 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	return s
 }
 
+// blockView is what one IPAMBlock contributes to the snapshot of a node.
+type blockView struct {
+	cidr      netip.Prefix
+	local     bool           // affine to this node
+	routable  []netip.Prefix // the /32s other nodes borrowed in it
+	borrowed  []netip.Addr   // this node's addresses in it, when it is another node's block
+	workloads []Workload     // this node's pods in it
+	podIPs    []podIP        // every pod's address in it
+}
+
+type podIP struct {
+	pod PodKey
+	ip  netip.Addr
+}
+
+func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
+	cidr, err := ipam.BlockCIDR(b)
+	if err != nil {
+		log.Warn("ignoring IPAMBlock with a bad cidr", "error", err)
+		return blockView{}, false
+	}
+	v := blockView{cidr: cidr, local: b.Spec.Affinity == v1.AffinityPrefixHost+nodeName}
+	for ord, a := range b.Spec.Allocations {
+		borrowedHere := a.Node != "" && v1.AffinityPrefixHost+a.Node != b.Spec.Affinity
+		if a.Node != nodeName && !borrowedHere && a.Pod == "" {
+			continue
+		}
+		n, err := strconv.Atoi(ord)
+		if err != nil || n < 0 || n >= ipam.BlockLen(cidr) {
+			log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
+			continue
+		}
+		ip := ipam.AddrAt(cidr, n)
+		pod := PodKey{Namespace: a.Namespace, Name: a.Pod}
+		if a.Pod != "" {
+			v.podIPs = append(v.podIPs, podIP{pod, ip})
+		}
+		if borrowedHere {
+			v.routable = append(v.routable, netip.PrefixFrom(ip, ip.BitLen()))
+		}
+		if a.Node != nodeName {
+			continue
+		}
+		if !v.local {
+			v.borrowed = append(v.borrowed, ip)
+		}
+		if a.Pod != "" {
+			v.workloads = append(v.workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle)), Pod: pod})
+		}
+	}
+	return v, true
+}
+
+// viewCache keeps each Node's and IPAMBlock's contribution while its resourceVersion stays. A nil
+// cache computes every time.
+type viewCache struct {
+	nodes  map[string]cachedNode
+	blocks map[string]cachedBlock
+	seen   map[string]bool
+	// skipNodes, skipBlocks: this build was not given the Nodes (or IPAMBlocks), so their
+	// entries are not pruned.
+	skipNodes, skipBlocks bool
+	// changes: the blocks whose pod addresses the last builds changed, until taken.
+	changes []blockChange
+}
+
+// listed says which inputs the next build is given (the others it must not prune).
+func (c *viewCache) listed(ch Changes) *viewCache {
+	c.skipNodes, c.skipBlocks = ch&ChangedNodes == 0, ch&ChangedBlocks == 0
+	return c
+}
+
+type cachedNode struct {
+	rv   string
+	info NodeInfo
+}
+
+type cachedBlock struct {
+	rv   string
+	view blockView
+	ok   bool
+}
+
+func newViewCache() *viewCache {
+	return &viewCache{nodes: map[string]cachedNode{}, blocks: map[string]cachedBlock{}, seen: map[string]bool{}}
+}
+
+func (c *viewCache) node(n *corev1.Node, log *slog.Logger) NodeInfo {
+	if c == nil || n.ResourceVersion == "" {
+		return nodeInfo(n, log)
+	}
+	c.seen["n/"+n.Name] = true
+	if e, ok := c.nodes[n.Name]; ok && e.rv == n.ResourceVersion {
+		return e.info
+	}
+	info := nodeInfo(n, log)
+	c.nodes[n.Name] = cachedNode{rv: n.ResourceVersion, info: info}
+	return info
+}
+
+func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
+	if c == nil || b.ResourceVersion == "" {
+		return viewBlock(b, nodeName, log)
+	}
+	c.seen["b/"+b.Name] = true
+	if e, ok := c.blocks[b.Name]; ok && e.rv == b.ResourceVersion {
+		return e.view, e.ok
+	}
+	v, ok := viewBlock(b, nodeName, log)
+	prev := c.blocks[b.Name]
+	c.blocks[b.Name] = cachedBlock{rv: b.ResourceVersion, view: v, ok: ok}
+	if len(prev.view.podIPs) > 0 || len(v.podIPs) > 0 {
+		c.changes = append(c.changes, blockChange{name: b.Name, old: prev.view.podIPs, cur: v.podIPs})
+	}
+	return v, ok
+}
+
+// takeChanges returns the recorded block changes and forgets them.
+func (c *viewCache) takeChanges() []blockChange {
+	out := c.changes
+	c.changes = nil
+	return out
+}
+
+// prune forgets the objects the last build did not see (deleted).
+func (c *viewCache) prune() {
+	if c == nil {
+		return
+	}
+	for name := range c.nodes {
+		if !c.skipNodes && !c.seen["n/"+name] {
+			delete(c.nodes, name)
+		}
+	}
+	for name, e := range c.blocks {
+		if !c.skipBlocks && !c.seen["b/"+name] {
+			delete(c.blocks, name)
+			if len(e.view.podIPs) > 0 {
+				c.changes = append(c.changes, blockChange{name: name, old: e.view.podIPs})
+			}
+		}
+	}
+	clear(c.seen)
+	c.skipNodes, c.skipBlocks = false, false
+}
+
 // PoolPrefixes lists the pools' CIDRs.
 func (s Snapshot) PoolPrefixes() []netip.Prefix {
 	var out []netip.Prefix
@@ -188,7 +341,7 @@ func (s Snapshot) PoolPrefixes() []netip.Prefix {
 func (s Snapshot) AdvertisedPrefixes() []netip.Prefix {
 	out := slices.Clone(s.LocalBlocks)
 	for _, a := range s.Borrowed {
-		out = append(out, netip.PrefixFrom(a, 32))
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out
 }
@@ -239,6 +392,16 @@ func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
 	}
 	return info
 }
+
+// sameNodeInfo: nothing tabby reads of the node differs.
+func sameNodeInfo(a, b NodeInfo) bool {
+	return a.Name == b.Name && maps.Equal(a.Labels, b.Labels) && a.BGPAddress == b.BGPAddress && a.BGPAddress6 == b.BGPAddress6 &&
+		a.InternalIP == b.InternalIP && a.InternalIP6 == b.InternalIP6 && a.ASN == b.ASN && a.RRClusterID == b.RRClusterID &&
+		a.TunnelAddr == b.TunnelAddr && a.RestartingUntil.Equal(b.RestartingUntil)
+}
+
+// discard is a logger for judging objects without reporting them again.
+var discard = slog.New(slog.DiscardHandler)
 
 // containerID is the part of a handle (<network>.<containerID>) after the network name.
 func containerID(handle string) string {

@@ -76,14 +76,14 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("borrowed = %v", s.Borrowed)
 	}
 	want := []Workload{
-		{IP: netip.MustParseAddr("10.244.0.2"), Interface: names.HostVethName("default", "web", "c1"), Pod: PodKey{"default", "web"}},
-		{IP: netip.MustParseAddr("10.244.0.69"), Interface: names.HostVethName("kube-system", "dns", "c3"), Pod: PodKey{"kube-system", "dns"}},
+		{IP: netip.MustParseAddr("10.244.0.2"), Interface: names.HostVethName("default", "web", "c1"), Pod: PodKey{Namespace: "default", Name: "web"}},
+		{IP: netip.MustParseAddr("10.244.0.69"), Interface: names.HostVethName("kube-system", "dns", "c3"), Pod: PodKey{Namespace: "kube-system", Name: "dns"}},
 	}
 	if len(s.Workloads) != 2 || s.Workloads[0] != want[0] || s.Workloads[1] != want[1] {
 		t.Fatalf("workloads = %+v, want %+v (tunnel address and other nodes' pods excluded)", s.Workloads, want)
 	}
 	// NetworkPolicy peers: every pod's address, cluster-wide (b's pod too), never the tunnel's.
-	if got := fmt.Sprint(s.PodIPs); got != "map[{default db}:[10.244.0.3] {default web}:[10.244.0.2] {kube-system dns}:[10.244.0.69]]" {
+	if got := fmt.Sprint(s.PodIPs); got != "map[default/db:[10.244.0.3] default/web:[10.244.0.2] kube-system/dns:[10.244.0.69]]" {
 		t.Fatalf("pod IPs = %s", got)
 	}
 	adv := s.AdvertisedPrefixes()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +18,9 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
+// minSnapshotInterval spaces snapshots under a stream of events.
+const minSnapshotInterval = 20 * time.Millisecond
+
 // Syncer watches the datastore and hands a fresh Snapshot to OnSnapshot after every change.
 // Bursts of events coalesce into one snapshot: the sink always sees the latest state, never a
 // queue of stale ones.
@@ -22,10 +28,17 @@ type Syncer struct {
 	nodeName   string
 	log        *slog.Logger
 	onSnapshot func(Snapshot)
+	metrics    *Metrics
 
 	nodes, pools, blocks, configs, peers, secrets cache.SharedIndexInformer
 	factories                                     []informers.SharedInformerFactory
 	changed                                       chan struct{}
+
+	mu      sync.Mutex
+	pending Changes // what changed since the last snapshot
+	cache   *viewCache
+	podIPs  *podIndex
+	prev    *Snapshot
 }
 
 // Config says what to watch.
@@ -35,6 +48,8 @@ type Config struct {
 	Namespace  string
 	OnSnapshot func(Snapshot)
 	Logger     *slog.Logger
+	// Metrics, when set, count the watch events and time the snapshots.
+	Metrics *Metrics
 }
 
 // New builds a syncer over c.
@@ -42,7 +57,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, changed: make(chan struct{}, 1)}
+	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache(), podIPs: newPodIndex()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
 	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
@@ -60,11 +75,35 @@ func New(c *client.Client, cfg Config) *Syncer {
 	for _, inf := range []cache.SharedIndexInformer{s.pools, s.blocks, s.configs, s.peers} {
 		_ = inf.SetTransform(trim)
 	}
-	for _, inf := range s.informers() {
+	resources := []string{"nodes", "ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "secrets"}
+	kinds := []Changes{ChangedNodes, ChangedPools, ChangedBlocks, ChangedBGP, ChangedBGP, ChangedSecrets}
+	for i, inf := range s.informers() {
+		res, kind := resources[i], kinds[i]
+		changed := func() {
+			s.metrics.event(res)
+			s.mu.Lock()
+			s.pending |= kind
+			s.mu.Unlock()
+			s.kick()
+		}
+		update := func(any, any) { changed() }
+		if kind == ChangedNodes {
+			// Most Node updates are the kubelet's status (conditions, images, capacity): not
+			// what tabby reads of a node, and in a large cluster a steady stream.
+			update = func(old, cur any) {
+				o, ok1 := old.(*corev1.Node)
+				n, ok2 := cur.(*corev1.Node)
+				if ok1 && ok2 && sameNodeInfo(nodeInfo(o, discard), nodeInfo(n, discard)) {
+					s.metrics.event(res)
+					return
+				}
+				changed()
+			}
+		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.kick() },
-			UpdateFunc: func(any, any) { s.kick() },
-			DeleteFunc: func(any) { s.kick() },
+			AddFunc:    func(any) { changed() },
+			UpdateFunc: update,
+			DeleteFunc: func(any) { changed() },
 		})
 	}
 	return s
@@ -86,8 +125,13 @@ func (s *Syncer) kick() {
 }
 
 // Kick asks for a new snapshot although nothing changed in the datastore (time passed: a restart
-// deadline expired).
-func (s *Syncer) Kick() { s.kick() }
+// deadline expired); the nodes count as changed, as their restart marks are what expire.
+func (s *Syncer) Kick() {
+	s.mu.Lock()
+	s.pending |= ChangedNodes
+	s.mu.Unlock()
+	s.kick()
+}
 
 // Run watches until ctx ends. The first snapshot comes once every cache has synced.
 func (s *Syncer) Run(ctx context.Context) error {
@@ -106,32 +150,109 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 	s.log.Info("datastore synced")
 	s.kick()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.changed:
+			// Under a stream of events (pods churning across a large cluster) snapshots are
+			// spaced: each one then covers the events of the interval, at most that much later.
+			// An event after a quiet spell is handled at once.
+			if wait := time.Until(last.Add(minSnapshotInterval)); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
+			s.mu.Lock()
+			idle := s.pending == 0 && s.prev != nil
+			s.mu.Unlock()
+			if idle {
+				continue // a kick whose change the previous snapshot already took
+			}
+			last = time.Now()
 			s.onSnapshot(s.Snapshot())
+			s.metrics.observeSnapshot(time.Since(last).Seconds())
 		}
 	}
 }
 
-// Snapshot builds the current snapshot from the caches.
+// Snapshot builds the current snapshot from the caches, with what changed since the previous
+// one: only those inputs are listed and built again, the others are the previous snapshot's
+// (nothing modifies a snapshot once handed out). Only the Run loop calls it (the view cache and
+// the previous snapshot are its own).
 func (s *Syncer) Snapshot() Snapshot {
-	in := Inputs{
-		NodeName: s.nodeName,
-		Nodes:    list[*corev1.Node](s.nodes),
-		Pools:    list[*v1.IPPool](s.pools),
-		Blocks:   list[*v1.IPAMBlock](s.blocks),
-		BGPPeers: list[*v1.BGPPeer](s.peers),
+	s.mu.Lock()
+	changed := s.pending
+	s.pending = 0
+	s.mu.Unlock()
+	prev := s.prev
+	if prev == nil {
+		changed = ChangedAll
 	}
-	if obj, ok, _ := s.configs.GetStore().GetByKey(v1.DefaultBGPConfigurationName); ok {
-		in.BGPConfig = obj.(*v1.BGPConfiguration)
+	in := Inputs{NodeName: s.nodeName}
+	if changed&ChangedNodes != 0 {
+		in.Nodes = list[*corev1.Node](s.nodes)
 	}
-	if s.secrets != nil {
+	if changed&ChangedPools != 0 {
+		in.Pools = list[*v1.IPPool](s.pools)
+	}
+	if changed&ChangedBlocks != 0 {
+		in.Blocks = list[*v1.IPAMBlock](s.blocks)
+	}
+	if changed&ChangedBGP != 0 {
+		in.BGPPeers = list[*v1.BGPPeer](s.peers)
+		if obj, ok, _ := s.configs.GetStore().GetByKey(v1.DefaultBGPConfigurationName); ok {
+			in.BGPConfig = obj.(*v1.BGPConfiguration)
+		}
+	}
+	if changed&ChangedSecrets != 0 && s.secrets != nil {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
-	return Build(in, s.log)
+	snap := build(in, s.log, s.cache.listed(changed))
+	diff := s.podIPs.apply(s.cache.takeChanges())
+	if prev == nil {
+		snap.PodIPs = s.podIPs.all()
+	} else if changed&ChangedBlocks != 0 {
+		snap.PodIPs, snap.PodIPsChanged = nil, diff
+	}
+	if prev != nil {
+		if changed&ChangedNodes == 0 {
+			snap.Nodes, snap.Local = prev.Nodes, prev.Local
+		}
+		if changed&ChangedPools == 0 {
+			snap.Pools = prev.Pools
+		}
+		if changed&ChangedBlocks == 0 {
+			snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads
+			snap.PodIPs, snap.PodIPsChanged = nil, map[PodKey][]netip.Addr{}
+		}
+		if changed&ChangedBGP == 0 {
+			snap.BGPConfig, snap.BGPPeers = prev.BGPConfig, prev.BGPPeers
+		}
+		if changed&ChangedSecrets == 0 {
+			snap.Secrets = prev.Secrets
+		}
+	}
+	snap.Changed = changed
+	s.prev = &snap
+	return snap
+}
+
+// Pools are the IPPools as the informer holds them (ok once it has synced): the IPAM
+// allocator's pools, so that no pod's ADD lists them from the API server.
+func (s *Syncer) Pools() ([]v1.IPPool, bool) {
+	if !s.pools.HasSynced() {
+		return nil, false
+	}
+	items := s.pools.GetStore().List()
+	out := make([]v1.IPPool, 0, len(items))
+	for _, it := range items {
+		out = append(out, *it.(*v1.IPPool))
+	}
+	return out, true
 }
 
 func list[T runtime.Object](inf cache.SharedIndexInformer) []T {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -51,11 +52,11 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 	for _, n := range c.nodes {
 		paths[n.Name] = lab.NetnsPath(n.NS)
 	}
-	w, err := watchRoutes(paths, unix.RTPROT_BIRD, lab.PodCIDR)
+	w, err := benchutil.WatchRoutes(paths, unix.RTPROT_BIRD, lab.PodCIDR)
 	if err != nil {
 		return res, 0, err
 	}
-	defer w.close()
+	defer w.Close()
 
 	birds := make([]*birdNode, len(c.nodes))
 	defer func() {
@@ -76,18 +77,19 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 		birds[i] = b
 	}
 	for i, b := range birds {
-		if _, err := w.arrived(ctx, 60*time.Second, blockAt(200, i), b.node.IP(), othersThan(c.nodes, b.node)); err != nil {
+		if _, err := w.Arrived(ctx, 60*time.Second, blockAt(200, i), b.node.IP(), othersThan(c.nodes, b.node)); err != nil {
 			return res, 0, fmt.Errorf("BIRD2 %s convergence: %w%s", c.topo.name, err, b.logTail(dir))
 		}
 	}
 	up = time.Since(start)
 
 	var added []netip.Prefix
+	owners := map[netip.Prefix]*birdNode{}
 	for k := range blocks {
 		owner := birds[k%len(birds)]
 		p := blockAt(210, k)
 		owner.statics = append(owner.statics, p)
-		added = append(added, p)
+		added, owners[p] = append(added, p), owner
 		if err := owner.writeConfig(c.topo, c.nodes); err != nil {
 			return res, up, err
 		}
@@ -95,20 +97,54 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 		if err := owner.configure(ctx); err != nil {
 			return res, up, err
 		}
-		got, err := w.arrived(ctx, 10*time.Second, p, owner.node.IP(), othersThan(c.nodes, owner.node))
+		got, err := w.Arrived(ctx, 10*time.Second, p, owner.node.IP(), othersThan(c.nodes, owner.node))
 		if err != nil {
 			return res, up, fmt.Errorf("BIRD2 static %s at %s: %w", p, owner.node.Name, err)
 		}
-		var last time.Duration
-		for _, at := range got {
-			d := at.Sub(t0)
-			res.each = append(res.each, d)
-			last = max(last, d)
+		res.last = append(res.last, spread(got, t0, &res.each))
+	}
+	// One static removed per reconfiguration, as tabby's blocks are deleted one at a time.
+	for _, p := range added {
+		owner := owners[p]
+		owner.statics = slices.DeleteFunc(owner.statics, func(q netip.Prefix) bool { return q == p })
+		if err := owner.writeConfig(c.topo, c.nodes); err != nil {
+			return res, up, err
 		}
-		res.last = append(res.last, last)
+		t0 := time.Now()
+		if err := owner.configure(ctx); err != nil {
+			return res, up, err
+		}
+		got, err := w.Withdrawn(ctx, 10*time.Second, p, othersThan(c.nodes, owner.node))
+		if err != nil {
+			return res, up, fmt.Errorf("BIRD2 static %s removed at %s: %w", p, owner.node.Name, err)
+		}
+		res.gone = append(res.gone, spread(got, t0, &res.goneEach))
+	}
+	// The same statics again (not timed) for the bulk withdrawal.
+	for _, p := range added {
+		owners[p].statics = append(owners[p].statics, p)
+	}
+	for _, b := range birds {
+		if len(b.statics) == 1 {
+			continue
+		}
+		if err := b.writeConfig(c.topo, c.nodes); err != nil {
+			return res, up, err
+		}
+		if err := b.configure(ctx); err != nil {
+			return res, up, err
+		}
+	}
+	for _, p := range added {
+		if _, err := w.Arrived(ctx, 20*time.Second, p, owners[p].node.IP(), othersThan(c.nodes, owners[p].node)); err != nil {
+			return res, up, fmt.Errorf("BIRD2 static %s added again at %s: %w", p, owners[p].node.Name, err)
+		}
 	}
 	t1 := time.Now()
 	for _, b := range birds {
+		if len(b.statics) == 1 {
+			continue
+		}
 		b.statics = b.statics[:1]
 		if err := b.writeConfig(c.topo, c.nodes); err != nil {
 			return res, up, err
@@ -117,7 +153,7 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 			return res, up, err
 		}
 	}
-	if err := w.gone(ctx, 20*time.Second, added); err != nil {
+	if err := w.Gone(ctx, 20*time.Second, added); err != nil {
 		return res, up, fmt.Errorf("BIRD2: routes after removing the statics: %w", err)
 	}
 	res.withdraw = time.Since(t1)

@@ -1,10 +1,11 @@
 // Command mesh benchmarks tabby at cluster level in the lab (hack/lab: a real kube-apiserver and
 // etcd, one network namespace and one real tabby-node per node): how long a new block takes from
 // its IPAMBlock appearing in the datastore to its route in every other node's kernel, in a
-// 20-node full mesh and with 2 route reflectors + 18 clients; tabby-node's RSS and CPU at idle
-// with 19 peers; and, for reference, BIRD2 daemons in the same namespaces doing the same
-// propagation from a new static route. Everything it makes is removed at the end, on failure and
-// on Ctrl-C. Run as root: go run ./hack/bench/mesh
+// 20-node full mesh and with 2 route reflectors + 18 clients; how long its deletion takes to
+// remove that route everywhere, block by block and for all blocks at once; tabby-node's RSS and
+// CPU at idle with 19 peers; and, for reference, BIRD2 daemons in the same namespaces doing the
+// same from a static route added or removed. Everything it makes is removed at the end, on
+// failure and on Ctrl-C. Run as root: go run ./hack/bench/mesh
 package main
 
 import (
@@ -18,6 +19,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 )
 
 type options struct {
@@ -77,7 +80,7 @@ func validate(o options) error {
 type results struct {
 	mesh, rr     propagation
 	meshUp, rrUp time.Duration
-	usage        []usage
+	usage        []benchutil.Usage
 	bird2Mesh    *bird2Result
 	bird2RR      *bird2Result
 }
@@ -92,7 +95,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := phase(ctx, o, mesh, func(c *cluster) error {
 		r.meshUp = c.up
 		var err error
-		if r.usage, err = idleUsage(ctx, c.nodes, o.idle); err != nil {
+		if r.usage, err = benchutil.MeasureUsage(ctx, c.nodes, o.idle); err != nil {
 			return fmt.Errorf("idle usage: %w", err)
 		}
 		if r.mesh, err = c.measure(ctx, o.blocks, 100); err != nil {
@@ -194,26 +197,36 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 	fmt.Fprintf(w, "  tabby propagation: t0 = just before the IPAMBlock Create (affinity host:<node>; BlockAffinity pending before, confirmed after, as IPAM does);\n")
 	fmt.Fprintf(w, "    end = RTM_NEWROUTE '<block> via <owner> proto 201' in the main table of the LAST of the %d other nodes (netlink route subscription per netns);\n", peers)
 	fmt.Fprintf(w, "    %d blocks one at a time, owners round robin; so it includes the API write, the watch to %d agents, BGP and the kernel write\n", o.blocks, o.nodes)
-	fmt.Fprintf(w, "  withdrawal: all %d blocks + affinities deleted, until no node holds any of their routes\n", o.blocks)
+	fmt.Fprintf(w, "  withdrawal per block: the same %d blocks deleted one at a time; t0 = just before the IPAMBlock Delete, end = RTM_DELROUTE of its route\n", o.blocks)
+	fmt.Fprintf(w, "    in the LAST of the %d other nodes; so it includes the API write, the watch, the owner's withdrawal over BGP and the kernel write\n", peers)
+	fmt.Fprintf(w, "  withdrawal of all: the blocks claimed again, then all %d deleted at once (in parallel), until no node holds any of their routes\n", o.blocks)
+	fmt.Fprintf(w, "    (the deletes' own time in brackets)\n")
 	fmt.Fprintf(w, "  idle usage: every tabby-node of the mesh, /proc/<pid>/status VmRSS and utime+stime over %v, %d established sessions each\n", o.idle, peers)
 	if o.bird2 {
 		fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0): same namespaces and topology after tabby-node stopped (iBGP mesh, or rr client + rr cluster id), connect delay/retry 1 s, kernel { export all; learn };\n")
 		fmt.Fprintf(w, "    t0 = just before `birdc configure` with one more static blackhole at the owner; end = route via owner (proto bird) in the last other kernel.\n")
+		fmt.Fprintf(w, "    Withdrawal per static: one static removed per `birdc configure` at its owner, t0 just before it, end = its route gone from the last\n")
+		fmt.Fprintf(w, "    other kernel; of all: the statics added again, then every daemon reconfigured without them, one after the other, until none is left.\n")
 		fmt.Fprintf(w, "    BIRD2 has no datastore step: tabby's figure also pays the API write and watch, BIRD2's the config reload\n")
 	}
-	fmt.Fprintf(w, "\n%-44s %12s %12s %12s  %s\n", "figure", "p50/median", "p99/max", "target", "")
+	fmt.Fprintf(w, "\n%-50s %12s %12s %12s  %s\n", "figure", "p50/median", "p99/max", "target", "")
 	row := func(name, a, b, target, v string) {
-		fmt.Fprintf(w, "%-44s %12s %12s %12s  %s\n", name, a, b, target, v)
+		fmt.Fprintf(w, "%-50s %12s %12s %12s  %s\n", name, a, b, target, v)
 	}
 	prop := func(label string, p propagation) {
 		p99 := percentile(p.last, 99)
 		row(label+": block → last node", ms(percentile(p.last, 50)), ms(p99), "p99 < 250 ms", verdict(p99 < 250*time.Millisecond))
 		row(label+": block → each node", ms(percentile(p.each, 50)), ms(percentile(p.each, 99)), "", "")
 		row(label+": IPAMBlock Create call", ms(percentile(p.create, 50)), ms(percentile(p.create, 99)), "", "")
+		if len(p.gone) > 0 {
+			row(label+": block deleted → gone, last node", ms(percentile(p.gone, 50)), ms(percentile(p.gone, 99)), "", "")
+			row(label+": block deleted → gone, each node", ms(percentile(p.goneEach, 50)), ms(percentile(p.goneEach, 99)), "", "")
+			row(label+": IPAMBlock Delete call", ms(percentile(p.del, 50)), ms(percentile(p.del, 99)), "", "")
+		}
 		if p.withdrawErr != nil {
 			row(label+": withdrawal of all blocks", "-", "-", "all gone", "FAILED (below)")
 		} else {
-			row(label+": withdrawal of all blocks", ms(p.withdraw), "", "all gone", "ok")
+			row(label+": withdrawal of all blocks", fmt.Sprintf("%s (%s)", ms(p.withdraw), ms(p.deletes)), "", "all gone", "ok")
 		}
 	}
 	prop(fmt.Sprintf("tabby mesh %d", o.nodes), r.mesh)
@@ -222,17 +235,17 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 	var cpu []float64
 	maxNode, maxRSS := "", 0
 	for _, u := range r.usage {
-		rss = append(rss, u.rssKB)
-		anon = append(anon, u.anonKB)
-		cpu = append(cpu, u.cpu)
-		if u.rssKB > maxRSS {
-			maxNode, maxRSS = u.node, u.rssKB
+		rss = append(rss, u.RSSKB)
+		anon = append(anon, u.AnonKB)
+		cpu = append(cpu, u.CPU)
+		if u.RSSKB > maxRSS {
+			maxNode, maxRSS = u.Node, u.RSSKB
 		}
 	}
 	if len(rss) > 0 {
-		rm, rx := medianMax(rss)
-		am, ax := medianMax(anon)
-		cm, cx := medianMax(cpu)
+		rm, rx := benchutil.MedianMax(rss)
+		am, ax := benchutil.MedianMax(anon)
+		cm, cx := benchutil.MedianMax(cpu)
 		row(fmt.Sprintf("tabby-node RSS, %d peers (%d agents)", peers, len(rss)), fmt.Sprintf("%.1f MB", float64(rm)/1024), fmt.Sprintf("%.1f MB (%s)", float64(rx)/1024, maxNode), "< 60 MB", verdict(float64(rx)/1024 < 60))
 		row("  of which the agent's own (RssAnon)", fmt.Sprintf("%.1f MB", float64(am)/1024), fmt.Sprintf("%.1f MB", float64(ax)/1024), "", "the rest: the binary's pages, shared by every agent on a host")
 		row(fmt.Sprintf("tabby-node CPU idle, %d peers", peers), fmt.Sprintf("%.2f %%", cm), fmt.Sprintf("%.2f %%", cx), "< 1 %", verdict(cx < 1))
@@ -245,9 +258,16 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 		default:
 			row("BIRD2 "+label+": static → last node", ms(percentile(b.res.last, 50)), ms(percentile(b.res.last, 99)), "(reference)", "")
 			row("BIRD2 "+label+": static → each node", ms(percentile(b.res.each, 50)), ms(percentile(b.res.each, 99)), "", "")
+			row("BIRD2 "+label+": static removed → gone, last", ms(percentile(b.res.gone, 50)), ms(percentile(b.res.gone, 99)), "", "")
 			row("BIRD2 "+label+": withdrawal of all", ms(b.res.withdraw), "", "", "")
-			row("tabby/BIRD2 "+label+", last node", fmt.Sprintf("%.1f×", ratio(percentile(tabby.last, 50), percentile(b.res.last, 50))),
-				fmt.Sprintf("%.1f×", ratio(percentile(tabby.last, 99), percentile(b.res.last, 99))), "", "")
+			times := func(a, b time.Duration) string { return fmt.Sprintf("%.1f×", ratio(a, b)) }
+			row("tabby/BIRD2 "+label+", last node", times(percentile(tabby.last, 50), percentile(b.res.last, 50)),
+				times(percentile(tabby.last, 99), percentile(b.res.last, 99)), "", "")
+			if tabby.withdrawErr == nil {
+				row("tabby/BIRD2 "+label+", withdrawal per block", times(percentile(tabby.gone, 50), percentile(b.res.gone, 50)),
+					times(percentile(tabby.gone, 99), percentile(b.res.gone, 99)), "< 2×", verdict(percentile(tabby.gone, 50) < 2*percentile(b.res.gone, 50)))
+				row("tabby/BIRD2 "+label+", withdrawal of all", times(tabby.withdraw, b.res.withdraw), "", "< 2×", verdict(tabby.withdraw < 2*b.res.withdraw))
+			}
 		}
 	}
 	birdRows(fmt.Sprintf("mesh %d", o.nodes), r.bird2Mesh, r.mesh)

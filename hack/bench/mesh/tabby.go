@@ -9,12 +9,10 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
+	"golang.org/x/sync/errgroup"
 )
 
 const rrClusterID = "244.0.0.1"
@@ -57,7 +55,7 @@ type cluster struct {
 	lab   *lab.Lab
 	topo  topo
 	nodes []*lab.Node
-	watch *routeWatch
+	watch *benchutil.RouteWatch
 	up    time.Duration // lab + nodes + every session established
 }
 
@@ -88,7 +86,7 @@ func startCluster(ctx context.Context, o options, t topo) (_ *cluster, err error
 	for _, n := range c.nodes {
 		paths[n.Name] = lab.NetnsPath(n.NS)
 	}
-	if c.watch, err = watchRoutes(paths, v1.RouteProtocol, lab.PodCIDR); err != nil {
+	if c.watch, err = benchutil.WatchRoutes(paths, v1.RouteProtocol, lab.PodCIDR); err != nil {
 		return c, err
 	}
 	var wg sync.WaitGroup
@@ -111,7 +109,7 @@ func (c *cluster) close() error {
 		return nil
 	}
 	if c.watch != nil {
-		c.watch.close()
+		c.watch.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -128,88 +126,88 @@ func blockAt(base, k int) netip.Prefix {
 
 // propagation is what one topology's run measured.
 type propagation struct {
-	last     []time.Duration // per block: datastore write → route in the last other node
-	each     []time.Duration // per block and other node
-	create   []time.Duration // the IPAMBlock Create call alone
-	withdraw time.Duration   // all blocks deleted → every route gone
+	last   []time.Duration // per block: datastore write → route in the last other node
+	each   []time.Duration // per block and other node
+	create []time.Duration // the IPAMBlock Create call alone
+	// gone: per block, deleted one at a time: the delete → its route gone from the last other
+	// node; goneEach the same per other node; del the IPAMBlock Delete call alone.
+	gone, goneEach, del []time.Duration
+	withdraw            time.Duration // all blocks deleted → every route gone
+	deletes             time.Duration // the IPAMBlock deletes, all at once, until the last returned
 	// withdrawErr says which routes outlived their blocks; the figures above still stand.
 	withdrawErr error
 }
 
-// claim writes a block the way IPAM claims one: a pending BlockAffinity, the IPAMBlock with the
-// node's affinity, then the affinity confirmed. t0 is taken just before the IPAMBlock write:
-// the block's affinity appears in the datastore inside that call.
-func claim(ctx context.Context, l *lab.Lab, node string, b netip.Prefix) (t0 time.Time, createTook time.Duration, err error) {
-	aff := &v1.BlockAffinity{ObjectMeta: metav1.ObjectMeta{Name: names.AffinityName(node, b)},
-		Spec: v1.BlockAffinitySpec{Node: node, CIDR: b.String(), State: v1.AffinityPending}}
-	if aff, err = l.Client.BlockAffinities().Create(ctx, aff); err != nil {
-		return t0, 0, fmt.Errorf("create BlockAffinity %s: %w", names.AffinityName(node, b), err)
-	}
-	blk := &v1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: names.BlockName(b)},
-		Spec: v1.IPAMBlockSpec{CIDR: b.String(), Affinity: v1.AffinityPrefixHost + node}}
-	t0 = time.Now()
-	if _, err = l.Client.IPAMBlocks().Create(ctx, blk); err != nil {
-		return t0, 0, fmt.Errorf("create IPAMBlock %s: %w", names.BlockName(b), err)
-	}
-	createTook = time.Since(t0)
-	aff.Spec.State = v1.AffinityConfirmed
-	if _, err = l.Client.BlockAffinities().Update(ctx, aff); err != nil {
-		return t0, createTook, fmt.Errorf("confirm BlockAffinity %s: %w", aff.Name, err)
-	}
-	return t0, createTook, nil
-}
-
-func release(ctx context.Context, l *lab.Lab, node string, b netip.Prefix) error {
-	if err := l.Client.IPAMBlocks().Delete(ctx, names.BlockName(b), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete IPAMBlock %s: %w", names.BlockName(b), err)
-	}
-	if err := l.Client.BlockAffinities().Delete(ctx, names.AffinityName(node, b), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete BlockAffinity %s: %w", names.AffinityName(node, b), err)
-	}
-	return nil
-}
-
 // measure claims blocks one at a time, each for the next node in turn, and waits until every
-// other node's kernel routes it via the owner; then deletes them all and waits until every
-// route is gone.
+// other node's kernel routes it via the owner; deletes them one at a time and waits until
+// every other node's route is gone; claims them all again and deletes them all at once.
 func (c *cluster) measure(ctx context.Context, blocks, base int) (propagation, error) {
 	var res propagation
-	owners := map[netip.Prefix]string{}
+	owners := map[netip.Prefix]*lab.Node{}
 	var ps []netip.Prefix
 	for k := range blocks {
 		owner := c.nodes[k%len(c.nodes)]
 		b := blockAt(base, k)
-		var others []string
-		for _, n := range c.nodes {
-			if n != owner {
-				others = append(others, n.Name)
-			}
-		}
-		t0, took, err := claim(ctx, c.lab, owner.Name, b)
-		owners[b], ps = owner.Name, append(ps, b)
+		t0, took, err := benchutil.ClaimBlock(ctx, c.lab, owner.Name, b)
+		owners[b], ps = owner, append(ps, b)
 		if err != nil {
 			return res, err
 		}
-		got, err := c.watch.arrived(ctx, 10*time.Second, b, owner.IP(), others)
+		got, err := c.watch.Arrived(ctx, 10*time.Second, b, owner.IP(), othersThan(c.nodes, owner))
 		if err != nil {
 			return res, fmt.Errorf("block %s of %s: %w", b, owner.Name, err)
 		}
-		var last time.Duration
-		for _, at := range got {
-			d := at.Sub(t0)
-			res.each = append(res.each, d)
-			last = max(last, d)
-		}
+		last := spread(got, t0, &res.each)
 		res.last = append(res.last, last)
 		res.create = append(res.create, took)
 	}
-	start := time.Now()
 	for _, b := range ps {
-		if err := release(ctx, c.lab, owners[b], b); err != nil {
+		owner := owners[b]
+		t0 := time.Now()
+		if err := benchutil.DeleteBlock(ctx, c.lab, b); err != nil {
+			return res, err
+		}
+		res.del = append(res.del, time.Since(t0))
+		got, err := c.watch.Withdrawn(ctx, 10*time.Second, b, othersThan(c.nodes, owner))
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, err
+			}
+			res.withdrawErr = fmt.Errorf("block %s of %s deleted alone: %w", b, owner.Name, err)
+			return res, nil
+		}
+		res.gone = append(res.gone, spread(got, t0, &res.goneEach))
+		if err := benchutil.ReleaseBlock(ctx, c.lab, owner.Name, b); err != nil {
 			return res, err
 		}
 	}
-	if err := c.watch.gone(ctx, 10*time.Second, ps); err != nil {
+	// The same blocks again, all at once and not timed, for the bulk withdrawal.
+	g, gctx := errgroup.WithContext(ctx)
+	for _, b := range ps {
+		g.Go(func() error {
+			if _, _, err := benchutil.ClaimBlock(gctx, c.lab, owners[b].Name, b); err != nil {
+				return err
+			}
+			_, err := c.watch.Arrived(gctx, 20*time.Second, b, owners[b].IP(), othersThan(c.nodes, owners[b]))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, fmt.Errorf("claim the blocks again: %w", err)
+	}
+	// The blocks go at once, as when nodes are drained (each owner's IPAM releases its own, in
+	// parallel): one client deleting 50 blocks and 50 affinities in series would measure its own
+	// round trips (about 1 s of them here), not the withdrawal. The affinities go afterwards.
+	start := time.Now()
+	g, gctx = errgroup.WithContext(ctx)
+	for _, b := range ps {
+		g.Go(func() error { return benchutil.DeleteBlock(gctx, c.lab, b) })
+	}
+	if err := g.Wait(); err != nil {
+		return res, err
+	}
+	res.deletes = time.Since(start)
+	if err := c.watch.Gone(ctx, 10*time.Second, ps); err != nil {
 		if ctx.Err() != nil {
 			return res, err
 		}
@@ -217,7 +215,23 @@ func (c *cluster) measure(ctx context.Context, blocks, base int) (propagation, e
 		return res, nil
 	}
 	res.withdraw = time.Since(start)
+	for _, b := range ps {
+		if err := benchutil.ReleaseBlock(ctx, c.lab, owners[b].Name, b); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// spread appends each node's delay after t0 to each and returns the largest.
+func spread(at map[string]time.Time, t0 time.Time, each *[]time.Duration) time.Duration {
+	var last time.Duration
+	for _, t := range at {
+		d := t.Sub(t0)
+		*each = append(*each, d)
+		last = max(last, d)
+	}
+	return last
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {

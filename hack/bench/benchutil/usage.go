@@ -1,4 +1,4 @@
-package main
+package benchutil
 
 import (
 	"context"
@@ -10,26 +10,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on Linux).
 const clockTicks = 100
 
-// usage is one process's resident memory and CPU share over the idle window.
-type usage struct {
-	node  string
-	rssKB int
-	// anonKB is the agent's own memory (RssAnon): RSS also counts the binary's pages, which every
+// Usage is one process's resident memory and CPU share over the idle window.
+type Usage struct {
+	Node  string
+	RSSKB int
+	// AnonKB is the agent's own memory (RssAnon): RSS also counts the binary's pages, which every
 	// tabby-node on a host shares.
-	anonKB int
-	cpu    float64 // percent of one core
+	AnonKB int
+	CPU    float64 // percent of one core
 }
 
-// agentPID finds tabby-node among the processes of the node's namespace (`ip netns exec`
+// AgentPID finds tabby-node among the processes of the node's namespace (`ip netns exec`
 // execs it in place, so it is the process the lab started).
-func agentPID(ctx context.Context, n *lab.Node) (int, error) {
+func AgentPID(ctx context.Context, n *lab.Node) (int, error) {
 	out, err := exec.CommandContext(ctx, "ip", "netns", "pids", n.NS).Output()
 	if err != nil {
 		return 0, fmt.Errorf("ip netns pids %s: %w", n.NS, err)
@@ -47,11 +46,11 @@ func agentPID(ctx context.Context, n *lab.Node) (int, error) {
 	return 0, fmt.Errorf("node %s: no tabby-node process in %s", n.Name, n.NS)
 }
 
-// rssKB is VmRSS from /proc/<pid>/status.
-func rssKB(pid int) (int, error) { return statusKB(pid, "VmRSS:") }
+// RSSKB is VmRSS from /proc/<pid>/status.
+func RSSKB(pid int) (int, error) { return StatusKB(pid, "VmRSS:") }
 
-// statusKB reads one "<field> N kB" line of /proc/<pid>/status.
-func statusKB(pid int, field string) (int, error) {
+// StatusKB reads one "<field> N kB" line of /proc/<pid>/status.
+func StatusKB(pid int, field string) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -64,17 +63,17 @@ func statusKB(pid int, field string) (int, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
-// idleUsage samples every agent's CPU ticks at the start and end of the same window, and its
+// MeasureUsage samples every agent's CPU ticks at the start and end of the same window, and its
 // RSS at the end.
-func idleUsage(ctx context.Context, nodes []*lab.Node, window time.Duration) ([]usage, error) {
+func MeasureUsage(ctx context.Context, nodes []*lab.Node, window time.Duration) ([]Usage, error) {
 	pids := make([]int, len(nodes))
 	before := make([]int64, len(nodes))
 	for i, n := range nodes {
 		var err error
-		if pids[i], err = agentPID(ctx, n); err != nil {
+		if pids[i], err = AgentPID(ctx, n); err != nil {
 			return nil, err
 		}
-		if before[i], err = benchutil.CPUTicks(pids[i]); err != nil {
+		if before[i], err = CPUTicks(pids[i]); err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
@@ -85,26 +84,27 @@ func idleUsage(ctx context.Context, nodes []*lab.Node, window time.Duration) ([]
 	case <-time.After(window):
 	}
 	elapsed := time.Since(start).Seconds()
-	out := make([]usage, len(nodes))
+	out := make([]Usage, len(nodes))
 	for i, n := range nodes {
-		after, err := benchutil.CPUTicks(pids[i])
+		after, err := CPUTicks(pids[i])
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		rss, err := rssKB(pids[i])
+		rss, err := RSSKB(pids[i])
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		anon, err := statusKB(pids[i], "RssAnon:")
+		anon, err := StatusKB(pids[i], "RssAnon:")
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		out[i] = usage{node: n.Name, rssKB: rss, anonKB: anon, cpu: float64(after-before[i]) / clockTicks / elapsed * 100}
+		out[i] = Usage{Node: n.Name, RSSKB: rss, AnonKB: anon, CPU: float64(after-before[i]) / clockTicks / elapsed * 100}
 	}
 	return out, nil
 }
 
-func medianMax[T int | float64](xs []T) (T, T) {
+// MedianMax of a non-empty list.
+func MedianMax[T int | float64](xs []T) (T, T) {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2], s[len(s)-1]

@@ -1,4 +1,4 @@
-package main
+package benchutil
 
 import (
 	"context"
@@ -15,38 +15,41 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// routeWatch follows the main table of several namespaces through rtnetlink route
+// RouteWatch follows the main table of several namespaces through rtnetlink route
 // notifications (no polling): for every prefix inside the pool and of the watched protocol it
 // keeps the gateway each namespace holds and when that route arrived.
-type routeWatch struct {
+type RouteWatch struct {
 	proto int
 	pool  netip.Prefix
 
 	mu    sync.Mutex
-	state map[string]map[netip.Prefix]seenRoute // namespace → prefix → route
-	wake  chan struct{}
-	errs  []error
+	state map[string]map[netip.Prefix]SeenRoute // namespace → prefix → route
+	// left: when each namespace last lost the prefix (until it holds it again).
+	left map[string]map[netip.Prefix]time.Time
+	wake chan struct{}
+	errs []error
 
 	done chan struct{}
 }
 
-type seenRoute struct {
-	gw netip.Addr
-	at time.Time
+// SeenRoute is a route as a namespace holds it: its gateway and when it arrived.
+type SeenRoute struct {
+	GW netip.Addr
+	At time.Time
 }
 
-// watchRoutes subscribes to route notifications in every named namespace. Subscriptions start
+// WatchRoutes subscribes to route notifications in every named namespace. Subscriptions start
 // before anything is measured, so no notification is missed. No ListExisting: netlink v1.3.1
 // sends its dump request to the socket's own multicast groups, so every other listener in the
 // namespace (felix) receives a message from a user-space sender and has to resync; and there is
 // nothing to list, as the benchmark's prefixes do not exist before it starts.
-func watchRoutes(namespaces map[string]string, proto int, pool netip.Prefix) (*routeWatch, error) {
-	w := &routeWatch{proto: proto, pool: pool, state: map[string]map[netip.Prefix]seenRoute{},
+func WatchRoutes(namespaces map[string]string, proto int, pool netip.Prefix) (*RouteWatch, error) {
+	w := &RouteWatch{proto: proto, pool: pool, state: map[string]map[netip.Prefix]SeenRoute{}, left: map[string]map[netip.Prefix]time.Time{},
 		wake: make(chan struct{}), done: make(chan struct{})}
 	for name, path := range namespaces {
 		h, err := netns.GetFromPath(path)
 		if err != nil {
-			w.close()
+			w.Close()
 			return nil, fmt.Errorf("open netns %s: %w", path, err)
 		}
 		ch := make(chan netlink.RouteUpdate, 8192)
@@ -56,16 +59,18 @@ func watchRoutes(namespaces map[string]string, proto int, pool netip.Prefix) (*r
 		})
 		h.Close() // the subscription holds its own socket in the namespace
 		if err != nil {
-			w.close()
+			w.Close()
 			return nil, fmt.Errorf("subscribe to routes in %s: %w", name, err)
 		}
-		w.state[name] = map[netip.Prefix]seenRoute{}
+		w.state[name] = map[netip.Prefix]SeenRoute{}
+		w.left[name] = map[netip.Prefix]time.Time{}
 		go w.follow(name, ch)
 	}
 	return w, nil
 }
 
-func (w *routeWatch) close() {
+// Close ends the subscriptions.
+func (w *RouteWatch) Close() {
 	select {
 	case <-w.done:
 	default:
@@ -73,7 +78,7 @@ func (w *routeWatch) close() {
 	}
 }
 
-func (w *routeWatch) fail(err error) {
+func (w *RouteWatch) fail(err error) {
 	w.mu.Lock()
 	w.errs = append(w.errs, err)
 	w.signal()
@@ -81,12 +86,12 @@ func (w *routeWatch) fail(err error) {
 }
 
 // signal wakes every waiter; mu must be held.
-func (w *routeWatch) signal() {
+func (w *RouteWatch) signal() {
 	close(w.wake)
 	w.wake = make(chan struct{})
 }
 
-func (w *routeWatch) follow(name string, ch <-chan netlink.RouteUpdate) {
+func (w *RouteWatch) follow(name string, ch <-chan netlink.RouteUpdate) {
 	for u := range ch {
 		now := time.Now()
 		if u.Table != unix.RT_TABLE_MAIN || int(u.Protocol) != w.proto || u.Dst == nil {
@@ -109,10 +114,14 @@ func (w *routeWatch) follow(name string, ch <-chan netlink.RouteUpdate) {
 		switch u.Type {
 		case unix.RTM_NEWROUTE:
 			// A replace with the same gateway keeps the first arrival time.
-			if old, ok := w.state[name][p]; !ok || old.gw != gw {
-				w.state[name][p] = seenRoute{gw: gw, at: now}
+			if old, ok := w.state[name][p]; !ok || old.GW != gw {
+				w.state[name][p] = SeenRoute{GW: gw, At: now}
 			}
+			delete(w.left[name], p)
 		case unix.RTM_DELROUTE:
+			if _, ok := w.state[name][p]; ok {
+				w.left[name][p] = now
+			}
 			delete(w.state[name], p)
 		}
 		w.signal()
@@ -120,9 +129,9 @@ func (w *routeWatch) follow(name string, ch <-chan netlink.RouteUpdate) {
 	}
 }
 
-// waitFor blocks until cond holds over the current state (evaluated after every notification)
+// WaitFor blocks until cond holds over the current state (evaluated after every notification)
 // or the timeout passes.
-func (w *routeWatch) waitFor(ctx context.Context, timeout time.Duration, what string, cond func(state map[string]map[netip.Prefix]seenRoute) error) error {
+func (w *RouteWatch) WaitFor(ctx context.Context, timeout time.Duration, what string, cond func(state map[string]map[netip.Prefix]SeenRoute) error) error {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -150,19 +159,19 @@ func (w *routeWatch) waitFor(ctx context.Context, timeout time.Duration, what st
 	}
 }
 
-// arrived waits until every namespace in others holds p via gw, and returns when each got it.
-func (w *routeWatch) arrived(ctx context.Context, timeout time.Duration, p netip.Prefix, gw netip.Addr, others []string) (map[string]time.Time, error) {
+// Arrived waits until every namespace in others holds p via gw, and returns when each got it.
+func (w *RouteWatch) Arrived(ctx context.Context, timeout time.Duration, p netip.Prefix, gw netip.Addr, others []string) (map[string]time.Time, error) {
 	var got map[string]time.Time
-	err := w.waitFor(ctx, timeout, fmt.Sprintf("route %s via %s in %d namespaces", p, gw, len(others)), func(st map[string]map[netip.Prefix]seenRoute) error {
+	err := w.WaitFor(ctx, timeout, fmt.Sprintf("route %s via %s in %d namespaces", p, gw, len(others)), func(st map[string]map[netip.Prefix]SeenRoute) error {
 		got = make(map[string]time.Time, len(others))
 		var missing []string
 		for _, n := range others {
 			r, ok := st[n][p]
-			if !ok || r.gw != gw {
+			if !ok || r.GW != gw {
 				missing = append(missing, n)
 				continue
 			}
-			got[n] = r.at
+			got[n] = r.At
 		}
 		if len(missing) > 0 {
 			return fmt.Errorf("missing in %v", missing)
@@ -172,9 +181,33 @@ func (w *routeWatch) arrived(ctx context.Context, timeout time.Duration, p netip
 	return got, err
 }
 
-// gone waits until no namespace holds any of the prefixes.
-func (w *routeWatch) gone(ctx context.Context, timeout time.Duration, ps []netip.Prefix) error {
-	return w.waitFor(ctx, timeout, fmt.Sprintf("withdrawal of %d prefixes", len(ps)), func(st map[string]map[netip.Prefix]seenRoute) error {
+// Withdrawn waits until no namespace in others holds p, and returns when each lost it (a
+// namespace that never held p since the watch began is left out).
+func (w *RouteWatch) Withdrawn(ctx context.Context, timeout time.Duration, p netip.Prefix, others []string) (map[string]time.Time, error) {
+	var got map[string]time.Time
+	err := w.WaitFor(ctx, timeout, fmt.Sprintf("withdrawal of %s in %d namespaces", p, len(others)), func(st map[string]map[netip.Prefix]SeenRoute) error {
+		got = make(map[string]time.Time, len(others))
+		var still []string
+		for _, n := range others {
+			if r, ok := st[n][p]; ok {
+				still = append(still, fmt.Sprintf("%s (via %s)", n, r.GW))
+				continue
+			}
+			if at, ok := w.left[n][p]; ok {
+				got[n] = at
+			}
+		}
+		if len(still) > 0 {
+			return fmt.Errorf("still in %v", still)
+		}
+		return nil
+	})
+	return got, err
+}
+
+// Gone waits until no namespace holds any of the prefixes.
+func (w *RouteWatch) Gone(ctx context.Context, timeout time.Duration, ps []netip.Prefix) error {
+	return w.WaitFor(ctx, timeout, fmt.Sprintf("withdrawal of %d prefixes", len(ps)), func(st map[string]map[netip.Prefix]SeenRoute) error {
 		left := 0
 		var where []string
 		for _, n := range slices.Sorted(maps.Keys(st)) {
@@ -182,7 +215,7 @@ func (w *routeWatch) gone(ctx context.Context, timeout time.Duration, ps []netip
 			for _, p := range ps {
 				if r, ok := st[n][p]; ok {
 					left++
-					here = append(here, fmt.Sprintf("%s via %s", p, r.gw))
+					here = append(here, fmt.Sprintf("%s via %s", p, r.GW))
 				}
 			}
 			if len(here) > 0 {

@@ -1,0 +1,38 @@
+package bird
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestExternalImportFollowsBlocks: what an external router may announce inside a pool follows
+// the blocks as they come and go, each change on its own (the speaker's sets are patched in
+// place, not rebuilt): a block IPAM newly explains is accepted and one released is dropped; a
+// block of this node is never accepted, and is once the node has given it up.
+func TestExternalImportFollowsBlocks(t *testing.T) {
+	t.Run("explained", func(t *testing.T) {
+		claimed := netip.MustParsePrefix("10.244.240.64/26") // not among testBlocks
+		c := startHijackCluster(t, birdToR{AS: 65000, Announce: []netip.Prefix{claimed, otherRack}}, false)
+		c.rr.routes.waitRoute(t, otherRack, c.tor, 15*time.Second)
+		if nh, ok := c.rr.routes.get(claimed); ok {
+			t.Fatalf("unexplained %s accepted via %s", claimed, nh)
+		}
+		c.rr.bird.SetRoutable(append(slices.Clone(testBlocks), claimed))
+		c.rr.routes.waitRoute(t, claimed, c.tor, 5*time.Second)
+		c.rr.bird.SetRoutable(testBlocks)
+		c.rr.routes.waitGone(t, claimed, 5*time.Second)
+	})
+	t.Run("local", func(t *testing.T) {
+		own := blockOf(201) // the reflector's, which peers with the ToR
+		c := startHijackCluster(t, birdToR{AS: 65000, Announce: []netip.Prefix{own, otherRack}}, false)
+		c.rr.routes.waitRoute(t, otherRack, c.tor, 15*time.Second)
+		c.bystander.routes.waitRoute(t, own, c.rr.Address.Addr(), 5*time.Second)
+		c.rr.bird.SetLocalPrefixes(nil)
+		c.rr.routes.waitRoute(t, own, c.tor, 5*time.Second)
+		c.rr.bird.SetLocalPrefixes([]netip.Prefix{own})
+		c.rr.routes.waitGone(t, own, 5*time.Second)
+		c.bystander.routes.waitRoute(t, own, c.rr.Address.Addr(), 5*time.Second)
+	})
+}

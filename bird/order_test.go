@@ -1,0 +1,104 @@
+package bird
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tabbynet/tabby/bird/peers"
+	"github.com/tabbynet/tabby/bird/speaker"
+)
+
+// callLog is a Speaker that records the calls that change routes or filters, in order.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *callLog) record(s string) {
+	c.mu.Lock()
+	c.calls = append(c.calls, s)
+	c.mu.Unlock()
+}
+
+func (c *callLog) since(i int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls[min(i, len(c.calls)):])
+}
+
+func (c *callLog) Start(context.Context, peers.Speaker) error       { return nil }
+func (c *callLog) Stop(context.Context, bool) error                 { return nil }
+func (c *callLog) AddPeer(context.Context, peers.Peer) error        { return nil }
+func (c *callLog) DeletePeer(context.Context, netip.Addr) error     { return nil }
+func (c *callLog) Watch(context.Context, func(speaker.Event)) error { return nil }
+func (c *callLog) Peers(context.Context) ([]speaker.PeerState, error) {
+	return nil, nil
+}
+
+func (c *callLog) Accepted(context.Context) (map[netip.Addr]map[string]uint64, error) {
+	return nil, nil
+}
+
+func (c *callLog) AddPath(_ context.Context, p netip.Prefix, _ netip.Addr) error {
+	c.record("add " + p.String())
+	return nil
+}
+
+func (c *callLog) DeletePath(_ context.Context, p netip.Prefix, _ netip.Addr) error {
+	c.record("delete " + p.String())
+	return nil
+}
+
+func (c *callLog) SetPolicy(_ context.Context, p speaker.Policy) error {
+	c.record(fmt.Sprintf("policy local=%v", p.Local))
+	return nil
+}
+
+// TestWithdrawalBeforePolicy: a block the node gives up is withdrawn before the policy that
+// no longer counts it as the node's own is set; a new block is advertised after its policy.
+func TestWithdrawalBeforePolicy(t *testing.T) {
+	spk := &callLog{}
+	self := mkNode(31, nil, "")
+	b, err := New(Config{NodeName: self.Name, Logger: testLogger(),
+		NewSpeaker: func(*slog.Logger, string) (speaker.Speaker, error) { return spk, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, c := blockOf(31), netip.MustParsePrefix("10.244.31.64/26")
+	b.SetNodes([]Node{self})
+	b.SetPools([]netip.Prefix{pool})
+	b.SetRoutable(testBlocks)
+	b.SetLocalPrefixes([]netip.Prefix{a})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitCalls := func(from int, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got := spk.since(from)
+			if len(got) >= len(want) {
+				if !slices.Equal(got[:len(want)], want) {
+					t.Fatalf("speaker calls %q, want %q first", got, want)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("speaker calls %q, want %q", got, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitCalls(0, "policy local=[10.244.31.0/26]", "add 10.244.31.0/26")
+	n := len(spk.since(0))
+	b.SetLocalPrefixes([]netip.Prefix{c})
+	waitCalls(n, "delete 10.244.31.0/26", "policy local=[10.244.31.64/26]", "add 10.244.31.64/26")
+}

@@ -1,0 +1,511 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+// injector is N BGP clients in one namespace: one listening socket, one source address per
+// client, one TCP session per client and reflector. It speaks just enough BGP-4 (RFC 4271,
+// MP-BGP IPv6 unicast, RFC 4760) to announce each client's blocks and to timestamp every
+// reflected route at the moment it is read off the wire, which a pool of full daemons in one
+// namespace could not do (and would hold N² routes each). Each client has its own router ID:
+// a reflected route carries the originator's ID, and a client sharing it would drop the route.
+//
+// The clients are passive, as a tabby node whose address is above its reflector's is: the
+// reflectors dial them.
+type injector struct {
+	asn     uint16
+	rrs     []netip.Addr
+	clients []*client
+	byAddr  map[netip.Addr]*client
+	// blocks are every block of the run: one per client first, then the samples'.
+	blocks   []netip.Prefix
+	blockIdx map[netip.Prefix]int
+	owner    []int // the client announcing each block: its address is the block's next hop
+
+	ln net.Listener
+
+	established atomic.Int64
+	received    atomic.Int64 // (session, another client's initial block) pairs held
+	covered     atomic.Int64 // (client, another client's initial block) pairs held from any reflector
+	badNextHop  atomic.Int64
+	firstBad    atomic.Value // string
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+type client struct {
+	idx  int
+	addr netip.Addr
+	id   [4]byte
+
+	have []atomic.Int32 // per block: how many of the client's sessions hold it
+
+	mu     sync.Mutex
+	blocks []int // announced, by index
+	sess   []*session
+}
+
+type session struct {
+	in    *injector
+	c     *client
+	rr    int
+	conn  net.Conn
+	wmu   sync.Mutex
+	up    time.Time
+	first []atomic.Int64 // per block: unix nanos of its arrival on this session, 0 = absent
+}
+
+// BGP message types.
+const (
+	msgOpen         = 1
+	msgUpdate       = 2
+	msgNotification = 3
+	msgKeepalive    = 4
+)
+
+func newInjector(clients []netip.Addr, rrs []netip.Addr, blocks []netip.Prefix, owner []int, asn uint16) *injector {
+	in := &injector{asn: asn, rrs: rrs, byAddr: map[netip.Addr]*client{}, blocks: blocks,
+		blockIdx: map[netip.Prefix]int{}, owner: owner, conns: map[net.Conn]struct{}{}}
+	for i, b := range blocks {
+		in.blockIdx[b] = i
+	}
+	for i, a := range clients {
+		// In 240.0.0.0/4 like the IPv6-only reflectors' name-derived IDs: the caller checks
+		// that none is theirs.
+		c := &client{idx: i, addr: a, id: [4]byte{241, byte(i >> 16), byte(i >> 8), byte(i)}, blocks: []int{i},
+			sess: make([]*session, len(rrs)), have: make([]atomic.Int32, len(blocks))}
+		in.clients = append(in.clients, c)
+		in.byAddr[a] = c
+	}
+	return in
+}
+
+// listen opens the clients' listening socket inside the namespace.
+func (in *injector) listen(netns string) error {
+	h, err := ns.GetNS(lab.NetnsPath(netns))
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return h.Do(func(ns.NetNS) error {
+		var err error
+		in.ln, err = net.Listen("tcp6", "[::]:179")
+		return err
+	})
+}
+
+func (in *injector) serve() {
+	for {
+		conn, err := in.ln.Accept()
+		if err != nil {
+			return
+		}
+		go in.handle(conn)
+	}
+}
+
+func (in *injector) close() {
+	if in.ln != nil {
+		in.ln.Close()
+	}
+	in.dropAll()
+}
+
+// dropAll closes every session (between the two reflector implementations).
+func (in *injector) dropAll() {
+	in.mu.Lock()
+	for c := range in.conns {
+		c.Close()
+	}
+	in.mu.Unlock()
+}
+
+// reset takes every client back to its initial block once all sessions are gone.
+func (in *injector) reset() {
+	for _, c := range in.clients {
+		c.mu.Lock()
+		c.blocks = []int{c.idx}
+		c.mu.Unlock()
+	}
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+func (in *injector) handle(conn net.Conn) {
+	in.mu.Lock()
+	in.conns[conn] = struct{}{}
+	in.mu.Unlock()
+	defer func() {
+		conn.Close()
+		in.mu.Lock()
+		delete(in.conns, conn)
+		in.mu.Unlock()
+	}()
+	c := in.byAddr[addrOf(conn.LocalAddr())]
+	rr := -1
+	for i, a := range in.rrs {
+		if a == addrOf(conn.RemoteAddr()) {
+			rr = i
+		}
+	}
+	if c == nil || rr < 0 {
+		return
+	}
+	s := &session{in: in, c: c, rr: rr, conn: conn, first: make([]atomic.Int64, len(in.blocks))}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	if s.send(openMsg(in.asn, 90, c.id)) != nil {
+		return
+	}
+	typ, body, err := readMsg(r)
+	if err != nil || typ != msgOpen || len(body) < 9 {
+		return
+	}
+	hold := time.Duration(binary.BigEndian.Uint16(body[3:5])) * time.Second
+	hold = min(hold, 90*time.Second)
+	if s.send(bgpMsg(msgKeepalive, nil)) != nil {
+		return
+	}
+	if typ, _, err = readMsg(r); err != nil || typ != msgKeepalive {
+		return
+	}
+	s.up = time.Now()
+	c.mu.Lock()
+	old := c.sess[rr]
+	c.sess[rr] = s
+	var announce []netip.Prefix
+	for _, i := range c.blocks {
+		announce = append(announce, in.blocks[i])
+	}
+	c.mu.Unlock()
+	if old != nil {
+		old.conn.Close()
+	}
+	in.established.Add(1)
+	defer func() {
+		c.mu.Lock()
+		if c.sess[rr] == s {
+			c.sess[rr] = nil
+		}
+		c.mu.Unlock()
+		in.established.Add(-1)
+		for i := range s.first {
+			if s.first[i].Swap(0) != 0 {
+				s.dropped(i)
+			}
+		}
+	}()
+	if len(announce) > 0 && s.send(updateMsg(c.addr, announce, nil)) != nil {
+		return
+	}
+	// End-of-RIB, as a tabby node sends it: a restarted reflector waits for it from every
+	// client before it calls its routes in sync.
+	if s.send(eorMsg()) != nil {
+		return
+	}
+	done := make(chan struct{})
+	defer close(done)
+	if hold > 0 {
+		go s.keepalive(hold/3, done)
+	}
+	for {
+		typ, body, err := readMsg(r)
+		if err != nil {
+			return
+		}
+		switch typ {
+		case msgUpdate:
+			s.update(body, time.Now().UnixNano())
+		case msgNotification:
+			return
+		}
+	}
+}
+
+func (s *session) keepalive(every time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if s.send(bgpMsg(msgKeepalive, nil)) != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *session) send(b []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := s.conn.Write(b)
+	return err
+}
+
+// announce sends block (by index) from client c on every session it has; the block counts as
+// announced for sessions that come up later too.
+func (in *injector) announce(c *client, block int) (sent int, err error) {
+	c.mu.Lock()
+	c.blocks = append(c.blocks, block)
+	sess := append([]*session(nil), c.sess...)
+	c.mu.Unlock()
+	msg := updateMsg(c.addr, []netip.Prefix{in.blocks[block]}, nil)
+	var errs []error
+	for _, s := range sess {
+		if s == nil {
+			continue
+		}
+		if err := s.send(msg); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		sent++
+	}
+	return sent, errors.Join(errs...)
+}
+
+// update records the IPv6 unicast prefixes an UPDATE reaches or withdraws.
+func (s *session) update(b []byte, now int64) {
+	if len(b) < 4 {
+		return
+	}
+	wl := int(binary.BigEndian.Uint16(b))
+	if 2+wl+2 > len(b) {
+		return
+	}
+	al := int(binary.BigEndian.Uint16(b[2+wl:]))
+	attrs := b[4+wl:]
+	if al > len(attrs) {
+		return
+	}
+	attrs = attrs[:al]
+	for len(attrs) >= 3 {
+		flags, typ := attrs[0], attrs[1]
+		var l, h int
+		if flags&0x10 != 0 {
+			if len(attrs) < 4 {
+				return
+			}
+			l, h = int(binary.BigEndian.Uint16(attrs[2:])), 4
+		} else {
+			l, h = int(attrs[2]), 3
+		}
+		if h+l > len(attrs) {
+			return
+		}
+		v := attrs[h : h+l]
+		attrs = attrs[h+l:]
+		switch {
+		case typ == 14 && len(v) >= 5 && binary.BigEndian.Uint16(v) == 2 && v[2] == 1:
+			nhl := int(v[3])
+			if 4+nhl+1 > len(v) || nhl < 16 {
+				continue
+			}
+			nh := netip.AddrFrom16([16]byte(v[4:20]))
+			eachPrefix(v[4+nhl+1:], func(p netip.Prefix) { s.reached(p, nh, now) })
+		case typ == 15 && len(v) >= 3 && binary.BigEndian.Uint16(v) == 2 && v[2] == 1:
+			eachPrefix(v[3:], s.withdrawn)
+		}
+	}
+}
+
+func (s *session) counts(i int) bool { return i < len(s.in.clients) && i != s.c.idx }
+
+func (s *session) reached(p netip.Prefix, nh netip.Addr, now int64) {
+	i, ok := s.in.blockIdx[p]
+	if !ok {
+		return
+	}
+	if want := s.in.clients[s.in.owner[i]].addr; nh != want {
+		if s.in.badNextHop.Add(1) == 1 {
+			s.in.firstBad.Store(fmt.Sprintf("%s via %s at client %s, want via %s", p, nh, s.c.addr, want))
+		}
+	}
+	if s.first[i].CompareAndSwap(0, now) && s.counts(i) {
+		s.in.received.Add(1)
+		if s.c.have[i].Add(1) == 1 {
+			s.in.covered.Add(1)
+		}
+	}
+}
+
+// dropped accounts for block i gone from the session (withdrawn, or the session closed).
+func (s *session) dropped(i int) {
+	if !s.counts(i) {
+		return
+	}
+	s.in.received.Add(-1)
+	if s.c.have[i].Add(-1) == 0 {
+		s.in.covered.Add(-1)
+	}
+}
+
+func (s *session) withdrawn(p netip.Prefix) {
+	i, ok := s.in.blockIdx[p]
+	if !ok {
+		return
+	}
+	if s.first[i].Swap(0) != 0 {
+		s.dropped(i)
+	}
+}
+
+// missing describes which initial blocks the sessions lack: a count per reflector and a few
+// examples.
+func (in *injector) missing() string {
+	per := make([]int, len(in.rrs))
+	var ex []string
+	for _, c := range in.clients {
+		c.mu.Lock()
+		sess := append([]*session(nil), c.sess...)
+		c.mu.Unlock()
+		for rr, s := range sess {
+			if s == nil {
+				per[rr] += len(in.clients) - 1
+				continue
+			}
+			for i := range in.clients {
+				if i != c.idx && s.first[i].Load() == 0 {
+					per[rr]++
+					if len(ex) < 4 {
+						ex = append(ex, fmt.Sprintf("%s lacks %s (of %s) from %s", c.addr, in.blocks[i], in.clients[i].addr, in.rrs[rr]))
+					}
+				}
+			}
+		}
+	}
+	out := ""
+	for rr, n := range per {
+		out += fmt.Sprintf("%d missing from %s; ", n, in.rrs[rr])
+	}
+	return out + fmt.Sprint(ex)
+}
+
+// arrival is when client c first held block i from any reflector (zero: not yet).
+func (in *injector) arrival(c *client, i int) time.Time {
+	c.mu.Lock()
+	sess := append([]*session(nil), c.sess...)
+	c.mu.Unlock()
+	var best int64
+	for _, s := range sess {
+		if s == nil {
+			continue
+		}
+		if t := s.first[i].Load(); t != 0 && (best == 0 || t < best) {
+			best = t
+		}
+	}
+	if best == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, best)
+}
+
+func eachPrefix(b []byte, f func(netip.Prefix)) {
+	for len(b) > 0 {
+		bits := int(b[0])
+		n := (bits + 7) / 8
+		if bits > 128 || 1+n > len(b) {
+			return
+		}
+		var a [16]byte
+		copy(a[:], b[1:1+n])
+		f(netip.PrefixFrom(netip.AddrFrom16(a), bits))
+		b = b[1+n:]
+	}
+}
+
+func readMsg(r io.Reader) (byte, []byte, error) {
+	var h [19]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	l := int(binary.BigEndian.Uint16(h[16:]))
+	if l < 19 || l > 65535 {
+		return 0, nil, fmt.Errorf("BGP message length %d", l)
+	}
+	body := make([]byte, l-19)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	return h[18], body, nil
+}
+
+func bgpMsg(typ byte, body []byte) []byte {
+	b := make([]byte, 19, 19+len(body))
+	for i := range 16 {
+		b[i] = 0xff
+	}
+	binary.BigEndian.PutUint16(b[16:], uint16(19+len(body)))
+	b[18] = typ
+	return append(b, body...)
+}
+
+// openMsg offers IPv6 unicast, 4-octet AS numbers, route refresh and graceful restart (120 s,
+// IPv6 unicast), as a tabby node's session does.
+func openMsg(asn uint16, hold uint16, id [4]byte) []byte {
+	caps := []byte{1, 4, 0, 2, 0, 1, 65, 4, 0, 0, byte(asn >> 8), byte(asn), 2, 0, 64, 6, 0, 120, 0, 2, 1, 0}
+	body := []byte{4, byte(asn >> 8), byte(asn), byte(hold >> 8), byte(hold), id[0], id[1], id[2], id[3], byte(2 + len(caps)), 2, byte(len(caps))}
+	return bgpMsg(msgOpen, append(body, caps...))
+}
+
+// eorMsg is IPv6 unicast's End-of-RIB marker: an empty MP_UNREACH_NLRI (RFC 4724).
+func eorMsg() []byte { return bgpMsg(msgUpdate, []byte{0, 0, 0, 6, 0x80, 15, 3, 0, 2, 1}) }
+
+// updateMsg announces IPv6 prefixes with next hop nh (ORIGIN IGP, empty AS_PATH as iBGP,
+// LOCAL_PREF 100) or withdraws them.
+func updateMsg(nh netip.Addr, reach, unreach []netip.Prefix) []byte {
+	nlri := func(ps []netip.Prefix) []byte {
+		var b []byte
+		for _, p := range ps {
+			a := p.Addr().As16()
+			b = append(b, byte(p.Bits()))
+			b = append(b, a[:(p.Bits()+7)/8]...)
+		}
+		return b
+	}
+	attr := func(flags, typ byte, v []byte) []byte {
+		if len(v) > 255 {
+			return append([]byte{flags | 0x10, typ, byte(len(v) >> 8), byte(len(v))}, v...)
+		}
+		return append([]byte{flags, typ, byte(len(v))}, v...)
+	}
+	var attrs []byte
+	if len(reach) > 0 {
+		a := nh.As16()
+		mp := append([]byte{0, 2, 1, 16}, a[:]...)
+		mp = append(mp, 0)
+		mp = append(mp, nlri(reach)...)
+		attrs = append(attrs, attr(0x40, 1, []byte{0})...)
+		attrs = append(attrs, attr(0x40, 2, nil)...)
+		attrs = append(attrs, attr(0x40, 5, []byte{0, 0, 0, 100})...)
+		attrs = append(attrs, attr(0x80, 14, mp)...)
+	}
+	if len(unreach) > 0 {
+		attrs = append(attrs, attr(0x80, 15, append([]byte{0, 2, 1}, nlri(unreach)...))...)
+	}
+	body := []byte{0, 0, byte(len(attrs) >> 8), byte(len(attrs))}
+	return bgpMsg(msgUpdate, append(body, attrs...))
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
+)
+
+// result is what one reflector implementation measured; err says where it stopped.
+type result struct {
+	sessionsUp time.Duration // start → all 2N sessions established (seen by the clients)
+	routesUp   time.Duration // start → every client holds every other client's block
+	// bothUp: start → every client holds every block from both reflectors; -1: not within the
+	// settle time after routesUp, missingBoth (session, block) pairs short, as missingWhat says.
+	bothUp      time.Duration
+	missingBoth int64
+	missingWhat string
+	// nearlyUp: start → 99.9% of the blocks at the clients; routesUp is -1 when the rest
+	// (missingCovered) had not come settle after the last progress.
+	nearlyUp       time.Duration
+	missingCovered int64
+	// Per reflector: CPU from its start to convergence, peak RSS (VmHWM) until then, RSS and
+	// CPU share over the idle window after it.
+	convCPU  []time.Duration
+	convPeak []int
+	idleRSS  []int
+	idleCPU  []float64
+	last     []time.Duration // per sample: announcement → the last other client holds it
+	each     []time.Duration // per sample and client
+	progress string          // where convergence stood when it failed
+	err      error
+	// stopErr: the reflectors did not stop cleanly (measured figures stand).
+	stopErr error
+	notes   []string
+}
+
+// converge waits until every session is established and every client holds every other
+// client's initial block (from either reflector), and records the reflectors' cost until then;
+// then it gives the reflectors settle more to deliver every block on every session.
+func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r *result) error {
+	n := int64(len(w.clients))
+	wantSess, wantCovered, wantBoth := n*int64(len(w.rrs)), n*(n-1), n*(n-1)*int64(len(w.rrs))
+	deadline := time.NewTimer(w.o.timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var last int64
+	lastChange := t0
+	for {
+		est, got := w.inj.established.Load(), w.inj.covered.Load()
+		now := time.Now()
+		if r.sessionsUp == 0 && est == wantSess {
+			r.sessionsUp = now.Sub(t0)
+		}
+		if got != last {
+			last, lastChange = got, now
+		}
+		if r.nearlyUp == 0 && got*1000 >= wantCovered*999 {
+			r.nearlyUp = now.Sub(t0)
+		}
+		if est == wantSess && got == wantCovered {
+			r.routesUp = now.Sub(t0)
+			break
+		}
+		// A few routes that never come (a reflector that lost them) must not hide the rest
+		// of the figures: the table shows how many.
+		if est == wantSess && r.nearlyUp > 0 && now.Sub(lastChange) > w.o.settle {
+			r.routesUp, r.missingCovered = -1, wantCovered-got
+			r.missingWhat = w.inj.missing()
+			break
+		}
+		r.progress = fmt.Sprintf("%d/%d sessions, %d/%d blocks at the clients after %v", est, wantSess, got, wantCovered, now.Sub(t0).Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			// What it cost until then is a figure too.
+			_ = r.cost(pids())
+			return fmt.Errorf("not converged after %v: %s: %s", w.o.timeout, r.progress, w.inj.missing())
+		case <-tick.C:
+		}
+	}
+	r.progress = ""
+	if err := r.cost(pids()); err != nil {
+		return err
+	}
+	if r.routesUp < 0 {
+		r.bothUp, r.missingBoth = -1, wantBoth-w.inj.received.Load()
+	}
+	settle := time.NewTimer(w.o.settle)
+	defer settle.Stop()
+	for r.bothUp == 0 {
+		if w.inj.received.Load() == wantBoth {
+			r.bothUp = time.Since(t0)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-settle.C:
+			r.missingBoth = wantBoth - w.inj.received.Load()
+			r.missingWhat = w.inj.missing()
+			r.bothUp = -1
+		case <-tick.C:
+		}
+	}
+	if bad := w.inj.badNextHop.Load(); bad > 0 {
+		return fmt.Errorf("%d routes arrived with the wrong next hop, first: %v", bad, w.inj.firstBad.Load())
+	}
+	return nil
+}
+
+// cost records the reflectors' CPU time and peak RSS so far.
+func (r *result) cost(pids []int) error {
+	for _, pid := range pids {
+		cpu, err := benchutil.CPUTime(pid)
+		if err != nil {
+			return err
+		}
+		peak, err := statusKB(pid, "VmHWM:")
+		if err != nil {
+			return err
+		}
+		r.convCPU, r.convPeak = append(r.convCPU, cpu), append(r.convPeak, peak)
+	}
+	return nil
+}
+
+// idle samples the reflectors' CPU over the idle window and their RSS at its end.
+func (w *world) idle(ctx context.Context, pids []int, r *result) error {
+	before := make([]int64, len(pids))
+	for i, pid := range pids {
+		var err error
+		if before[i], err = benchutil.CPUTicks(pid); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(w.o.idle):
+	}
+	elapsed := time.Since(start).Seconds()
+	for i, pid := range pids {
+		after, err := benchutil.CPUTicks(pid)
+		if err != nil {
+			return err
+		}
+		rss, err := statusKB(pid, "VmRSS:")
+		if err != nil {
+			return err
+		}
+		r.idleRSS = append(r.idleRSS, rss)
+		r.idleCPU = append(r.idleCPU, float64(after-before[i])/100/elapsed*100)
+	}
+	return nil
+}
+
+// samples announces one new block at a time from one client (on both its sessions) and waits
+// until every other client holds it from at least one reflector.
+func (w *world) samples(ctx context.Context, r *result) error {
+	n := len(w.clients)
+	for k := range w.o.samples {
+		b := n + k
+		owner := w.inj.clients[w.inj.owner[b]]
+		t0 := time.Now()
+		sent, err := w.inj.announce(owner, b)
+		if err != nil || sent != len(w.rrs) {
+			return fmt.Errorf("announce %s from %s: sent on %d sessions: %v", w.inj.blocks[b], owner.addr, sent, err)
+		}
+		deadline := t0.Add(10 * time.Second)
+		var last time.Duration
+		var each []time.Duration
+		for {
+			last, each = 0, each[:0]
+			missing := 0
+			for _, c := range w.inj.clients {
+				if c == owner {
+					continue
+				}
+				at := w.inj.arrival(c, b)
+				if at.IsZero() {
+					missing++
+					continue
+				}
+				d := at.Sub(t0)
+				each = append(each, d)
+				last = max(last, d)
+			}
+			if missing == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("new block %s from %s: %d of %d clients without it after 10s", w.inj.blocks[b], owner.addr, missing, n-1)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		r.last = append(r.last, last)
+		r.each = append(r.each, each...)
+		// Settle: the second reflector's copy and the sibling's are still on their way.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// quiesce drops every injector session and waits until none is left, for the next reflector
+// implementation to start from the same state.
+func (w *world) quiesce(ctx context.Context) error {
+	w.inj.dropAll()
+	deadline := time.Now().Add(30 * time.Second)
+	for w.inj.established.Load() != 0 || w.inj.received.Load() != 0 || w.inj.covered.Load() != 0 {
+		if time.Now().After(deadline) {
+			return errors.New("injector sessions still open 30s after closing them")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	w.inj.reset()
+	return nil
+}
+
+// statusKB reads one "<field> N kB" line of /proc/<pid>/status.
+func statusKB(pid int, field string) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+// tabbyPhase starts both reflectors' tabby-node at once (their N clients are already in the
+// API server and the injector listens), measures convergence, idle cost and new blocks, and
+// stops them again.
+func (w *world) tabbyPhase(ctx context.Context) (r result) {
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	startErr := make([]error, len(w.rrs))
+	for i, n := range w.rrs {
+		wg.Add(1)
+		go func() { defer wg.Done(); startErr[i] = n.Start(ctx) }()
+	}
+	var prof chan error
+	if w.o.profile != "" {
+		prof = make(chan error, 1)
+		go func() { prof <- w.profile(ctx, w.rrs[0]) }()
+	}
+	pids := func() []int {
+		var out []int
+		for _, n := range w.rrs {
+			out = append(out, n.PID())
+		}
+		return out
+	}
+	r.err = w.converge(ctx, t0, pids, &r)
+	wg.Wait()
+	for i, err := range startErr {
+		// Readiness waits for felix, which waits for every client's End-of-RIB: a reflector
+		// still converging after the lab's minute is slow, not broken, and is measured on.
+		if err != nil && w.rrs[i].Running() {
+			r.notes = append(r.notes, fmt.Sprintf("%s not ready within the lab's minute (felix waits for every peer's End-of-RIB)", w.rrs[i].Name))
+			startErr[i] = nil
+		}
+	}
+	if err := errors.Join(startErr...); err != nil {
+		r.err = errors.Join(r.err, err)
+	}
+	if r.err == nil {
+		r.err = w.idle(ctx, pids(), &r)
+	}
+	if r.err == nil {
+		r.err = w.samples(ctx, &r)
+	}
+	if prof != nil {
+		if err := <-prof; err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+		}
+	}
+	if r.err != nil && w.o.hold > 0 && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "tabby: %v\nlab %s kept for %v (logs in %s; Ctrl-C removes it)\n", r.err, w.lab.ID, w.o.hold, w.lab.Dir)
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.o.hold):
+		}
+	}
+	r.stopErr = w.stopTabby(ctx)
+	return r
+}
+
+// stopTabby stops both agents and clears what they left for BIRD2: the routes they installed
+// and the injector's sessions.
+func (w *world) stopTabby(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(w.rrs))
+	for i, n := range w.rrs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Stop(ctx) }()
+	}
+	wg.Wait()
+	for _, n := range w.rrs {
+		if _, err := ipCmd(ctx, "", "-n", n.NS, "-6", "route", "flush", "proto", strconv.Itoa(v1.RouteProtocol)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, w.quiesce(ctx))
+	return errors.Join(errs...)
+}
+
+// profile fetches a CPU profile of the node's tabby-node (--pprof) from its start on: the
+// convergence is where the time goes.
+func (w *world) profile(ctx context.Context, n *lab.Node) error {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		h, err := ns.GetNS(lab.NetnsPath(n.NS))
+		if err != nil {
+			return nil, err
+		}
+		defer h.Close()
+		var c net.Conn
+		err = h.Do(func(ns.NetNS) error {
+			var d net.Dialer
+			c, err = d.DialContext(ctx, "tcp", addr)
+			return err
+		})
+		return c, err
+	}}}
+	url := "http://" + lab.MetricsAddr + "/debug/pprof/profile?seconds=" + strconv.Itoa(int(w.o.profileFor.Seconds()))
+	var resp *http.Response
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err = hc.Do(req); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	f, err := os.Create(w.o.profile)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

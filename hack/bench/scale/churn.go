@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// churn replaces pods across the simulated nodes at rate per second, as a cluster's deployments
+// do: each replacement creates a pod and allocates its address in its node's block (the CNI
+// ADD's write), then releases the node's oldest pod's address and deletes that pod. That is two
+// IPAMBlock updates and a pod create and delete per replacement.
+type churn struct {
+	w    *world
+	rate int
+
+	done     atomic.Int64 // replacements completed
+	failures atomic.Int64
+	firstErr atomic.Value
+}
+
+// run churns until ctx ends, with enough writers that the API server, not the bench, sets the
+// pace when it cannot keep up (the achieved rate is reported).
+func (c *churn) run(ctx context.Context) {
+	work := make(chan int, 4*c.rate)
+	var wg sync.WaitGroup
+	for range min(64, max(4, c.rate/2)) {
+		wg.Go(func() {
+			for i := range work {
+				if err := c.replace(ctx, c.w.nodes[i%len(c.w.nodes)]); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					c.failures.Add(1)
+					c.firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				c.done.Add(1)
+			}
+		})
+	}
+	t := time.NewTicker(time.Second / time.Duration(c.rate))
+	defer func() { t.Stop(); close(work); wg.Wait() }()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			select {
+			case work <- i:
+			default: // the writers are behind: this tick is skipped, and the achieved rate says so
+			}
+		}
+	}
+}
+
+func (c *churn) replace(ctx context.Context, sn *simNode) (err error) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	defer func() {
+		// A write whose reply was lost (a timeout on a loaded machine) may have landed: the
+		// next replacement starts from the block as it is.
+		if err != nil && ctx.Err() == nil {
+			if b, gerr := c.w.client.IPAMBlocks().Get(ctx, sn.obj.Name); gerr == nil {
+				sn.obj = b
+			}
+		}
+	}()
+	p := sn.newPod()
+	if err := c.w.createPod(ctx, sn, p); err != nil {
+		return err
+	}
+	b := sn.obj.DeepCopy()
+	b.Spec.Allocations[strconv.Itoa(p.ordinal)] = sn.allocation(p)
+	got, err := c.w.client.IPAMBlocks().Update(ctx, b)
+	if err != nil {
+		return fmt.Errorf("allocate in %s: %w", b.Name, err)
+	}
+	sn.obj = got
+	sn.live = append(sn.live, p)
+	old := sn.live[0]
+	sn.live = sn.live[1:]
+	b = sn.obj.DeepCopy()
+	delete(b.Spec.Allocations, strconv.Itoa(old.ordinal))
+	if got, err = c.w.client.IPAMBlocks().Update(ctx, b); err != nil {
+		return fmt.Errorf("release in %s: %w", b.Name, err)
+	}
+	sn.obj = got
+	zero := int64(0)
+	if err := c.w.kube.CoreV1().Pods(old.ns).Delete(ctx, old.name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return fmt.Errorf("delete pod %s/%s: %w", old.ns, old.name, err)
+	}
+	return nil
+}
+
+// err fails the run when more than one replacement in ten failed (a lost reply now and then,
+// on a loaded machine, is retried from the block as it is).
+func (c *churn) err() error {
+	if e, ok := c.firstErr.Load().(error); ok && c.failures.Load()*10 > c.done.Load() {
+		return fmt.Errorf("%d replacements failed, the first: %w", c.failures.Load(), e)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+// Command scale measures what tabby-node and the API server pay in a 1,000-node cluster, on
+// this machine: the lab's real kube-apiserver and etcd hold what such a cluster holds (Nodes
+// with tabby's annotations, a block and affinity per node with 30 allocations, 30 pods per node,
+// explicit BGP peers per rack), and a few real tabby-nodes run in it, in their own network
+// namespaces and BGP sessions. Then pods churn across the simulated nodes at 10/s and 100/s
+// while a probe times a block of one agent to the kernels of the others. Everything it makes is
+// removed at the end, on failure and on Ctrl-C. Run as root: go run ./hack/bench/scale
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	nodes, podsPerNode, peers int
+	agents                    int
+	rates                     []int
+	window, idle              time.Duration
+	parallel                  int
+	apiPods                   int
+	tabbyBin                  string
+	hold                      time.Duration
+	profileDir                string
+	log                       *slog.Logger
+}
+
+func main() {
+	var o options
+	verbose := flag.Bool("v", false, "log the lab's progress")
+	rates := flag.String("rates", "10,100", "pod replacements per second across the cluster, one run each")
+	flag.IntVar(&o.nodes, "nodes", 1000, "simulated nodes in the datastore")
+	flag.IntVar(&o.podsPerNode, "pods-per-node", 30, "pods (and allocations in its block) per simulated node")
+	flag.IntVar(&o.peers, "peers", 300, "explicit BGPPeers (per rack, selecting simulated nodes only)")
+	flag.IntVar(&o.agents, "agents", 3, "real tabby-nodes")
+	flag.DurationVar(&o.window, "window", 30*time.Second, "measuring window per churn rate")
+	flag.DurationVar(&o.idle, "idle", 20*time.Second, "idle window for the agents' CPU")
+	flag.IntVar(&o.parallel, "parallel", 32, "concurrent writers while building the datastore")
+	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
+	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")
+	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long before removing it")
+	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
+	flag.Parse()
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	o.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	err := func() error {
+		for _, r := range strings.Split(*rates, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(r))
+			if err != nil || n < 1 || n > 1000 {
+				return fmt.Errorf("-rates=%s: want numbers in 1..1000", *rates)
+			}
+			o.rates = append(o.rates, n)
+		}
+		switch {
+		case os.Geteuid() != 0:
+			return errors.New("needs root (network namespaces): run as root or through `make bench-scale`")
+		case o.nodes < 1 || o.nodes > 1000:
+			return fmt.Errorf("-nodes=%d: want 1..1000", o.nodes)
+		case o.podsPerNode < 1 || o.podsPerNode > 60:
+			return fmt.Errorf("-pods-per-node=%d: want 1..60 (one /26 block each)", o.podsPerNode)
+		case o.agents < 2 || o.agents > 10:
+			return fmt.Errorf("-agents=%d: want 2..10", o.agents)
+		case o.window < 5*time.Second || o.idle < 5*time.Second:
+			return fmt.Errorf("-window=%v -idle=%v: want at least 5s each", o.window, o.idle)
+		}
+		return nil
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench scale:", err)
+		os.Exit(2)
+	}
+	// Ctrl-C and SIGTERM cancel the run; the lab is removed on the way out either way.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench scale:", err)
+		os.Exit(1)
+	}
+}
+
+func row(w io.Writer, figure, value, target, verdict string) {
+	fmt.Fprintf(w, "%-58s %-34s %-14s %s\n", figure, value, target, verdict)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}

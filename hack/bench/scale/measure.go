@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
+	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/node/syncer"
+)
+
+// probe claims a block for one agent, as that agent's IPAM would, and times until every other
+// agent's kernel routes it via the owner: the datastore write, the owner's watch and snapshot,
+// BGP, and the others' felix. Then it releases the block and waits until the routes are gone,
+// so every sample starts from the same state.
+type probe struct {
+	l      *lab.Lab
+	owner  *lab.Node
+	others []string
+	watch  *benchutil.RouteWatch
+	k      int
+}
+
+// probeBlock is one of 12 blocks in 10.244.1.0–10.244.3.255, below the simulated nodes' blocks
+// and above the agents' own.
+func probeBlock(k int) netip.Prefix {
+	j := 4 + k%12
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(j / 4), byte(j % 4 * 64)}), 26)
+}
+
+func (p *probe) once(ctx context.Context) (time.Duration, error) {
+	b := probeBlock(p.k)
+	p.k++
+	t0, _, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
+	if err != nil {
+		return 0, err
+	}
+	got, err := p.watch.Arrived(ctx, 10*time.Second, b, p.owner.IP(), p.others)
+	if err != nil {
+		return 0, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
+	}
+	var last time.Duration
+	for _, at := range got {
+		last = max(last, at.Sub(t0))
+	}
+	if err := benchutil.ReleaseBlock(ctx, p.l, p.owner.Name, b); err != nil {
+		return 0, err
+	}
+	return last, p.watch.Gone(ctx, 10*time.Second, []netip.Prefix{b})
+}
+
+// samples runs the probe every interval until ctx ends.
+func (p *probe) samples(ctx context.Context, interval time.Duration) ([]time.Duration, error) {
+	var out []time.Duration
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		// A sample takes up to 20 s when things go wrong: none is started that the window's
+		// end would cut (its claim or release half done).
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
+			return out, nil
+		}
+		d, err := p.once(context.WithoutCancel(ctx))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, d)
+		select {
+		case <-ctx.Done():
+			return out, nil
+		case <-t.C:
+		}
+	}
+}
+
+// metric is one sample of a Prometheus text exposition.
+type metric struct {
+	labels map[string]string
+	value  float64
+}
+
+// parseMetrics reads the samples of the named metrics.
+func parseMetrics(text string, want ...string) map[string][]metric {
+	out := map[string][]metric{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, "{")
+		labels := map[string]string{}
+		var value string
+		if rest == "" {
+			name, value, _ = strings.Cut(line, " ")
+		} else {
+			ls, v, _ := strings.Cut(rest, "} ")
+			value = v
+			for _, kv := range strings.Split(ls, ",") {
+				k, val, ok := strings.Cut(kv, "=")
+				if ok {
+					labels[k] = strings.Trim(val, `"`)
+				}
+			}
+		}
+		if !slices.Contains(want, name) {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] = append(out[name], metric{labels: labels, value: f})
+	}
+	return out
+}
+
+func sum(ms []metric, keep func(map[string]string) bool) float64 {
+	var s float64
+	for _, m := range ms {
+		if keep == nil || keep(m.labels) {
+			s += m.value
+		}
+	}
+	return s
+}
+
+// agentCounters is what one agent's metrics say about its datastore side.
+type agentCounters struct {
+	events        float64 // watch events received, every resource
+	snapshots     float64
+	snapshotTotal float64 // seconds
+}
+
+func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
+	text, err := n.Metrics(ctx)
+	if err != nil {
+		return agentCounters{}, err
+	}
+	m := parseMetrics(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum")
+	return agentCounters{events: sum(m["tabby_datastore_events_total"], nil),
+		snapshots: sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: sum(m["tabby_datastore_snapshot_seconds_sum"], nil)}, nil
+}
+
+func readAgents(ctx context.Context, ns []*lab.Node) ([]agentCounters, error) {
+	out := make([]agentCounters, len(ns))
+	for i, n := range ns {
+		var err error
+		if out[i], err = readAgent(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// apiRequests reads the API server's request counters for tabby's resources (group tabby.dev),
+// by "VERB resource code".
+func apiRequests(ctx context.Context, l *lab.Lab) (map[string]float64, error) {
+	raw, err := l.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("API server metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for _, m := range parseMetrics(string(raw), "apiserver_request_total")["apiserver_request_total"] {
+		if m.labels["group"] != "tabby.dev" {
+			continue
+		}
+		out[m.labels["verb"]+" "+m.labels["resource"]+" "+m.labels["code"]] += m.value
+	}
+	return out, nil
+}
+
+// snapshotBuild times syncer.Build over what the datastore holds now, as the agent node sees it:
+// the cost of one full rebuild, which the agent pays per burst of events.
+func snapshotBuild(ctx context.Context, w *world, nodeName string) (testing.BenchmarkResult, error) {
+	in := syncer.Inputs{NodeName: nodeName}
+	nodes, err := w.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return testing.BenchmarkResult{}, err
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	pools, err := w.client.IPPools().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return testing.BenchmarkResult{}, err
+	}
+	for i := range pools.Items {
+		in.Pools = append(in.Pools, &pools.Items[i])
+	}
+	blocks, err := w.client.IPAMBlocks().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return testing.BenchmarkResult{}, err
+	}
+	for i := range blocks.Items {
+		in.Blocks = append(in.Blocks, &blocks.Items[i])
+	}
+	peers, err := w.client.BGPPeers().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return testing.BenchmarkResult{}, err
+	}
+	for i := range peers.Items {
+		in.BGPPeers = append(in.BGPPeers, &peers.Items[i])
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			syncer.Build(in, quiet)
+		}
+	}), nil
+}

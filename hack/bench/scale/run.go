@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+// agentLabel selects the real agents; their BGPPeer meshes them with each other only.
+const agentLabel = "bench"
+
+// churnResult is one churn rate's window.
+type churnResult struct {
+	rate     int
+	achieved float64 // replacements per second the API server took
+	probe    []time.Duration
+	usage    []benchutil.Usage
+	events   float64 // per agent per second
+	snapshot time.Duration
+}
+
+func run(ctx context.Context, o options, out io.Writer) (err error) {
+	start := time.Now()
+	// The agents run as in production, except the IPAM garbage collector: the simulated pods
+	// have no sandboxes, and a collector must not race the churn.
+	args := []string{"--ipam-gc-interval=1h", "--ipam-gc-grace=1h"}
+	if o.profileDir != "" {
+		args = append(args, "--pprof")
+	}
+	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: args})
+	if err != nil {
+		return fmt.Errorf("start lab: %w", err)
+	}
+	defer func() {
+		if err != nil && o.hold > 0 && ctx.Err() == nil {
+			fmt.Fprintf(out, "failed: keeping lab %s for %v\n", l.ID, o.hold)
+			time.Sleep(o.hold)
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		err = errors.Join(err, l.Close(cctx))
+	}()
+	w, err := newWorld(l.Config)
+	if err != nil {
+		return err
+	}
+	if err := meshAgentsOnly(ctx, l); err != nil {
+		return err
+	}
+
+	t0 := time.Now()
+	if err := w.build(ctx, o.nodes, o.podsPerNode, o.peers, o.parallel); err != nil {
+		return fmt.Errorf("build the datastore: %w", err)
+	}
+	buildTook := time.Since(t0)
+	held, err := w.counts(ctx)
+	if err != nil {
+		return err
+	}
+
+	var specs []lab.NodeSpec
+	for i := range o.agents {
+		specs = append(specs, lab.NodeSpec{Name: fmt.Sprintf("agent-%c", 'a'+i), Labels: map[string]string{agentLabel: "agent"}})
+	}
+	t0 = time.Now()
+	agents, err := l.AddNodes(ctx, specs...)
+	if err != nil {
+		return fmt.Errorf("add agents: %w", err)
+	}
+	agentsUp := time.Since(t0)
+	paths := map[string]string{}
+	for _, n := range agents {
+		paths[n.Name] = lab.NetnsPath(n.NS)
+	}
+	watch, err := benchutil.WatchRoutes(paths, v1.RouteProtocol, lab.PodCIDR)
+	if err != nil {
+		return err
+	}
+	defer watch.Close()
+	if err := waitMesh(ctx, agents); err != nil {
+		return err
+	}
+	if err := l.EnsureNamespace(ctx, "bench", nil); err != nil {
+		return err
+	}
+	for _, n := range agents {
+		if _, err := l.AddPod(ctx, lab.PodSpec{Name: "web-" + n.Name, Namespace: "bench", Node: n.Name}); err != nil {
+			return err
+		}
+	}
+	if err := w.addPolicy(ctx, "bench"); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "tabby at %d nodes (hack/bench/scale): the lab's real kube-apiserver+etcd holding a %d-node cluster, %d real tabby-nodes in it\n", o.nodes+o.agents, o.nodes+o.agents, o.agents)
+	fmt.Fprintf(out, "  datastore: %s; built in %v\n", held, buildTook.Round(time.Second))
+	fmt.Fprintf(out, "  agents: labelled %s=agent, meshed with each other only (mesh off; %d BGPPeers select simulated racks); a NetworkPolicy on their pods admits app=a1 pods cluster-wide\n", agentLabel, o.peers)
+	fmt.Fprintf(out, "  churn: a pod replaced on a simulated node = pod create, IPAMBlock update (ADD), IPAMBlock update (DEL), pod delete\n")
+	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel\n\n", agents[0].Name)
+	row(out, "figure", "measured", "target", "")
+	row(out, fmt.Sprintf("agents started → ready (%d at once)", o.agents), agentsUp.Round(time.Millisecond).String(), "", "")
+	idle, err := benchutil.MeasureUsage(ctx, agents, o.idle)
+	if err != nil {
+		return err
+	}
+	reportUsage(out, "idle", idle, true)
+	if err := saveProfiles(ctx, o.profileDir, agents[0], "idle"); err != nil {
+		return err
+	}
+	build, err := snapshotBuild(ctx, w, agents[0].Name)
+	if err != nil {
+		return err
+	}
+	row(out, "snapshot rebuild (syncer.Build, in process)", fmt.Sprintf("%s, %d allocs, %.1f MB", ms(time.Duration(build.NsPerOp())), build.AllocsPerOp(), float64(build.AllocedBytesPerOp())/1e6), "", "")
+	var others []string
+	for _, n := range agents[1:] {
+		others = append(others, n.Name)
+	}
+	p := &probe{l: l, owner: agents[0], others: others, watch: watch}
+	quiet, err := measureChurn(ctx, p, agents, nil, o.window/2)
+	reportProbe(out, "no churn", quiet, false)
+	if err != nil {
+		return fmt.Errorf("probe without churn: %w", err)
+	}
+	for _, rate := range o.rates {
+		c := &churn{w: w, rate: rate}
+		r, err := measureChurn(ctx, p, agents, c, o.window)
+		label := fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved)
+		reportProbe(out, label, r, r.rate >= 100)
+		if err != nil {
+			return fmt.Errorf("churn at %d/s: %w", rate, err)
+		}
+		reportUsage(out, label, r.usage, false)
+		if err := saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate)); err != nil {
+			return err
+		}
+		row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
+		row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
+	}
+	perPod, breakdown, err := requestsPerPod(ctx, l, agents[0], o.apiPods)
+	if err != nil {
+		return err
+	}
+
+	row(out, "API server requests per pod ADD+DEL (through tabby-node)", fmt.Sprintf("%.2f", perPod), "<= 3", verdict(perPod <= 3))
+	fmt.Fprintf(out, "  of which: %s\n", breakdown)
+	fmt.Fprintf(out, "\nwhole benchmark: %v\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// meshAgentsOnly turns the node-to-node mesh off and meshes the agents with each other: a
+// 1,000-node mesh is not a configuration anyone runs.
+func meshAgentsOnly(ctx context.Context, l *lab.Lab) error {
+	off := false
+	cfg, err := l.Client.BGPConfigurations().Get(ctx, v1.DefaultBGPConfigurationName)
+	switch {
+	case apierrors.IsNotFound(err):
+		cfg = &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultBGPConfigurationName}, Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: &off}}
+		_, err = l.Client.BGPConfigurations().Create(ctx, cfg)
+	case err == nil:
+		cfg.Spec.NodeToNodeMeshEnabled = &off
+		_, err = l.Client.BGPConfigurations().Update(ctx, cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("BGPConfiguration %s: mesh off: %w", v1.DefaultBGPConfigurationName, err)
+	}
+	sel := agentLabel + " == 'agent'"
+	p := &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1.BGPPeerSpec{NodeSelector: sel, PeerSelector: sel}}
+	if _, err := l.Client.BGPPeers().Create(ctx, p); err != nil {
+		return fmt.Errorf("BGPPeer agents: %w", err)
+	}
+	return nil
+}
+
+func waitMesh(ctx context.Context, agents []*lab.Node) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(agents))
+	for i, n := range agents {
+		wg.Go(func() {
+			var addrs []netip.Addr
+			for j, m := range agents {
+				if j != i {
+					addrs = append(addrs, m.IP())
+				}
+			}
+			errs[i] = n.WaitPeers(ctx, 90*time.Second, addrs...)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// measureChurn runs the churn (if any) and the probe together for window, after a warm-up, and
+// samples the agents' usage and counters over the same window.
+func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, window time.Duration) (churnResult, error) {
+	var r churnResult
+	cctx, stopChurn := context.WithCancel(ctx)
+	defer stopChurn()
+	var churnDone chan struct{}
+	if c != nil {
+		r.rate = c.rate
+		churnDone = make(chan struct{})
+		go func() { defer close(churnDone); c.run(cctx) }()
+		time.Sleep(3 * time.Second) // the warm-up: informers and queues at their steady state
+	}
+	before, err := readAgents(ctx, agents)
+	if err != nil {
+		return r, err
+	}
+	var done0 int64
+	if c != nil {
+		done0 = c.done.Load()
+	}
+	t0 := time.Now()
+	pctx, stopProbe := context.WithTimeout(ctx, window)
+	defer stopProbe()
+	type probed struct {
+		ds  []time.Duration
+		err error
+	}
+	pc := make(chan probed, 1)
+	go func() { ds, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ds, err} }()
+	r.usage, err = benchutil.MeasureUsage(ctx, agents, window)
+	if err != nil {
+		return r, err
+	}
+	got := <-pc
+	elapsed := time.Since(t0)
+	if c != nil {
+		r.achieved = float64(c.done.Load()-done0) / elapsed.Seconds()
+	}
+	after, err := readAgents(ctx, agents)
+	if err != nil {
+		return r, err
+	}
+	var ev, snaps, snapTime float64
+	for i := range agents {
+		ev += after[i].events - before[i].events
+		snaps += after[i].snapshots - before[i].snapshots
+		snapTime += after[i].snapshotTotal - before[i].snapshotTotal
+	}
+	r.events = ev / float64(len(agents)) / elapsed.Seconds()
+	if snaps > 0 {
+		r.snapshot = time.Duration(snapTime / snaps * float64(time.Second))
+	}
+	r.probe = got.ds
+	if c != nil {
+		stopChurn()
+		<-churnDone
+		if err := c.err(); err != nil {
+			return r, err
+		}
+	}
+	return r, got.err
+}
+
+func reportProbe(out io.Writer, label string, r churnResult, target bool) {
+	if len(r.probe) == 0 {
+		row(out, label+": block → other agents' kernels", "no sample", "", "MISSED")
+		return
+	}
+	p99 := benchutil.Pct(r.probe, 99)
+	t, v := "", ""
+	if target {
+		t, v = "p99 < 100 ms", verdict(p99 < 100*time.Millisecond)
+	}
+	row(out, label+": block → other agents' kernels", fmt.Sprintf("p50 %s, p99 %s (n=%d)", ms(benchutil.Pct(r.probe, 50)), ms(p99), len(r.probe)), t, v)
+}
+
+func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool) {
+	var rss, anon []int
+	var cpu []float64
+	for _, u := range us {
+		rss, anon, cpu = append(rss, u.RSSKB), append(anon, u.AnonKB), append(cpu, u.CPU)
+	}
+	_, rx := benchutil.MedianMax(rss)
+	_, ax := benchutil.MedianMax(anon)
+	_, cx := benchutil.MedianMax(cpu)
+	rt, rv, ct, cv := "", "", "", ""
+	if targets {
+		rt, rv, ct, cv = "< 100 MB", verdict(rx < 100*1024), "< 1 %", verdict(cx < 1)
+	}
+	row(out, label+": agent RSS, max (own memory, RssAnon)", fmt.Sprintf("%.1f MB (%.1f MB)", float64(rx)/1024, float64(ax)/1024), rt, rv)
+	row(out, label+": agent CPU, max", fmt.Sprintf("%.2f %% of a core", cx), ct, cv)
+}
+
+// requestsPerPod adds n pods to node through the CNI plugin and tabby-node (as a runtime would),
+// deletes them, and counts the API server's requests for tabby's resources meanwhile.
+func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (float64, string, error) {
+	before, err := apiRequests(ctx, l)
+	if err != nil {
+		return 0, "", err
+	}
+	for i := range n {
+		p, err := l.AddPod(ctx, lab.PodSpec{Name: fmt.Sprintf("count-%02d", i), Namespace: "bench", Node: node.Name})
+		if err != nil {
+			return 0, "", err
+		}
+		if err := l.DeletePod(ctx, p.Key()); err != nil {
+			return 0, "", err
+		}
+	}
+	after, err := apiRequests(ctx, l)
+	if err != nil {
+		return 0, "", err
+	}
+	var total float64
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		d := after[k] - before[k]
+		if d <= 0 {
+			continue
+		}
+		total += d
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(n)))
+	}
+	return total / float64(n), strings.Join(parts, ", "), nil
+}
+
+// saveProfiles writes the agent's heap profile and a 5-second CPU profile as <dir>/<label>.heap
+// and .cpu (nothing without a directory).
+func saveProfiles(ctx context.Context, dir string, n *lab.Node, label string) error {
+	if dir == "" {
+		return nil
+	}
+	for _, p := range []struct{ path, ext string }{{"/debug/pprof/heap", "heap"}, {"/debug/pprof/profile?seconds=5", "cpu"}} {
+		b, err := n.MetricsPath(ctx, p.path)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, label+"."+p.ext), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

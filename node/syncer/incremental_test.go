@@ -1,0 +1,200 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/testenv"
+)
+
+func testBlock(i int, rv string, pods int) *v1.IPAMBlock {
+	b := &v1.IPAMBlock{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b%d", i), ResourceVersion: rv},
+		Spec: v1.IPAMBlockSpec{CIDR: fmt.Sprintf("10.244.%d.0/26", i), Affinity: fmt.Sprintf("host:n%d", i%3), Allocations: map[string]v1.Allocation{}}}
+	for k := range pods {
+		b.Spec.Allocations[strconv.Itoa(k)] = v1.Allocation{Handle: fmt.Sprintf("net.c%d-%d", i, k), Namespace: "ns", Pod: fmt.Sprintf("p%d-%d", i, k), Node: fmt.Sprintf("n%d", (i+k)%3)}
+	}
+	return b
+}
+
+// The syncer's cached build gives exactly what Build gives, also after blocks and nodes changed
+// (new resourceVersion) or went away.
+func TestCachedBuildMatchesBuild(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	node := func(i int, rv, addr string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), ResourceVersion: rv,
+			Annotations: map[string]string{v1.AnnotationBGPIPv4Address: addr}}}
+	}
+	in := Inputs{NodeName: "n0",
+		Nodes: []*corev1.Node{node(0, "1", "198.51.100.10/24"), node(1, "1", "198.51.100.11/24"), node(2, "1", "198.51.100.12/24")}}
+	for i := range 6 {
+		in.Blocks = append(in.Blocks, testBlock(i, "1", 5))
+	}
+	c := newViewCache()
+	x := newPodIndex()
+	check := func(what string) {
+		t.Helper()
+		got, want := build(in, quiet, c), Build(in, quiet)
+		// The cached build leaves the pods' addresses to the index, fed block by block.
+		x.apply(c.takeChanges())
+		if all := x.all(); !reflect.DeepEqual(all, want.PodIPs) {
+			t.Fatalf("%s: the pod index holds %v, want %v", what, all, want.PodIPs)
+		}
+		got.PodIPs, want.PodIPs = nil, nil
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: cached build differs:\n got %+v\nwant %+v", what, got, want)
+		}
+	}
+	check("first")
+	check("nothing changed")
+	in.Blocks[2] = testBlock(2, "2", 9)
+	in.Nodes[1] = node(1, "2", "198.51.100.21/24")
+	check("a block and a node changed")
+	in.Blocks = in.Blocks[:4]
+	check("two blocks deleted")
+	if len(c.blocks) != 4 {
+		t.Errorf("cache holds %d blocks after the deletion, want 4", len(c.blocks))
+	}
+	in.Blocks = append(in.Blocks, testBlock(5, "3", 1))
+	check("a block back with a new version")
+}
+
+// A block update elsewhere in the cluster changes the blocks only: the agents are not handed
+// nodes, pools or BGP objects again.
+func TestSyncerReportsWhatChanged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "changes-n0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n0", metav1.DeleteOptions{})
+	})
+	var mu sync.Mutex
+	var snaps []Snapshot
+	got := make(chan struct{}, 100)
+	m := NewMetrics(prometheus.NewRegistry())
+	s := New(env.Client, Config{NodeName: "changes-n0", Metrics: m, OnSnapshot: func(snap Snapshot) {
+		mu.Lock()
+		snaps = append(snaps, snap)
+		mu.Unlock()
+		got <- struct{}{}
+	}})
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	defer func() { stop(); <-done }()
+	wait := func(what string, cond func(Snapshot) bool) Snapshot {
+		t.Helper()
+		for {
+			mu.Lock()
+			for _, sn := range snaps {
+				if cond(sn) {
+					mu.Unlock()
+					return sn
+				}
+			}
+			snaps = nil
+			mu.Unlock()
+			select {
+			case <-got:
+			case <-ctx.Done():
+				t.Fatalf("no snapshot with %s", what)
+			}
+		}
+	}
+	first := wait("the first", func(sn Snapshot) bool { return sn.Local != nil })
+	if first.Changed != ChangedAll && first.Changed&ChangedNodes == 0 {
+		t.Fatalf("first snapshot changed %b", first.Changed)
+	}
+	// The kubelet's status report: seen, and not a change of the nodes.
+	n, err := env.Kube.CoreV1().Nodes().Get(ctx, "changes-n0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := testutil.ToFloat64(m.events.WithLabelValues("nodes"))
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	if _, err := env.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for testutil.ToFloat64(m.events.WithLabelValues("nodes")) == seen {
+		if ctx.Err() != nil {
+			t.Fatal("the node's status update never arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b := testBlock(200, "", 2)
+	b.Name = "changes-10-244-200-0-26"
+	b.Spec.CIDR = "10.244.200.0/26"
+	if _, err := env.Client.IPAMBlocks().Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.IPAMBlocks().Delete(context.Background(), b.Name, metav1.DeleteOptions{}) })
+	sn := wait("the new block", func(sn Snapshot) bool {
+		for _, p := range sn.Routable {
+			if p.String() == "10.244.200.0/26" {
+				return true
+			}
+		}
+		return false
+	})
+	if sn.Changed != ChangedBlocks {
+		t.Fatalf("a node's status and a block update: changed %b, want only the blocks (%b)", sn.Changed, ChangedBlocks)
+	}
+	// The new block's pods, alone, as a change of the pods' addresses.
+	if sn.PodIPs != nil || len(sn.PodIPsChanged) != 2 || len(sn.PodIPsChanged[PodKey{Namespace: "ns", Name: "p200-0"}]) != 1 {
+		t.Fatalf("a block with 2 pods: PodIPs %d, PodIPsChanged %v; want only the 2 pods' addresses as changed", len(sn.PodIPs), sn.PodIPsChanged)
+	}
+	// What did not change is still there, carried over from the previous snapshot.
+	if sn.Local == nil || sn.Local.Name != "changes-n0" || len(sn.Nodes) == 0 {
+		t.Fatalf("a block update lost the nodes: local %+v, %d nodes", sn.Local, len(sn.Nodes))
+	}
+}
+
+// sameNodeInfo compares every field: one it missed would hide a node's change from BGP.
+func TestSameNodeInfoSeesEveryField(t *testing.T) {
+	base := NodeInfo{Name: "n", Labels: map[string]string{"a": "1"}}
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		other := base
+		other.Labels = map[string]string{"a": "1"}
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch x := f.Addr().Interface().(type) {
+		case *string:
+			*x = "changed"
+		case *map[string]string:
+			*x = map[string]string{"a": "2"}
+		case *netip.Prefix:
+			*x = netip.MustParsePrefix("198.51.100.1/24")
+		case *netip.Addr:
+			*x = netip.MustParseAddr("198.51.100.1")
+		case *uint32:
+			*x = 65001
+		case *time.Time:
+			*x = time.Unix(1, 0)
+		default:
+			t.Fatalf("field %s of type %s: teach this test (and sameNodeInfo) about it", v.Type().Field(i).Name, f.Type())
+		}
+		if sameNodeInfo(base, other) {
+			t.Errorf("sameNodeInfo misses field %s", v.Type().Field(i).Name)
+		}
+	}
+}
