@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
-	"github.com/tabbynet/tabby/bird/internal/bgpwire"
+	"github.com/tabbynet/tabby/hack/bgpwire"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
 

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +27,7 @@ type birdNode struct {
 	conf    string
 	sock    string
 	cmd     *exec.Cmd
-	exited  chan struct{}
+	exited  <-chan struct{}
 	statics []netip.Prefix
 }
 
@@ -233,21 +232,11 @@ template bgp mesh {
 }
 
 func (b *birdNode) start(dir string) error {
-	logf, err := os.Create(filepath.Join(dir, b.node.Name+".log"))
+	d, err := benchutil.StartBIRD2("BIRD2 at "+b.node.Name, b.node.NS, b.conf, b.sock, filepath.Join(dir, b.node.Name+".pid"), filepath.Join(dir, b.node.Name+".log"))
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command("ip", "netns", "exec", b.node.NS, "bird", "-f", "-c", b.conf, "-s", b.sock,
-		"-P", filepath.Join(dir, b.node.Name+".pid"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// The lab kills whatever is left in its namespaces too; this covers the bench dying first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start BIRD2 in %s: %w", b.node.NS, err)
-	}
-	b.cmd, b.exited = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(b.exited) }()
+	b.cmd, b.exited = d.Cmd, d.Exited
 	return nil
 }
 
@@ -260,32 +249,16 @@ func (b *birdNode) configure(ctx context.Context) error {
 }
 
 func (b *birdNode) logTail(dir string) string {
-	out, err := os.ReadFile(filepath.Join(dir, b.node.Name+".log"))
-	if err != nil || len(out) == 0 {
-		return ""
-	}
-	return "; " + b.node.Name + " log: " + strings.TrimSpace(string(out[max(0, len(out)-1000):]))
+	return benchutil.LogTail(b.node.Name, filepath.Join(dir, b.node.Name+".log"))
 }
 
 // stopBirds ends every daemon (SIGTERM, then SIGKILL) and waits for it.
 func stopBirds(birds []*birdNode) error {
-	var errs []error
+	var ds []benchutil.Daemon
 	for _, b := range birds {
-		if b != nil && b.cmd != nil {
-			_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		if b != nil {
+			ds = append(ds, benchutil.Daemon{Name: "BIRD2 at " + b.node.Name, Cmd: b.cmd, Exited: b.exited})
 		}
 	}
-	for _, b := range birds {
-		if b == nil || b.cmd == nil {
-			continue
-		}
-		select {
-		case <-b.exited:
-		case <-time.After(5 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.exited
-			errs = append(errs, fmt.Errorf("BIRD2 at %s ignored SIGTERM: killed", b.node.Name))
-		}
-	}
-	return errors.Join(errs...)
+	return benchutil.StopDaemons(ds, 5*time.Second)
 }

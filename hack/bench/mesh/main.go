@@ -16,8 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
@@ -43,23 +41,8 @@ func main() {
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long (for a look at its logs) before removing it")
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	o.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := validate(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench mesh:", err)
-		os.Exit(2)
-	}
-	// Ctrl-C and SIGTERM cancel the run; the labs are removed on the way out either way.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench mesh:", err)
-		os.Exit(1)
-	}
+	o.log = benchutil.Logger(*verbose)
+	benchutil.Main("mesh", validate(o), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
 }
 
 func validate(o options) error {

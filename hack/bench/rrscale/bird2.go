@@ -8,10 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tabbynet/tabby/bird/peers"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -20,7 +20,7 @@ type birdRR struct {
 	node   *lab.Node
 	dir    string
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 }
 
 // bird2Phase runs BIRD2 as both reflectors in the same namespaces, with the same cluster ID,
@@ -108,50 +108,25 @@ template bgp rrclient from common {
 func (b *birdRR) path(ext string) string { return filepath.Join(b.dir, b.node.Name+ext) }
 
 func (b *birdRR) start() error {
-	logf, err := os.Create(b.path(".log"))
+	d, err := benchutil.StartBIRD2("BIRD2 at "+b.node.Name, b.node.NS, b.path(".conf"), b.path(".ctl"), b.path(".pid"), b.path(".log"))
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command("ip", "netns", "exec", b.node.NS, "bird", "-f", "-c", b.path(".conf"), "-s", b.path(".ctl"), "-P", b.path(".pid"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// The lab kills whatever is left in its namespaces too; this covers the bench dying first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start BIRD2 in %s: %w", b.node.NS, err)
-	}
-	b.cmd, b.exited = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(b.exited) }()
+	b.cmd, b.exited = d.Cmd, d.Exited
 	return nil
 }
 
 func (b *birdRR) logTail() string {
-	out, err := os.ReadFile(b.path(".log"))
-	if err != nil || len(out) == 0 {
-		return ""
-	}
-	return "; " + b.node.Name + " log: " + strings.TrimSpace(string(out[max(0, len(out)-1000):]))
+	return benchutil.LogTail(b.node.Name, b.path(".log"))
 }
 
 // stopBirds ends every daemon (SIGTERM, then SIGKILL) and waits for it.
 func stopBirds(birds []*birdRR) error {
-	var errs []error
+	var ds []benchutil.Daemon
 	for _, b := range birds {
-		if b != nil && b.cmd != nil {
-			_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		if b != nil {
+			ds = append(ds, benchutil.Daemon{Name: "BIRD2 at " + b.node.Name, Cmd: b.cmd, Exited: b.exited})
 		}
 	}
-	for _, b := range birds {
-		if b == nil || b.cmd == nil {
-			continue
-		}
-		select {
-		case <-b.exited:
-		case <-time.After(10 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.exited
-			errs = append(errs, fmt.Errorf("BIRD2 at %s ignored SIGTERM: killed", b.node.Name))
-		}
-	}
-	return errors.Join(errs...)
+	return benchutil.StopDaemons(ds, 10*time.Second)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/tabbynet/tabby/hack/bgpwire"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -69,14 +69,6 @@ type session struct {
 	up    time.Time
 	first []atomic.Int64 // per block: unix nanos of its arrival on this session, 0 = absent
 }
-
-// BGP message types.
-const (
-	msgOpen         = 1
-	msgUpdate       = 2
-	msgNotification = 3
-	msgKeepalive    = 4
-)
 
 func newInjector(clients []netip.Addr, rrs []netip.Addr, blocks []netip.Prefix, owner []int, asn uint16) *injector {
 	in := &injector{asn: asn, rrs: rrs, byAddr: map[netip.Addr]*client{}, blocks: blocks,
@@ -176,16 +168,16 @@ func (in *injector) handle(conn net.Conn) {
 	if s.send(openMsg(in.asn, 90, c.id)) != nil {
 		return
 	}
-	typ, body, err := readMsg(r)
-	if err != nil || typ != msgOpen || len(body) < 9 {
+	typ, body, err := bgpwire.ReadMessage(r)
+	if err != nil || typ != bgpwire.MsgOpen || len(body) < 9 {
 		return
 	}
 	hold := time.Duration(binary.BigEndian.Uint16(body[3:5])) * time.Second
 	hold = min(hold, 90*time.Second)
-	if s.send(bgpMsg(msgKeepalive, nil)) != nil {
+	if s.send(bgpwire.Frame(bgpwire.MsgKeepalive, nil)) != nil {
 		return
 	}
-	if typ, _, err = readMsg(r); err != nil || typ != msgKeepalive {
+	if typ, _, err = bgpwire.ReadMessage(r); err != nil || typ != bgpwire.MsgKeepalive {
 		return
 	}
 	s.up = time.Now()
@@ -228,14 +220,14 @@ func (in *injector) handle(conn net.Conn) {
 		go s.keepalive(hold/3, done)
 	}
 	for {
-		typ, body, err := readMsg(r)
+		typ, body, err := bgpwire.ReadMessage(r)
 		if err != nil {
 			return
 		}
 		switch typ {
-		case msgUpdate:
+		case bgpwire.MsgUpdate:
 			s.update(body, time.Now().UnixNano())
-		case msgNotification:
+		case bgpwire.MsgNotification:
 			return
 		}
 	}
@@ -249,7 +241,7 @@ func (s *session) keepalive(every time.Duration, done <-chan struct{}) {
 		case <-done:
 			return
 		case <-t.C:
-			if s.send(bgpMsg(msgKeepalive, nil)) != nil {
+			if s.send(bgpwire.Frame(bgpwire.MsgKeepalive, nil)) != nil {
 				return
 			}
 		}
@@ -437,75 +429,41 @@ func eachPrefix(b []byte, f func(netip.Prefix)) {
 	}
 }
 
-func readMsg(r io.Reader) (byte, []byte, error) {
-	var h [19]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	l := int(binary.BigEndian.Uint16(h[16:]))
-	if l < 19 || l > 65535 {
-		return 0, nil, fmt.Errorf("BGP message length %d", l)
-	}
-	body := make([]byte, l-19)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, nil, err
-	}
-	return h[18], body, nil
-}
-
-func bgpMsg(typ byte, body []byte) []byte {
-	b := make([]byte, 19, 19+len(body))
-	for i := range 16 {
-		b[i] = 0xff
-	}
-	binary.BigEndian.PutUint16(b[16:], uint16(19+len(body)))
-	b[18] = typ
-	return append(b, body...)
-}
-
 // openMsg offers IPv6 unicast, 4-octet AS numbers, route refresh and graceful restart (120 s,
 // IPv6 unicast), as a tabby node's session does.
 func openMsg(asn uint16, hold uint16, id [4]byte) []byte {
 	caps := []byte{1, 4, 0, 2, 0, 1, 65, 4, 0, 0, byte(asn >> 8), byte(asn), 2, 0, 64, 6, 0, 120, 0, 2, 1, 0}
 	body := []byte{4, byte(asn >> 8), byte(asn), byte(hold >> 8), byte(hold), id[0], id[1], id[2], id[3], byte(2 + len(caps)), 2, byte(len(caps))}
-	return bgpMsg(msgOpen, append(body, caps...))
+	return bgpwire.Frame(bgpwire.MsgOpen, append(body, caps...))
 }
 
 // eorMsg is IPv6 unicast's End-of-RIB marker: an empty MP_UNREACH_NLRI (RFC 4724).
-func eorMsg() []byte { return bgpMsg(msgUpdate, []byte{0, 0, 0, 6, 0x80, 15, 3, 0, 2, 1}) }
+func eorMsg() []byte {
+	return bgpwire.Frame(bgpwire.MsgUpdate, []byte{0, 0, 0, 6, 0x80, 15, 3, 0, 2, 1})
+}
 
 // updateMsg announces IPv6 prefixes with next hop nh (ORIGIN IGP, empty AS_PATH as iBGP,
 // LOCAL_PREF 100) or withdraws them.
 func updateMsg(nh netip.Addr, reach, unreach []netip.Prefix) []byte {
-	nlri := func(ps []netip.Prefix) []byte {
-		var b []byte
-		for _, p := range ps {
-			a := p.Addr().As16()
-			b = append(b, byte(p.Bits()))
-			b = append(b, a[:(p.Bits()+7)/8]...)
-		}
-		return b
-	}
 	attr := func(flags, typ byte, v []byte) []byte {
 		if len(v) > 255 {
-			return append([]byte{flags | 0x10, typ, byte(len(v) >> 8), byte(len(v))}, v...)
+			flags |= bgpwire.FlagExtended
 		}
-		return append([]byte{flags, typ, byte(len(v))}, v...)
+		return bgpwire.Attr(flags, typ, v, -1)
 	}
 	var attrs []byte
 	if len(reach) > 0 {
 		a := nh.As16()
 		mp := append([]byte{0, 2, 1, 16}, a[:]...)
 		mp = append(mp, 0)
-		mp = append(mp, nlri(reach)...)
+		mp = append(mp, bgpwire.NLRI(reach...)...)
 		attrs = append(attrs, attr(0x40, 1, []byte{0})...)
 		attrs = append(attrs, attr(0x40, 2, nil)...)
 		attrs = append(attrs, attr(0x40, 5, []byte{0, 0, 0, 100})...)
 		attrs = append(attrs, attr(0x80, 14, mp)...)
 	}
 	if len(unreach) > 0 {
-		attrs = append(attrs, attr(0x80, 15, append([]byte{0, 2, 1}, nlri(unreach)...))...)
+		attrs = append(attrs, attr(0x80, 15, append([]byte{0, 2, 1}, bgpwire.NLRI(unreach...)...))...)
 	}
-	body := []byte{0, 0, byte(len(attrs) >> 8), byte(len(attrs))}
-	return bgpMsg(msgUpdate, append(body, attrs...))
+	return bgpwire.Frame(bgpwire.MsgUpdate, bgpwire.UpdateRaw(0, nil, len(attrs), attrs, nil))
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tabbynet/tabby/hack/bgpwire"
 )
 
 // An UPDATE the injector sends is one it reads back: the same prefixes, next hop and family.
@@ -14,9 +16,9 @@ func TestUpdateRoundTrip(t *testing.T) {
 	in := newInjector(clients, []netip.Addr{netip.MustParseAddr("2001:db8:100::11")}, blocks, []int{0, 1, 0}, asn)
 	s := &session{in: in, c: in.clients[1], first: make([]atomic.Int64, len(blocks))}
 	msg := updateMsg(clients[0], []netip.Prefix{blocks[0], blocks[2]}, nil)
-	typ, body, err := readMsg(bytes.NewReader(msg))
-	if err != nil || typ != msgUpdate {
-		t.Fatalf("readMsg: type %d, %v", typ, err)
+	typ, body, err := bgpwire.ReadMessage(bytes.NewReader(msg))
+	if err != nil || typ != bgpwire.MsgUpdate {
+		t.Fatalf("ReadMessage: type %d, %v", typ, err)
 	}
 	s.update(body, 42)
 	if s.first[0].Load() != 42 || s.first[2].Load() != 42 || s.first[1].Load() != 0 {
@@ -25,7 +27,7 @@ func TestUpdateRoundTrip(t *testing.T) {
 	if in.received.Load() != 1 || in.badNextHop.Load() != 0 {
 		t.Fatalf("received %d (want 1: block 2 is a sample's), bad next hops %d", in.received.Load(), in.badNextHop.Load())
 	}
-	_, body, _ = readMsg(bytes.NewReader(updateMsg(netip.Addr{}, nil, []netip.Prefix{blocks[0]})))
+	_, body, _ = bgpwire.ReadMessage(bytes.NewReader(updateMsg(netip.Addr{}, nil, []netip.Prefix{blocks[0]})))
 	s.update(body, 43)
 	if s.first[0].Load() != 0 || in.received.Load() != 0 {
 		t.Fatalf("after the withdrawal: arrival %d, received %d", s.first[0].Load(), in.received.Load())

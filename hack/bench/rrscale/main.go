@@ -16,9 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
@@ -56,22 +54,8 @@ func main() {
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
 	o.closeTimeout = time.Minute
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	o.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := validate(o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench rrscale:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench rrscale:", err)
-		os.Exit(1)
-	}
+	o.log = benchutil.Logger(*verbose)
+	benchutil.Main("rrscale", validate(o), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
 }
 
 func validate(o options) error {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
@@ -123,7 +120,7 @@ func (r *result) cost(pids []int) error {
 		if err != nil {
 			return err
 		}
-		peak, err := statusKB(pid, "VmHWM:")
+		peak, err := benchutil.StatusKB(pid, "VmHWM:")
 		if err != nil {
 			return err
 		}
@@ -153,7 +150,7 @@ func (w *world) idle(ctx context.Context, pids []int, r *result) error {
 		if err != nil {
 			return err
 		}
-		rss, err := statusKB(pid, "VmRSS:")
+		rss, err := benchutil.StatusKB(pid, "VmRSS:")
 		if err != nil {
 			return err
 		}
@@ -235,18 +232,4 @@ func (w *world) quiesce(ctx context.Context) error {
 	}
 	w.inj.reset()
 	return nil
-}
-
-// statusKB reads one "<field> N kB" line of /proc/<pid>/status.
-func statusKB(pid int, field string) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }

@@ -15,11 +15,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 )
 
 type options struct {
@@ -51,45 +51,31 @@ func main() {
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long before removing it")
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	o.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	err := func() error {
-		for _, r := range strings.Split(*rates, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(r))
-			if err != nil || n < 1 || n > 1000 {
-				return fmt.Errorf("-rates=%s: want numbers in 1..1000", *rates)
-			}
-			o.rates = append(o.rates, n)
+	o.log = benchutil.Logger(*verbose)
+	benchutil.Main("scale", validate(&o, *rates), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
+}
+
+func validate(o *options, rates string) error {
+	for _, r := range strings.Split(rates, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(r))
+		if err != nil || n < 1 || n > 1000 {
+			return fmt.Errorf("-rates=%s: want numbers in 1..1000", rates)
 		}
-		switch {
-		case os.Geteuid() != 0:
-			return errors.New("needs root (network namespaces): run as root or through `make bench-scale`")
-		case o.nodes < 1 || o.nodes > 1000:
-			return fmt.Errorf("-nodes=%d: want 1..1000", o.nodes)
-		case o.podsPerNode < 1 || o.podsPerNode > 60:
-			return fmt.Errorf("-pods-per-node=%d: want 1..60 (one /26 block each)", o.podsPerNode)
-		case o.agents < 2 || o.agents > 10:
-			return fmt.Errorf("-agents=%d: want 2..10", o.agents)
-		case o.window < 5*time.Second || o.idle < 5*time.Second:
-			return fmt.Errorf("-window=%v -idle=%v: want at least 5s each", o.window, o.idle)
-		}
-		return nil
-	}()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench scale:", err)
-		os.Exit(2)
+		o.rates = append(o.rates, n)
 	}
-	// Ctrl-C and SIGTERM cancel the run; the lab is removed on the way out either way.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, o, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench scale:", err)
-		os.Exit(1)
+	switch {
+	case os.Geteuid() != 0:
+		return errors.New("needs root (network namespaces): run as root or through `make bench-scale`")
+	case o.nodes < 1 || o.nodes > 1000:
+		return fmt.Errorf("-nodes=%d: want 1..1000", o.nodes)
+	case o.podsPerNode < 1 || o.podsPerNode > 60:
+		return fmt.Errorf("-pods-per-node=%d: want 1..60 (one /26 block each)", o.podsPerNode)
+	case o.agents < 2 || o.agents > 10:
+		return fmt.Errorf("-agents=%d: want 2..10", o.agents)
+	case o.window < 5*time.Second || o.idle < 5*time.Second:
+		return fmt.Errorf("-window=%v -idle=%v: want at least 5s each", o.window, o.idle)
 	}
+	return nil
 }
 
 func row(w io.Writer, figure, value, target, verdict string) {

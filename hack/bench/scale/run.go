@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -167,18 +166,8 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 // meshAgentsOnly turns the node-to-node mesh off and meshes the agents with each other: a
 // 1,000-node mesh is not a configuration anyone runs.
 func meshAgentsOnly(ctx context.Context, l *lab.Lab) error {
-	off := false
-	cfg, err := l.Client.BGPConfigurations().Get(ctx, v1.DefaultBGPConfigurationName)
-	switch {
-	case apierrors.IsNotFound(err):
-		cfg = &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultBGPConfigurationName}, Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: &off}}
-		_, err = l.Client.BGPConfigurations().Create(ctx, cfg)
-	case err == nil:
-		cfg.Spec.NodeToNodeMeshEnabled = &off
-		_, err = l.Client.BGPConfigurations().Update(ctx, cfg)
-	}
-	if err != nil {
-		return fmt.Errorf("BGPConfiguration %s: mesh off: %w", v1.DefaultBGPConfigurationName, err)
+	if err := l.SetNodeToNodeMesh(ctx, false); err != nil {
+		return err
 	}
 	sel := agentLabel + " == 'agent'"
 	p := &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Spec: v1.BGPPeerSpec{NodeSelector: sel, PeerSelector: sel}}

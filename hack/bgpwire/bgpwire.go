@@ -1,4 +1,4 @@
-// Package bgpwire is a minimal BGP-4 speaker for tests: it opens a session from raw bytes and
+// Package bgpwire is a minimal BGP-4 speaker for tests and benchmarks: it opens a session from raw bytes and
 // sends UPDATEs built from raw parts, so a test can hand a real BGP implementation what no
 // well-behaved router would send (attributes that lie about their length, a withdrawn-routes
 // length past the end of the message). It imports no BGP library on purpose.
@@ -84,7 +84,7 @@ func Dial(ctx context.Context, c Config) (*Session, error) {
 	}
 	// OPEN, then KEEPALIVE from the peer: Established.
 	for got := 0; got < 2; {
-		typ, body, err := readMessage(conn)
+		typ, body, err := ReadMessage(conn)
 		if err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("open session with %s: %w", c.Remote, err)
@@ -127,14 +127,19 @@ func openBody(c Config) []byte {
 	return append(b, caps...)
 }
 
-func (s *Session) write(typ byte, body []byte) error {
+// Frame is a whole message: the marker, the length and the type before body.
+func Frame(typ byte, body []byte) []byte {
 	msg := make([]byte, 19, 19+len(body))
-	for i := 0; i < 16; i++ {
+	for i := range 16 {
 		msg[i] = 0xff
 	}
 	binary.BigEndian.PutUint16(msg[16:], uint16(19+len(body)))
 	msg[18] = typ
-	msg = append(msg, body...)
+	return append(msg, body...)
+}
+
+func (s *Session) write(typ byte, body []byte) error {
+	msg := Frame(typ, body)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	_ = s.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -144,14 +149,15 @@ func (s *Session) write(typ byte, body []byte) error {
 	return nil
 }
 
-func readMessage(r io.Reader) (byte, []byte, error) {
+// ReadMessage reads one message and returns its type and body.
+func ReadMessage(r io.Reader) (byte, []byte, error) {
 	var h [19]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return 0, nil, err
 	}
 	n := int(binary.BigEndian.Uint16(h[16:]))
 	if n < 19 {
-		return 0, nil, fmt.Errorf("message length %d", n)
+		return 0, nil, fmt.Errorf("BGP message length %d", n)
 	}
 	body := make([]byte, n-19)
 	if _, err := io.ReadFull(r, body); err != nil {
@@ -171,7 +177,7 @@ func parseNotification(body []byte) Notification {
 func (s *Session) readLoop() {
 	defer close(s.closed)
 	for {
-		typ, body, err := readMessage(s.conn)
+		typ, body, err := ReadMessage(s.conn)
 		if err != nil {
 			s.mu.Lock()
 			s.err = err
@@ -263,11 +269,11 @@ func NextHop(a netip.Addr) []byte {
 	return Attr(FlagTransitive, AttrNextHop, b[:], -1)
 }
 
-// NLRI encodes prefixes the way UPDATE carries them.
+// NLRI encodes prefixes the way UPDATE (IPv4) and MP_REACH/MP_UNREACH_NLRI (IPv6) carry them.
 func NLRI(prefixes ...netip.Prefix) []byte {
 	var b []byte
 	for _, p := range prefixes {
-		a := p.Addr().As4()
+		a := p.Addr().AsSlice()
 		b = append(b, byte(p.Bits()))
 		b = append(b, a[:(p.Bits()+7)/8]...)
 	}
