@@ -223,6 +223,9 @@ func runGuestScenario(name string) int {
 	l, err := lab.New(ctx, lab.Options{
 		TwoSubnets: true, TabbyBin: os.Getenv("TABBY_BIN"), RepoDir: "/mnt",
 		External: &lab.External{URL: os.Getenv("TABBY_API_URL"), Token: os.Getenv("TABBY_API_TOKEN")},
+		// Under TCG on a busy host three agents starting at once have taken 40 s to reach
+		// their first log line: the 60 s default was missed with nothing wrong.
+		ReadyTimeout: 3 * time.Minute,
 	})
 	if err != nil {
 		fmt.Println("FAIL: start lab in the guest:", err)

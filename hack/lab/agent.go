@@ -144,7 +144,11 @@ func (n *Node) Running() bool {
 
 // WaitReady polls the agent's /readyz (from inside the namespace) until it answers 200.
 func (n *Node) WaitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	timeout := n.lab.Opts.ReadyTimeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	n.mu.Lock()
 	exited := n.exited

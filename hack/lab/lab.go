@@ -66,6 +66,9 @@ type Options struct {
 	Families Families
 	// AgentArgs are extra tabby-node flags for every node (e.g. a short --ipam-gc-grace).
 	AgentArgs []string
+	// ReadyTimeout bounds the wait for a started tabby-node's /readyz (60 s when zero; a
+	// guest under software emulation needs more).
+	ReadyTimeout time.Duration
 	// Log receives progress; slog.Default() when nil.
 	Log *slog.Logger
 }
