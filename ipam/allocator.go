@@ -377,7 +377,9 @@ func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []ippool.Pool
 	if err != nil {
 		return choice{}, fmt.Errorf("list IPAMBlocks: %w", err)
 	}
-	ns.replaceBlocks(blocks)
+	if err := a.mergeBlocks(ctx, ns, blocks); err != nil {
+		return choice{}, err
+	}
 	if c, ok := ns.pickAffine(pools); ok {
 		return c, nil
 	}
@@ -440,28 +442,6 @@ func (ns *nodeState) pickAffineIn(pools []ippool.Pool, pending map[netip.Prefix]
 		}
 	}
 	return choice{}, false
-}
-
-// replaceBlocks makes the cache the node's affine blocks of a fresh list.
-func (ns *nodeState) replaceBlocks(blocks []v1.IPAMBlock) {
-	seen := map[netip.Prefix]bool{}
-	for i := range blocks {
-		b := &blocks[i]
-		if affinityNode(b) != ns.name {
-			continue
-		}
-		c, err := parseBlockCIDR(b)
-		if err != nil {
-			continue
-		}
-		ns.blocks[c] = b.DeepCopy()
-		seen[c] = true
-	}
-	for c := range ns.blocks {
-		if !seen[c] {
-			delete(ns.blocks, c)
-		}
-	}
 }
 
 // claim creates a free block of p for the node, the lowest one. Creating the IPAMBlock is the
@@ -537,14 +517,22 @@ func borrow(node string, pools []ippool.Pool, blocks []v1.IPAMBlock) (choice, bo
 	return choice{}, false
 }
 
-// refreshBlock re-reads a block after a lost compare-and-swap.
-func (a *Allocator) refreshBlock(ctx context.Context, ns *nodeState, c netip.Prefix, name string) {
+// refreshBlock reads a block again (after a lost compare-and-swap, or a list that disagrees
+// with the cache). A block that is gone or no longer the node's leaves the cache; on any other
+// error the cached copy stays, since the cache is where DEL finds the node's addresses.
+func (a *Allocator) refreshBlock(ctx context.Context, ns *nodeState, c netip.Prefix, name string) error {
 	b, err := a.store.GetBlock(ctx, name)
-	if err != nil || affinityNode(b) != ns.name {
+	switch {
+	case apierrors.IsNotFound(err):
 		delete(ns.blocks, c)
-		return
+	case err != nil:
+		return fmt.Errorf("get IPAMBlock %s: %w", name, err)
+	case affinityNode(b) != ns.name:
+		delete(ns.blocks, c)
+	default:
+		ns.blocks[c] = b
 	}
-	ns.blocks[c] = b
+	return nil
 }
 
 // ensureLoaded fills the node's block cache once, and repairs what a crash between two writes of
@@ -566,7 +554,12 @@ func (a *Allocator) ensureLoaded(ctx context.Context, ns *nodeState) error {
 	if err != nil {
 		return fmt.Errorf("list BlockAffinities: %w", err)
 	}
-	ns.replaceBlocks(blocks)
+	// Every listed block of the node is read again (usually one): a process that just started
+	// may be a DEL right after its pod's ADD, and a list from a lagging cache would not hold the
+	// address.
+	if err := a.mergeBlocks(ctx, ns, blocks); err != nil {
+		return err
+	}
 	have := map[string]bool{}
 	for _, af := range affs {
 		if af.Spec.Node != ns.name {

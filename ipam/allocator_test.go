@@ -551,3 +551,62 @@ func TestPoolsFromTheInformer(t *testing.T) {
 		t.Fatalf("with the informer's pools: %d pool lists, want 0", n)
 	}
 }
+
+// A list served from the API server's watch cache can predate this process's last write. The
+// node's cached blocks are where DEL finds the node's addresses (no handle object lists them), so
+// such a list must never take an allocation out of the cache: not in the garbage collector's
+// pass over empty blocks, and not when a new process (the plugins' direct path) loads the node.
+func TestStaleBlockListLosesNoAllocation(t *testing.T) {
+	forFamilies(t, testStaleBlockListLosesNoAllocation)
+}
+
+func testStaleBlockListLosesNoAllocation(t *testing.T, f family) {
+	ctx := context.Background()
+	s := newFake(t)
+	s.AddPool("p", f.cidr("10.244.0.0/24"), f.blockSize(26))
+	held := func(handle string) bool {
+		for _, b := range s.Blocks() {
+			for _, al := range b.Spec.Allocations {
+				if al.Handle == handle {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	a := ipam.New(s, ipam.Config{AffinityGracePeriod: time.Minute})
+	if _, err := a.Assign(ctx, f.req(req("n1", "c0"))); err != nil {
+		t.Fatal(err)
+	}
+	thaw := s.FreezeBlockLists()
+	defer thaw()
+	if _, err := a.Assign(ctx, f.req(req("n1", "c1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseEmptyBlocks(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseHandle(ctx, "net.c1"); err != nil {
+		t.Fatal(err)
+	}
+	if held("net.c1") {
+		t.Fatal("after the garbage collector saw a stale list, DEL left the address allocated")
+	}
+
+	if _, err := a.Assign(ctx, f.req(req("n1", "c2"))); err != nil {
+		t.Fatal(err)
+	}
+	b := ipam.New(s, ipam.Config{})
+	if err := b.LoadNode(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseHandle(ctx, "net.c2"); err != nil {
+		t.Fatal(err)
+	}
+	if held("net.c2") {
+		t.Fatal("a process that loaded the node from a stale list left the address allocated on DEL")
+	}
+	if !held("net.c0") {
+		t.Fatal("c0 was released")
+	}
+}

@@ -197,7 +197,10 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 		}
 		nb, err := a.store.UpdateBlock(ctx, w.obj)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			a.refreshBlock(ctx, ns, w.c.block, w.obj.Name)
+			if rerr := a.refreshBlock(ctx, ns, w.c.block, w.obj.Name); rerr != nil {
+				// The retry works on the old copy and loses its compare-and-swap again.
+				a.log.Warn("re-read block after a lost compare-and-swap", "block", w.c.block, "err", rerr)
+			}
 			for _, op := range w.ops {
 				retry(op, err)
 			}
@@ -207,7 +210,9 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 			// The update may have gone through all the same (a timeout): read the block again
 			// so that the requests' clean-up (ReleaseHandle) finds what it holds.
 			if !w.c.borrowed {
-				a.refreshBlock(ctx, ns, w.c.block, w.obj.Name)
+				if rerr := a.refreshBlock(ctx, ns, w.c.block, w.obj.Name); rerr != nil {
+					a.log.Warn("re-read block after a failed update", "block", w.c.block, "err", rerr)
+				}
 			}
 			for i, op := range w.ops {
 				op.finish(Assignment{}, fmt.Errorf("allocate %s in IPAMBlock %s: %w", addrAt(w.c.block, w.ordinals[i]), w.obj.Name, err))

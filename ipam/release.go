@@ -268,6 +268,41 @@ func (a *Allocator) blockOf(ctx context.Context, ip netip.Addr) (netip.Prefix, e
 	return netip.Prefix{}, fmt.Errorf("no IPAMBlock contains it: %w", ErrNotAllocated)
 }
 
+// mergeBlocks brings the node's cached blocks up to date with a list that may be stale
+// (KubeStore.ListsFromCache). Where the list and the cache disagree, the block is read again:
+// a list from before this process's last write must not take an allocation out of the cache,
+// because DEL finds the addresses of the node's own blocks there and nowhere else. ns.mu is held.
+func (a *Allocator) mergeBlocks(ctx context.Context, ns *nodeState, blocks []v1.IPAMBlock) error {
+	listed := map[netip.Prefix]string{} // affine block -> listed resourceVersion
+	for i := range blocks {
+		b := &blocks[i]
+		if affinityNode(b) != ns.name {
+			continue
+		}
+		if c, err := parseBlockCIDR(b); err == nil {
+			listed[c] = b.ResourceVersion
+		}
+	}
+	var stale []netip.Prefix
+	for c, rv := range listed {
+		if cb := ns.blocks[c]; cb == nil || cb.ResourceVersion != rv {
+			stale = append(stale, c)
+		}
+	}
+	for c := range ns.blocks {
+		if _, ok := listed[c]; !ok {
+			stale = append(stale, c)
+		}
+	}
+	var errs []error
+	for _, c := range stale {
+		if err := a.refreshBlock(ctx, ns, c, names.BlockName(c)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ReleaseEmptyBlocks gives back to the pool the node's blocks that have been empty for the
 // affinity grace period: the block is deleted (only if still unchanged, so an allocation that
 // just landed in it wins), then its affinity.
@@ -282,7 +317,9 @@ func (a *Allocator) ReleaseEmptyBlocks(ctx context.Context, node string) error {
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	ns.replaceBlocks(blocks)
+	if err := a.mergeBlocks(ctx, ns, blocks); err != nil {
+		return fmt.Errorf("release empty blocks of %s: %w", node, err)
+	}
 	now := a.cfg.Now()
 	var errs []error
 	for c, b := range ns.blocks {
@@ -301,7 +338,9 @@ func (a *Allocator) ReleaseEmptyBlocks(ctx context.Context, node string) error {
 		err := a.store.DeleteBlock(ctx, b.Name, b.ResourceVersion)
 		if apierrors.IsConflict(err) {
 			// Written since we looked (an allocation, perhaps by a borrower): look again later.
-			a.refreshBlock(ctx, ns, c, b.Name)
+			if err := a.refreshBlock(ctx, ns, c, b.Name); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		if err != nil && !apierrors.IsNotFound(err) {

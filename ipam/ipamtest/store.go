@@ -33,6 +33,9 @@ type Store struct {
 	nsAnn   map[string]map[string]string
 	calls   map[Op]int
 	inject  func(op Op, name string) error
+	// staleBlocks, when set, is what ListBlocks answers: an API server's watch cache that has
+	// not caught up (KubeStore.ListsFromCache).
+	staleBlocks []v1.IPAMBlock
 }
 
 var _ ipam.Store = (*Store)(nil)
@@ -275,12 +278,37 @@ func (s *Store) ListBlocks(ctx context.Context) ([]v1.IPAMBlock, error) {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	var out []v1.IPAMBlock
+	if s.staleBlocks != nil {
+		out := make([]v1.IPAMBlock, len(s.staleBlocks))
+		for i := range s.staleBlocks {
+			out[i] = *s.staleBlocks[i].DeepCopy()
+		}
+		return out, nil
+	}
+	return s.listBlocks(), nil
+}
+
+func (s *Store) listBlocks() []v1.IPAMBlock {
+	out := []v1.IPAMBlock{}
 	for _, b := range s.blocks {
 		out = append(out, *b.DeepCopy())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
+}
+
+// FreezeBlockLists has ListBlocks answer the blocks as they are now, whatever is written later,
+// until the returned function is called: the lag of a list served from the API server's watch
+// cache. Gets and writes see the current blocks.
+func (s *Store) FreezeBlockLists() (thaw func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.staleBlocks = s.listBlocks()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.staleBlocks = nil
+	}
 }
 
 func (s *Store) CreateBlock(ctx context.Context, b *v1.IPAMBlock) (*v1.IPAMBlock, error) {
@@ -490,8 +518,9 @@ func (s *Store) GetNamespaceAnnotations(ctx context.Context, name string) (map[s
 
 // Blocks returns a copy of every block (for assertions).
 func (s *Store) Blocks() []v1.IPAMBlock {
-	b, _ := s.ListBlocks(context.Background())
-	return b
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listBlocks()
 }
 
 // Handles returns a copy of every handle (for assertions).
