@@ -1,0 +1,118 @@
+// Command cluster starts a real Kubernetes cluster with tabby (hack/cluster) and keeps it up
+// until interrupted, or removes what a dead one left behind.
+//
+//	cluster up [-nodes 2]   start, print how to use it, stop on Ctrl-C, SIGTERM or SIGHUP
+//	cluster conformance     start, run the upstream sig-network e2e subset, print the results
+//	cluster clean           remove a dead cluster's processes, mounts, cgroups and namespaces
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tabbynet/tabby/hack/cluster"
+	"github.com/tabbynet/tabby/hack/testenv"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] | cluster conformance [-focus REGEX] | cluster clean")
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(os.Args[2:], log)
+	case "conformance":
+		err = conformance(os.Args[2:], log)
+	case "clean":
+		err = cluster.Cleanup(context.Background(), log)
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func up(args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	nodes := fs.Int("nodes", 2, "number of nodes")
+	noTabby := fs.Bool("no-tabby", false, "leave the chart uninstalled (helm install it yourself; nodes stay NotReady until a CNI is installed)")
+	_ = fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	c, err := cluster.Up(ctx, cluster.Options{Nodes: *nodes, NoTabby: *noTabby, Log: log})
+	if err != nil {
+		return err
+	}
+	fmt.Printf(`
+The cluster is up: %d nodes with tabby installed by helm (release %q in namespace tabby-system).
+
+  export KUBECONFIG=%s
+  %s get nodes -o wide
+  %s get pods -A -o wide
+
+Node logs (containerd, kubelet, kube-proxy) are under %s/nodes/<node>/root.
+Stop it with Ctrl-C (or SIGTERM/SIGHUP); if this process is killed, run `+"`make cluster-clean`"+`.
+`, len(c.Nodes), cluster.Release, c.Kubeconfig, testenv.Kubectl(), testenv.Kubectl(), c.Lab.Dir)
+	<-ctx.Done()
+	log.Info("stopping the cluster")
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return c.Close(cctx)
+}
+
+func conformance(args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
+	focus := fs.String("focus", "", "e2e focus regex (default: the sig-network subset in hack/cluster)")
+	verbose := fs.Bool("v", false, "print e2e.test's output as it runs (else only on failure)")
+	_ = fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	c, err := cluster.Up(ctx, cluster.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Close(cctx); err != nil {
+			log.Error("cluster teardown", "err", err)
+		}
+	}()
+	fo := cluster.ConformanceFocus
+	if *focus != "" {
+		fo = []string{*focus}
+	}
+	var buf bytes.Buffer
+	var out io.Writer = &buf
+	if *verbose {
+		out = os.Stdout
+	}
+	log.Info("running the upstream e2e tests", "focus", len(fo))
+	res, err := c.RunConformance(ctx, fo, cluster.ConformanceSkip, out)
+	if err != nil {
+		os.Stdout.Write(buf.Bytes())
+		return err
+	}
+	sum, ok := cluster.Summary(res)
+	if !ok && !*verbose {
+		os.Stdout.Write(buf.Bytes())
+	}
+	fmt.Print(sum)
+	if !ok {
+		return fmt.Errorf("conformance failed")
+	}
+	return nil
+}
