@@ -86,6 +86,9 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 	c := &Cluster{Lab: l, Kubeconfig: l.Kubecfg, opts: o, log: o.Log, ImageTag: ImageTag}
 	defer func() {
 		if err != nil {
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			c.log.Error("cluster up failed", "err", err, "diagnostics", "\n"+c.Diagnostics(dctx))
+			dcancel()
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			_ = c.Close(cctx)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Diagnostics is what to look at when something failed: pods and nodes as the API server sees
@@ -16,7 +17,9 @@ func (c *Cluster) Diagnostics(ctx context.Context) string {
 		{"get", "pods", "-A", "-o", "wide"},
 		{"get", "events", "-A", "--sort-by=.lastTimestamp"},
 	} {
-		out, err := c.Kubectl(ctx, args...)
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := c.Kubectl(kctx, args...)
+		cancel()
 		fmt.Fprintf(&b, "---- kubectl %s\n%s", strings.Join(args, " "), out)
 		if err != nil {
 			fmt.Fprintf(&b, "(%v)\n", err)

@@ -39,11 +39,12 @@ type Node struct {
 // where the chart's hostPath volumes point (CNI binaries and config, tabby-node's sockets), where
 // containerd keeps pod network namespaces, and where kubelet writes pod logs.
 var privatePaths = []struct{ dir, at string }{
-	{"opt", "/opt"},             // /opt/cni/bin: the CNI plugins (install-cni copies tabby's)
-	{"etc-cni", "/etc/cni"},     // /etc/cni/net.d: the conflist
-	{"run-tabby", "/run/tabby"}, // ipam.sock, bird.sock, the plugins' direct-path lock
-	{"run-netns", "/run/netns"}, // the pods' network namespaces
-	{"var-log", "/var/log"},     // /var/log/pods, /var/log/containers
+	{"opt", "/opt"},                       // /opt/cni/bin: the CNI plugins (install-cni copies tabby's)
+	{"etc-cni", "/etc/cni"},               // /etc/cni/net.d: the conflist
+	{"run-tabby", "/run/tabby"},           // ipam.sock, bird.sock, the plugins' direct-path lock
+	{"run-netns", "/run/netns"},           // the pods' network namespaces
+	{"run-containerd", "/run/containerd"}, // the shims' sockets (a fixed path of containerd's)
+	{"var-log", "/var/log"},               // /var/log/pods, /var/log/containers
 }
 
 // kernelTunables are the global sysctls kubelet sets at start (vm.overcommit_memory=1,
@@ -217,11 +218,21 @@ state = %q
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"
 
+# Without CAP_SYS_RESOURCE (this machine's root lacks it) no process may lower its OOM score
+# below its parent's, and kubelet asks -998 for system-node-critical pods such as tabby-node:
+# keep the scores at containerd's own instead.
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+
 [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 
 [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
   SystemdCgroup = false
+
+# NRI's socket is one fixed path for the whole machine.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
 
 [plugins."io.containerd.cri.v1.runtime".cni]
   bin_dirs = ["/opt/cni/bin"]

@@ -13,9 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PauseImage is the pod sandbox image (containerd's default), built here.
-const PauseImage = "registry.k8s.io/pause:3.10.1"
-
 // referenceConflist is the reference plugins' network: ptp with host-local, on a range of the
 // pod CIDR that tabby's blocks of a small cluster never reach. Named 00-… so containerd, which
 // takes the first configuration file by name, prefers it to tabby's 10-tabby.conflist.

@@ -198,7 +198,10 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 		"--enable-priority-and-fairness=false",
 		"--allow-privileged=true", "--profiling=false", "--v=0",
 	}
-	if !o.Cluster {
+	if o.Cluster {
+		// Node names are not in any DNS: exec, logs and port-forward dial the node's address.
+		args = append(args, "--kubelet-preferred-address-types=InternalIP")
+	} else {
 		args = append(args,
 			// Nothing on the nodes' side reads the `kubernetes` Service.
 			"--endpoint-reconciler-type=none",

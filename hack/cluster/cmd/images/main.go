@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tabbynet/tabby/hack/cluster/image"
 	"github.com/tabbynet/tabby/hack/cluster/images"
 )
 
@@ -46,78 +45,18 @@ func run() error {
 		}
 		*tag = strings.TrimSpace(string(v))
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp("", "images-")
+	archives, err := images.WriteArchives(context.Background(), images.Options{
+		Dir: *out, TabbyBin: *tabbyBin, TabbyTag: *tag, Agnhost: *agnhost,
+		Only: strings.Split(*only, ","), Gzip: *gz,
+		Warn: func(msg string) { fmt.Fprintln(os.Stderr, "images: warning:", msg) },
+	})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-
-	build := map[string]func() (image.Image, error){
-		"pause": func() (image.Image, error) {
-			bin, err := images.BuildPause(context.Background(), tmp)
-			return images.Pause(bin), err
-		},
-		"tabby": func() (image.Image, error) { return images.Tabby(*tabbyBin, *tag) },
-		"agnhost": func() (image.Image, error) {
-			if _, err := os.Stat(*agnhost); err != nil {
-				return image.Image{}, fmt.Errorf("agnhost binary: %w", err)
-			}
-			img, missing, err := images.Agnhost(*agnhost)
-			if len(missing) > 0 {
-				fmt.Fprintf(os.Stderr, "images: warning: the agnhost image lacks %s (not on this host): the e2e tests that run them will fail\n", strings.Join(missing, ", "))
-			}
-			return img, err
-		},
-	}
-	for _, name := range strings.Split(*only, ",") {
-		f, ok := build[name]
-		if !ok {
-			return fmt.Errorf("-only: unknown image %q", name)
-		}
-		img, err := f()
-		if err != nil {
-			return err
-		}
-		img.Gzip = *gz
-		path := filepath.Join(*out, name+".tar")
-		size, err := writeFile(path, img)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%s\t%s\t%.1f MB\n", img.Ref, path, float64(size)/1e6)
+	for _, a := range archives {
+		fmt.Printf("%s\t%s\t%.1f MB\n", a.Ref, a.Path, float64(a.Size)/1e6)
 	}
 	return nil
-}
-
-// writeFile writes img's archive to path through a temporary file, so a reader never sees a
-// half-written archive.
-func writeFile(path string, img image.Image) (int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	if err := image.Write(f, img); err != nil {
-		return 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return 0, err
-	}
-	return st.Size(), nil
 }
 
 func envOr(k, def string) string {
