@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tabby's tests use, once: iptables/ipset (felix's NAT), bird2 and
 # frr (real routers as ToR peers), qemu + busybox + cpio + kmod (a real kernel with ipip), tcpdump,
-# ping, conntrack, traceroute. Needs root (CI is root). Does nothing when everything is present.
+# ping, conntrack, traceroute, and runc for containerd (which hack/controlplane/build.sh builds:
+# Debian's containerd 1.6 is too old for kubelet 1.36). Needs root (CI is root). Does nothing when
+# everything is present.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -18,6 +20,7 @@ have ping || need+=(iputils-ping)
 have conntrack || need+=(conntrack)
 have traceroute || need+=(traceroute)
 have ip || need+=(iproute2)
+have runc || need+=(runc)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then
   echo "install-deps: need root to install: ${need[*]}" >&2
