@@ -52,6 +52,13 @@ deps:
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null
 
+# What a real cluster's nodes run, and upstream's e2e suite: kubelet, kube-proxy, kube-scheduler,
+# kube-controller-manager, containerd (runc comes from deps), e2e.test and agnhost. Built once and
+# cached like the control plane.
+.PHONY: cluster-deps
+cluster-deps: deps
+	@bash hack/controlplane/build.sh node containerd e2e >/dev/null
+
 # Unit + integration tests: the real API server, real netns, real iptables (root).
 test: deps controlplane tools build
 	bash hack/check-generated.sh
