@@ -5,9 +5,10 @@
 #
 # Usage: build.sh [SET...]   (no SET: controlplane)
 #   controlplane  etcd, kube-apiserver, kubectl
-#   node          kubelet, kube-proxy, kube-scheduler, kube-controller-manager
+#   node          kubelet, kube-proxy, kube-scheduler, kube-controller-manager, and agnhost (the
+#                 upstream test image's binary, which the cluster's own tests run too)
 #   containerd    containerd, containerd-shim-runc-v2, ctr (runc comes from hack/install-deps.sh)
-#   e2e           e2e.test (upstream's e2e suite, runs standalone: no ginkgo CLI) and agnhost
+#   e2e           e2e.test (upstream's e2e suite, runs standalone: no ginkgo CLI)
 #
 # kubernetes cannot be `go install`ed directly: its go.mod replaces every k8s.io/* staging module
 # with ./staging/..., which a module consumer cannot see. A wrapper module requires
@@ -136,6 +137,7 @@ for set in "$@"; do
       build_k8s kube-proxy k8s.io/kubernetes/cmd/kube-proxy "about 20 seconds"
       build_k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "about 10 seconds"
       build_k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "about a minute"
+      build_k8s agnhost k8s.io/kubernetes/test/images/agnhost "about 15 seconds"
       ;;
     containerd)
       build_containerd containerd "about 90 seconds on 2 cores"
@@ -144,7 +146,6 @@ for set in "$@"; do
       ;;
     e2e)
       build_e2e_test
-      build_k8s agnhost k8s.io/kubernetes/test/images/agnhost "about 15 seconds"
       ;;
     *) log "unknown build set: $set (controlplane, node, containerd, e2e)"; exit 2 ;;
   esac

@@ -77,6 +77,7 @@ func conformance(args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
 	focus := fs.String("focus", "", "e2e focus regex (default: the sig-network subset in hack/cluster)")
 	verbose := fs.Bool("v", false, "print e2e.test's output as it runs (else only on failure)")
+	podStart := fs.Int("podstart", 100, "after the tests, time this many pods started at once on one node, tabby against ptp + host-local (0: skip)")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -110,9 +111,35 @@ func conformance(args []string, log *slog.Logger) error {
 	if !ok && !*verbose {
 		os.Stdout.Write(buf.Bytes())
 	}
+	if *podStart > 0 {
+		// Printed before the summary, whose last line is the verdict.
+		if err := printPodStart(ctx, c, *podStart); err != nil {
+			return err
+		}
+	}
 	fmt.Print(sum)
 	if !ok {
 		return fmt.Errorf("conformance failed")
 	}
+	return nil
+}
+
+// printPodStart times count pods on the first node with tabby, then with the reference plugins,
+// in this one cluster.
+func printPodStart(ctx context.Context, c *cluster.Cluster, count int) error {
+	node := c.Nodes[0]
+	var got []cluster.PodStart
+	for _, ref := range []bool{false, true} {
+		r, err := c.MeasurePodStart(ctx, node, count, ref)
+		if err != nil {
+			return fmt.Errorf("pod start (%s): %w", r.CNI, err)
+		}
+		got = append(got, r)
+	}
+	fmt.Printf("pod start: %d pods created at once on %s until all Running with an address:\n", count, node.Name)
+	for _, r := range got {
+		fmt.Printf("  %-18s %6.2fs\n", r.CNI, r.Total.Seconds())
+	}
+	fmt.Printf("  tabby / reference: %.2f×\n", got[0].Total.Seconds()/got[1].Total.Seconds())
 	return nil
 }
