@@ -180,18 +180,10 @@ const cgroupFS = "/sys/fs/cgroup"
 
 // startContainerd starts the node's containerd with its own root, state and sockets.
 func (n *Node) startContainerd(ctx context.Context) error {
-	cfg := filepath.Join(n.Root, "containerd.toml")
-	if err := os.WriteFile(cfg, []byte(containerdConfig(n)), 0o644); err != nil {
-		return err
-	}
-	bin, err := cacheBinary("containerd")
-	if err != nil {
-		return err
-	}
 	// The shim is looked up on PATH; runc comes from the distribution.
 	env := []string{"PATH=" + testenv.BinDir() + ":" + os.Getenv("PATH")}
-	n.containerd, err = startProc("containerd", filepath.Join(n.Root, "containerd.log"), n.MountNS, lab.NetnsPath(n.NS), env, bin, "--config", cfg)
-	if err != nil {
+	var err error
+	if n.containerd, err = n.startComponent("containerd", "containerd.toml", containerdConfig(n), env); err != nil {
 		return err
 	}
 	return waitFor(ctx, 60*time.Second, func() error {
@@ -264,19 +256,27 @@ func (n *Node) importImages(ctx context.Context, archives []string) error {
 }
 
 // startKubelet writes the kubelet's configuration and starts it.
-func (n *Node) startKubelet() error {
-	cfg := filepath.Join(n.Root, "kubelet.yaml")
-	if err := os.WriteFile(cfg, []byte(kubeletConfig(n)), 0o644); err != nil {
-		return err
-	}
-	bin, err := cacheBinary("kubelet")
-	if err != nil {
-		return err
-	}
-	n.kubelet, err = startProc("kubelet", filepath.Join(n.Root, "kubelet.log"), n.MountNS, lab.NetnsPath(n.NS), nil,
-		bin, "--config="+cfg, "--kubeconfig="+n.Kubeconfig, "--hostname-override="+n.Name,
+func (n *Node) startKubelet() (err error) {
+	n.kubelet, err = n.startComponent("kubelet", "kubelet.yaml", kubeletConfig(n), nil,
+		"--kubeconfig="+n.Kubeconfig, "--hostname-override="+n.Name,
 		"--node-ip="+n.IP().String(), "--root-dir="+filepath.Join(n.Root, "kubelet"), "--v=1")
 	return err
+}
+
+// startComponent writes a component's configuration file into the node's root and starts the
+// component (a binary of the cache) in the node's namespaces with --config=<file> and args, its
+// log beside the configuration.
+func (n *Node) startComponent(name, file, config string, env []string, args ...string) (*proc, error) {
+	cfg := filepath.Join(n.Root, file)
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	bin, err := cacheBinary(name)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{bin, "--config=" + cfg}, args...)
+	return startProc(name, filepath.Join(n.Root, name+".log"), n.MountNS, lab.NetnsPath(n.NS), env, argv...)
 }
 
 func kubeletConfig(n *Node) string {
@@ -312,17 +312,8 @@ maxPods: 150
 }
 
 // startKubeProxy starts kube-proxy (iptables mode) in the node's namespaces.
-func (n *Node) startKubeProxy() error {
-	cfg := filepath.Join(n.Root, "kube-proxy.yaml")
-	if err := os.WriteFile(cfg, []byte(kubeProxyConfig(n)), 0o644); err != nil {
-		return err
-	}
-	bin, err := cacheBinary("kube-proxy")
-	if err != nil {
-		return err
-	}
-	n.proxy, err = startProc("kube-proxy", filepath.Join(n.Root, "kube-proxy.log"), n.MountNS, lab.NetnsPath(n.NS), nil,
-		bin, "--config="+cfg, "--v=1")
+func (n *Node) startKubeProxy() (err error) {
+	n.proxy, err = n.startComponent("kube-proxy", "kube-proxy.yaml", kubeProxyConfig(n), nil, "--v=1")
 	return err
 }
 
