@@ -60,7 +60,7 @@ controlplane:
 # for the upstream conformance subset.
 .PHONY: cluster-deps conformance-deps cluster cluster-clean conformance
 cluster-deps: deps
-	@bash hack/controlplane/build.sh node containerd >/dev/null
+	@bash hack/controlplane/build.sh node containerd dns >/dev/null
 
 conformance-deps: cluster-deps
 	@bash hack/controlplane/build.sh e2e >/dev/null

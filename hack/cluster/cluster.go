@@ -135,6 +135,9 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := c.InstallTabby(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.installDNS(ctx); err != nil {
+		return nil, err
+	}
 	c.log.Info("cluster ready", "nodes", len(c.Nodes), "took", time.Since(start).Round(time.Millisecond))
 	return c, nil
 }

@@ -56,7 +56,8 @@ func startCluster(t *testing.T, o Options) *Cluster {
 
 // A pod on each node, created with the API as a user would, gets an address from tabby's pool;
 // the two reach each other across nodes and through a Service's ClusterIP (kube-proxy's DNAT
-// beside tabby's NAT outgoing); deleting them releases their addresses.
+// beside tabby's NAT outgoing), by address and by name through the cluster's DNS; deleting them
+// releases their addresses.
 func TestPodsAcrossNodes(t *testing.T) {
 	c := startCluster(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -111,6 +112,10 @@ func TestPodsAcrossNodes(t *testing.T) {
 	targets := map[string]string{
 		"pod on " + c.Nodes[1].Name: ips[c.Nodes[1].Name] + ":8080",
 		"Service ClusterIP":         svc.Spec.ClusterIP + ":80",
+		// CoreDNS, itself a pod, answers through the kube-dns Service.
+		"Service by name": svc.Name + "." + ns + ".svc." + ClusterDomain + ":80",
+		// The resolv.conf kubelet wrote: the namespace's search domain, as the e2e tests' nc.
+		"Service by short name": svc.Name + ":80",
 	}
 	for what, dst := range targets {
 		if err := waitFor(ctx, 30*time.Second, func() error {
@@ -121,6 +126,17 @@ func TestPodsAcrossNodes(t *testing.T) {
 		} else {
 			t.Logf("%s → %s (%s): connected", from, what, dst)
 		}
+	}
+	// A name outside the cluster does not exist: answered at once, not a failure to retry
+	// (SERVFAIL). Absolute, so that the search domains, which the cluster answers, are not tried.
+	if err := waitFor(ctx, 30*time.Second, func() error {
+		out, _ := c.Kubectl(ctx, "exec", "-n", ns, from, "--", "nslookup", "tabby.example.com.")
+		if !strings.Contains(out, "NXDOMAIN") {
+			return fmt.Errorf("nslookup tabby.example.com.: want NXDOMAIN: %s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 
 	for _, n := range c.Nodes {

@@ -298,7 +298,9 @@ authentication:
   anonymous: {enabled: true}
   webhook: {enabled: false}
 authorization: {mode: AlwaysAllow}
-clusterDomain: cluster.local
+clusterDomain: %s
+# Pods resolve names through the cluster's CoreDNS (installDNS).
+clusterDNS: [%s]
 # The disk is shared with everything else on the machine: evict for it only when it is full.
 evictionHard:
   memory.available: 100Mi
@@ -308,7 +310,7 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 serializeImagePulls: false
 maxPods: 150
-`, n.CgroupRoot, sock, sock, n.IP())
+`, n.CgroupRoot, sock, sock, n.IP(), ClusterDomain, DNSServiceIP)
 }
 
 // startKubeProxy starts kube-proxy (iptables mode) in the node's namespaces.

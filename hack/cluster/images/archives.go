@@ -16,7 +16,8 @@ type Options struct {
 	TabbyBin string   // make build's binaries
 	TabbyTag string   // the tag of tabby's image
 	Agnhost  string   // the static agnhost binary
-	Only     []string // a subset of pause, tabby, agnhost; all three when empty
+	CoreDNS  string   // the static coredns binary
+	Only     []string // a subset of DefaultImages; all of them when empty
 	Gzip     bool
 	// Warn is told about a weaker image (an agnhost tool this host lacks); nil: ignored.
 	Warn func(msg string)
@@ -29,11 +30,15 @@ type Archive struct {
 	Size int64
 }
 
+// DefaultImages are the images WriteArchives writes when Options.Only is empty: what a cluster
+// runs (the pod sandbox, tabby, the DNS add-on) and the e2e tests' agnhost.
+var DefaultImages = []string{"pause", "tabby", "agnhost", "coredns"}
+
 // WriteArchives writes <name>.tar for each image into o.Dir.
 func WriteArchives(ctx context.Context, o Options) ([]Archive, error) {
 	only := o.Only
 	if len(only) == 0 {
-		only = []string{"pause", "tabby", "agnhost"}
+		only = DefaultImages
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
@@ -59,12 +64,13 @@ func WriteArchives(ctx context.Context, o Options) ([]Archive, error) {
 			}
 			return img, err
 		},
+		"coredns": func() (image.Image, error) { return CoreDNS(o.CoreDNS) },
 	}
 	var out []Archive
 	for _, name := range only {
 		f, ok := build[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown image %q (pause, tabby, agnhost)", name)
+			return nil, fmt.Errorf("unknown image %q (%s)", name, strings.Join(DefaultImages, ", "))
 		}
 		img, err := f()
 		if err != nil {

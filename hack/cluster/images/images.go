@@ -1,5 +1,6 @@
 // Package images defines the container images a tabby cluster on this machine needs and has no
-// registry to pull from: the pod sandbox (pause), tabby itself, and the e2e test image agnhost.
+// registry to pull from: the pod sandbox (pause), tabby itself, the DNS server (CoreDNS) and the
+// e2e test image agnhost.
 // Each is built from binaries on this machine with package image.
 package images
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tabbynet/tabby/hack/cluster/image"
+	"github.com/tabbynet/tabby/hack/testenv"
 )
 
 // unpack writes img's archive and unpacks its layer into a new directory, which it returns.
@@ -266,8 +267,43 @@ func TestAgnhost(t *testing.T) {
 	}
 }
 
-// The refs match their sources: the chart's default repository, and, when the module cache has
-// them, what containerd v2.4.2 and the e2e tests of E2EVersion expect.
+func TestCoreDNS(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "coredns")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho coredns \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := CoreDNS(fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Ref != "registry.k8s.io/coredns/coredns:"+CoreDNSVersion || strings.Join(img.Entrypoint, " ") != "/coredns" {
+		t.Errorf("ref %s entrypoint %v", img.Ref, img.Entrypoint)
+	}
+	if _, err := CoreDNS(filepath.Join(t.TempDir(), "coredns")); err == nil {
+		t.Error("CoreDNS without the binary succeeded")
+	}
+	needRoot(t)
+	root := unpack(t, img)
+	if b, err := os.ReadFile(filepath.Join(root, "coredns")); err != nil || !strings.Contains(string(b), "echo coredns") {
+		t.Errorf("/coredns: %v %q", err, b)
+	}
+	// The binary build.sh caches, if there: static, it runs in a root with nothing else.
+	built := filepath.Join(testenv.BinDir(), "coredns-"+CoreDNSVersion)
+	if _, err := os.Stat(built); err != nil {
+		t.Skipf("not run: %v (make cluster-deps)", err)
+	}
+	if img, err = CoreDNS(built); err != nil {
+		t.Fatal(err)
+	}
+	root = unpack(t, img)
+	if out, err := inRoot(t, root, nil, "/coredns", "-version"); err != nil || !strings.Contains(out, "CoreDNS-"+strings.TrimPrefix(CoreDNSVersion, "v")) {
+		t.Errorf("/coredns -version: %v %q", err, out)
+	}
+}
+
+// The refs match their sources: the chart's default repository, the CoreDNS build.sh builds,
+// and, when the module cache has them, what containerd v2.4.2, the e2e tests and kubeadm of
+// E2EVersion expect.
 func TestRefs(t *testing.T) {
 	b, err := os.ReadFile("../../../charts/tabby/values.yaml")
 	if err != nil {
@@ -281,6 +317,14 @@ func TestRefs(t *testing.T) {
 	}
 	if values.Image.Repository != TabbyRepository {
 		t.Errorf("chart's image.repository %q, TabbyRepository %q", values.Image.Repository, TabbyRepository)
+	}
+
+	build, err := os.ReadFile("../../controlplane/build.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(build), "COREDNS_VERSION=${COREDNS_VERSION:-"+CoreDNSVersion+"}") {
+		t.Errorf("build.sh's default COREDNS_VERSION is not %s", CoreDNSVersion)
 	}
 
 	modCache, err := exec.Command("go", "env", "GOMODCACHE").Output()
@@ -302,6 +346,11 @@ func TestRefs(t *testing.T) {
 			if m == nil || !strings.HasSuffix(ref, "/"+m[1]+":"+m[2]) {
 				t.Errorf("e2e %s's %s image is %v, we build %s", E2EVersion, id, m, ref)
 			}
+		}
+	}
+	if src := read("k8s.io/kubernetes@" + E2EVersion + "/cmd/kubeadm/app/constants/constants.go"); src != "" {
+		if !strings.Contains(src, `CoreDNSVersion = "`+CoreDNSVersion+`"`) {
+			t.Errorf("kubeadm %s's CoreDNSVersion is not %s", E2EVersion, CoreDNSVersion)
 		}
 	}
 	if src := read("github.com/containerd/containerd/v2@v2.4.2/internal/cri/config/config.go"); src != "" {

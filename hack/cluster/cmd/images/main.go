@@ -1,7 +1,7 @@
 // Command images writes the cluster's container images as OCI archives for
-// `ctr -n k8s.io images import`: pause.tar, tabby.tar and agnhost.tar in -out.
+// `ctr -n k8s.io images import`: pause.tar, tabby.tar, agnhost.tar and coredns.tar in -out.
 //
-//	go run ./hack/cluster/cmd/images -out DIR -tabby-bin bin -agnhost PATH -tabby-tag TAG
+//	go run ./hack/cluster/cmd/images -out DIR -tabby-bin bin -agnhost PATH -coredns PATH -tabby-tag TAG
 //
 // Run it from tabby's module (it builds the pause command); tabby's binaries come from
 // `make build`. The chart's image.tag must be -tabby-tag.
@@ -30,8 +30,9 @@ func run() error {
 	out := flag.String("out", "", "directory to write the archives to (created if missing)")
 	tabbyBin := flag.String("tabby-bin", envOr("TABBY_BIN", "bin"), "directory of make build's binaries")
 	agnhost := flag.String("agnhost", filepath.Join(cacheDir(), "bin", "agnhost"), "the static agnhost binary")
+	coredns := flag.String("coredns", filepath.Join(cacheDir(), "bin", "coredns-"+images.CoreDNSVersion), "the static coredns binary")
 	tag := flag.String("tabby-tag", "", "tag of the tabby image (default: git describe, as make build's VERSION)")
-	only := flag.String("only", "pause,tabby,agnhost", "comma-separated images to write")
+	only := flag.String("only", strings.Join(images.DefaultImages, ","), "comma-separated images to write")
 	gz := flag.Bool("gzip", false, "compress the layers (smaller archives, slower to write and import)")
 	flag.Parse()
 	if *out == "" || flag.NArg() != 0 {
@@ -46,7 +47,7 @@ func run() error {
 		*tag = strings.TrimSpace(string(v))
 	}
 	archives, err := images.WriteArchives(context.Background(), images.Options{
-		Dir: *out, TabbyBin: *tabbyBin, TabbyTag: *tag, Agnhost: *agnhost,
+		Dir: *out, TabbyBin: *tabbyBin, TabbyTag: *tag, Agnhost: *agnhost, CoreDNS: *coredns,
 		Only: strings.Split(*only, ","), Gzip: *gz,
 		Warn: func(msg string) { fmt.Fprintln(os.Stderr, "images: warning:", msg) },
 	})
