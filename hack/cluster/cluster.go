@@ -1,8 +1,9 @@
 // Package cluster runs a real Kubernetes cluster on one machine for tabby: the lab's network
 // (node namespaces on a switch, a router, the control plane on the underlay) with a real
-// containerd, kubelet and kube-proxy on every node, a controller-manager, a scheduler and CoreDNS, and
-// tabby installed by `helm install` of charts/tabby from images built here (no registry is
-// reachable). It is what `make cluster` starts and what the upstream e2e tests run against.
+// containerd, kubelet and kube-proxy on every node, a controller-manager, a scheduler and
+// CoreDNS, and tabby installed by `helm install` of charts/tabby from images built here (no
+// registry is reachable). It is what `make cluster` starts and what the upstream e2e tests run
+// against.
 package cluster
 
 import (
