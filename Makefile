@@ -52,8 +52,33 @@ deps:
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null
 
+# What a real cluster's nodes run, and upstream's e2e suite: kubelet, kube-proxy, kube-scheduler,
+# kube-controller-manager, containerd (runc comes from deps), e2e.test and agnhost. Built once and
+# cached like the control plane.
+# A real cluster (hack/cluster): kubelet, kube-proxy, scheduler, controller-manager, agnhost and
+# containerd 2.x, built from the Go module proxy once and cached like the control plane; e2e.test
+# for the upstream conformance subset.
+.PHONY: cluster-deps conformance-deps cluster cluster-clean conformance
+cluster-deps: deps
+	@bash hack/controlplane/build.sh node containerd dns >/dev/null
+
+conformance-deps: cluster-deps
+	@bash hack/controlplane/build.sh e2e >/dev/null
+
+# A 2-node cluster with tabby installed by helm from charts/tabby; stops on Ctrl-C.
+cluster: cluster-deps controlplane tools build
+	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/cluster/cmd/cluster up
+
+# Removes what a killed `make cluster` (or lab) left behind.
+cluster-clean:
+	$(GO) run ./hack/cluster/cmd/cluster clean
+
+# The upstream sig-network e2e subset against that cluster; ends with `conformance: N passed, …`.
+conformance: conformance-deps controlplane tools build
+	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/cluster/cmd/cluster conformance
+
 # Unit + integration tests: the real API server, real netns, real iptables (root).
-test: deps controlplane tools build
+test: deps controlplane tools build cluster-deps
 	bash hack/check-generated.sh
 	$(GO) vet ./...
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -p 2 -timeout 25m ./...

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tabby's tests use, once: iptables/ipset (felix's NAT), bird2 and
 # frr (real routers as ToR peers), qemu + busybox + cpio + kmod (a real kernel with ipip), tcpdump,
-# ping, conntrack, traceroute. Needs root (CI is root). Does nothing when everything is present.
+# ping, conntrack, traceroute; runc for containerd (which hack/controlplane/build.sh builds:
+# Debian's containerd 1.6 is too old for kubelet 1.36); curl, OpenBSD's nc and dig, which the
+# cluster's agnhost image takes from the host (hack/cluster/images). Needs root (CI is root). Does
+# nothing when everything is present.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -18,6 +21,10 @@ have ping || need+=(iputils-ping)
 have conntrack || need+=(conntrack)
 have traceroute || need+=(traceroute)
 have ip || need+=(iproute2)
+have curl || need+=(curl)
+[ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
+have dig || need+=(bind9-dnsutils)
+have runc || need+=(runc)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then
   echo "install-deps: need root to install: ${need[*]}" >&2

@@ -59,7 +59,11 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err := os.MkdirAll(cpDir, 0o700); err != nil {
 		return err
 	}
-	env, err := testenv.StartProcess(ctx, testenv.Options{Dir: cpDir, SkipCRDs: true})
+	o := testenv.Options{Dir: cpDir, SkipCRDs: true, Cluster: l.Opts.KubeletNodes}
+	if l.Opts.HostLink {
+		o.BindAddress = HostAddr.Addr().String()
+	}
+	env, err := testenv.StartProcess(ctx, o)
 	if err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
@@ -72,6 +76,10 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	l.log.Debug("control plane up", "url", env.URL, "took", time.Since(start).Round(time.Millisecond))
 	if _, err := l.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", Namespace, err)
+	}
+	if l.Opts.KubeletNodes {
+		l.Chart = "left to helm install"
+		return nil
 	}
 	return l.installClusterObjects(ctx)
 }

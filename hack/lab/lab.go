@@ -39,6 +39,8 @@ var (
 	RouterInet   = netip.MustParseAddr("203.0.113.1")
 	InternetHost = netip.MustParseAddr("203.0.113.100")
 	PodCIDR      = netip.MustParsePrefix("10.244.0.0/16")
+	// HostAddr is the root namespace's address on subnet A with Options.HostLink.
+	HostAddr = netip.MustParsePrefix("198.51.100.126/25")
 	// firstNodeHost is the host number of the first node on each subnet (.11 and .139).
 	firstNodeHost = 10
 )
@@ -66,6 +68,15 @@ type Options struct {
 	Families Families
 	// AgentArgs are extra tabby-node flags for every node (e.g. a short --ipam-gc-grace).
 	AgentArgs []string
+	// HostLink joins the root namespace to subnet A's switch at HostAddr and binds the control
+	// plane there, as in a real cluster: the nodes, and pods through the `kubernetes` Service,
+	// reach the API server on the underlay, and the API server reaches the kubelets (exec,
+	// logs). One lab with a host link runs at a time (the root namespace has one route to A).
+	HostLink bool
+	// KubeletNodes leaves the nodes to kubelets the caller starts: AddNode makes the namespace
+	// and its address only (no Node object, no tabby-node), and the cluster objects are left
+	// to `helm install` of the chart.
+	KubeletNodes bool
 	// ReadyTimeout bounds the wait for a started tabby-node's /readyz (60 s when zero; a
 	// guest under software emulation needs more).
 	ReadyTimeout time.Duration
@@ -166,6 +177,11 @@ func New(ctx context.Context, o Options) (_ *Lab, err error) {
 
 	if err := l.findBinaries(ctx); err != nil {
 		return nil, err
+	}
+	if o.HostLink {
+		if err := l.addHostLink(ctx); err != nil {
+			return nil, fmt.Errorf("host link: %w", err)
+		}
 	}
 	if err := l.startControlPlane(ctx); err != nil {
 		return nil, err

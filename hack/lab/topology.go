@@ -3,9 +3,11 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +103,54 @@ func (l *Lab) buildUnderlay(ctx context.Context) error {
 		}
 	}
 	l.router = r
+	if l.Opts.HostLink {
+		// The switch end joins bridge A; deleting the switch namespace removes the pair.
+		for _, st := range [][]string{
+			{"link", "set", l.hostPeer(), "netns", sw},
+			{"-n", sw, "link", "set", l.hostPeer(), "master", "br-" + A.String(), "up"},
+		} {
+			if _, err := ip(ctx, st...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// HostLinkName is the root namespace's end of the host link (Options.HostLink).
+func (l *Lab) HostLinkName() string { return netnsPrefix + l.ID + "-h" }
+
+func (l *Lab) hostPeer() string { return "tl" + l.ID + "hp" }
+
+// addHostLink makes the root namespace's link to subnet A, before the control plane binds its
+// address; the switch end waits in the root namespace until the switch exists.
+func (l *Lab) addHostLink(ctx context.Context) error {
+	links, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	for _, li := range links {
+		if strings.HasPrefix(li.Name, netnsPrefix) && strings.HasSuffix(li.Name, "-h") {
+			return fmt.Errorf("another lab's host link %s is up: one lab with a host link at a time", li.Name)
+		}
+	}
+	name := l.HostLinkName()
+	l.onClose(func(ctx context.Context) error {
+		if _, err := net.InterfaceByName(name); err != nil {
+			return nil // gone with the switch namespace
+		}
+		_, err := ip(ctx, "link", "del", name)
+		return err
+	})
+	for _, st := range [][]string{
+		{"link", "add", name, "type", "veth", "peer", "name", l.hostPeer()},
+		{"addr", "add", HostAddr.String(), "dev", name},
+		{"link", "set", name, "up"},
+	} {
+		if _, err := ip(ctx, st...); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -232,11 +282,23 @@ func (l *Lab) addNode(ctx context.Context, n *Node) (_ *Node, err error) {
 	if err := sysctl(n.NS, "net.ipv4.conf.all.rp_filter", "2", "net.ipv4.conf.default.rp_filter", "2"); err != nil {
 		return nil, err
 	}
-	if n.fwd, err = startForwarder(n.NS, l.apiAddr); err != nil {
-		return nil, fmt.Errorf("node %s: api forwarder: %w", n.Name, err)
+	if l.Opts.HostLink {
+		// The API server is on the underlay, as in a real cluster.
+		err = testenv.WriteKubeconfig(n.Kubeconfig, l.Env.URL, l.token)
+	} else {
+		if n.fwd, err = startForwarder(n.NS, l.apiAddr); err != nil {
+			return nil, fmt.Errorf("node %s: api forwarder: %w", n.Name, err)
+		}
+		err = testenv.WriteKubeconfig(n.Kubeconfig, "https://127.0.0.1:"+APIPort, l.token)
 	}
-	if err := testenv.WriteKubeconfig(n.Kubeconfig, "https://127.0.0.1:"+APIPort, l.token); err != nil {
+	if err != nil {
 		return nil, err
+	}
+	if l.Opts.KubeletNodes {
+		l.mu.Lock()
+		l.nodes[n.Name] = n
+		l.mu.Unlock()
+		return n, nil // its kubelet registers the Node
 	}
 	if err := l.registerNode(ctx, n); err != nil {
 		return nil, err

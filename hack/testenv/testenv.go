@@ -49,7 +49,14 @@ type Options struct {
 	Dir string
 	// SkipCRDs leaves the CRDs out (the lab installs them from the Helm chart).
 	SkipCRDs bool
+	// Cluster configures the API server for real nodes: the ServiceAccount admission plugin on
+	// (a controller-manager creates the accounts) and the `kubernetes` Service's endpoints
+	// kept at BindAddress.
+	Cluster bool
 }
+
+// ServiceCIDR is the range of Service ClusterIPs; the `kubernetes` Service is its first address.
+const ServiceCIDR = "10.96.0.0/24"
 
 // Env is a running control plane.
 type Env struct {
@@ -59,6 +66,10 @@ type Env struct {
 	Kube       kubernetes.Interface
 	Dir        string
 	URL        string
+	// SAKey signs and verifies service account tokens (a controller-manager needs it).
+	SAKey string
+	// ServingCert is the API server's self-signed serving certificate: the cluster's root CA.
+	ServingCert string
 
 	procs   []*exec.Cmd
 	ownsDir bool
@@ -172,21 +183,33 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	env.URL = fmt.Sprintf("https://%s:%d", o.BindAddress, ports[2])
-	if err := env.spawn("kube-apiserver", apiBin,
-		"--etcd-servers="+etcdURL,
-		"--bind-address="+o.BindAddress, "--advertise-address="+o.BindAddress,
-		"--secure-port="+strconv.Itoa(ports[2]),
-		"--cert-dir="+filepath.Join(env.Dir, "certs"),
-		"--token-auth-file="+filepath.Join(env.Dir, "tokens.csv"),
-		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
+	env.SAKey = saKey
+	certDir := filepath.Join(env.Dir, "certs")
+	env.ServingCert = filepath.Join(certDir, "apiserver.crt")
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + o.BindAddress, "--advertise-address=" + o.BindAddress,
+		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--cert-dir=" + certDir,
+		"--token-auth-file=" + filepath.Join(env.Dir, "tokens.csv"),
+		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--authorization-mode=RBAC", "--service-cluster-ip-range=10.96.0.0/24",
-		"--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
+		"--authorization-mode=RBAC", "--service-cluster-ip-range=" + ServiceCIDR,
+		"--enable-priority-and-fairness=false",
 		"--allow-privileged=true", "--profiling=false", "--v=0",
-		// No controller-manager runs to create service accounts; pods (the lab's) must still be
-		// creatable.
-		"--disable-admission-plugins=ServiceAccount",
-	); err != nil {
+	}
+	if o.Cluster {
+		// Node names are not in any DNS: exec, logs and port-forward dial the node's address.
+		args = append(args, "--kubelet-preferred-address-types=InternalIP")
+	} else {
+		args = append(args,
+			// Nothing on the nodes' side reads the `kubernetes` Service.
+			"--endpoint-reconciler-type=none",
+			// No controller-manager runs to create service accounts; pods (the lab's) must
+			// still be creatable.
+			"--disable-admission-plugins=ServiceAccount")
+	}
+	if err := env.spawn("kube-apiserver", apiBin, args...); err != nil {
 		return nil, err
 	}
 

@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/tabbynet/tabby/hack/lab"
+)
+
+// startCluster brings a cluster up for one test and removes it when the test ends, printing
+// its diagnostics first if the test failed.
+func startCluster(t *testing.T, o Options) *Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real cluster: needs root and the node components (skipped under -short)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("the cluster needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := Up(ctx, o)
+	if err != nil {
+		t.Fatalf("cluster up: %v", err)
+	}
+	t.Logf("cluster %s up in %s: %d nodes, tabby from the chart", c.Lab.ID, time.Since(start).Round(time.Millisecond), len(c.Nodes))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if t.Failed() {
+			t.Logf("diagnostics:\n%s", c.Diagnostics(ctx))
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Errorf("cluster teardown: %v", err)
+		}
+		for _, n := range c.Nodes {
+			for _, h := range cgroupHierarchies(true) {
+				if _, err := os.Stat(h + n.CgroupRoot); err == nil {
+					t.Errorf("cgroup %s%s survived the teardown", h, n.CgroupRoot)
+				}
+			}
+		}
+	})
+	return c
+}
+
+// A pod on each node, created with the API as a user would, gets an address from tabby's pool;
+// the two reach each other across nodes and through a Service's ClusterIP (kube-proxy's DNAT
+// beside tabby's NAT outgoing), by address and by name through the cluster's DNS; deleting them
+// releases their addresses.
+func TestPodsAcrossNodes(t *testing.T) {
+	c := startCluster(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	kube := c.Lab.Kube
+	ns := "smoke"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		p := netexecPod(n.Name)
+		if _, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "netexec"},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "netexec"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	svc, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := map[string]string{}
+	if err := waitFor(ctx, 2*time.Minute, func() error {
+		for _, n := range c.Nodes {
+			p, err := kube.CoreV1().Pods(ns).Get(ctx, "netexec-"+n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if !podReady(p) {
+				return fmt.Errorf("pod %s not ready (%s)", p.Name, p.Status.Phase)
+			}
+			ips[n.Name] = p.Status.PodIP
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for node, ip := range ips {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || !lab.PodCIDR.Contains(a) {
+			t.Fatalf("pod on %s has address %q, not one of tabby's pool %s", node, ip, lab.PodCIDR)
+		}
+	}
+	t.Logf("pod addresses: %v", ips)
+
+	from := "netexec-" + c.Nodes[0].Name
+	targets := map[string]string{
+		"pod on " + c.Nodes[1].Name: ips[c.Nodes[1].Name] + ":8080",
+		"Service ClusterIP":         svc.Spec.ClusterIP + ":80",
+		// CoreDNS, itself a pod, answers through the kube-dns Service.
+		"Service by name": svc.Name + "." + ns + ".svc." + ClusterDomain + ":80",
+		// The resolv.conf kubelet wrote: the namespace's search domain, as the e2e tests' nc.
+		"Service by short name": svc.Name + ":80",
+	}
+	for what, dst := range targets {
+		if err := waitFor(ctx, 30*time.Second, func() error {
+			_, err := c.Kubectl(ctx, "exec", "-n", ns, from, "--", "/agnhost", "connect", dst, "--timeout=3s")
+			return err
+		}); err != nil {
+			t.Errorf("%s → %s (%s): %v", from, what, dst, err)
+		} else {
+			t.Logf("%s → %s (%s): connected", from, what, dst)
+		}
+	}
+	// A name outside the cluster does not exist: answered at once, not a failure to retry
+	// (SERVFAIL). Absolute, so that the search domains, which the cluster answers, are not tried.
+	if err := waitFor(ctx, 30*time.Second, func() error {
+		out, _ := c.Kubectl(ctx, "exec", "-n", ns, from, "--", "nslookup", "tabby.example.com.")
+		if !strings.Contains(out, "NXDOMAIN") {
+			return fmt.Errorf("nslookup tabby.example.com.: want NXDOMAIN: %s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+
+	for _, n := range c.Nodes {
+		if err := kube.CoreV1().Pods(ns).Delete(ctx, "netexec-"+n.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := waitFor(ctx, time.Minute, func() error {
+		for _, ip := range ips {
+			// Exit status 1 with "not allocated" is the answer wanted.
+			out, err := c.Lab.Tabbyctl(ctx, "ipam", "show", "--ip", ip)
+			if !strings.Contains(out, "not allocated") {
+				return fmt.Errorf("%s still allocated after its pod's deletion: %v: %s", ip, err, out)
+			}
+		}
+		if out, err := c.Lab.Tabbyctl(ctx, "ipam", "check"); err != nil || !strings.Contains(out, "No problems found") {
+			return fmt.Errorf("ipam check: %v\n%s", err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+func netexecPod(node string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "netexec-" + node, Labels: map[string]string{"app": "netexec"}},
+		Spec: corev1.PodSpec{
+			NodeName: node,
+			Containers: []corev1.Container{{
+				Name: "netexec", Image: AgnhostImage, ImagePullPolicy: corev1.PullNever,
+				Args:           []string{"netexec", "--http-port=8080", "--udp-port=8081"},
+				Ports:          []corev1.ContainerPort{{ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+			}},
+		},
+	}
+}

@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/hack/testenv"
+)
+
+// Release is the Helm release name of tabby.
+const Release = "tabby"
+
+// InstallTabby installs charts/tabby with helm, as a user would, pointed at the imported image,
+// and waits until tabby-node runs on every node and every node is Ready.
+func (c *Cluster) InstallTabby(ctx context.Context) error {
+	start := time.Now()
+	repo, err := lab.FindRepo()
+	if err != nil {
+		return err
+	}
+	args := []string{"install", Release, filepath.Join(repo, "charts", "tabby"),
+		"--namespace", lab.Namespace, "--create-namespace", "--kubeconfig", c.Kubeconfig,
+		// The image was imported into every node's containerd: nothing to pull.
+		"--set", "image.tag=" + c.ImageTag, "--set", "image.pullPolicy=Never"}
+	for _, s := range c.opts.HelmSet {
+		args = append(args, "--set", s)
+	}
+	if out, err := exec.CommandContext(ctx, filepath.Join(testenv.BinDir(), "helm"), args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	if err := c.waitTabbyReady(ctx, 3*time.Minute); err != nil {
+		return err
+	}
+	c.log.Info("tabby installed by helm", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// waitNodesRegistered waits until every kubelet has registered its Node.
+func (c *Cluster) waitNodesRegistered(ctx context.Context) error {
+	return waitFor(ctx, 2*time.Minute, func() error {
+		for _, n := range c.Nodes {
+			if !n.kubelet.running() {
+				return errStop{n.kubelet.exitError()}
+			}
+			if _, err := c.Lab.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("node %s not registered: %w", n.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// waitTabbyReady waits for a Ready tabby-node pod on every node, and every node Ready (a node
+// is NotReady until the CNI configuration tabby installs is there).
+func (c *Cluster) waitTabbyReady(ctx context.Context, timeout time.Duration) error {
+	return waitFor(ctx, timeout, func() error {
+		for _, n := range c.Nodes {
+			if !n.kubelet.running() {
+				return errStop{n.kubelet.exitError()}
+			}
+		}
+		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tabby"})
+		if err != nil {
+			return err
+		}
+		ready := map[string]bool{}
+		for _, p := range pods.Items {
+			if podReady(&p) {
+				ready[p.Spec.NodeName] = true
+			}
+		}
+		for _, n := range c.Nodes {
+			if !ready[n.Name] {
+				return fmt.Errorf("no ready tabby-node pod on %s (%d pods)", n.Name, len(pods.Items))
+			}
+			node, err := c.Lab.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if !nodeReady(node) {
+				return fmt.Errorf("node %s not Ready", n.Name)
+			}
+		}
+		return nil
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Kubectl runs kubectl against the cluster.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, testenv.Kubectl(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
