@@ -129,6 +129,9 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := c.waitNodesRegistered(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.routePodsFromHost(ctx); err != nil {
+		return nil, err
+	}
 	c.log.Info("kubelets registered", "nodes", len(c.Nodes), "took", time.Since(start).Round(time.Millisecond))
 	if o.NoTabby {
 		return c, nil
@@ -182,6 +185,15 @@ func (c *Cluster) eachNode(f func(*Node) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// routePodsFromHost gives the root namespace, where the API server runs, a route to the pod
+// network through the first node, as a control-plane node running tabby has one: the API server
+// proxies to pods and Services (`kubectl proxy`, the pods/proxy subresource). The route goes with
+// the host link. Replies need no route back: the nodes reach the API server on their subnet, and
+// tabby's NAT outgoing leaves connections that did not start in a pod alone.
+func (c *Cluster) routePodsFromHost(ctx context.Context) error {
+	return run(ctx, "ip", "route", "add", lab.PodCIDR.String(), "via", c.Nodes[0].IP().String(), "dev", c.Lab.HostLinkName())
 }
 
 // startControllers starts kube-controller-manager and kube-scheduler in the root namespace.
