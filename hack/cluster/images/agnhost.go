@@ -1,6 +1,7 @@
 package images
 
 import (
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path"
@@ -64,8 +65,16 @@ func Agnhost(agnhost string) (img image.Image, missing []string, err error) {
 		return image.Image{}, nil, fmt.Errorf("agnhost image: %s --list: %w", busybox, err)
 	}
 
+	certs, err := porterCerts()
+	if err != nil {
+		return image.Image{}, nil, fmt.Errorf("agnhost image: %w", err)
+	}
 	files := []image.File{
 		{Path: "/agnhost", Src: agnhost, Mode: 0o755},
+		// porter serves TLS with the cert and key upstream's image holds in its working
+		// directory, /: the Proxy tests reach its https ports through the API server.
+		{Path: "/localhost.crt", Src: certs[0], Mode: 0o644},
+		{Path: "/localhost.key", Src: certs[1], Mode: 0o644},
 		// The entrypoint tests override the entrypoint with agnhost-2.
 		image.Symlink("/agnhost-2", "agnhost"),
 		image.Dir("/uploads", 0o755), // netexec's uploads
@@ -119,4 +128,19 @@ func Agnhost(agnhost string) (img image.Image, missing []string, err error) {
 		Cmd:        []string{"pause"},
 		Env:        []string{debianPath},
 	}, missing, nil
+}
+
+// porterCerts are agnhost porter's TLS certificate and key in the source of Kubernetes
+// E2EVersion (the module cache has it: agnhost is built from it).
+func porterCerts() ([2]string, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", "k8s.io/kubernetes@"+E2EVersion).Output()
+	if err != nil {
+		return [2]string{}, fmt.Errorf("find the source of k8s.io/kubernetes@%s: %w", E2EVersion, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return [2]string{}, fmt.Errorf("find the source of k8s.io/kubernetes@%s: %v", E2EVersion, err)
+	}
+	dir := filepath.Join(mod.Dir, "test", "images", "agnhost", "porter")
+	return [2]string{filepath.Join(dir, "localhost.crt"), filepath.Join(dir, "localhost.key")}, nil
 }

@@ -238,6 +238,10 @@ func TestAgnhost(t *testing.T) {
 	if out, err := inRoot(t, root, env, "/agnhost-2", "netexec"); err != nil || out != "agnhost netexec\n" {
 		t.Errorf("/agnhost-2 netexec: %v %q", err, out)
 	}
+	// porter's TLS ports (the Proxy tests) need the cert and key in the working directory.
+	if out, err := inRoot(t, root, env, "/bin/sh", "-c", "grep -c 'BEGIN CERTIFICATE' /localhost.crt && grep -c 'PRIVATE KEY-----' /localhost.key"); err != nil || out != "1\n2\n" {
+		t.Errorf("porter's certificate and key: %v %q", err, out)
+	}
 	// What e2e runs through kubectl exec: /bin/sh -c with busybox's commands.
 	if out, err := inRoot(t, root, env, "/bin/sh", "-c", "for i in $(seq 1 3); do echo -n $i; done; test -d /uploads && cat /etc/group | grep -c group-defined-in-image"); err != nil || out != "1231\n" {
 		t.Errorf("/bin/sh: %v %q", err, out)
