@@ -280,29 +280,3 @@ func run(ctx context.Context, name string, args ...string) error {
 	}
 	return nil
 }
-
-// errStop ends waitFor at once.
-type errStop struct{ error }
-
-// waitFor polls cond until it returns nil, an errStop, or timeout passes.
-func waitFor(ctx context.Context, timeout time.Duration, cond func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		var stop errStop
-		if errors.As(err, &stop) {
-			return stop.error
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", timeout, err)
-		case <-t.C:
-		}
-	}
-}

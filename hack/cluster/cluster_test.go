@@ -85,7 +85,7 @@ func TestPodsAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ips := map[string]string{}
-	if err := waitFor(ctx, 2*time.Minute, func() error {
+	if err := lab.Eventually(ctx, 2*time.Minute, func(context.Context) error {
 		for _, n := range c.Nodes {
 			p, err := kube.CoreV1().Pods(ns).Get(ctx, "netexec-"+n.Name, metav1.GetOptions{})
 			if err != nil {
@@ -118,7 +118,7 @@ func TestPodsAcrossNodes(t *testing.T) {
 		"Service by short name": svc.Name + ":80",
 	}
 	for what, dst := range targets {
-		if err := waitFor(ctx, 30*time.Second, func() error {
+		if err := lab.Eventually(ctx, 30*time.Second, func(context.Context) error {
 			_, err := c.Kubectl(ctx, "exec", "-n", ns, from, "--", "/agnhost", "connect", dst, "--timeout=3s")
 			return err
 		}); err != nil {
@@ -129,7 +129,7 @@ func TestPodsAcrossNodes(t *testing.T) {
 	}
 	// A name outside the cluster does not exist: answered at once, not a failure to retry
 	// (SERVFAIL). Absolute, so that the search domains, which the cluster answers, are not tried.
-	if err := waitFor(ctx, 30*time.Second, func() error {
+	if err := lab.Eventually(ctx, 30*time.Second, func(context.Context) error {
 		out, _ := c.Kubectl(ctx, "exec", "-n", ns, from, "--", "nslookup", "tabby.example.com.")
 		if !strings.Contains(out, "NXDOMAIN") {
 			return fmt.Errorf("nslookup tabby.example.com.: want NXDOMAIN: %s", out)
@@ -144,7 +144,7 @@ func TestPodsAcrossNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := waitFor(ctx, time.Minute, func() error {
+	if err := lab.Eventually(ctx, time.Minute, func(context.Context) error {
 		for _, ip := range ips {
 			// Exit status 1 with "not allocated" is the answer wanted.
 			out, err := c.Lab.Tabbyctl(ctx, "ipam", "show", "--ip", ip)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/lab"
 )
 
 // Diagnostics is what to look at when something failed: pods and nodes as the API server sees
@@ -26,11 +28,11 @@ func (c *Cluster) Diagnostics(ctx context.Context) string {
 		}
 	}
 	for _, p := range c.controllers {
-		fmt.Fprintf(&b, "---- %s log (last 15 lines)\n%s\n", p.name, tail(p.log, 15))
+		fmt.Fprintf(&b, "---- %s log (last 15 lines)\n%s\n", p.name, lab.TailFile(p.log, 15))
 	}
 	for _, n := range c.Nodes {
 		for _, name := range []string{"containerd", "kubelet", "kube-proxy"} {
-			fmt.Fprintf(&b, "---- %s %s log (last 25 lines)\n%s\n", n.Name, name, tail(filepath.Join(n.Root, name+".log"), 25))
+			fmt.Fprintf(&b, "---- %s %s log (last 25 lines)\n%s\n", n.Name, name, lab.TailFile(filepath.Join(n.Root, name+".log"), 25))
 		}
 	}
 	return b.String()

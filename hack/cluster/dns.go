@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tabbynet/tabby/hack/lab"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -195,7 +196,7 @@ func dnsDeployment() *appsv1.Deployment {
 
 // waitDNSReady waits for a Ready CoreDNS pod, saying what holds it up until then.
 func (c *Cluster) waitDNSReady(ctx context.Context, timeout time.Duration) error {
-	return waitFor(ctx, timeout, func() error {
+	return lab.Eventually(ctx, timeout, func(context.Context) error {
 		pods, err := c.Lab.Kube.CoreV1().Pods(dnsNamespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=" + dnsApp})
 		if err != nil {
 			return err

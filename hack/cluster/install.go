@@ -45,10 +45,10 @@ func (c *Cluster) InstallTabby(ctx context.Context) error {
 
 // waitNodesRegistered waits until every kubelet has registered its Node.
 func (c *Cluster) waitNodesRegistered(ctx context.Context) error {
-	return waitFor(ctx, 2*time.Minute, func() error {
+	return lab.Eventually(ctx, 2*time.Minute, func(context.Context) error {
 		for _, n := range c.Nodes {
 			if !n.kubelet.running() {
-				return errStop{n.kubelet.exitError()}
+				return lab.Stop(n.kubelet.exitError())
 			}
 			if _, err := c.Lab.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("node %s not registered: %w", n.Name, err)
@@ -61,10 +61,10 @@ func (c *Cluster) waitNodesRegistered(ctx context.Context) error {
 // waitTabbyReady waits for a Ready tabby-node pod on every node, and every node Ready (a node
 // is NotReady until the CNI configuration tabby installs is there).
 func (c *Cluster) waitTabbyReady(ctx context.Context, timeout time.Duration) error {
-	return waitFor(ctx, timeout, func() error {
+	return lab.Eventually(ctx, timeout, func(context.Context) error {
 		for _, n := range c.Nodes {
 			if !n.kubelet.running() {
-				return errStop{n.kubelet.exitError()}
+				return lab.Stop(n.kubelet.exitError())
 			}
 		}
 		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tabby"})

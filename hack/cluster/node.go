@@ -186,9 +186,9 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if n.containerd, err = n.startComponent("containerd", "containerd.toml", containerdConfig(n), env); err != nil {
 		return err
 	}
-	return waitFor(ctx, 60*time.Second, func() error {
+	return lab.Eventually(ctx, 60*time.Second, func(context.Context) error {
 		if !n.containerd.running() {
-			return errStop{n.containerd.exitError()}
+			return lab.Stop(n.containerd.exitError())
 		}
 		_, err := n.ctr(ctx, "version")
 		return err

@@ -3,11 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/tabbynet/tabby/hack/lab"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,9 @@ const referenceConflist = `{
   ]
 }
 `
+
+// referenceRange is the host-local range of referenceConflist.
+var referenceRange = netip.MustParsePrefix("10.244.240.0/21")
 
 // PodStart is one pod start measurement: count pods created at once on one node until all are
 // Running with an address.
@@ -49,9 +54,13 @@ func (c *Cluster) MeasurePodStart(ctx context.Context, node *Node, count int, re
 		if err := os.WriteFile(conf, []byte(referenceConflist), 0o644); err != nil {
 			return res, err
 		}
+		// containerd reloads the directory when it changes; the addresses the pods get (checked
+		// below) say which plugin wired them.
 		defer os.Remove(conf)
-		// containerd reloads the directory on change; give it the change before the first pod.
-		time.Sleep(time.Second)
+	}
+	wired := lab.PodCIDR
+	if reference {
+		wired = referenceRange
 	}
 	kube := c.Lab.Kube
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -60,7 +69,7 @@ func (c *Cluster) MeasurePodStart(ctx context.Context, node *Node, count int, re
 	defer func() {
 		_ = kube.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
 	}()
-	if err := waitFor(ctx, time.Minute, func() error {
+	if err := lab.Eventually(ctx, time.Minute, func(context.Context) error {
 		_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err
 	}); err != nil {
@@ -94,16 +103,21 @@ func (c *Cluster) MeasurePodStart(ctx context.Context, node *Node, count int, re
 	if err := <-errs; err != nil {
 		return res, fmt.Errorf("create pods: %w", err)
 	}
-	if err := waitFor(ctx, 5*time.Minute, func() error {
+	if err := lab.Eventually(ctx, 5*time.Minute, func(context.Context) error {
 		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 		running := 0
 		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
-				running++
+			if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+				continue
 			}
+			ip, err := netip.ParseAddr(p.Status.PodIP)
+			if err != nil || !wired.Contains(ip) || (!reference && referenceRange.Contains(ip)) {
+				return lab.Stop(fmt.Errorf("pod %s got %s: not wired by %s", p.Name, p.Status.PodIP, res.CNI))
+			}
+			running++
 		}
 		if running < count {
 			return fmt.Errorf("%d of %d pods running with an address", running, count)
@@ -116,7 +130,7 @@ func (c *Cluster) MeasurePodStart(ctx context.Context, node *Node, count int, re
 	if err := kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
 		return res, err
 	}
-	err := waitFor(ctx, 5*time.Minute, func() error {
+	err := lab.Eventually(ctx, 5*time.Minute, func(context.Context) error {
 		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err

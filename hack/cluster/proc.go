@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/lab"
 )
 
 // proc is one long-running component (containerd, kubelet, kube-proxy, a controller) with its
@@ -67,7 +69,7 @@ func (p *proc) running() bool {
 
 // exitError describes how the process ended, with the end of its log.
 func (p *proc) exitError() error {
-	return fmt.Errorf("%s exited (%v); log %s:\n%s", p.name, p.err, p.log, tail(p.log, 15))
+	return fmt.Errorf("%s exited (%v); log %s:\n%s", p.name, p.err, p.log, lab.TailFile(p.log, 15))
 }
 
 // stop sends SIGTERM, then SIGKILL after grace.
@@ -83,19 +85,6 @@ func (p *proc) stop(grace time.Duration) {
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.exited
-}
-
-// tail is the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // killAll sends SIGKILL to pids until none of them is left (they may be respawned children of

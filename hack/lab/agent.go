@@ -281,9 +281,10 @@ func (n *Node) teardown(ctx context.Context) {
 }
 
 // LogTail is the last lines of the agent's log.
-func (n *Node) LogTail(lines int) string { return tailFile(n.LogPath, lines) }
+func (n *Node) LogTail(lines int) string { return TailFile(n.LogPath, lines) }
 
-func tailFile(path string, lines int) string {
+// TailFile is the last lines of a file (its error's text if it cannot be read).
+func TailFile(path string, lines int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

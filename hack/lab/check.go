@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -241,6 +242,10 @@ func Eventually(ctx context.Context, timeout time.Duration, cond func(context.Co
 		if last = cond(ctx); last == nil {
 			return nil
 		}
+		var stop stopError
+		if errors.As(last, &stop) {
+			return stop.error
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("after %s: %w", timeout, last)
@@ -248,6 +253,12 @@ func Eventually(ctx context.Context, timeout time.Duration, cond func(context.Co
 		}
 	}
 }
+
+// Stop makes Eventually return err at once: waiting longer cannot help (the process that would
+// make the condition true has exited).
+func Stop(err error) error { return stopError{err} }
+
+type stopError struct{ error }
 
 // Exec runs a command inside the pod.
 func (p *Pod) Exec(ctx context.Context, args ...string) (string, error) {

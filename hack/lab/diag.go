@@ -62,7 +62,7 @@ func (l *Lab) Diagnostics(ctx context.Context) string {
 		if r.kind != "" {
 			out, err := r.Status(ctx)
 			fmt.Fprintf(&b, "%s status:\n%s%s", r.kind, out, errSuffix(err))
-			fmt.Fprintf(&b, "%s log (last 30 lines):\n%s\n", r.kind, tailFile(r.logPath, 30))
+			fmt.Fprintf(&b, "%s log (last 30 lines):\n%s\n", r.kind, TailFile(r.logPath, 30))
 		}
 	}
 	return b.String()

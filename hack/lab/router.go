@@ -127,7 +127,7 @@ func (r *Router) StartFRR(ctx context.Context, o FRROptions) error {
 			_, err := os.Stat(zsock)
 			return err
 		}); err != nil {
-			return fmt.Errorf("zebra did not create %s: %w; log:\n%s", zsock, err, tailFile(r.logPath, 20))
+			return fmt.Errorf("zebra did not create %s: %w; log:\n%s", zsock, err, TailFile(r.logPath, 20))
 		}
 	}
 	args := append([]string{"/usr/lib/frr/bgpd", "-f", filepath.Join(r.dir, "bgpd.conf"), "-i", filepath.Join(r.dir, "bgpd.pid")}, common...)
