@@ -18,20 +18,18 @@ import (
 
 // ConformanceFocus selects the upstream sig-network conformance tests: the pod network
 // (Networking Granular Checks: Pods), Services through kube-proxy over it (the tests reach them
-// by name through the cluster's CoreDNS), HostPort, the proxy subresources, and the API tests of
+// by name through the cluster's CoreDNS), DNS (names of Services and pods through that CoreDNS,
+// from agnhost and from the glibc prober image), HostPort, the proxy subresources, and the API tests of
 // Services, Endpoints and EndpointSlices; and the NetworkPolicy suite ("Netpol"), which is not
 // part of conformance (NetworkPolicy is optional for a CNI) but is what tabby's felix enforces.
 var ConformanceFocus = []string{`\[sig-network\].*\[Conformance\]`, `\[sig-network\] Netpol `}
 
 // ConformanceSkip leaves out what this cluster cannot run, whatever the CNI: tests that must run
 // alone or disrupt the cluster, and tests whose images are not built here (no registry is
-// reachable). The DNS tests need CoreDNS, which runs, but also probe from a second image,
-// registry.k8s.io/e2e-test-images/glibc-dns-testing ("jessie", glibc's resolver beside agnhost's);
-// the Endpoints/EndpointSlice tests "for Pods matching a Service" run nginx. The SCTP
-// connectivity tests need the kernel's sctp module, which this machine's kernel lacks (the
+// reachable): the Endpoints/EndpointSlice tests "for Pods matching a Service" run nginx. The
+// SCTP connectivity tests need the kernel's sctp module, which this machine's kernel lacks (the
 // NetworkPolicy tests that only name SCTP in a policy still run).
-var ConformanceSkip = []string{`\[Disruptive\]`, `\[Serial\]`, `\[Flaky\]`, `\[sig-network\] DNS `, `for Pods matching a Service`,
-	`\[Feature:SCTPConnectivity\]`}
+var ConformanceSkip = []string{`\[Disruptive\]`, `\[Serial\]`, `\[Flaky\]`, `for Pods matching a Service`, `\[Feature:SCTPConnectivity\]`}
 
 // Result is one upstream test's outcome.
 type Result struct {

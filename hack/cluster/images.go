@@ -16,7 +16,8 @@ const (
 )
 
 // buildImages writes the image archives every node imports: pause (containerd's sandbox image),
-// tabby from the lab's binaries under the tag the chart is installed with, agnhost, and CoreDNS.
+// tabby from the lab's binaries under the tag the chart is installed with, CoreDNS, and the e2e
+// tests' agnhost and DNS prober.
 func (c *Cluster) buildImages(ctx context.Context) ([]string, error) {
 	agnhost, err := cacheBinary("agnhost")
 	if err != nil {

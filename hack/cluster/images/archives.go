@@ -31,8 +31,8 @@ type Archive struct {
 }
 
 // DefaultImages are the images WriteArchives writes when Options.Only is empty: what a cluster
-// runs (the pod sandbox, tabby, the DNS add-on) and the e2e tests' agnhost.
-var DefaultImages = []string{"pause", "tabby", "agnhost", "coredns"}
+// runs (the pod sandbox, tabby, the DNS add-on) and the e2e tests' agnhost and DNS prober.
+var DefaultImages = []string{"pause", "tabby", "agnhost", "coredns", "glibc-dns-testing"}
 
 // WriteArchives writes <name>.tar for each image into o.Dir.
 func WriteArchives(ctx context.Context, o Options) ([]Archive, error) {
@@ -55,16 +55,25 @@ func WriteArchives(ctx context.Context, o Options) ([]Archive, error) {
 		},
 		"tabby": func() (image.Image, error) { return Tabby(o.TabbyBin, o.TabbyTag) },
 		"agnhost": func() (image.Image, error) {
-			if _, err := os.Stat(o.Agnhost); err != nil {
-				return image.Image{}, fmt.Errorf("agnhost binary: %w", err)
+			for _, bin := range []string{o.Agnhost, o.CoreDNS} {
+				if _, err := os.Stat(bin); err != nil {
+					return image.Image{}, fmt.Errorf("agnhost image: %w", err)
+				}
 			}
-			img, missing, err := Agnhost(o.Agnhost)
+			img, missing, err := Agnhost(o.Agnhost, o.CoreDNS)
 			if len(missing) > 0 && o.Warn != nil {
 				o.Warn(fmt.Sprintf("the agnhost image lacks %s (not on this host): the e2e tests that run them will fail", strings.Join(missing, ", ")))
 			}
 			return img, err
 		},
 		"coredns": func() (image.Image, error) { return CoreDNS(o.CoreDNS) },
+		"glibc-dns-testing": func() (image.Image, error) {
+			img, missing, err := GlibcDNSTesting(o.CoreDNS)
+			if len(missing) > 0 && o.Warn != nil {
+				o.Warn(fmt.Sprintf("the glibc-dns-testing image lacks %s (not on this host): the DNS tests will fail", strings.Join(missing, ", ")))
+			}
+			return img, err
+		},
 	}
 	var out []Archive
 	for _, name := range only {

@@ -225,7 +225,7 @@ func TestAgnhost(t *testing.T) {
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho agnhost \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	img, missing, err := Agnhost(fake)
+	img, missing, err := Agnhost(fake, fake)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,6 +253,7 @@ func TestAgnhost(t *testing.T) {
 		"nc":       "nc -h",
 		"dig":      "dig -v",
 		"nslookup": "nslookup -version",
+		"getent":   "getent group root | cut -d: -f1,3",
 		"ss":       "ss -V",
 		"ip":       "ip -V 2>&1 | grep utility | cut -d, -f1-2", // its libbpf line needs /proc
 		"bash":     "bash --version",
@@ -268,6 +269,38 @@ func TestAgnhost(t *testing.T) {
 		if firstLine(out) != firstLine(string(host)) || strings.Contains(out, "error while loading") {
 			t.Errorf("%s in the image: %v: %q, on the host %q", checks[tool], err, out, host)
 		}
+	}
+}
+
+// The DNS prober image runs the upstream DNS tests' probe lines: dig from the host, getent
+// reading the hosts file through glibc (kubelet mounts the pod's), busybox's seq and test.
+func TestGlibcDNSTesting(t *testing.T) {
+	if findHost("busybox") == "" {
+		t.Skip("no busybox on this host")
+	}
+	fake := filepath.Join(t.TempDir(), "coredns")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho coredns \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := GlibcDNSTesting(filepath.Join(t.TempDir(), "coredns")); err == nil {
+		t.Error("GlibcDNSTesting without coredns succeeded")
+	}
+	img, missing, err := GlibcDNSTesting(fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) > 0 {
+		t.Skipf("this host lacks %v", missing)
+	}
+	needRoot(t)
+	root := unpack(t, img)
+	if err := os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte("10.244.1.7\tdns-querier-1.dns-test-service.ns.svc.cluster.local dns-querier-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := `for i in $(seq 1 2); do test -n "$(getent hosts dns-querier-1)" && echo OK > /tmp/hosts; done; cat /tmp/hosts; getent hosts dns-querier-1.dns-test-service.ns.svc.cluster.local; dig -v 2>&1 | cut -d' ' -f1; /coredns -version`
+	want := "OK\n10.244.1.7      dns-querier-1.dns-test-service.ns.svc.cluster.local dns-querier-1\nDiG\ncoredns -version\n"
+	if out, err := inRoot(t, root, img.Env, "/bin/sh", "-c", probe); err != nil || out != want {
+		t.Errorf("probe: %v\n%s\nwant\n%s", err, out, want)
 	}
 }
 
@@ -345,7 +378,7 @@ func TestRefs(t *testing.T) {
 		return string(b)
 	}
 	if src := read("k8s.io/kubernetes@" + E2EVersion + "/test/utils/image/manifest.go"); src != "" {
-		for ref, id := range map[string]string{AgnhostRef: "Agnhost", PauseRef: "Pause"} {
+		for ref, id := range map[string]string{AgnhostRef: "Agnhost", PauseRef: "Pause", GlibcDNSTestingRef: "GlibcDnsTesting"} {
 			m := regexp.MustCompile(`configs\[` + id + `\] = Config\{list\.\w+, "([^"]+)", "([^"]+)"\}`).FindStringSubmatch(src)
 			if m == nil || !strings.HasSuffix(ref, "/"+m[1]+":"+m[2]) {
 				t.Errorf("e2e %s's %s image is %v, we build %s", E2EVersion, id, m, ref)
