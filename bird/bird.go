@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,7 +97,8 @@ type Bird struct {
 	stopped      bool
 	stopCh       chan struct{}
 
-	metrics *metrics
+	metrics    *metrics
+	reconciles atomic.Int64
 }
 
 // session is what bird knows about a peer beyond the speaker.
@@ -237,26 +239,60 @@ func (b *Bird) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	tick := time.NewTicker(time.Second) // restart deadlines; everything else is event driven
+	tick := time.NewTicker(time.Second) // restart deadlines and retries; everything else is event driven
 	defer tick.Stop()
 	for {
 		if err := b.reconcile(ctx); err != nil {
 			b.mu.Lock()
 			if msg := err.Error(); msg != b.lastErr {
-				b.log.Error("BGP reconcile failed; retrying on the next change", "error", err)
+				b.log.Error("BGP reconcile failed; retrying", "error", err)
 				b.lastErr = msg
 			}
 			b.mu.Unlock()
 		}
-		select {
-		case <-ctx.Done():
+		if !b.waitForWork(ctx, tick.C) {
 			return nil
-		case <-b.stopCh:
-			return nil
-		case <-b.kick:
-		case <-tick.C:
 		}
 	}
+}
+
+// waitForWork waits for a change, or a tick that brings time-bound work; false when stopped.
+func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-b.stopCh:
+			return false
+		case <-b.kick:
+			return true
+		case <-tick:
+			// A reconcile computes every peer from every node: in a large cluster a reconcile
+			// a second was most of an idle tabby-node's CPU. Only time-bound work wakes it.
+			if b.timedWork() {
+				return true
+			}
+		}
+	}
+}
+
+// timedWork tells whether the next reconcile has something that only time brings: a retry after
+// a failure, or a graceful restart window that may have ended. Only Run calls it.
+func (b *Bird) timedWork() bool {
+	if b.starting != nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lastErr != "" {
+		return true
+	}
+	for _, s := range b.sessions {
+		if s.inGR {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop stops the speaker. restart=true is the graceful-restart-style shutdown of a tabby-node

@@ -16,6 +16,7 @@ type metrics struct {
 	accepted   *prometheus.Desc
 	learned    *prometheus.Desc
 	sinceLast  *prometheus.Desc
+	reconciles *prometheus.Desc
 }
 
 func newMetrics(b *Bird) *metrics {
@@ -27,6 +28,7 @@ func newMetrics(b *Bird) *metrics {
 		accepted:   prometheus.NewDesc("tabby_bgp_routes_accepted", "Prefixes of each peer the import policy accepted.", []string{"peer"}, nil),
 		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
+		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each computes every peer from every node).", nil, nil),
 	}
 }
 
@@ -37,9 +39,11 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.accepted
 	ch <- m.learned
 	ch <- m.sinceLast
+	ch <- m.reconciles
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(m.reconciles, prometheus.CounterValue, float64(m.b.reconciles.Load()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, err := m.b.Status(ctx)

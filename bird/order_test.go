@@ -102,3 +102,43 @@ func TestWithdrawalBeforePolicy(t *testing.T) {
 	b.SetLocalPrefixes([]netip.Prefix{c})
 	waitCalls(n, "delete 10.244.31.0/26", "policy local=[10.244.31.64/26]", "add 10.244.31.64/26")
 }
+
+// TestIdleDoesNotReconcile: with nothing changing and nothing time-bound pending, the agent does
+// not recompute its peers (a recomputation walks every node of the cluster); a change still
+// reconciles at once.
+func TestIdleDoesNotReconcile(t *testing.T) {
+	spk := &callLog{}
+	self := mkNode(31, nil, "")
+	b, err := New(Config{NodeName: self.Name, Logger: testLogger(),
+		NewSpeaker: func(*slog.Logger, string) (speaker.Speaker, error) { return spk, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetNodes([]Node{self, mkNode(32, nil, "")})
+	b.SetPools([]netip.Prefix{pool})
+	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor := func(cond func() bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(func() bool { return len(spk.since(0)) >= 2 }, "the first reconcile's policy and path")
+	// Three ticks of the once-a-second timer with nothing to do.
+	before := b.reconciles.Load()
+	time.Sleep(3500 * time.Millisecond)
+	if n := b.reconciles.Load() - before; n != 0 {
+		t.Fatalf("%d reconciles while idle, want 0", n)
+	}
+	b.SetLocalPrefixes([]netip.Prefix{blockOf(31), netip.MustParsePrefix("10.244.31.64/26")})
+	waitFor(func() bool { return b.reconciles.Load() > before }, "a reconcile after a change")
+}

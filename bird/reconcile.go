@@ -22,6 +22,7 @@ import (
 // route away is right under any policy, and the policy update would only delay it at every
 // peer.
 func (b *Bird) reconcile(ctx context.Context) error {
+	b.reconciles.Add(1)
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()

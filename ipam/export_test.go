@@ -10,6 +10,3 @@ func QueuedAssigns(a *Allocator, node string) int {
 	defer ns.qmu.Unlock()
 	return len(ns.queue)
 }
-
-// NodeOf is KubeStore's view of a Node.
-var NodeOf = nodeOf

@@ -121,7 +121,8 @@ func (s *KubeStore) DeleteHandle(ctx context.Context, name, rv string) error {
 	return s.c.IPAMHandles().Delete(ctx, name, deleteOpts(rv))
 }
 
-func nodeOf(n *corev1.Node) Node {
+// NodeOf is what IPAM reads of a Node.
+func NodeOf(n *corev1.Node) Node {
 	out := Node{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
@@ -136,7 +137,7 @@ func (s *KubeStore) GetNode(ctx context.Context, name string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := nodeOf(n)
+	out := NodeOf(n)
 	return &out, nil
 }
 
@@ -147,7 +148,7 @@ func (s *KubeStore) ListNodes(ctx context.Context) ([]Node, error) {
 	}
 	out := make([]Node, 0, len(l.Items))
 	for i := range l.Items {
-		out = append(out, nodeOf(&l.Items[i]))
+		out = append(out, NodeOf(&l.Items[i]))
 	}
 	return out, nil
 }

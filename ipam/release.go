@@ -256,7 +256,7 @@ func (a *Allocator) blockOf(ctx context.Context, ip netip.Addr) (netip.Prefix, e
 			return c, nil
 		}
 	}
-	blocks, err := a.store.ListBlocks(ctx)
+	blocks, err := a.listBlocks(ctx)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("list IPAMBlocks: %w", err)
 	}
@@ -311,7 +311,7 @@ func (a *Allocator) ReleaseEmptyBlocks(ctx context.Context, node string) error {
 	if err := a.ensureLoaded(ctx, ns); err != nil {
 		return fmt.Errorf("release empty blocks of %s: %w", node, err)
 	}
-	blocks, err := a.store.ListBlocks(ctx)
+	blocks, err := a.listBlocks(ctx)
 	if err != nil {
 		return fmt.Errorf("release empty blocks of %s: list IPAMBlocks: %w", node, err)
 	}

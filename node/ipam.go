@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/ipam"
 	ipamgc "github.com/tabbynet/tabby/ipam/gc"
 	ipamrpc "github.com/tabbynet/tabby/ipam/rpc"
 	"github.com/tabbynet/tabby/node/installcni"
 	"github.com/tabbynet/tabby/node/syncer"
+	"k8s.io/client-go/tools/cache"
 )
 
 func (a *Agent) serveIPAM() (*ipamrpc.Server, error) {
@@ -30,11 +33,48 @@ func (a *Agent) serveIPAM() (*ipamrpc.Server, error) {
 // runGC releases addresses whose pods are gone (after a grace period and a second look); on the
 // node whose name sorts first it also releases deleted nodes' IPAM (ipam/gc, nodes.go).
 func (a *Agent) runGC(ctx context.Context) error {
-	c := ipamgc.New(a.store, a.alloc, ipamgc.Config{Node: a.cfg.NodeName, GracePeriod: a.cfg.GCGrace, Logger: a.log.With("component", "ipam-gc")})
+	// Its first look reads the syncer's caches: no round before they hold the cluster.
+	if !cache.WaitForCacheSync(ctx.Done(), a.syncer.HasSynced) {
+		return nil
+	}
+	lists := gcLists{KubeStore: ipam.NewKubeStore(a.client).ListsFromCache(), syncer: a.syncer}
+	c := ipamgc.New(a.store, a.alloc, ipamgc.Config{Node: a.cfg.NodeName, GracePeriod: a.cfg.GCGrace, Lists: lists, Logger: a.log.With("component", "ipam-gc")})
 	if err := c.Run(ctx, a.cfg.GCInterval); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("IPAM GC: %w", err)
 	}
 	return nil
+}
+
+// gcLists is the garbage collector's first look: blocks and Nodes from the syncer's informers
+// (no request at all), the rest (this node's pods, handles, affinities) from the API server's
+// watch cache. Every node runs a round a minute: consistent lists of every block and every Node
+// from each of a thousand nodes would be etcd reading the cluster's IPAM and Nodes whole many
+// times a second.
+type gcLists struct {
+	*ipam.KubeStore
+	syncer *syncer.Syncer
+}
+
+var errNotSynced = errors.New("the datastore caches have not synced yet")
+
+func (l gcLists) ListBlocks(context.Context) ([]v1.IPAMBlock, error) {
+	bs, ok := l.syncer.Blocks()
+	if !ok {
+		return nil, errNotSynced
+	}
+	return bs, nil
+}
+
+func (l gcLists) ListNodes(context.Context) ([]ipam.Node, error) {
+	ns, ok := l.syncer.Nodes()
+	if !ok {
+		return nil, errNotSynced
+	}
+	out := make([]ipam.Node, 0, len(ns))
+	for i := range ns {
+		out = append(out, ipam.NodeOf(&ns[i]))
+	}
+	return out, nil
 }
 
 // runTunnelAddress keeps this node's tunl0 address allocated while a pool needs IPIP (and released

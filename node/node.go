@@ -99,15 +99,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	a.store = ipam.NewKubeStore(c)
 	a.pods = podcache.New(c.Kube, cfg.NodeName)
 	// The allocator lists from the API server's watch cache (it never relies on a fresh list:
-	// claiming a block waited ~80 ms for a consistent one); the garbage collector's first look
-	// reads consistently.
-	// Pools come from the syncer's informer (set below, before the IPAM socket serves).
+	// claiming a block waited ~80 ms for a consistent one); so does the garbage collector's first
+	// look (gcLists), its second look reads consistently.
+	// Pools and blocks come from the syncer's informers (set below, before the IPAM socket serves).
 	a.alloc = ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations,
 		Pools: func() ([]v1.IPPool, bool) {
 			if a.syncer == nil {
 				return nil, false
 			}
 			return a.syncer.Pools()
+		},
+		Blocks: func() ([]v1.IPAMBlock, bool) {
+			if a.syncer == nil {
+				return nil, false
+			}
+			return a.syncer.Blocks()
 		}})
 	if a.felix, err = felix.New(felix.Config{
 		NodeName: cfg.NodeName, UplinkInterface: uplink, UplinkInterface6: uplink6, TunnelMTU: tunnelMTU(cfg.MTU),

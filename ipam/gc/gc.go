@@ -44,14 +44,30 @@ type Config struct {
 	Node string
 	// GracePeriod a leftover must be seen for before it is collected (default 1 minute).
 	GracePeriod time.Duration
+	// Lists answers the lists of a round's first look; nil: the store. tabby-node hands its
+	// informers' caches: a consistent list of every block, Node and handle from every node every
+	// round is what a large cluster's API server and etcd cannot afford.
+	Lists Lists
 	// Now is the clock (tests); time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
+// Lists are the reads of a round's first look. They may be stale (a cache): what they show is
+// only a candidate, which the second look (always the store) confirms before anything is
+// released.
+type Lists interface {
+	ListBlocks(ctx context.Context) ([]v1.IPAMBlock, error)
+	ListAffinities(ctx context.Context) ([]v1.BlockAffinity, error)
+	ListHandles(ctx context.Context) ([]v1.IPAMHandle, error)
+	ListPods(ctx context.Context, node string) ([]ipam.Pod, error)
+	ListNodes(ctx context.Context) ([]ipam.Node, error)
+}
+
 // Collector finds and releases leaked addresses and handles.
 type Collector struct {
 	store ipam.Store
+	lists Lists
 	alloc *ipam.Allocator
 	cfg   Config
 	log   *slog.Logger
@@ -72,7 +88,11 @@ func New(store ipam.Store, alloc *ipam.Allocator, cfg Config) *Collector {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{store: store, alloc: alloc, cfg: cfg, log: log.With("component", "ipam-gc", "node", cfg.Node), seen: map[leak]time.Time{},
+	lists := cfg.Lists
+	if lists == nil {
+		lists = store
+	}
+	return &Collector{store: store, lists: lists, alloc: alloc, cfg: cfg, log: log.With("component", "ipam-gc", "node", cfg.Node), seen: map[leak]time.Time{},
 		goneSince: map[string]time.Time{}, unaffineSince: map[string]time.Time{}}
 }
 
@@ -206,15 +226,15 @@ func (c *Collector) RunOnce(ctx context.Context) (Result, error) {
 
 // candidates is the first look, from lists.
 func (c *Collector) candidates(ctx context.Context) (map[leak]bool, error) {
-	blocks, err := c.store.ListBlocks(ctx)
+	blocks, err := c.lists.ListBlocks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list IPAMBlocks: %w", err)
 	}
-	handles, err := c.store.ListHandles(ctx)
+	handles, err := c.lists.ListHandles(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list IPAMHandles: %w", err)
 	}
-	pods, err := c.store.ListPods(ctx, c.cfg.Node)
+	pods, err := c.lists.ListPods(ctx, c.cfg.Node)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}

@@ -35,7 +35,7 @@ func (c *Collector) leader(live []string) bool {
 // period (and is still gone at a second look), and deletes blocks that lost their affinity that
 // way once they have stayed empty for the grace period.
 func (c *Collector) collectDeletedNodes(ctx context.Context, res *Result) error {
-	nodes, err := c.store.ListNodes(ctx)
+	nodes, err := c.lists.ListNodes(ctx)
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
@@ -53,15 +53,15 @@ func (c *Collector) collectDeletedNodes(ctx context.Context, res *Result) error 
 		clear(c.unaffineSince)
 		return nil
 	}
-	blocks, err := c.store.ListBlocks(ctx)
+	blocks, err := c.lists.ListBlocks(ctx)
 	if err != nil {
 		return fmt.Errorf("list IPAMBlocks: %w", err)
 	}
-	affs, err := c.store.ListAffinities(ctx)
+	affs, err := c.lists.ListAffinities(ctx)
 	if err != nil {
 		return fmt.Errorf("list BlockAffinities: %w", err)
 	}
-	handles, err := c.store.ListHandles(ctx)
+	handles, err := c.lists.ListHandles(ctx)
 	if err != nil {
 		return fmt.Errorf("list IPAMHandles: %w", err)
 	}

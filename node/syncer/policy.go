@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,7 +37,7 @@ func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.L
 	if log == nil {
 		log = slog.Default()
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimForPolicy))
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimmer(newLabelSets())))
 	w := &PolicyWatcher{
 		factory: f, send: send, log: log, synced: make(chan struct{}),
 		pods:       f.Core().V1().Pods().Informer(),
@@ -66,7 +67,7 @@ func handler(m *Metrics, resource string, update func(obj any), remove func(poli
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			if m, ok := obj.(metav1.Object); ok {
+			if m, err := meta.Accessor(obj); err == nil {
 				remove(policy.Key{Namespace: m.GetNamespace(), Name: m.GetName()})
 			}
 		},
@@ -109,12 +110,13 @@ func PolicyPod(p *corev1.Pod) policy.Pod {
 	return out
 }
 
-// policyPodObject is what the pod informer keeps of a Pod: its name, labels and the part
-// NetworkPolicy reads. A Pod trimmed but kept as a corev1.Pod still cost 1.6 KB of structs
-// (a 30,000-pod cluster: 48 MB in every tabby-node); this is a few hundred bytes.
+// policyPodObject is what the pod informer keeps of a Pod: the part NetworkPolicy reads, which
+// names it, and its resourceVersion. A Pod trimmed but kept as a corev1.Pod still cost 1.6 KB of
+// structs (a 30,000-pod cluster: 48 MB in every tabby-node), and an embedded ObjectMeta 250
+// bytes of mostly empty fields; this is about a hundred, its labels shared with like pods.
 type policyPodObject struct {
-	metav1.ObjectMeta
-	pod policy.Pod
+	pod             policy.Pod
+	resourceVersion string
 }
 
 func (p *policyPodObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -122,20 +124,28 @@ func (p *policyPodObject) GetObjectKind() schema.ObjectKind { return schema.Empt
 // DeepCopyObject shares the labels and ports: nothing modifies a cached object.
 func (p *policyPodObject) DeepCopyObject() runtime.Object { c := *p; return &c }
 
-// trimForPolicy keeps only what the pod, namespace and policy messages read.
-func trimForPolicy(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return &policyPodObject{
-			ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, Labels: o.Labels, ResourceVersion: o.ResourceVersion},
-			pod:        PolicyPod(o),
-		}, nil
-	case *corev1.Namespace:
-		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: o.Labels, UID: o.UID, ResourceVersion: o.ResourceVersion}}, nil
-	case *networkingv1.NetworkPolicy:
-		o.ManagedFields = nil
-		o.Annotations = nil
-		return o, nil
+// GetObjectMeta is what the informer reads to key and version the object; it is built when
+// asked (at an event), not kept.
+func (p *policyPodObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: p.pod.Name, Namespace: p.pod.Namespace, Labels: p.pod.Labels, ResourceVersion: p.resourceVersion}
+}
+
+// trimmer keeps only what the pod, namespace and policy messages read, with equal label sets
+// shared.
+func trimmer(sets *labelSets) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		switch o := obj.(type) {
+		case *corev1.Pod:
+			p := PolicyPod(o)
+			p.Labels = sets.intern(p.Labels)
+			return &policyPodObject{pod: p, resourceVersion: o.ResourceVersion}, nil
+		case *corev1.Namespace:
+			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: sets.intern(o.Labels), UID: o.UID, ResourceVersion: o.ResourceVersion}}, nil
+		case *networkingv1.NetworkPolicy:
+			o.ManagedFields = nil
+			o.Annotations = nil
+			return o, nil
+		}
+		return obj, nil
 	}
-	return obj, nil
 }

@@ -241,16 +241,38 @@ func (s *Syncer) Snapshot() Snapshot {
 	return snap
 }
 
+// HasSynced tells whether every cache has synced.
+func (s *Syncer) HasSynced() bool {
+	for _, inf := range s.informers() {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // Pools are the IPPools as the informer holds them (ok once it has synced): the IPAM
 // allocator's pools, so that no pod's ADD lists them from the API server.
-func (s *Syncer) Pools() ([]v1.IPPool, bool) {
-	if !s.pools.HasSynced() {
+func (s *Syncer) Pools() ([]v1.IPPool, bool) { return values[v1.IPPool](s.pools) }
+
+// Blocks are the IPAMBlocks as the informer holds them (ok once it has synced), for the IPAM
+// garbage collector's first look: a list of every block from the API server every minute on
+// every node is what a large cluster cannot afford.
+func (s *Syncer) Blocks() ([]v1.IPAMBlock, bool) { return values[v1.IPAMBlock](s.blocks) }
+
+// Nodes are the Nodes as the informer holds them (ok once it has synced): without images, and
+// of the conditions only Ready.
+func (s *Syncer) Nodes() ([]corev1.Node, bool) { return values[corev1.Node](s.nodes) }
+
+// values copies the informer's objects (shallowly: nothing may modify what they point to).
+func values[T any](inf cache.SharedIndexInformer) ([]T, bool) {
+	if !inf.HasSynced() {
 		return nil, false
 	}
-	items := s.pools.GetStore().List()
-	out := make([]v1.IPPool, 0, len(items))
+	items := inf.GetStore().List()
+	out := make([]T, 0, len(items))
 	for _, it := range items {
-		out = append(out, *it.(*v1.IPPool))
+		out = append(out, *it.(*T))
 	}
 	return out, true
 }
@@ -273,7 +295,14 @@ func trim(obj any) (any, error) {
 	}
 	if n, ok := obj.(*corev1.Node); ok {
 		n.Status.Images = nil
-		n.Status.Conditions = nil
+		// Readiness tells the IPAM garbage collector which nodes run (Nodes).
+		var ready []corev1.NodeCondition
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = append(ready, corev1.NodeCondition{Type: c.Type, Status: c.Status})
+			}
+		}
+		n.Status.Conditions = ready
 	}
 	return obj, nil
 }

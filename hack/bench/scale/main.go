@@ -26,7 +26,7 @@ type options struct {
 	nodes, podsPerNode, peers int
 	agents                    int
 	rates                     []int
-	window, idle              time.Duration
+	window, idle, settle      time.Duration
 	parallel                  int
 	apiPods                   int
 	tabbyBin                  string
@@ -45,6 +45,7 @@ func main() {
 	flag.IntVar(&o.agents, "agents", 3, "real tabby-nodes")
 	flag.DurationVar(&o.window, "window", 30*time.Second, "measuring window per churn rate")
 	flag.DurationVar(&o.idle, "idle", 20*time.Second, "idle window for the agents' CPU")
+	flag.DurationVar(&o.settle, "settle", 40*time.Second, "wait after the first idle window before the idle figure")
 	flag.IntVar(&o.parallel, "parallel", 32, "concurrent writers while building the datastore")
 	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
 	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")
@@ -74,6 +75,8 @@ func validate(o *options, rates string) error {
 		return fmt.Errorf("-agents=%d: want 2..10", o.agents)
 	case o.window < 5*time.Second || o.idle < 5*time.Second:
 		return fmt.Errorf("-window=%v -idle=%v: want at least 5s each", o.window, o.idle)
+	case o.settle < 0:
+		return fmt.Errorf("-settle=%v: want 0 or more", o.settle)
 	}
 	return nil
 }

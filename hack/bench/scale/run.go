@@ -114,12 +114,24 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel\n\n", agents[0].Name)
 	row(out, "figure", "measured", "target", "")
 	row(out, fmt.Sprintf("agents started → ready (%d at once)", o.agents), agentsUp.Round(time.Millisecond).String(), "", "")
+	// Just after ready an agent still finishes its start (its first IPAM rounds, the collection of
+	// the initial lists' garbage); idle is what it costs once that is over.
+	first, err := benchutil.MeasureUsage(ctx, agents, o.idle)
+	if err != nil {
+		return err
+	}
+	reportUsage(out, fmt.Sprintf("first %v after ready", o.idle), first, false)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(o.settle):
+	}
 	idle, err := benchutil.MeasureUsage(ctx, agents, o.idle)
 	if err != nil {
 		return err
 	}
-	reportUsage(out, "idle", idle, true)
-	if err := saveProfiles(ctx, o.profileDir, agents[0], "idle"); err != nil {
+	reportUsage(out, fmt.Sprintf("idle (%v after ready)", o.idle+o.settle), idle, true)
+	if err := saveProfiles(ctx, o.profileDir, agents[0], "idle", o.idle); err != nil {
 		return err
 	}
 	build, err := snapshotBuild(ctx, w, agents[0].Name)
@@ -146,7 +158,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return fmt.Errorf("churn at %d/s: %w", rate, err)
 		}
 		reportUsage(out, label, r.usage, false)
-		if err := saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate)); err != nil {
+		if err := saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate), 5*time.Second); err != nil {
 			return err
 		}
 		row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
@@ -322,13 +334,17 @@ func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (flo
 	return total / float64(n), strings.Join(parts, ", "), nil
 }
 
-// saveProfiles writes the agent's heap profile and a 5-second CPU profile as <dir>/<label>.heap
+// saveProfiles writes the agent's heap profile (after a collection: what is live) and a CPU profile of the given length as <dir>/<label>.heap
 // and .cpu (nothing without a directory).
-func saveProfiles(ctx context.Context, dir string, n *lab.Node, label string) error {
+func saveProfiles(ctx context.Context, dir string, n *lab.Node, label string, cpu time.Duration) error {
 	if dir == "" {
 		return nil
 	}
-	for _, p := range []struct{ path, ext string }{{"/debug/pprof/heap", "heap"}, {"/debug/pprof/profile?seconds=5", "cpu"}} {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cpuPath := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(cpu.Seconds()))
+	for _, p := range []struct{ path, ext string }{{"/debug/pprof/heap?gc=1", "heap"}, {cpuPath, "cpu"}} {
 		b, err := n.MetricsPath(ctx, p.path)
 		if err != nil {
 			return err

@@ -1,0 +1,140 @@
+package gc_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tabbynet/tabby/apis/names"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/ipam"
+	"github.com/tabbynet/tabby/ipam/gc"
+	"github.com/tabbynet/tabby/ipam/ipamtest"
+)
+
+// frozenLists is a first look that lags: the store's lists as they were when it was taken.
+type frozenLists struct {
+	blocks  []v1.IPAMBlock
+	affs    []v1.BlockAffinity
+	handles []v1.IPAMHandle
+	pods    []ipam.Pod
+	nodes   []ipam.Node
+}
+
+func freeze(t *testing.T, s ipam.Store, node string) *frozenLists {
+	t.Helper()
+	ctx := context.Background()
+	var f frozenLists
+	var err error
+	if f.blocks, err = s.ListBlocks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.affs, err = s.ListAffinities(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.handles, err = s.ListHandles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.pods, err = s.ListPods(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if f.nodes, err = s.ListNodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &f
+}
+
+func (f *frozenLists) ListBlocks(context.Context) ([]v1.IPAMBlock, error) { return f.blocks, nil }
+func (f *frozenLists) ListAffinities(context.Context) ([]v1.BlockAffinity, error) {
+	return f.affs, nil
+}
+func (f *frozenLists) ListHandles(context.Context) ([]v1.IPAMHandle, error) { return f.handles, nil }
+func (f *frozenLists) ListPods(context.Context, string) ([]ipam.Pod, error) { return f.pods, nil }
+func (f *frozenLists) ListNodes(context.Context) ([]ipam.Node, error)       { return f.nodes, nil }
+
+// listCounter is the store with its lists counted.
+type listCounter struct {
+	ipam.Store
+	lists atomic.Int64
+}
+
+func (c *listCounter) ListBlocks(ctx context.Context) ([]v1.IPAMBlock, error) {
+	c.lists.Add(1)
+	return c.Store.ListBlocks(ctx)
+}
+func (c *listCounter) ListAffinities(ctx context.Context) ([]v1.BlockAffinity, error) {
+	c.lists.Add(1)
+	return c.Store.ListAffinities(ctx)
+}
+func (c *listCounter) ListHandles(ctx context.Context) ([]v1.IPAMHandle, error) {
+	c.lists.Add(1)
+	return c.Store.ListHandles(ctx)
+}
+func (c *listCounter) ListPods(ctx context.Context, node string) ([]ipam.Pod, error) {
+	c.lists.Add(1)
+	return c.Store.ListPods(ctx, node)
+}
+func (c *listCounter) ListNodes(ctx context.Context) ([]ipam.Node, error) {
+	c.lists.Add(1)
+	return c.Store.ListNodes(ctx)
+}
+
+// With Lists set, a round's first look reads only them (tabby-node's caches), and a stale first
+// look releases nothing the store no longer agrees with: the second look decides.
+func TestFirstLookFromLists(t *testing.T) {
+	ctx := context.Background()
+	s := ipamtest.NewStore()
+	s.AddNode("n1", nil)
+	s.AddPool("p", "10.244.0.0/24", 26)
+	now := time.Unix(1000, 0)
+	a := ipam.New(s, ipam.Config{Now: func() time.Time { return now }})
+	// Two pods gone, their addresses left behind.
+	stale, err := a.Assign(ctx, ipam.Request{Handle: "net.gone1", Node: "n1", Namespace: "default", Pod: "gone1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaked, err := a.Assign(ctx, ipam.Request{Handle: "net.gone2", Node: "n1", Namespace: "default", Pod: "gone2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := freeze(t, s, "n1")
+	// After the first look's snapshot: gone1's address goes to a live pod (as a release and a
+	// new ADD would, in one write).
+	b, err := s.GetBlock(ctx, names.BlockName(stale.Block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ord := ""
+	for k, al := range b.Spec.Allocations {
+		if al.Handle == "net.gone1" {
+			ord = k
+		}
+	}
+	b.Spec.Allocations[ord] = v1.Allocation{Handle: "net.new", Namespace: "default", Pod: "new"}
+	if _, err := s.UpdateBlock(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	s.AddPod(ipam.Pod{Namespace: "default", Name: "new", NodeName: "n1"})
+
+	store := &listCounter{Store: s}
+	c := gc.New(store, a, gc.Config{Node: "n1", GracePeriod: time.Minute, Lists: lists, Now: func() time.Time { return now }})
+	if res, err := c.RunOnce(ctx); err != nil || res.Pending != 2 {
+		t.Fatalf("first round: %+v %v, want both stale allocations as candidates", res, err)
+	}
+	now = now.Add(2 * time.Minute)
+	res, err := c.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.ReleasedIPs) != 1 || res.ReleasedIPs[0] != leaked.IP {
+		t.Fatalf("released %v, want only %v (the first look's other candidate is a live pod's now)", res.ReleasedIPs, leaked.IP)
+	}
+	b, err = s.GetBlock(ctx, names.BlockName(stale.Block))
+	if err != nil || b.Spec.Allocations[ord].Handle != "net.new" {
+		t.Fatalf("the live pod's address %v: %+v %v", stale.IP, b.Spec.Allocations[ord], err)
+	}
+	if n := store.lists.Load(); n != 0 {
+		t.Errorf("%d lists from the store, want none (the first look is Lists')", n)
+	}
+}
