@@ -60,25 +60,37 @@ func (c *callLog) SetPolicy(_ context.Context, p speaker.Policy) error {
 	return nil
 }
 
-// TestWithdrawalBeforePolicy: a block the node gives up is withdrawn before the policy that
-// no longer counts it as the node's own is set; a new block is advertised after its policy.
-func TestWithdrawalBeforePolicy(t *testing.T) {
-	spk := &callLog{}
-	self := mkNode(31, nil, "")
+// newLogged is a Bird of node self over the recording speaker spk.
+func newLogged(t *testing.T, spk *callLog, self Node) *Bird {
+	t.Helper()
 	b, err := New(Config{NodeName: self.Name, Logger: testLogger(),
 		NewSpeaker: func(*slog.Logger, string) (speaker.Speaker, error) { return spk, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// run runs b until the test ends.
+func run(t *testing.T, b *Bird) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestWithdrawalBeforePolicy: a block the node gives up is withdrawn before the policy that
+// no longer counts it as the node's own is set; a new block is advertised after its policy.
+func TestWithdrawalBeforePolicy(t *testing.T) {
+	spk := &callLog{}
+	self := mkNode(31, nil, "")
+	b := newLogged(t, spk, self)
 	a, c := blockOf(31), netip.MustParsePrefix("10.244.31.64/26")
 	b.SetNodes([]Node{self})
 	b.SetPools([]netip.Prefix{pool})
 	b.SetRoutable(testBlocks)
 	b.SetLocalPrefixes([]netip.Prefix{a})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = b.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, b)
 
 	waitCalls := func(from int, want ...string) {
 		t.Helper()
@@ -109,18 +121,11 @@ func TestWithdrawalBeforePolicy(t *testing.T) {
 func TestIdleDoesNotReconcile(t *testing.T) {
 	spk := &callLog{}
 	self := mkNode(31, nil, "")
-	b, err := New(Config{NodeName: self.Name, Logger: testLogger(),
-		NewSpeaker: func(*slog.Logger, string) (speaker.Speaker, error) { return spk, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newLogged(t, spk, self)
 	b.SetNodes([]Node{self, mkNode(32, nil, "")})
 	b.SetPools([]netip.Prefix{pool})
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = b.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, b)
 
 	waitFor := func(cond func() bool, what string) {
 		t.Helper()
