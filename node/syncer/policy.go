@@ -50,7 +50,7 @@ func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.L
 		namespaces: f.Core().V1().Namespaces().Informer(),
 		policies:   f.Networking().V1().NetworkPolicies().Informer(),
 	}
-	_, _ = w.pods.AddEventHandler(handler(m, "pods", func(obj any) { w.send(felix.PodUpdate{Pod: obj.(*policyPodObject).pod}) },
+	_, _ = w.pods.AddEventHandler(handler(m, "pods", func(obj any) { w.send(felix.PodUpdate{Pod: &obj.(*policyPodObject).pod}) },
 		func(key policy.Key) { w.send(felix.PodRemove{Key: key}) }))
 	_, _ = w.namespaces.AddEventHandler(handler(m, "namespaces", func(obj any) {
 		ns := obj.(*corev1.Namespace)
