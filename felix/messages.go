@@ -13,8 +13,9 @@ import (
 // informer event is one message and a manager can tell exactly what changed.
 
 // PodUpdate: a pod's labels, named ports or host networking, anywhere in the cluster. Its
-// addresses come separately, from IPAM (PodIPsUpdate).
-type PodUpdate struct{ Pod policy.Pod }
+// addresses come separately, from IPAM (PodIPsUpdate). felix keeps the pointer (one copy of
+// every pod in the cluster, the sender's): neither side may modify the pod after sending it.
+type PodUpdate struct{ Pod *policy.Pod }
 
 // PodRemove: the pod is gone.
 type PodRemove struct{ Key policy.Key }

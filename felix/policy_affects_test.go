@@ -40,7 +40,7 @@ func TestSkippedCalculationsRenderTheSame(t *testing.T) {
 		m.OnUpdate(NamespaceUpdate{Namespace: policy.Namespace{Name: name, Labels: map[string]string{"team": name}}})
 	}
 	for _, p := range c.pods {
-		m.OnUpdate(PodUpdate{Pod: p})
+		m.OnUpdate(PodUpdate{Pod: &p})
 	}
 	m.OnUpdate(PodIPsUpdate{IPs: clonedIPs(c.ips)})
 	m.OnUpdate(EndpointsUpdate{Endpoints: c.local})
@@ -84,7 +84,7 @@ func TestSkippedCalculationsRenderTheSame(t *testing.T) {
 			p := c.pods[k]
 			p.Labels = map[string]string{"app": fmt.Sprintf("app-%d", rng.IntN(10)), "tier": []string{"web", "db", "cache"}[rng.IntN(3)]}
 			c.pods[k] = p
-			m.OnUpdate(PodUpdate{Pod: p})
+			m.OnUpdate(PodUpdate{Pod: &p})
 		case 2: // a pod goes
 			delete(c.pods, k)
 			delete(c.ips, k)
@@ -98,7 +98,7 @@ func TestSkippedCalculationsRenderTheSame(t *testing.T) {
 				c.pods[p.Key] = p
 			}
 			m.OnUpdate(PodIPsUpdate{IPs: clonedIPs(c.ips)})
-			m.OnUpdate(PodUpdate{Pod: p})
+			m.OnUpdate(PodUpdate{Pod: &p})
 		}
 		apply(fmt.Sprintf("step %d", step))
 	}

@@ -70,11 +70,11 @@ func (m *policyManager) OnUpdate(msg any) {
 	case PodUpdate:
 		p := u.Pod
 		old, ok := m.pods[p.Key]
-		if ok && samePodMeta(old, &p) {
+		if ok && samePodMeta(old, p) {
 			return
 		}
-		m.pods[p.Key] = &p
-		if !m.affects(old, &p) {
+		m.pods[p.Key] = p
+		if !m.affects(old, p) {
 			return
 		}
 	case PodRemove:

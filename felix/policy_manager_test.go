@@ -50,7 +50,7 @@ func (c *policyCluster) send(f *Felix, policies int) {
 		f.OnUpdate(NamespaceUpdate{Namespace: policy.Namespace{Name: name, Labels: map[string]string{"team": name}}})
 	}
 	for _, p := range c.pods {
-		f.OnUpdate(PodUpdate{Pod: p})
+		f.OnUpdate(PodUpdate{Pod: &p})
 	}
 	c.sendIPs(f)
 	f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
@@ -162,14 +162,14 @@ func TestPolicyChangesAreSmallBatches(t *testing.T) {
 	// A pod on another node joins selections: set members only.
 	step("remote pod added", func() {
 		p, _ := c.add(pods, false)
-		f.OnUpdate(PodUpdate{Pod: p})
+		f.OnUpdate(PodUpdate{Pod: &p})
 		c.sendIPs(f)
 	}, 0, 0, 1)
 	// A pod on this node: its chains and the two dispatch chains, one restore per family (the
 	// fake kernel has ip6tables too; the pod's IPv6 chains drop what it has no address for).
 	step("local pod added", func() {
 		p, _ := c.add(pods+1, true)
-		f.OnUpdate(PodUpdate{Pod: p})
+		f.OnUpdate(PodUpdate{Pod: &p})
 		c.sendIPs(f)
 		f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
 	}, 2, 2*(2*(local+3)+20), 1)
@@ -178,7 +178,7 @@ func TestPolicyChangesAreSmallBatches(t *testing.T) {
 		p := c.pods[policy.Key{Namespace: "ns-0", Name: "pod-300"}]
 		p.Labels = map[string]string{"app": "app-0", "tier": "db"}
 		c.pods[p.Key] = p
-		f.OnUpdate(PodUpdate{Pod: p})
+		f.OnUpdate(PodUpdate{Pod: &p})
 	}, 0, 0, 1)
 	// The same snapshot again (tabby-node sends it on every datastore event): nothing.
 	step("unchanged snapshot", func() {
@@ -199,7 +199,7 @@ func TestNoPolicyPodsCostNothing(t *testing.T) {
 	}
 	kern.ResetCalls()
 	p, _ := c.add(200, true)
-	f.OnUpdate(PodUpdate{Pod: p})
+	f.OnUpdate(PodUpdate{Pod: &p})
 	c.sendIPs(f)
 	f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
 	f.mustApply(t)
@@ -220,7 +220,7 @@ func TestPolicyWaitsForTheSnapshot(t *testing.T) {
 		f.OnUpdate(NamespaceUpdate{Namespace: policy.Namespace{Name: name}})
 	}
 	for _, p := range c.pods {
-		f.OnUpdate(PodUpdate{Pod: p})
+		f.OnUpdate(PodUpdate{Pod: &p})
 	}
 	for i := range 10 {
 		f.OnUpdate(NetworkPolicyUpdate{Policy: testPolicy(i)})
