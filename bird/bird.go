@@ -117,6 +117,8 @@ type session struct {
 	upSinceAdded bool
 	redial       bool // a tabby node refused our first connection: re-add the peer (see onState)
 	redials      int  // re-adds since the session was last established
+	// resendAt: when to send the peer our whole table again, once after it opened (zero: done).
+	resendAt time.Time
 }
 
 // New returns a Bird; Run starts it.
@@ -277,7 +279,8 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 }
 
 // timedWork tells whether the next reconcile has something that only time brings: a retry after
-// a failure, or a graceful restart window that may have ended. Only Run calls it.
+// a failure, a graceful restart window that may have ended, or a resend that may be due. Only
+// Run calls it.
 func (b *Bird) timedWork() bool {
 	if b.starting != nil {
 		return true
@@ -288,7 +291,7 @@ func (b *Bird) timedWork() bool {
 		return true
 	}
 	for _, s := range b.sessions {
-		if s.inGR {
+		if s.inGR || !s.resendAt.IsZero() {
 			return true
 		}
 	}

@@ -41,6 +41,11 @@ func (c *callLog) Peers(context.Context) ([]speaker.PeerState, error) {
 	return nil, nil
 }
 
+func (c *callLog) Resend(_ context.Context, addr netip.Addr) error {
+	c.record("resend " + addr.String())
+	return nil
+}
+
 func (c *callLog) Accepted(context.Context) (map[netip.Addr]map[string]uint64, error) {
 	return nil, nil
 }
@@ -146,4 +151,57 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 	}
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31), netip.MustParsePrefix("10.244.31.64/26")})
 	waitFor(func() bool { return b.reconciles.Load() > before }, "a reconcile after a change")
+}
+
+// TestResendAfterEstablished: once a session has been open for resendDelay, the peer is sent
+// the whole table again, once (GoBGP may have skipped a route that arrived while the session
+// opened; bird/doc.go).
+func TestResendAfterEstablished(t *testing.T) {
+	spk := &callLog{}
+	self, other := mkNode(31, nil, ""), mkNode(32, nil, "")
+	b := newLogged(t, spk, self)
+	b.SetNodes([]Node{self, other})
+	b.SetPools([]netip.Prefix{pool})
+	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
+	run(t, b)
+	peer := other.Address.Addr()
+	configured := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		_, ok := b.configured[peer]
+		return ok
+	}
+	resends := func() int {
+		n := 0
+		for _, c := range spk.since(0) {
+			if c == "resend "+peer.String() {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !configured() {
+		if time.Now().After(deadline) {
+			t.Fatal("the mesh peer was never configured")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	opened := time.Now()
+	b.onState(speaker.Event{Type: speaker.PeerStateChanged, Peer: peer, State: "established", Time: opened})
+	deadline = opened.Add(resendDelay + 3*time.Second)
+	for resends() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no resend %v after the session opened; calls %q", time.Since(opened), spk.since(0))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if took := time.Since(opened); took < resendDelay {
+		t.Errorf("resent after %v, before resendDelay %v", took, resendDelay)
+	}
+	// Once: three more ticks bring none.
+	time.Sleep(3 * time.Second)
+	if n := resends(); n != 1 {
+		t.Errorf("%d resends, want 1", n)
+	}
 }

@@ -181,6 +181,11 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		delete(b.configured, addr)
 		b.mu.Unlock()
 	}
+	for _, addr := range b.takeResends(now) {
+		if err := spk.Resend(ctx, addr); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for addr, p := range desired {
 		if _, ok := b.configured[addr]; ok || p.Err != "" {
 			continue
@@ -223,6 +228,32 @@ func (b *Bird) takeFlush(addr netip.Addr, p peers.Peer, now time.Time) bool {
 	f := s.flush
 	s.flush = false
 	return f
+}
+
+// resendDelay is how long after a session opens bird sends the peer its whole table again: GoBGP
+// skips, for good, a route that reaches the RIB while the peer's initial table is being sent (the
+// peer is not established yet; bird/doc.go). Once the session is established every new route
+// goes out, so one resend any time after that makes up for what was skipped; a short delay lets
+// the initial exchange finish and, on a reflector whose clients all come up at once, spreads the
+// resends out.
+const resendDelay = 2 * time.Second
+
+// takeResends returns the established peers whose resend is due, and clears it (a session that
+// went down meanwhile is resent to when it opens again).
+func (b *Bird) takeResends(now time.Time) []netip.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []netip.Addr
+	for addr, s := range b.sessions {
+		if s.resendAt.IsZero() || now.Before(s.resendAt) {
+			continue
+		}
+		s.resendAt = time.Time{}
+		if _, ok := b.configured[addr]; ok && s.state == "established" {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 // takeRedial tells whether a never-established tabby node peer must be re-added now (see
