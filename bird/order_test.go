@@ -84,6 +84,18 @@ func run(t *testing.T, b *Bird) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// waitUntil polls cond until it holds, failing the test after timeout.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestWithdrawalBeforePolicy: a block the node gives up is withdrawn before the policy that
 // no longer counts it as the node's own is set; a new block is advertised after its policy.
 func TestWithdrawalBeforePolicy(t *testing.T) {
@@ -132,17 +144,7 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
 	run(t, b)
 
-	waitFor := func(cond func() bool, what string) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitFor(func() bool { return len(spk.since(0)) >= 2 }, "the first reconcile's policy and path")
+	waitUntil(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
 	// Three ticks of the once-a-second timer with nothing to do.
 	before := b.reconciles.Load()
 	time.Sleep(3500 * time.Millisecond)
@@ -150,7 +152,7 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 		t.Fatalf("%d reconciles while idle, want 0", n)
 	}
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31), netip.MustParsePrefix("10.244.31.64/26")})
-	waitFor(func() bool { return b.reconciles.Load() > before }, "a reconcile after a change")
+	waitUntil(t, "a reconcile after a change", 5*time.Second, func() bool { return b.reconciles.Load() > before })
 }
 
 // TestResendAfterEstablished: once a session has been open for resendDelay, the peer is sent
@@ -180,22 +182,10 @@ func TestResendAfterEstablished(t *testing.T) {
 		}
 		return n
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !configured() {
-		if time.Now().After(deadline) {
-			t.Fatal("the mesh peer was never configured")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "the mesh peer configured", 5*time.Second, configured)
 	opened := time.Now()
 	b.onState(speaker.Event{Type: speaker.PeerStateChanged, Peer: peer, State: "established", Time: opened})
-	deadline = opened.Add(resendDelay + 3*time.Second)
-	for resends() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no resend %v after the session opened; calls %q", time.Since(opened), spk.since(0))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "a resend after the session opened", resendDelay+3*time.Second, func() bool { return resends() > 0 })
 	if took := time.Since(opened); took < resendDelay {
 		t.Errorf("resent after %v, before resendDelay %v", took, resendDelay)
 	}
