@@ -99,6 +99,7 @@ type Bird struct {
 
 	metrics    *metrics
 	reconciles atomic.Int64
+	ticks      atomic.Int64 // timer ticks Run has handled (tests wait for ticks, not the clock)
 }
 
 // session is what bird knows about a peer beyond the speaker.
@@ -269,8 +270,11 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 		case <-b.kick:
 			return true
 		case <-tick:
-			// A reconcile computes every peer from every node: in a large cluster a reconcile
-			// a second was most of an idle tabby-node's CPU. Only time-bound work wakes it.
+			// Resends need no reconcile. A reconcile computes every peer from every node: in a
+			// large cluster a reconcile a second was most of an idle tabby-node's CPU. Only
+			// time-bound work wakes it.
+			b.resendDue(ctx, time.Now())
+			b.ticks.Add(1)
 			if b.timedWork() {
 				return true
 			}
@@ -279,8 +283,7 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 }
 
 // timedWork tells whether the next reconcile has something that only time brings: a retry after
-// a failure, a graceful restart window that may have ended, or a resend that may be due. Only
-// Run calls it.
+// a failure, or a graceful restart window that may have ended. Only Run calls it.
 func (b *Bird) timedWork() bool {
 	if b.starting != nil {
 		return true
@@ -291,7 +294,7 @@ func (b *Bird) timedWork() bool {
 		return true
 	}
 	for _, s := range b.sessions {
-		if s.inGR || !s.resendAt.IsZero() {
+		if s.inGR {
 			return true
 		}
 	}

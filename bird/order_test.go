@@ -96,6 +96,13 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 	}
 }
 
+// waitTicks waits until Run has handled n more ticks of its timer.
+func waitTicks(t *testing.T, b *Bird, n int64) {
+	t.Helper()
+	from := b.ticks.Load()
+	waitUntil(t, fmt.Sprintf("%d timer ticks", n), time.Duration(n+2)*time.Second, func() bool { return b.ticks.Load() >= from+n })
+}
+
 // TestWithdrawalBeforePolicy: a block the node gives up is withdrawn before the policy that
 // no longer counts it as the node's own is set; a new block is advertised after its policy.
 func TestWithdrawalBeforePolicy(t *testing.T) {
@@ -147,7 +154,7 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 	waitUntil(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
 	// Three ticks of the once-a-second timer with nothing to do.
 	before := b.reconciles.Load()
-	time.Sleep(3500 * time.Millisecond)
+	waitTicks(t, b, 3)
 	if n := b.reconciles.Load() - before; n != 0 {
 		t.Fatalf("%d reconciles while idle, want 0", n)
 	}
@@ -183,15 +190,20 @@ func TestResendAfterEstablished(t *testing.T) {
 		return n
 	}
 	waitUntil(t, "the mesh peer configured", 5*time.Second, configured)
+	waitTicks(t, b, 1) // the setters' kick has been taken
+	before := b.reconciles.Load()
 	opened := time.Now()
 	b.onState(speaker.Event{Type: speaker.PeerStateChanged, Peer: peer, State: "established", Time: opened})
 	waitUntil(t, "a resend after the session opened", resendDelay+3*time.Second, func() bool { return resends() > 0 })
 	if took := time.Since(opened); took < resendDelay {
 		t.Errorf("resent after %v, before resendDelay %v", took, resendDelay)
 	}
-	// Once: three more ticks bring none.
-	time.Sleep(3 * time.Second)
+	// Once: three more ticks bring none; and a resend is no reconcile.
+	waitTicks(t, b, 3)
 	if n := resends(); n != 1 {
 		t.Errorf("%d resends, want 1", n)
+	}
+	if n := b.reconciles.Load() - before; n != 0 {
+		t.Errorf("%d reconciles for a resend, want 0", n)
 	}
 }

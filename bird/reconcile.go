@@ -181,11 +181,6 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		delete(b.configured, addr)
 		b.mu.Unlock()
 	}
-	for _, addr := range b.takeResends(now) {
-		if err := spk.Resend(ctx, addr); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	for addr, p := range desired {
 		if _, ok := b.configured[addr]; ok || p.Err != "" {
 			continue
@@ -238,22 +233,33 @@ func (b *Bird) takeFlush(addr netip.Addr, p peers.Peer, now time.Time) bool {
 // resends out.
 const resendDelay = 2 * time.Second
 
-// takeResends returns the established peers whose resend is due, and clears it (a session that
-// went down meanwhile is resent to when it opens again).
-func (b *Bird) takeResends(now time.Time) []netip.Addr {
+// resendDue sends the established peers whose resend is due their whole table again. A session
+// that went down meanwhile is resent to when it opens again; a failed resend is tried again
+// after resendDelay. Only Run calls it.
+func (b *Bird) resendDue(ctx context.Context, now time.Time) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []netip.Addr
+	spk := b.spk
+	var due []netip.Addr
 	for addr, s := range b.sessions {
 		if s.resendAt.IsZero() || now.Before(s.resendAt) {
 			continue
 		}
 		s.resendAt = time.Time{}
-		if _, ok := b.configured[addr]; ok && s.state == "established" {
-			out = append(out, addr)
+		if _, ok := b.configured[addr]; ok && s.state == "established" && spk != nil {
+			due = append(due, addr)
 		}
 	}
-	return out
+	b.mu.Unlock()
+	for _, addr := range due {
+		if err := spk.Resend(ctx, addr); err != nil {
+			b.log.Warn("BGP resend failed; trying again", "peer", addr, "error", err)
+			b.mu.Lock()
+			if s := b.sessions[addr]; s != nil && s.state == "established" {
+				s.resendAt = now.Add(resendDelay)
+			}
+			b.mu.Unlock()
+		}
+	}
 }
 
 // takeRedial tells whether a never-established tabby node peer must be re-added now (see
