@@ -118,8 +118,6 @@ type session struct {
 	upSinceAdded bool
 	redial       bool // a tabby node refused our first connection: re-add the peer (see onState)
 	redials      int  // re-adds since the session was last established
-	// resendAt: when to send the peer our whole table again, once after it opened (zero: done).
-	resendAt time.Time
 }
 
 // New returns a Bird; Run starts it.
@@ -270,10 +268,8 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 		case <-b.kick:
 			return true
 		case <-tick:
-			// Resends need no reconcile. A reconcile computes every peer from every node: in a
-			// large cluster a reconcile a second was most of an idle tabby-node's CPU. Only
-			// time-bound work wakes it.
-			b.resendDue(ctx, time.Now())
+			// A reconcile computes every peer from every node: in a large cluster a reconcile
+			// a second was most of an idle tabby-node's CPU. Only time-bound work wakes it.
 			b.ticks.Add(1)
 			if b.timedWork() {
 				return true

@@ -137,11 +137,10 @@
 //     route that reaches the RIB while a client's handler sends that client the initial table
 //     (already built) is skipped for it by the propagation (the client is not established
 //     yet) and never sent: at 50 to 1,000 clients, up to 0.2% of the (client, reflector, route)
-//     pairs, now and then one at a client from both reflectors. bird makes up for it: 2 s after
-//     a session opens it sends the peer its whole table once more (a soft reset out,
-//     Speaker.Resend); by then the peer is established and every later route reaches it. At
-//     1,000 clients starting at once those resends (each the whole table) are a load of their
-//     own under the same lock: outside the supported envelope (README).
+//     pairs, now and then one at a client from both reflectors. A soft reset out to each peer
+//     a few seconds after its session opens was tried (2026-11-25): it filled the gaps in one run
+//     at 500 clients, but the resends of whole tables take the same lock, and in other runs
+//     sessions flapped and more routes were missing; not adopted.
 //   - Each peer's messages, keepalives included, are handled in order on that goroutine, and
 //     one UPDATE costs the propagation to every other peer (export policy, packing, one
 //     message per route) under that lock, while every API call (AddPeer, DeletePeer,

@@ -60,7 +60,6 @@ func (b *Bird) onState(e speaker.Event) {
 	if e.State == "established" {
 		s.info, s.inGR, s.flush, s.hardReset, s.gracefulUntil = "", false, false, false, time.Time{}
 		s.upSinceAdded, s.redial, s.redials = true, false, 0
-		s.resendAt = e.Time.Add(resendDelay)
 		b.log.Info("BGP session established", "peer", e.Peer)
 		return
 	}

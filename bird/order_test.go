@@ -41,11 +41,6 @@ func (c *callLog) Peers(context.Context) ([]speaker.PeerState, error) {
 	return nil, nil
 }
 
-func (c *callLog) Resend(_ context.Context, addr netip.Addr) error {
-	c.record("resend " + addr.String())
-	return nil
-}
-
 func (c *callLog) Accepted(context.Context) (map[netip.Addr]map[string]uint64, error) {
 	return nil, nil
 }
@@ -160,50 +155,4 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 	}
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31), netip.MustParsePrefix("10.244.31.64/26")})
 	waitUntil(t, "a reconcile after a change", 5*time.Second, func() bool { return b.reconciles.Load() > before })
-}
-
-// TestResendAfterEstablished: once a session has been open for resendDelay, the peer is sent
-// the whole table again, once (GoBGP may have skipped a route that arrived while the session
-// opened; bird/doc.go).
-func TestResendAfterEstablished(t *testing.T) {
-	spk := &callLog{}
-	self, other := mkNode(31, nil, ""), mkNode(32, nil, "")
-	b := newLogged(t, spk, self)
-	b.SetNodes([]Node{self, other})
-	b.SetPools([]netip.Prefix{pool})
-	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
-	run(t, b)
-	peer := other.Address.Addr()
-	configured := func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		_, ok := b.configured[peer]
-		return ok
-	}
-	resends := func() int {
-		n := 0
-		for _, c := range spk.since(0) {
-			if c == "resend "+peer.String() {
-				n++
-			}
-		}
-		return n
-	}
-	waitUntil(t, "the mesh peer configured", 5*time.Second, configured)
-	waitTicks(t, b, 1) // the setters' kick has been taken
-	before := b.reconciles.Load()
-	opened := time.Now()
-	b.onState(speaker.Event{Type: speaker.PeerStateChanged, Peer: peer, State: "established", Time: opened})
-	waitUntil(t, "a resend after the session opened", resendDelay+3*time.Second, func() bool { return resends() > 0 })
-	if took := time.Since(opened); took < resendDelay {
-		t.Errorf("resent after %v, before resendDelay %v", took, resendDelay)
-	}
-	// Once: three more ticks bring none; and a resend is no reconcile.
-	waitTicks(t, b, 3)
-	if n := resends(); n != 1 {
-		t.Errorf("%d resends, want 1", n)
-	}
-	if n := b.reconciles.Load() - before; n != 0 {
-		t.Errorf("%d reconciles for a resend, want 0", n)
-	}
 }

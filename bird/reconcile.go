@@ -225,43 +225,6 @@ func (b *Bird) takeFlush(addr netip.Addr, p peers.Peer, now time.Time) bool {
 	return f
 }
 
-// resendDelay is how long after a session opens bird sends the peer its whole table again: GoBGP
-// skips, for good, a route that reaches the RIB while the peer's initial table is being sent (the
-// peer is not established yet; bird/doc.go). Once the session is established every new route
-// goes out, so one resend any time after that makes up for what was skipped; a short delay lets
-// the initial exchange finish and, on a reflector whose clients all come up at once, spreads the
-// resends out.
-const resendDelay = 2 * time.Second
-
-// resendDue sends the established peers whose resend is due their whole table again. A session
-// that went down meanwhile is resent to when it opens again; a failed resend is tried again
-// after resendDelay. Only Run calls it.
-func (b *Bird) resendDue(ctx context.Context, now time.Time) {
-	b.mu.Lock()
-	spk := b.spk
-	var due []netip.Addr
-	for addr, s := range b.sessions {
-		if s.resendAt.IsZero() || now.Before(s.resendAt) {
-			continue
-		}
-		s.resendAt = time.Time{}
-		if _, ok := b.configured[addr]; ok && s.state == "established" && spk != nil {
-			due = append(due, addr)
-		}
-	}
-	b.mu.Unlock()
-	for _, addr := range due {
-		if err := spk.Resend(ctx, addr); err != nil {
-			b.log.Warn("BGP resend failed; trying again", "peer", addr, "error", err)
-			b.mu.Lock()
-			if s := b.sessions[addr]; s != nil && s.state == "established" {
-				s.resendAt = now.Add(resendDelay)
-			}
-			b.mu.Unlock()
-		}
-	}
-}
-
 // takeRedial tells whether a never-established tabby node peer must be re-added now (see
 // onState), and clears the request.
 func (b *Bird) takeRedial(addr netip.Addr) bool {

@@ -248,14 +248,6 @@ func (g *GoBGP) DeletePeer(ctx context.Context, addr netip.Addr) error {
 	return nil
 }
 
-// Resend implements Speaker.
-func (g *GoBGP) Resend(ctx context.Context, addr netip.Addr) error {
-	if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Soft: true, Direction: api.ResetPeerRequest_DIRECTION_OUT}); err != nil {
-		return fmt.Errorf("resend routes to %s: %w", addr, err)
-	}
-	return nil
-}
-
 // apiPath is our path to prefix: IPv4 with a NEXT_HOP, IPv6 in MP_REACH_NLRI (RFC 4760) with
 // the node's global IPv6 address as next hop. A next hop of the other family is refused.
 func apiPath(prefix netip.Prefix, nextHop netip.Addr) (*apiutil.Path, error) {

@@ -24,10 +24,6 @@ type Speaker interface {
 	DeletePeer(ctx context.Context, addr netip.Addr) error
 	AddPath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
 	DeletePath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
-	// Resend sends the peer every route it should have again (a soft reset out). GoBGP can
-	// leave a route unsent for good on a session that opened while the route arrived
-	// (bird/doc.go); bird resends once after each session opens.
-	Resend(ctx context.Context, addr netip.Addr) error
 	// SetPolicy makes p the import/export filters and re-evaluates the routes already
 	// received that the change can concern.
 	SetPolicy(ctx context.Context, p Policy) error
