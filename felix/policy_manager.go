@@ -119,17 +119,9 @@ func (m *policyManager) OnUpdate(msg any) {
 			return // a delta means nothing without the whole map it changes
 		}
 		changed := false
-		for k, ips := range u.IPs {
-			if slices.Equal(m.ips[k], ips) {
-				continue
-			}
-			if len(ips) == 0 {
-				delete(m.ips, k)
-			} else {
-				m.ips[k] = ips
-			}
+		policy.ApplyAddrs(m.ips, u.Removed, u.Added, func(k policy.Key) {
 			changed = changed || m.affects(m.pods[k])
-		}
+		})
 		if !changed {
 			return
 		}

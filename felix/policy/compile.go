@@ -119,7 +119,10 @@ type portSpec struct {
 // NewCalculator compiles in. Problems lists what it had to ignore.
 func NewCalculator(in Input) *Calculator {
 	c := &Calculator{
-		podByKey: make(map[Key]*Pod, len(in.Pods)),
+		// The input's map serves as the index (the calculator holds the input by reference
+		// anyway), unless an entry needs mending: at 30,000 pods a second map is 2 MB.
+		podByKey: in.Pods,
+		pods:     make([]*Pod, 0, len(in.Pods)),
 		nsLabels: make(map[string]labels.Set, len(in.Namespaces)),
 	}
 	for _, ns := range in.Namespaces {
@@ -127,6 +130,14 @@ func NewCalculator(in Input) *Calculator {
 			continue
 		}
 		c.nsLabels[ns.Name] = namespaceLabels(ns.Name, ns.Labels)
+	}
+	own := false
+	for k, p := range in.Pods {
+		if p == nil || p.Key != k {
+			own = true
+			c.podByKey = make(map[Key]*Pod, len(in.Pods))
+			break
+		}
 	}
 	for k, p := range in.Pods {
 		if p == nil {
@@ -139,7 +150,9 @@ func NewCalculator(in Input) *Calculator {
 			p = &cp
 		}
 		c.pods = append(c.pods, p)
-		c.podByKey[k] = p
+		if own {
+			c.podByKey[k] = p
+		}
 	}
 	slices.SortFunc(c.pods, func(a, b *Pod) int { return compareKeys(a.Key, b.Key) })
 	for k, np := range in.Policies {

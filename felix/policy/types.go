@@ -7,6 +7,7 @@ package policy
 
 import (
 	"net/netip"
+	"slices"
 
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -39,6 +40,40 @@ type Pod struct {
 	// HostNetwork pods are never policed and never selected as peers by a podSelector (their
 	// address is the node's).
 	HostNetwork bool
+}
+
+// PodAddr is one address of one pod (felix is told of the pods' addresses as they come and go).
+type PodAddr struct {
+	Pod Key
+	IP  netip.Addr
+}
+
+// ApplyAddrs changes ips, every pod's addresses (each pod's sorted), by the addresses that went
+// and came, and calls touched for each pod whose addresses it changed. A pod's slice is
+// replaced, never modified: a calculation made before shares it (WithAddresses).
+func ApplyAddrs(ips map[Key][]netip.Addr, removed, added []PodAddr, touched func(Key)) {
+	for _, a := range removed {
+		cur := ips[a.Pod]
+		i := slices.Index(cur, a.IP)
+		switch {
+		case i < 0:
+			continue
+		case len(cur) == 1:
+			delete(ips, a.Pod)
+		default:
+			ips[a.Pod] = slices.Delete(slices.Clone(cur), i, i+1)
+		}
+		touched(a.Pod)
+	}
+	for _, a := range added {
+		cur := ips[a.Pod]
+		i, found := slices.BinarySearchFunc(cur, a.IP, netip.Addr.Compare)
+		if found {
+			continue
+		}
+		ips[a.Pod] = slices.Insert(slices.Clip(cur), i, a.IP)
+		touched(a.Pod)
+	}
 }
 
 // Namespace is what policy needs to know of a namespace.

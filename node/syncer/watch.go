@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -37,7 +36,6 @@ type Syncer struct {
 	mu      sync.Mutex
 	pending Changes // what changed since the last snapshot
 	cache   *viewCache
-	podIPs  *podIndex
 	prev    *Snapshot
 }
 
@@ -57,7 +55,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache(), podIPs: newPodIndex()}
+	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
 	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
@@ -212,11 +210,11 @@ func (s *Syncer) Snapshot() Snapshot {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
 	snap := build(in, s.log, s.cache.listed(changed))
-	diff := s.podIPs.apply(s.cache.takeChanges())
+	changes := s.cache.takeChanges()
 	if prev == nil {
-		snap.PodIPs = s.podIPs.all()
+		snap.PodIPs = s.cache.podIPs()
 	} else if changed&ChangedBlocks != 0 {
-		snap.PodIPs, snap.PodIPsChanged = nil, diff
+		snap.PodIPs, snap.PodIPsChanged = nil, diffPodIPs(changes)
 	}
 	if prev != nil {
 		if changed&ChangedNodes == 0 {
@@ -227,7 +225,7 @@ func (s *Syncer) Snapshot() Snapshot {
 		}
 		if changed&ChangedBlocks == 0 {
 			snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads
-			snap.PodIPs, snap.PodIPsChanged = nil, map[PodKey][]netip.Addr{}
+			snap.PodIPs, snap.PodIPsChanged = nil, &PodIPsChange{}
 		}
 		if changed&ChangedBGP == 0 {
 			snap.BGPConfig, snap.BGPPeers = prev.BGPConfig, prev.BGPPeers
@@ -294,7 +292,9 @@ func trim(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	if n, ok := obj.(*corev1.Node); ok {
-		n.Status.Images = nil
+		// tabby reads a Node's name, labels, annotations, addresses and readiness; the rest of
+		// a kubelet's status is a kilobyte or more a node, a megabyte or more per agent at 1,000.
+		n.Status = corev1.NodeStatus{Addresses: n.Status.Addresses, Conditions: n.Status.Conditions}
 		// Readiness tells the IPAM garbage collector which nodes run (Nodes).
 		var ready []corev1.NodeCondition
 		for _, c := range n.Status.Conditions {

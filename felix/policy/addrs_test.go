@@ -1,0 +1,55 @@
+package policy
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// ApplyAddrs keeps each pod's addresses sorted, reports the pods it changed once per change,
+// and never writes into a slice a calculation may share.
+func TestApplyAddrs(t *testing.T) {
+	a, b := Key{Namespace: "ns", Name: "a"}, Key{Namespace: "ns", Name: "b"}
+	v4, v4b, v6 := netip.MustParseAddr("10.244.0.7"), netip.MustParseAddr("10.244.1.9"), netip.MustParseAddr("fd00:10:244::7")
+	shared := []netip.Addr{v4, v6}
+	ips := map[Key][]netip.Addr{a: shared, b: {v4b}}
+	var touched []Key
+	ApplyAddrs(ips,
+		[]PodAddr{{a, v4}, {b, v4b}, {b, v6}}, // b never had v6: no change
+		[]PodAddr{{a, v4b}, {a, v6}},          // a has v6 already: no change
+		func(k Key) { touched = append(touched, k) })
+	want := map[Key][]netip.Addr{a: {v4b, v6}}
+	if !reflect.DeepEqual(ips, want) {
+		t.Errorf("addresses %v, want %v", ips, want)
+	}
+	if !slices.Equal(touched, []Key{a, b, a}) {
+		t.Errorf("touched %v, want a (removed), b (removed), a (added)", touched)
+	}
+	if !slices.Equal(shared, []netip.Addr{v4, v6}) {
+		t.Errorf("the slice a calculation shares became %v", shared)
+	}
+}
+
+// A pod stored under another key is taken under its key (and said so), a nil one skipped; the
+// input's map is left as it was.
+func TestCalculatorMendsPodKeys(t *testing.T) {
+	a, b := mkPod("ns/a", "10.244.0.1"), mkPod("ns/b", "10.244.0.2")
+	in := Input{Pods: map[Key]*Pod{{"ns", "a"}: a, {"ns", "renamed"}: b, {"ns", "gone"}: nil}}
+	c := NewCalculator(in)
+	for _, k := range []Key{{"ns", "renamed"}, {"ns", "a"}} {
+		if !c.Explain(k).Known {
+			t.Errorf("pod %s unknown to the calculator", k)
+		}
+	}
+	if c.Explain(Key{"ns", "b"}).Known || c.Explain(Key{"ns", "gone"}).Known {
+		t.Error("a pod known under a key it was not stored under, or a nil one")
+	}
+	if len(c.Problems()) != 1 || !strings.Contains(c.Problems()[0], "stored under key ns/renamed") {
+		t.Errorf("problems %q, want the mended key named", c.Problems())
+	}
+	if in.Pods[Key{"ns", "renamed"}].Key != (Key{"ns", "b"}) {
+		t.Error("the input's pod was modified")
+	}
+}
