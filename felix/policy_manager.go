@@ -188,7 +188,7 @@ func samePodMeta(a, b *policy.Pod) bool {
 }
 
 func (m *policyManager) input() policy.Input {
-	return policy.Input{Pods: policy.WithAddresses(m.pods, m.ips), Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
+	return policy.Input{Pods: m.pods, IPs: m.ips, Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
 }
 
 func (m *policyManager) calculate() *policy.Calculator {

@@ -53,3 +53,37 @@ func TestCalculatorMendsPodKeys(t *testing.T) {
 		t.Error("the input's pod was modified")
 	}
 }
+
+// Input.IPs stands in for the pods' own addresses: the same policies over addresses moved
+// elsewhere decide every packet as before, a pod's own IPs are then ignored, and an address of
+// a pod not in Pods belongs to nobody.
+func TestInputIPs(t *testing.T) {
+	in := fixture(
+		mkPolicy("prod/web-in", spec{PodSelector: *sel("app=web"), Ingress: []ingressRule{{From: peers{podPeer(sel("app=api"))}}}}),
+	)
+	move := func(a netip.Addr) netip.Addr { b := a.As16(); b[13] += 100; return netip.AddrFrom16(b).Unmap() }
+	moved := in
+	moved.IPs = map[Key][]netip.Addr{{"prod", "stranger"}: {netip.MustParseAddr("10.200.9.9")}}
+	var addrs []netip.Addr
+	for k, p := range in.Pods {
+		for _, a := range p.IPs {
+			moved.IPs[k] = append(moved.IPs[k], move(a))
+			addrs = append(addrs, a)
+		}
+	}
+	c, m := NewCalculator(in), NewCalculator(moved)
+	for _, src := range addrs {
+		for _, dst := range addrs {
+			want := c.Verdict(Packet{src, dst, "TCP", 80})
+			if got := m.Verdict(Packet{move(src), move(dst), "TCP", 80}); got.Allowed != want.Allowed {
+				t.Errorf("%v → %v moved: allowed %v (%s), want %v (%s)", src, dst, got.Allowed, got.Reason, want.Allowed, want.Reason)
+			}
+			if got := m.Verdict(Packet{src, dst, "TCP", 80}); got.Ingress.Pod != nil || got.Egress.Pod != nil {
+				t.Errorf("%v → %v: the pods' own addresses still name %v, %v", src, dst, got.Egress.Pod, got.Ingress.Pod)
+			}
+		}
+	}
+	if d := m.Verdict(Packet{netip.MustParseAddr("10.200.9.9"), move(podWeb.IPs[0]), "TCP", 80}); d.Egress.Pod != nil || d.Ingress.Pod == nil {
+		t.Errorf("from the address of a pod not in Pods to web: %+v", d)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tabbynet/tabby/apis/client"
@@ -30,7 +29,6 @@ type Syncer struct {
 	metrics    *Metrics
 
 	nodes, pools, blocks, configs, peers, secrets cache.SharedIndexInformer
-	factories                                     []informers.SharedInformerFactory
 	changed                                       chan struct{}
 
 	mu      sync.Mutex
@@ -58,21 +56,14 @@ func New(c *client.Client, cfg Config) *Syncer {
 	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
-	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
-	s.nodes = all.Core().V1().Nodes().Informer()
-	s.factories = append(s.factories, all)
+	s.nodes = client.Informer(c.Nodes(), trim)
 	if cfg.Namespace != "" {
-		ns := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithNamespace(cfg.Namespace), informers.WithTransform(trim))
-		s.secrets = ns.Core().V1().Secrets().Informer()
-		s.factories = append(s.factories, ns)
+		s.secrets = client.Informer(c.Secrets(cfg.Namespace), trim)
 	}
-	s.pools = cache.NewSharedIndexInformer(c.IPPools().ListWatch(), &v1.IPPool{}, 0, cache.Indexers{})
-	s.blocks = cache.NewSharedIndexInformer(c.IPAMBlocks().ListWatch(), &v1.IPAMBlock{}, 0, cache.Indexers{})
-	s.configs = cache.NewSharedIndexInformer(c.BGPConfigurations().ListWatch(), &v1.BGPConfiguration{}, 0, cache.Indexers{})
-	s.peers = cache.NewSharedIndexInformer(c.BGPPeers().ListWatch(), &v1.BGPPeer{}, 0, cache.Indexers{})
-	for _, inf := range []cache.SharedIndexInformer{s.pools, s.blocks, s.configs, s.peers} {
-		_ = inf.SetTransform(trim)
-	}
+	s.pools = client.Informer(c.IPPools(), trim)
+	s.blocks = client.Informer(c.IPAMBlocks(), trim)
+	s.configs = client.Informer(c.BGPConfigurations(), trim)
+	s.peers = client.Informer(c.BGPPeers(), trim)
 	resources := []string{"nodes", "ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "secrets"}
 	kinds := []Changes{ChangedNodes, ChangedPools, ChangedBlocks, ChangedBGP, ChangedBGP, ChangedSecrets}
 	for i, inf := range s.informers() {
@@ -133,14 +124,9 @@ func (s *Syncer) Kick() {
 
 // Run watches until ctx ends. The first snapshot comes once every cache has synced.
 func (s *Syncer) Run(ctx context.Context) error {
-	for _, f := range s.factories {
-		f.Start(ctx.Done())
-	}
-	for _, inf := range []cache.SharedIndexInformer{s.pools, s.blocks, s.configs, s.peers} {
-		go inf.Run(ctx.Done())
-	}
 	var synced []cache.InformerSynced
 	for _, inf := range s.informers() {
+		go inf.RunWithContext(ctx)
 		synced = append(synced, inf.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
