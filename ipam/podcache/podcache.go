@@ -12,14 +12,14 @@ package podcache
 import (
 	"context"
 
-	"github.com/tabbynet/tabby/apis/client"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	watchpkg "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tabbynet/tabby/apis/client"
 )
 
 // Cache is an informer of the pods bound to one node, trimmed to their metadata.
