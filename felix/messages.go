@@ -38,9 +38,9 @@ type NetworkPolicyRemove struct{ Key policy.Key }
 // is felix's afterwards.
 type PodIPsUpdate struct{ IPs map[policy.Key][]netip.Addr }
 
-// PodIPsDelta: the pods whose addresses changed since the last PodIPsUpdate or PodIPsDelta,
-// each with all its addresses now (none: it has none left). The map is felix's afterwards.
-type PodIPsDelta struct{ IPs map[policy.Key][]netip.Addr }
+// PodIPsDelta: the addresses that went and came since the last PodIPsUpdate or PodIPsDelta
+// (an address is in at most one of the two).
+type PodIPsDelta struct{ Removed, Added []policy.PodAddr }
 
 // EndpointsUpdate: the pods on this node and their host veths.
 type EndpointsUpdate struct{ Endpoints []policy.Endpoint }

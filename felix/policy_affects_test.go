@@ -78,18 +78,20 @@ func TestSkippedCalculationsRenderTheSame(t *testing.T) {
 		k := ks[rng.IntN(len(ks))]
 		switch rng.IntN(4) {
 		case 0: // new addresses, as a delta (the syncer's way after its first snapshot)
+			old := c.ips[k]
 			c.ips[k] = []netip.Addr{netip.AddrFrom4([4]byte{10, 245, byte(step / 250), byte(1 + step%250)})}
-			m.OnUpdate(PodIPsDelta{IPs: map[policy.Key][]netip.Addr{k: c.ips[k]}})
+			m.OnUpdate(PodIPsDelta{Removed: podAddrs(k, old), Added: podAddrs(k, c.ips[k])})
 		case 1: // relabelled
 			p := c.pods[k]
 			p.Labels = map[string]string{"app": fmt.Sprintf("app-%d", rng.IntN(10)), "tier": []string{"web", "db", "cache"}[rng.IntN(3)]}
 			c.pods[k] = p
 			m.OnUpdate(PodUpdate{Pod: &p})
 		case 2: // a pod goes
+			old := c.ips[k]
 			delete(c.pods, k)
 			delete(c.ips, k)
 			m.OnUpdate(PodRemove{Key: k})
-			m.OnUpdate(PodIPsDelta{IPs: map[policy.Key][]netip.Addr{k: nil}})
+			m.OnUpdate(PodIPsDelta{Removed: podAddrs(k, old)})
 		case 3: // a pod comes, its addresses first (IPAM before the informer), then its object
 			p, _ := c.add(next, false)
 			next++
@@ -112,6 +114,15 @@ func clonedIPs(in map[policy.Key][]netip.Addr) map[policy.Key][]netip.Addr {
 	out := make(map[policy.Key][]netip.Addr, len(in))
 	for k, v := range in {
 		out[k] = v
+	}
+	return out
+}
+
+// podAddrs pairs a pod with each of its addresses.
+func podAddrs(k policy.Key, ips []netip.Addr) []policy.PodAddr {
+	var out []policy.PodAddr
+	for _, ip := range ips {
+		out = append(out, policy.PodAddr{Pod: k, IP: ip})
 	}
 	return out
 }

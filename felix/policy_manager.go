@@ -119,17 +119,9 @@ func (m *policyManager) OnUpdate(msg any) {
 			return // a delta means nothing without the whole map it changes
 		}
 		changed := false
-		for k, ips := range u.IPs {
-			if slices.Equal(m.ips[k], ips) {
-				continue
-			}
-			if len(ips) == 0 {
-				delete(m.ips, k)
-			} else {
-				m.ips[k] = ips
-			}
+		policy.ApplyAddrs(m.ips, u.Removed, u.Added, func(k policy.Key) {
 			changed = changed || m.affects(m.pods[k])
-		}
+		})
 		if !changed {
 			return
 		}
@@ -196,7 +188,7 @@ func samePodMeta(a, b *policy.Pod) bool {
 }
 
 func (m *policyManager) input() policy.Input {
-	return policy.Input{Pods: policy.WithAddresses(m.pods, m.ips), Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
+	return policy.Input{Pods: m.pods, IPs: m.ips, Namespaces: m.namespaces, Policies: m.policies, Endpoints: m.endpoints}
 }
 
 func (m *policyManager) calculate() *policy.Calculator {

@@ -133,7 +133,7 @@ func NodeOf(n *corev1.Node) Node {
 }
 
 func (s *KubeStore) GetNode(ctx context.Context, name string) (*Node, error) {
-	n, err := s.c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	n, err := s.c.Nodes().Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (s *KubeStore) GetNode(ctx context.Context, name string) (*Node, error) {
 }
 
 func (s *KubeStore) ListNodes(ctx context.Context) ([]Node, error) {
-	l, err := s.c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	l, err := s.c.Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (s *KubeStore) SetNodeAnnotation(ctx context.Context, node, key, value stri
 	if err != nil {
 		return err
 	}
-	_, err = s.c.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = s.c.Nodes().Patch(ctx, node, types.MergePatchType, patch)
 	return err
 }
 
@@ -185,7 +185,7 @@ func podOf(p *corev1.Pod) Pod {
 }
 
 func (s *KubeStore) GetPod(ctx context.Context, namespace, name string) (*Pod, error) {
-	p, err := s.c.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	p, err := s.c.Pods(namespace).Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (s *KubeStore) ListPods(ctx context.Context, node string) ([]Pod, error) {
 	if node != "" {
 		opts.FieldSelector = "spec.nodeName=" + node
 	}
-	l, err := s.c.Kube.CoreV1().Pods("").List(ctx, opts)
+	l, err := s.c.Pods("").List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (s *KubeStore) ListPods(ctx context.Context, node string) ([]Pod, error) {
 }
 
 func (s *KubeStore) GetNamespaceAnnotations(ctx context.Context, name string) (map[string]string, error) {
-	ns, err := s.c.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	ns, err := s.c.Namespaces().Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}

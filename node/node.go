@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tabbynet/tabby/apis/client"
@@ -97,7 +96,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	a.store = ipam.NewKubeStore(c)
-	a.pods = podcache.New(c.Kube, cfg.NodeName)
+	a.pods = podcache.New(c, cfg.NodeName)
 	// The allocator lists from the API server's watch cache (it never relies on a fresh list:
 	// claiming a block waited ~80 ms for a consistent one); so does the garbage collector's first
 	// look (gcLists), its second look reads consistently.
@@ -133,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	a.reg.MustRegister(a.bgp.Collectors()...)
 	dm := syncer.NewMetrics(a.reg)
 	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer"), Metrics: dm})
-	a.policy = syncer.NewPolicyWatcher(c.Kube, a.felix.OnUpdate, log.With("component", "policy"), dm)
+	a.policy = syncer.NewPolicyWatcher(c, a.felix.OnUpdate, log.With("component", "policy"), dm)
 
 	ipamSrv, err := a.serveIPAM()
 	if err != nil {
@@ -218,7 +217,7 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
-		n, err := a.client.Kube.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		n, err := a.client.Nodes().Get(ctx, a.cfg.NodeName)
 		if err == nil {
 			return n, nil
 		}
@@ -260,7 +259,7 @@ func (a *Agent) patchAnnotations(ctx context.Context, ann map[string]*string) er
 	if err != nil {
 		return err
 	}
-	if _, err := a.client.Kube.CoreV1().Nodes().Patch(ctx, a.cfg.NodeName, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+	if _, err := a.client.Nodes().Patch(ctx, a.cfg.NodeName, types.MergePatchType, body); err != nil {
 		return fmt.Errorf("annotate Node %s: %w", a.cfg.NodeName, err)
 	}
 	return nil

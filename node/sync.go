@@ -41,7 +41,7 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 		a.felix.SetLocalBlocks(s.LocalBlocks)
 		a.felix.SetWorkloads(workloads)
 		if s.PodIPsChanged != nil {
-			a.felix.OnUpdate(felix.PodIPsDelta{IPs: s.PodIPsChanged})
+			a.felix.OnUpdate(felix.PodIPsDelta{Removed: s.PodIPsChanged.Removed, Added: s.PodIPsChanged.Added})
 		} else {
 			a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -88,7 +87,7 @@ also stops counting once its time has passed.`,
 			if err != nil {
 				return err
 			}
-			if _, err := c.Kube.CoreV1().Nodes().Patch(cmd.Context(), args[0], types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+			if _, err := c.Nodes().Patch(cmd.Context(), args[0], types.MergePatchType, body); err != nil {
 				return fmt.Errorf("mark node %s: %w", args[0], err)
 			}
 			if clearMark {

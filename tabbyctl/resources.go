@@ -83,7 +83,7 @@ var resources = []*resource{
 
 func nodeResource() *resource {
 	patch := func(ctx context.Context, c *client.Client, name string, body []byte) error {
-		_, err := c.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		_, err := c.Nodes().Patch(ctx, name, types.MergePatchType, body)
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("no Kubernetes Node %q: tabbyctl sets tabby's settings on existing Nodes only: %w", name, err)
 		}
@@ -103,14 +103,14 @@ func nodeResource() *resource {
 		newObj:  func() manifest.Object { return &nodeview.Node{} },
 		isLocal: true,
 		get: func(ctx context.Context, c *client.Client, name string) (manifest.Object, error) {
-			k, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			k, err := c.Nodes().Get(ctx, name)
 			if err != nil {
 				return nil, err
 			}
 			return nodeview.FromKube(k), nil
 		},
 		list: func(ctx context.Context, c *client.Client) ([]manifest.Object, error) {
-			l, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			l, err := c.Nodes().List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}

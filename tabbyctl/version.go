@@ -2,10 +2,13 @@ package tabbyctl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/spf13/cobra"
 
@@ -49,7 +52,7 @@ func (a *app) versionCommand() *cobra.Command {
 // clusterVersion reads the chart's version ConfigMap, else the image tag of the tabby-node
 // DaemonSet.
 func clusterVersion(ctx context.Context, c *client.Client) (string, string, error) {
-	cms, err := c.Kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: VersionConfigMapSelector})
+	cms, err := c.ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: VersionConfigMapSelector})
 	if err != nil {
 		return "", "", fmt.Errorf("list ConfigMaps: %w", err)
 	}
@@ -58,8 +61,14 @@ func clusterVersion(ctx context.Context, c *client.Client) (string, string, erro
 			return v, fmt.Sprintf("ConfigMap %s/%s", cm.Namespace, cm.Name), nil
 		}
 	}
-	dss, err := c.Kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tabby"})
+	// tabby's client knows the core API only; a DaemonSet list is read as JSON.
+	raw, err := c.Core.Get().AbsPath("/apis/apps/v1/daemonsets").Param("labelSelector", "app.kubernetes.io/name=tabby").
+		SetHeader("Accept", runtime.ContentTypeJSON).DoRaw(ctx)
 	if err != nil {
+		return "", "", fmt.Errorf("list DaemonSets: %w", err)
+	}
+	var dss appsv1.DaemonSetList
+	if err := json.Unmarshal(raw, &dss); err != nil {
 		return "", "", fmt.Errorf("list DaemonSets: %w", err)
 	}
 	for _, ds := range dss.Items {

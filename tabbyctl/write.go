@@ -327,7 +327,7 @@ func patchOnce(ctx context.Context, c *client.Client, r *resource, name string, 
 		if err != nil {
 			return err
 		}
-		_, err = c.Kube.CoreV1().Nodes().Patch(ctx, name, "application/merge-patch+json", pb, metav1.PatchOptions{})
+		_, err = c.Nodes().Patch(ctx, name, "application/merge-patch+json", pb)
 		return err
 	}
 	setRV(next, cur.GetResourceVersion())

@@ -23,11 +23,14 @@ import (
 // Calculator is an Input compiled once (selectors parsed, CIDRs and ports checked), so that
 // Render, Explain and Verdict agree on every interpretation of the API objects, including
 // what to do with an object the API server should have rejected. It never changes after
-// NewCalculator and holds the Input's pods and policies by reference: the caller must not
-// modify them while the Calculator is in use.
+// NewCalculator and holds the Input's maps, pods and policies by reference: Render, Explain and
+// Verdict read them, so the caller must not modify them before its last such call. Affects
+// reads only what NewCalculator compiled (felix keeps its calculator for that alone and goes on
+// changing its maps).
 type Calculator struct {
 	pods     []*Pod // sorted by Key; every pod, host network included
 	podByKey map[Key]*Pod
+	ips      map[Key][]netip.Addr // Input.IPs; nil: each Pod's own
 	// podsByIP: pod-network pods only, sorted by Key; built on the first verdict (only
 	// verdicts read it, and felix keeps its last calculator).
 	podsByIPOnce sync.Once
@@ -119,7 +122,11 @@ type portSpec struct {
 // NewCalculator compiles in. Problems lists what it had to ignore.
 func NewCalculator(in Input) *Calculator {
 	c := &Calculator{
-		podByKey: make(map[Key]*Pod, len(in.Pods)),
+		ips: in.IPs,
+		// The input's map serves as the index (the calculator holds the input by reference
+		// anyway), unless an entry needs mending: at 30,000 pods a second map is 2 MB.
+		podByKey: in.Pods,
+		pods:     make([]*Pod, 0, len(in.Pods)),
 		nsLabels: make(map[string]labels.Set, len(in.Namespaces)),
 	}
 	for _, ns := range in.Namespaces {
@@ -127,6 +134,14 @@ func NewCalculator(in Input) *Calculator {
 			continue
 		}
 		c.nsLabels[ns.Name] = namespaceLabels(ns.Name, ns.Labels)
+	}
+	own := false
+	for k, p := range in.Pods {
+		if p == nil || p.Key != k {
+			own = true
+			c.podByKey = make(map[Key]*Pod, len(in.Pods))
+			break
+		}
 	}
 	for k, p := range in.Pods {
 		if p == nil {
@@ -139,7 +154,9 @@ func NewCalculator(in Input) *Calculator {
 			p = &cp
 		}
 		c.pods = append(c.pods, p)
-		c.podByKey[k] = p
+		if own {
+			c.podByKey[k] = p
+		}
 	}
 	slices.SortFunc(c.pods, func(a, b *Pod) int { return compareKeys(a.Key, b.Key) })
 	for k, np := range in.Policies {
@@ -475,7 +492,7 @@ func (c *Calculator) podsAt(ip netip.Addr) []*Pod {
 			if p.HostNetwork {
 				continue
 			}
-			for _, a := range p.IPs {
+			for _, a := range c.addrs(p) {
 				if a = a.Unmap(); a.IsValid() && !slices.Contains(c.podsByIP[a], p) {
 					c.podsByIP[a] = append(c.podsByIP[a], p)
 				}
@@ -517,10 +534,18 @@ func (c *Calculator) selectsPod(s podSelection, pod *Pod) bool {
 	return s.podSel.Matches(labels.Set(pod.Labels))
 }
 
+// addrs is pod's addresses: Input.IPs's, else its own.
+func (c *Calculator) addrs(pod *Pod) []netip.Addr {
+	if c.ips != nil {
+		return c.ips[pod.Key]
+	}
+	return pod.IPs
+}
+
 // podIPs is pod's addresses of family fam, unmapped.
-func podIPs(pod *Pod, fam ipfamily.Family) []netip.Addr {
+func (c *Calculator) podIPs(pod *Pod, fam ipfamily.Family) []netip.Addr {
 	var out []netip.Addr
-	for _, ip := range pod.IPs {
+	for _, ip := range c.addrs(pod) {
 		if ip = ip.Unmap(); ip.IsValid() && ipfamily.OfAddr(ip) == fam {
 			out = append(out, ip)
 		}

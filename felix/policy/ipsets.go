@@ -45,7 +45,7 @@ func (r *renderer) podSet(s podSelection) string {
 		if !r.c.selectsPod(s, pod) {
 			continue
 		}
-		for _, ip := range podIPs(pod, r.fam) {
+		for _, ip := range r.c.podIPs(pod, r.fam) {
 			members = append(members, ip.String())
 		}
 	}
@@ -122,7 +122,7 @@ func (r *renderer) namedPortSet(name string, proto Protocol) string {
 			continue
 		}
 		ports := resolveNamedPort(pod, name, proto)
-		for _, ip := range podIPs(pod, r.fam) {
+		for _, ip := range r.c.podIPs(pod, r.fam) {
 			for _, port := range ports {
 				members = append(members, ip.String()+","+p+":"+strconv.Itoa(int(port)))
 			}

@@ -7,6 +7,7 @@ package policy
 
 import (
 	"net/netip"
+	"slices"
 
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -41,6 +42,40 @@ type Pod struct {
 	HostNetwork bool
 }
 
+// PodAddr is one address of one pod (felix is told of the pods' addresses as they come and go).
+type PodAddr struct {
+	Pod Key
+	IP  netip.Addr
+}
+
+// ApplyAddrs changes ips, every pod's addresses (each pod's sorted), by the addresses that went
+// and came, and calls touched for each pod whose addresses it changed. A pod's slice is
+// replaced, never modified: a calculation made before shares it (WithAddresses).
+func ApplyAddrs(ips map[Key][]netip.Addr, removed, added []PodAddr, touched func(Key)) {
+	for _, a := range removed {
+		cur := ips[a.Pod]
+		i := slices.Index(cur, a.IP)
+		switch {
+		case i < 0:
+			continue
+		case len(cur) == 1:
+			delete(ips, a.Pod)
+		default:
+			ips[a.Pod] = slices.Delete(slices.Clone(cur), i, i+1)
+		}
+		touched(a.Pod)
+	}
+	for _, a := range added {
+		cur := ips[a.Pod]
+		i, found := slices.BinarySearchFunc(cur, a.IP, netip.Addr.Compare)
+		if found {
+			continue
+		}
+		ips[a.Pod] = slices.Insert(slices.Clip(cur), i, a.IP)
+		touched(a.Pod)
+	}
+}
+
 // Namespace is what policy needs to know of a namespace.
 type Namespace struct {
 	Name   string
@@ -55,24 +90,16 @@ type Endpoint struct {
 
 // Input is the whole state the calculator reads. The maps are read only.
 type Input struct {
-	Pods       map[Key]*Pod
+	Pods map[Key]*Pod
+	// IPs, when not nil, are the pods' addresses in place of each Pod's IPs: IPAM's view, which
+	// knows a pod's address from its CNI ADD on (felix's and tabbyctl's way; a copy of every
+	// pod to set its addresses was 6 MB at 30,000 pods). A pod with no entry has no address;
+	// an entry for a pod not in Pods is left out: it cannot be selected by labels nobody has
+	// seen.
+	IPs        map[Key][]netip.Addr
 	Namespaces map[string]*Namespace
 	Policies   map[Key]*networkingv1.NetworkPolicy
 	Endpoints  []Endpoint
-}
-
-// WithAddresses returns copies of pods with the addresses ips gives them (IPAM's view, which
-// knows a pod's address from its CNI ADD on). A pod IPAM has no address for has none; an
-// address of a pod whose Pod object is not in pods is left out: it cannot be selected by labels
-// nobody has seen.
-func WithAddresses(pods map[Key]*Pod, ips map[Key][]netip.Addr) map[Key]*Pod {
-	out := make(map[Key]*Pod, len(pods))
-	for k, p := range pods {
-		q := *p
-		q.IPs = ips[k]
-		out[k] = &q
-	}
-	return out
 }
 
 // IPSet is one ipset as the writer creates it.

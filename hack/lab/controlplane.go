@@ -18,6 +18,7 @@ import (
 	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -50,7 +51,9 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 		if l.Client, err = client.New(l.Config); err != nil {
 			return err
 		}
-		l.Kube = l.Client.Kube
+		if l.Kube, err = kubernetes.NewForConfig(l.Config); err != nil {
+			return err
+		}
 		l.Chart = "external control plane: objects installed by its owner"
 		return nil
 	}

@@ -224,7 +224,9 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 	if env.Client, err = client.New(env.Config); err != nil {
 		return nil, err
 	}
-	env.Kube = env.Client.Kube
+	if env.Kube, err = kubernetes.NewForConfig(env.Config); err != nil {
+		return nil, err
+	}
 	if !o.SkipCRDs {
 		if err := InstallCRDs(ctx, env.Config); err != nil {
 			return nil, err

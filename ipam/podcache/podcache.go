@@ -4,9 +4,9 @@
 // the moment the kubelet does, long before the kubelet has set up the sandbox and called the
 // plugin. A pod the cache has not seen is read from the API server (ipam.Config.PodAnnotations).
 //
-// It is the typed informer tabby-node's syncer already links (a metadata-only informer linked
-// client-go's metadata client and cost every agent 7 MB of resident binary pages, measured);
-// each pod is cut down to its metadata as it arrives.
+// It is a typed informer over tabby's own client (a metadata-only informer linked client-go's
+// metadata client and cost every agent 7 MB of resident binary pages, measured); each pod is cut
+// down to its metadata as it arrives.
 package podcache
 
 import (
@@ -15,25 +15,34 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	watchpkg "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tabbynet/tabby/apis/client"
 )
 
 // Cache is an informer of the pods bound to one node, trimmed to their metadata.
 type Cache struct {
-	factory  informers.SharedInformerFactory
 	informer cache.SharedIndexInformer
 }
 
 // New builds the cache; Run starts it.
-func New(kube kubernetes.Interface, node string) *Cache {
-	f := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-		}),
-		informers.WithTransform(trim))
-	return &Cache{factory: f, informer: f.Core().V1().Pods().Informer()}
+func New(c *client.Client, node string) *Cache {
+	lw := c.Pods(metav1.NamespaceAll).ListWatch()
+	onNode := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	list, watch := lw.ListWithContextFunc, lw.WatchFuncWithContext
+	lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.FieldSelector = onNode
+		return list(ctx, o)
+	}
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watchpkg.Interface, error) {
+		o.FieldSelector = onNode
+		return watch(ctx, o)
+	}
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+	_ = inf.SetTransform(trim) // fails only on a started informer
+	return &Cache{informer: inf}
 }
 
 // trim keeps what the pool choice reads: a pod's spec and status are most of its size and none
@@ -52,9 +61,7 @@ func trim(obj any) (any, error) {
 // Run runs the informer until ctx ends. Until its first list is in (HasSynced), and for a pod
 // it has not heard of yet, Annotations says so and the allocator asks the API server.
 func (c *Cache) Run(ctx context.Context) error {
-	c.factory.Start(ctx.Done())
-	<-ctx.Done()
-	c.factory.Shutdown()
+	c.informer.RunWithContext(ctx)
 	return nil
 }
 

@@ -56,7 +56,7 @@ func TestPoolChoiceFromCache(t *testing.T) {
 	pod("here", node)
 	pod("elsewhere", "another-node")
 
-	c := podcache.New(env.Kube, node)
+	c := podcache.New(env.Client, node)
 	go c.Run(ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -3,72 +3,65 @@ package syncer
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/tabbynet/tabby/felix/policy"
 )
 
-// podIndex is every pod's addresses, cluster-wide, kept up to date block by block: a pod
-// churning on one node of a thousand changes one block, and the agents are handed that pod's
-// addresses, not a new map of every pod in the cluster.
-type podIndex struct {
-	byPod map[PodKey][]podAddr
-}
+// PodAddr is one address of one pod.
+type PodAddr = policy.PodAddr
 
-// podAddr is one address of a pod and the block it is in.
-type podAddr struct {
-	block string
-	ip    netip.Addr
+// PodIPsChange is how the pods' addresses changed between two snapshots: the addresses that
+// went and the ones that came, block by block. A pod churning on one node of a thousand is one
+// address out and one in, not a new map of every pod in the cluster, and the syncer keeps no
+// index of its own by pod: felix's is the only one.
+type PodIPsChange struct {
+	Removed, Added []PodAddr
 }
 
 // blockChange is a block whose contribution changed: old or cur is nil when it came or went.
 type blockChange struct {
 	name     string
-	old, cur []podIP
+	old, cur []PodAddr
 }
 
-func newPodIndex() *podIndex { return &podIndex{byPod: map[PodKey][]podAddr{}} }
-
-// apply takes the blocks' changes in and returns the pods whose addresses changed, each with
-// all its addresses now (none: it has none left).
-func (x *podIndex) apply(changes []blockChange) map[PodKey][]netip.Addr {
-	out := map[PodKey][]netip.Addr{}
+// diffPodIPs turns the blocks' changes into the addresses that went and came. An address that
+// stayed in its block (its block changed for another allocation) is in neither.
+func diffPodIPs(changes []blockChange) *PodIPsChange {
+	out := &PodIPsChange{}
 	for _, ch := range changes {
-		for _, p := range ch.old {
-			x.byPod[p.pod] = slices.DeleteFunc(x.byPod[p.pod], func(a podAddr) bool { return a.block == ch.name })
-			out[p.pod] = nil
+		old := make(map[PodAddr]bool, len(ch.old))
+		for _, a := range ch.old {
+			old[a] = true
 		}
-		for _, p := range ch.cur {
-			x.byPod[p.pod] = append(x.byPod[p.pod], podAddr{block: ch.name, ip: p.ip})
-			out[p.pod] = nil
+		for _, a := range ch.cur {
+			if old[a] {
+				delete(old, a)
+				continue
+			}
+			out.Added = append(out.Added, a)
 		}
-	}
-	for k := range out {
-		ips := x.ips(k)
-		if len(ips) == 0 {
-			delete(x.byPod, k)
+		for _, a := range ch.old {
+			if old[a] {
+				out.Removed = append(out.Removed, a)
+			}
 		}
-		out[k] = ips
 	}
 	return out
 }
 
-// ips is the pod's addresses, sorted.
-func (x *podIndex) ips(k PodKey) []netip.Addr {
-	as := x.byPod[k]
-	if len(as) == 0 {
-		return nil
+// podIPs is every pod's addresses, sorted, in a new map: the first snapshot's, from the blocks
+// the cache holds.
+func (c *viewCache) podIPs() map[PodKey][]netip.Addr {
+	out := map[PodKey][]netip.Addr{}
+	for _, e := range c.blocks {
+		for _, a := range e.view.podIPs {
+			out[a.Pod] = append(out[a.Pod], a.IP)
+		}
 	}
-	out := make([]netip.Addr, 0, len(as))
-	for _, a := range as {
-		out = append(out, a.ip)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
-}
-
-// all is every pod's addresses, in a new map.
-func (x *podIndex) all() map[PodKey][]netip.Addr {
-	out := make(map[PodKey][]netip.Addr, len(x.byPod))
-	for k := range x.byPod {
-		out[k] = x.ips(k)
+	for _, ips := range out {
+		if len(ips) > 1 {
+			slices.SortFunc(ips, netip.Addr.Compare)
+		}
 	}
 	return out
 }

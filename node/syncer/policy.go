@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -12,11 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/felix/policy"
 )
@@ -26,29 +24,24 @@ import (
 // then rewrites only what the change touches). Its caches keep nothing else of those objects:
 // a Pod trimmed to its labels and ports is a few hundred bytes.
 type PolicyWatcher struct {
-	factory                    informers.SharedInformerFactory
 	pods, namespaces, policies cache.SharedIndexInformer
 	send                       func(msg any)
 	log                        *slog.Logger
 	synced                     chan struct{}
 }
 
-// NewPolicyWatcher watches through kube and sends felix messages to send; m (may be nil) counts
+// NewPolicyWatcher watches through c and sends felix messages to send; m (may be nil) counts
 // the watch events.
-func NewPolicyWatcher(kube kubernetes.Interface, send func(msg any), log *slog.Logger, m *Metrics) *PolicyWatcher {
+func NewPolicyWatcher(c *client.Client, send func(msg any), log *slog.Logger, m *Metrics) *PolicyWatcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimmer(newLabelSets())))
+	t := trimmer(newLabelSets())
 	w := &PolicyWatcher{
-		factory: f, send: send, log: log, synced: make(chan struct{}),
-		// No namespace index: nothing looks pods up by namespace, and at 30,000 pods the
-		// index's sets of keys were 4 MB of every tabby-node's heap.
-		pods: f.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewPodInformer(c, metav1.NamespaceAll, resync, cache.Indexers{})
-		}),
-		namespaces: f.Core().V1().Namespaces().Informer(),
-		policies:   f.Networking().V1().NetworkPolicies().Informer(),
+		send: send, log: log, synced: make(chan struct{}),
+		pods:       client.Informer(c.Pods(metav1.NamespaceAll), t),
+		namespaces: client.Informer(c.Namespaces(), t),
+		policies:   client.Informer(c.NetworkPolicies(metav1.NamespaceAll), t),
 	}
 	_, _ = w.pods.AddEventHandler(handler(m, "pods", func(obj any) { w.send(felix.PodUpdate{Pod: &obj.(*policyPodObject).pod}) },
 		func(key policy.Key) { w.send(felix.PodRemove{Key: key}) }))
@@ -82,7 +75,11 @@ func handler(m *Metrics, resource string, update func(obj any), remove func(poli
 
 // Run starts the informers and, once all three have synced, tells felix it has the whole state.
 func (w *PolicyWatcher) Run(ctx context.Context) error {
-	w.factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, inf := range []cache.SharedIndexInformer{w.pods, w.namespaces, w.policies} {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.namespaces.HasSynced, w.policies.HasSynced) {
 		return fmt.Errorf("pod, namespace and NetworkPolicy caches did not sync: %w", ctx.Err())
 	}
@@ -91,7 +88,6 @@ func (w *PolicyWatcher) Run(ctx context.Context) error {
 	w.send(felix.PolicyInSync{})
 	close(w.synced)
 	<-ctx.Done()
-	w.factory.Shutdown()
 	return nil
 }
 

@@ -88,7 +88,7 @@ func TestPolicyWatcher(t *testing.T) {
 
 	rec := &recorder{}
 	m := NewMetrics(prometheus.NewRegistry())
-	w := NewPolicyWatcher(kube, rec.send, slog.Default(), m)
+	w := NewPolicyWatcher(env.Client, rec.send, slog.Default(), m)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 

@@ -43,7 +43,7 @@ func PolicyInput(node string, blocks []*v1.IPAMBlock, pods []*corev1.Pod, namesp
 		pp := PolicyPod(p)
 		in.Pods[pp.Key] = &pp
 	}
-	in.Pods = policy.WithAddresses(in.Pods, ips)
+	in.IPs = ips
 	for _, ns := range namespaces {
 		in.Namespaces[ns.Name] = &policy.Namespace{Name: ns.Name, Labels: ns.Labels}
 	}
@@ -59,15 +59,15 @@ func ReadPolicyInput(ctx context.Context, c *client.Client, node string) (policy
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list IPAMBlocks: %w", err)
 	}
-	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := c.Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list Pods: %w", err)
 	}
-	nss, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	nss, err := c.Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list Namespaces: %w", err)
 	}
-	nps, err := c.Kube.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+	nps, err := c.NetworkPolicies("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list NetworkPolicies: %w", err)
 	}

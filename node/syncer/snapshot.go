@@ -84,9 +84,9 @@ type Snapshot struct {
 	// its first snapshot holds them all; later ones carry PodIPsChanged instead (PodIPs nil).
 	// Whoever is handed the map owns it (felix).
 	PodIPs map[PodKey][]netip.Addr
-	// PodIPsChanged: the pods whose addresses changed since the previous snapshot, each with
-	// all its addresses now (none: it has none left); nil when PodIPs is whole.
-	PodIPsChanged map[PodKey][]netip.Addr
+	// PodIPsChanged: the addresses that went and came since the previous snapshot; nil when
+	// PodIPs is whole.
+	PodIPsChanged *PodIPsChange
 	BGPConfig     *v1.BGPConfiguration
 	BGPPeers      []v1.BGPPeer
 	Secrets       map[string]map[string][]byte
@@ -146,8 +146,8 @@ func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
 		s.Borrowed = append(s.Borrowed, v.borrowed...)
 		s.Workloads = append(s.Workloads, v.workloads...)
 		if c == nil {
-			for _, p := range v.podIPs {
-				s.PodIPs[p.pod] = append(s.PodIPs[p.pod], p.ip)
+			for _, a := range v.podIPs {
+				s.PodIPs[a.Pod] = append(s.PodIPs[a.Pod], a.IP)
 			}
 		}
 	}
@@ -189,12 +189,7 @@ type blockView struct {
 	routable  []netip.Prefix // the /32s other nodes borrowed in it
 	borrowed  []netip.Addr   // this node's addresses in it, when it is another node's block
 	workloads []Workload     // this node's pods in it
-	podIPs    []podIP        // every pod's address in it
-}
-
-type podIP struct {
-	pod PodKey
-	ip  netip.Addr
+	podIPs    []PodAddr      // every pod's address in it
 }
 
 func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
@@ -217,7 +212,7 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 		ip := ipam.AddrAt(cidr, n)
 		pod := PodKey{Namespace: a.Namespace, Name: a.Pod}
 		if a.Pod != "" {
-			v.podIPs = append(v.podIPs, podIP{pod, ip})
+			v.podIPs = append(v.podIPs, PodAddr{Pod: pod, IP: ip})
 		}
 		if borrowedHere {
 			v.routable = append(v.routable, netip.PrefixFrom(ip, ip.BitLen()))

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tabbynet/tabby/apis/client"
@@ -31,13 +29,11 @@ type Syncer struct {
 	metrics    *Metrics
 
 	nodes, pools, blocks, configs, peers, secrets cache.SharedIndexInformer
-	factories                                     []informers.SharedInformerFactory
 	changed                                       chan struct{}
 
 	mu      sync.Mutex
 	pending Changes // what changed since the last snapshot
 	cache   *viewCache
-	podIPs  *podIndex
 	prev    *Snapshot
 }
 
@@ -57,24 +53,17 @@ func New(c *client.Client, cfg Config) *Syncer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache(), podIPs: newPodIndex()}
+	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
-	all := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithTransform(trim))
-	s.nodes = all.Core().V1().Nodes().Informer()
-	s.factories = append(s.factories, all)
+	s.nodes = client.Informer(c.Nodes(), trim)
 	if cfg.Namespace != "" {
-		ns := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithNamespace(cfg.Namespace), informers.WithTransform(trim))
-		s.secrets = ns.Core().V1().Secrets().Informer()
-		s.factories = append(s.factories, ns)
+		s.secrets = client.Informer(c.Secrets(cfg.Namespace), trim)
 	}
-	s.pools = cache.NewSharedIndexInformer(c.IPPools().ListWatch(), &v1.IPPool{}, 0, cache.Indexers{})
-	s.blocks = cache.NewSharedIndexInformer(c.IPAMBlocks().ListWatch(), &v1.IPAMBlock{}, 0, cache.Indexers{})
-	s.configs = cache.NewSharedIndexInformer(c.BGPConfigurations().ListWatch(), &v1.BGPConfiguration{}, 0, cache.Indexers{})
-	s.peers = cache.NewSharedIndexInformer(c.BGPPeers().ListWatch(), &v1.BGPPeer{}, 0, cache.Indexers{})
-	for _, inf := range []cache.SharedIndexInformer{s.pools, s.blocks, s.configs, s.peers} {
-		_ = inf.SetTransform(trim)
-	}
+	s.pools = client.Informer(c.IPPools(), trim)
+	s.blocks = client.Informer(c.IPAMBlocks(), trim)
+	s.configs = client.Informer(c.BGPConfigurations(), trim)
+	s.peers = client.Informer(c.BGPPeers(), trim)
 	resources := []string{"nodes", "ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "secrets"}
 	kinds := []Changes{ChangedNodes, ChangedPools, ChangedBlocks, ChangedBGP, ChangedBGP, ChangedSecrets}
 	for i, inf := range s.informers() {
@@ -135,14 +124,9 @@ func (s *Syncer) Kick() {
 
 // Run watches until ctx ends. The first snapshot comes once every cache has synced.
 func (s *Syncer) Run(ctx context.Context) error {
-	for _, f := range s.factories {
-		f.Start(ctx.Done())
-	}
-	for _, inf := range []cache.SharedIndexInformer{s.pools, s.blocks, s.configs, s.peers} {
-		go inf.Run(ctx.Done())
-	}
 	var synced []cache.InformerSynced
 	for _, inf := range s.informers() {
+		go inf.RunWithContext(ctx)
 		synced = append(synced, inf.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -212,11 +196,11 @@ func (s *Syncer) Snapshot() Snapshot {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
 	snap := build(in, s.log, s.cache.listed(changed))
-	diff := s.podIPs.apply(s.cache.takeChanges())
+	changes := s.cache.takeChanges()
 	if prev == nil {
-		snap.PodIPs = s.podIPs.all()
+		snap.PodIPs = s.cache.podIPs()
 	} else if changed&ChangedBlocks != 0 {
-		snap.PodIPs, snap.PodIPsChanged = nil, diff
+		snap.PodIPs, snap.PodIPsChanged = nil, diffPodIPs(changes)
 	}
 	if prev != nil {
 		if changed&ChangedNodes == 0 {
@@ -227,7 +211,7 @@ func (s *Syncer) Snapshot() Snapshot {
 		}
 		if changed&ChangedBlocks == 0 {
 			snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads
-			snap.PodIPs, snap.PodIPsChanged = nil, map[PodKey][]netip.Addr{}
+			snap.PodIPs, snap.PodIPsChanged = nil, &PodIPsChange{}
 		}
 		if changed&ChangedBGP == 0 {
 			snap.BGPConfig, snap.BGPPeers = prev.BGPConfig, prev.BGPPeers
@@ -294,7 +278,9 @@ func trim(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	if n, ok := obj.(*corev1.Node); ok {
-		n.Status.Images = nil
+		// tabby reads a Node's name, labels, annotations, addresses and readiness; the rest of
+		// a kubelet's status is a kilobyte or more a node, a megabyte or more per agent at 1,000.
+		n.Status = corev1.NodeStatus{Addresses: n.Status.Addresses, Conditions: n.Status.Conditions}
 		// Readiness tells the IPAM garbage collector which nodes run (Nodes).
 		var ready []corev1.NodeCondition
 		for _, c := range n.Status.Conditions {

@@ -156,7 +156,7 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 	}
 	podCtx, stopPods := context.WithCancel(ctx)
 	defer stopPods()
-	podCache := podcache.New(env.Kube, nodeName)
+	podCache := podcache.New(env.Client, nodeName)
 	go podCache.Run(podCtx)
 	for !podCache.HasSynced() {
 		time.Sleep(10 * time.Millisecond)

@@ -334,8 +334,9 @@ func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (flo
 	return total / float64(n), strings.Join(parts, ", "), nil
 }
 
-// saveProfiles writes the agent's heap profile (after a collection: what is live) and a CPU profile of the given length as <dir>/<label>.heap
-// and .cpu (nothing without a directory).
+// saveProfiles writes the agent's metrics (the Go runtime's memory classes, before the profile's
+// collection), its heap profile (after a collection: what is live) and a CPU profile of the given
+// length as <dir>/<label>.metrics, .heap and .cpu (nothing without a directory).
 func saveProfiles(ctx context.Context, dir string, n *lab.Node, label string, cpu time.Duration) error {
 	if dir == "" {
 		return nil
@@ -344,7 +345,7 @@ func saveProfiles(ctx context.Context, dir string, n *lab.Node, label string, cp
 		return err
 	}
 	cpuPath := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(cpu.Seconds()))
-	for _, p := range []struct{ path, ext string }{{"/debug/pprof/heap?gc=1", "heap"}, {cpuPath, "cpu"}} {
+	for _, p := range []struct{ path, ext string }{{"/metrics", "metrics"}, {"/debug/pprof/heap?gc=1", "heap"}, {cpuPath, "cpu"}} {
 		b, err := n.MetricsPath(ctx, p.path)
 		if err != nil {
 			return err
