@@ -24,7 +24,9 @@ type pacer struct {
 	at     time.Time // of the last refill; zero: never refilled (full credit)
 }
 
-func newPacer() *pacer { return &pacer{duty: snapshotDuty, burst: snapshotBurst, credit: snapshotBurst} }
+func newPacer() *pacer {
+	return &pacer{duty: snapshotDuty, burst: snapshotBurst, credit: snapshotBurst}
+}
 
 func (p *pacer) refill(now time.Time) {
 	if !p.at.IsZero() && now.After(p.at) {
