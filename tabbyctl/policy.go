@@ -91,10 +91,11 @@ func (r endpointRef) resolve(in policy.Input, flag string) (netip.Addr, string, 
 	if p == nil {
 		return netip.Addr{}, "", fmt.Errorf("%s: pod %s not found", flag, r.pod)
 	}
-	if len(p.IPs) == 0 {
+	addrs := in.Addrs(*r.pod)
+	if len(addrs) == 0 {
 		return netip.Addr{}, "", fmt.Errorf("%s: pod %s has no address from tabby's IPAM (host network, or not started yet)", flag, r.pod)
 	}
-	return p.IPs[0], fmt.Sprintf("%s (%s)", r.pod, p.IPs[0]), nil
+	return addrs[0], fmt.Sprintf("%s (%s)", r.pod, addrs[0]), nil
 }
 
 func (a *app) policyShow() *cobra.Command {
@@ -151,8 +152,7 @@ ends: the source's egress and the destination's ingress. The exit status is 1 wh
 			if !e.Known {
 				return fmt.Errorf("pod %s not found", key)
 			}
-			p := in.Pods[key]
-			fmt.Fprintf(a.Out, "Pod %s %s\n", key, addrsText(p.IPs))
+			fmt.Fprintf(a.Out, "Pod %s %s\n", key, addrsText(in.Addrs(key)))
 			if e.HostNetwork {
 				fmt.Fprintln(a.Out, "  host network: not policed, and selected as a peer only by ipBlock (its address is the node's)")
 			} else {

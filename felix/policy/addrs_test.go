@@ -87,3 +87,21 @@ func TestInputIPs(t *testing.T) {
 		t.Errorf("from the address of a pod not in Pods to web: %+v", d)
 	}
 }
+
+// Input.Addrs answers as the calculator reads: IPs when set, else the Pod's own, nothing for an
+// unknown pod.
+func TestInputAddrs(t *testing.T) {
+	web := mkPod("prod/web", "10.0.1.1")
+	in := Input{Pods: map[Key]*Pod{web.Key: web}}
+	if got := in.Addrs(web.Key); !slices.Equal(got, web.IPs) {
+		t.Errorf("without IPs: %v, want the pod's own %v", got, web.IPs)
+	}
+	moved := []netip.Addr{netip.MustParseAddr("10.244.7.7")}
+	in.IPs = map[Key][]netip.Addr{web.Key: moved, {"prod", "stranger"}: moved}
+	if got := in.Addrs(web.Key); !slices.Equal(got, moved) {
+		t.Errorf("with IPs: %v, want %v", got, moved)
+	}
+	if got := in.Addrs(Key{"prod", "stranger"}); got != nil {
+		t.Errorf("a pod not in Pods: %v, want none", got)
+	}
+}

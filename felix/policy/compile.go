@@ -535,12 +535,7 @@ func (c *Calculator) selectsPod(s podSelection, pod *Pod) bool {
 }
 
 // addrs is pod's addresses: Input.IPs's, else its own.
-func (c *Calculator) addrs(pod *Pod) []netip.Addr {
-	if c.ips != nil {
-		return c.ips[pod.Key]
-	}
-	return pod.IPs
-}
+func (c *Calculator) addrs(pod *Pod) []netip.Addr { return addrsOf(c.ips, pod) }
 
 // podIPs is pod's addresses of family fam, unmapped.
 func (c *Calculator) podIPs(pod *Pod, fam ipfamily.Family) []netip.Addr {

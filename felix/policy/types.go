@@ -102,6 +102,21 @@ type Input struct {
 	Endpoints  []Endpoint
 }
 
+// Addrs is the addresses of the pod k: IPs's when set, else the Pod's own.
+func (in Input) Addrs(k Key) []netip.Addr {
+	return addrsOf(in.IPs, in.Pods[k])
+}
+
+func addrsOf(ips map[Key][]netip.Addr, p *Pod) []netip.Addr {
+	switch {
+	case p == nil:
+		return nil
+	case ips != nil:
+		return ips[p.Key]
+	}
+	return p.IPs
+}
+
 // IPSet is one ipset as the writer creates it.
 type IPSet struct {
 	Type    string          // "hash:ip", "hash:net" or "hash:ip,port"

@@ -16,9 +16,6 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
-// minSnapshotInterval spaces snapshots under a stream of events.
-const minSnapshotInterval = 20 * time.Millisecond
-
 // Syncer watches the datastore and hands a fresh Snapshot to OnSnapshot after every change.
 // Bursts of events coalesce into one snapshot: the sink always sees the latest state, never a
 // queue of stale ones.
@@ -134,16 +131,16 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 	s.log.Info("datastore synced")
 	s.kick()
-	var last time.Time
+	pace := newPacer()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.changed:
-			// Under a stream of events (pods churning across a large cluster) snapshots are
-			// spaced: each one then covers the events of the interval, at most that much later.
-			// An event after a quiet spell is handled at once.
-			if wait := time.Until(last.Add(minSnapshotInterval)); wait > 0 {
+			// Under a stream of events that costly snapshots cannot keep up with (pods churning
+			// across a large cluster), snapshots are spaced: each one then covers the events of
+			// the interval, at most that much later (pacer).
+			if wait := pace.wait(time.Now()); wait > 0 {
 				select {
 				case <-ctx.Done():
 					return nil
@@ -156,9 +153,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 			if idle {
 				continue // a kick whose change the previous snapshot already took
 			}
-			last = time.Now()
+			start := time.Now()
 			s.onSnapshot(s.Snapshot())
-			s.metrics.observeSnapshot(time.Since(last).Seconds())
+			end := time.Now()
+			pace.spent(end, end.Sub(start))
+			s.metrics.observeSnapshot(end.Sub(start).Seconds())
 		}
 	}
 }
