@@ -131,16 +131,20 @@
 // Scale (hack/bench/rrscale: two reflectors, N injected clients, BIRD2 as reference). Two GoBGP
 // v4 behaviours limit a reflector with many clients:
 //
-//   - A route can be missing on a session for good. Each peer's FSM goroutine runs the
+//   - A route could be missing on a session for good. Each peer's FSM goroutine runs the
 //     server's handler under a shared (read) lock, so handlers of different peers run at once,
-//     and a peer's state becomes established only after its state-change handler returned. A
-//     route that reaches the RIB while a client's handler sends that client the initial table
-//     (already built) is skipped for it by the propagation (the client is not established
+//     and a peer's state became established only after its state-change handler returned. A
+//     route that reached the RIB while a client's handler sent that client the initial table
+//     (already built) was skipped for it by the propagation (the client was not established
 //     yet) and never sent: at 50 to 1,000 clients, up to 0.2% of the (client, reflector, route)
-//     pairs, now and then one at a client from both reflectors. A soft reset out to each peer
-//     a few seconds after its session opens was tried (2026-11-25): it filled the gaps in one run
-//     at 500 clients, but the resends of whole tables take the same lock, and in other runs
-//     sessions flapped and more routes were missing; not adopted.
+//     pairs, now and then one at a client from both reflectors. A soft reset out to each peer a
+//     few seconds after its session opens was tried (2026-11-25) and not adopted: the resends of
+//     whole tables take the same lock, sessions flapped and more routes were missing. tabby now
+//     builds a GoBGP whose handler publishes the state before it takes the initial table, under
+//     the peer's route-refresh lock (third_party/gobgp/TABBY.md): at 1,000 clients (90 s hold
+//     time) every route reached every client from both reflectors in one run; at 500, two runs
+//     converged, but 16 and 27 sessions of 1,000 got no initial table from one reflector, which
+//     is another mechanism, not found yet.
 //   - Each peer's messages, keepalives included, are handled in order on that goroutine, and
 //     one UPDATE costs the propagation to every other peer (export policy, packing, one
 //     message per route) under that lock, while every API call (AddPeer, DeletePeer,
