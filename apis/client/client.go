@@ -109,7 +109,7 @@ func restClientFor(c *rest.Config, gv *schema.GroupVersion, apiPath, contentType
 	return rest.RESTClientFor(rc)
 }
 
-// Object is a tabby resource.
+// Object is an API object: a tabby resource or a Kubernetes kind.
 type Object interface {
 	runtime.Object
 	metav1.Object
