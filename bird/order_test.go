@@ -12,6 +12,7 @@ import (
 
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
+	"github.com/tabbynet/tabby/internal/testwait"
 )
 
 // callLog is a Speaker that records the calls that change routes or filters, in order.
@@ -79,23 +80,11 @@ func run(t *testing.T, b *Bird) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// waitUntil polls cond until it holds, failing the test after timeout.
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitTicks waits until Run has handled n more ticks of its timer.
 func waitTicks(t *testing.T, b *Bird, n int64) {
 	t.Helper()
 	from := b.ticks.Load()
-	waitUntil(t, fmt.Sprintf("%d timer ticks", n), time.Duration(n+2)*time.Second, func() bool { return b.ticks.Load() >= from+n })
+	testwait.Until(t, fmt.Sprintf("%d timer ticks", n), time.Duration(n+2)*time.Second, func() bool { return b.ticks.Load() >= from+n })
 }
 
 // TestWithdrawalBeforePolicy: a block the node gives up is withdrawn before the policy that
@@ -146,7 +135,7 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
 	run(t, b)
 
-	waitUntil(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
+	testwait.Until(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
 	// Three ticks of the once-a-second timer with nothing to do.
 	before := b.reconciles.Load()
 	waitTicks(t, b, 3)
@@ -154,5 +143,5 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 		t.Fatalf("%d reconciles while idle, want 0", n)
 	}
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31), netip.MustParsePrefix("10.244.31.64/26")})
-	waitUntil(t, "a reconcile after a change", 5*time.Second, func() bool { return b.reconciles.Load() > before })
+	testwait.Until(t, "a reconcile after a change", 5*time.Second, func() bool { return b.reconciles.Load() > before })
 }

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/testwait"
 )
 
 const (
@@ -64,7 +65,7 @@ func TestFelixDualStackInNetns(t *testing.T) {
 	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("fd00:10:244::80/122"), NextHop: netip.MustParseAddr("2001:db8:300::13")})
 	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
 
-	eventually(t, "both families' routes", 5*time.Second, func() bool {
+	testwait.Until(t, "both families' routes", 5*time.Second, func() bool {
 		w, ok1 := node.route(pod6 + "/128")
 		b, ok2 := node.route("fd00:10:244::/122")
 		r, ok3 := node.route("fd00:10:244::40/122")
@@ -89,7 +90,7 @@ func TestFelixDualStackInNetns(t *testing.T) {
 		})
 		return err == nil
 	}
-	eventually(t, "the pod reaches the internet over IPv6 through the NAT", 10*time.Second, ping)
+	testwait.Until(t, "the pod reaches the internet over IPv6 through the NAT", 10*time.Second, ping)
 	if save := node.exec(t, "ip6tables-save", "-t", "nat"); !strings.Contains(save, "MASQUERADE") {
 		t.Fatalf("no IPv6 masquerade rule:\n%s", save)
 	}
@@ -98,11 +99,11 @@ func TestFelixDualStackInNetns(t *testing.T) {
 		f.DeleteBGPRoute(netip.MustParsePrefix("fd00:10:244::40/122"))
 		v6.NATOutgoing = false
 		f.SetPools([]felix.Pool{v4, v6})
-		eventually(t, "withdrawn IPv6 route removed", 5*time.Second, func() bool {
+		testwait.Until(t, "withdrawn IPv6 route removed", 5*time.Second, func() bool {
 			_, ok := node.route("fd00:10:244::40/122")
 			return !ok
 		})
-		eventually(t, "IPv6 masquerade removed", 5*time.Second, func() bool {
+		testwait.Until(t, "IPv6 masquerade removed", 5*time.Second, func() bool {
 			var out []byte
 			_ = node.Do(func(ns.NetNS) error {
 				out, _ = exec.Command("ip6tables-save", "-t", "nat").Output()

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/testwait"
 )
 
 const (
@@ -95,7 +96,7 @@ func TestFelixInNetns(t *testing.T) {
 
 	up0 := node.link(t, "up0").Attrs().Index
 	cali := node.link(t, podVeth).Attrs().Index
-	eventually(t, "local and same-subnet routes", 5*time.Second, func() bool {
+	testwait.Until(t, "local and same-subnet routes", 5*time.Second, func() bool {
 		w, ok1 := node.route(podIP + "/32")
 		b, ok2 := node.route("10.244.0.0/26")
 		r, ok3 := node.route("10.244.1.0/26")
@@ -104,7 +105,7 @@ func TestFelixInNetns(t *testing.T) {
 			b.Type == unix.RTN_BLACKHOLE && b.Protocol == v1.RouteProtocol &&
 			r.LinkIndex == up0 && r.Gw.Equal(net.ParseIP("198.51.100.12")) && r.Protocol == v1.RouteProtocol
 	})
-	eventually(t, "ready", 5*time.Second, f.Ready)
+	testwait.Until(t, "ready", 5*time.Second, f.Ready)
 	if _, ok := node.route("172.16.0.0/24"); ok {
 		t.Error("a prefix outside every pool was programmed")
 	}
@@ -118,7 +119,7 @@ func TestFelixInNetns(t *testing.T) {
 		}
 		// The operator adds the default route: the BGP route resolves through its gateway.
 		node.addRoute(t, &netlink.Route{Gw: net.ParseIP("198.51.100.1"), LinkIndex: up0, Protocol: unix.RTPROT_STATIC})
-		eventually(t, "recursive route via the default gateway", 5*time.Second, func() bool {
+		testwait.Until(t, "recursive route via the default gateway", 5*time.Second, func() bool {
 			r, ok := node.route("10.244.2.0/26")
 			return ok && r.Gw.Equal(net.ParseIP("198.51.100.1")) && r.LinkIndex == up0
 		})
@@ -151,7 +152,7 @@ func TestFelixInNetns(t *testing.T) {
 		}
 		node.addRoute(t, &netlink.Route{Dst: mustNet("10.244.7.0/26"), Type: unix.RTN_BLACKHOLE, Protocol: v1.RouteProtocol})
 		node.addRoute(t, &netlink.Route{Dst: mustNet("10.99.0.0/24"), Gw: net.ParseIP("198.51.100.1"), LinkIndex: up0, Protocol: unix.RTPROT_STATIC})
-		eventually(t, "deleted route back, stale route gone", 5*time.Second, func() bool {
+		testwait.Until(t, "deleted route back, stale route gone", 5*time.Second, func() bool {
 			_, back := node.route("10.244.1.0/26")
 			_, stale := node.route("10.244.7.0/26")
 			return back && !stale
@@ -178,7 +179,7 @@ func TestFelixInNetns(t *testing.T) {
 		node.addRoute(t, &netlink.Route{Dst: mustNet("10.244.0.9/32"), LinkIndex: idx, Scope: netlink.SCOPE_LINK, Protocol: v1.RouteProtocol})
 		added := time.Now()
 		f.QueueResync()
-		eventually(t, "unknown route removed", grace+5*time.Second, func() bool {
+		testwait.Until(t, "unknown route removed", grace+5*time.Second, func() bool {
 			_, ok := node.route("10.244.0.9/32")
 			return !ok
 		})
@@ -193,7 +194,7 @@ func TestFelixInNetns(t *testing.T) {
 		}
 		f.SetWorkloads([]felix.Workload{{IP: netip.MustParseAddr(podIP), Interface: podVeth}})
 		start := time.Now()
-		eventually(t, "gone pod's route removed", 5*time.Second, func() bool {
+		testwait.Until(t, "gone pod's route removed", 5*time.Second, func() bool {
 			_, ok := node.route("10.244.0.10/32")
 			return !ok
 		})
@@ -218,7 +219,7 @@ func TestFelixInNetns(t *testing.T) {
 		node.exec(t, "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "203.0.113.99/32", "-j", "RETURN")
 		pool.NATOutgoing = false
 		f.SetPools([]felix.Pool{pool})
-		eventually(t, "nat removed", 5*time.Second, func() bool {
+		testwait.Until(t, "nat removed", 5*time.Second, func() bool {
 			var rules, sets []byte
 			_ = node.Do(func(ns.NetNS) error {
 				rules, _ = exec.Command("iptables-save", "-t", "nat").Output()
@@ -270,13 +271,13 @@ func TestFelixTunnelUnsupportedKernel(t *testing.T) {
 	l.f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("10.244.2.0/26"), NextHop: netip.MustParseAddr("203.0.113.7")})
 	// Where the kernel has ipip, tunl0 comes up and both routes work; here it cannot: the
 	// same-subnet route is still programmed and the error is reported, not fatal.
-	eventually(t, "same-subnet route despite no tunl0", 5*time.Second, func() bool {
+	testwait.Until(t, "same-subnet route despite no tunl0", 5*time.Second, func() bool {
 		_, ok := l.node.route("10.244.1.0/26")
 		return ok && l.f.Ready()
 	})
 	if _, err := l.node.h.LinkByName("tunl0"); err == nil {
 		if _, ok := l.node.route("10.244.2.0/26"); !ok {
-			eventually(t, "tunnel route", 5*time.Second, func() bool { _, ok := l.node.route("10.244.2.0/26"); return ok })
+			testwait.Until(t, "tunnel route", 5*time.Second, func() bool { _, ok := l.node.route("10.244.2.0/26"); return ok })
 		}
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/felix/sysctl"
+	"github.com/tabbynet/tabby/internal/testwait"
 )
 
 type fakeSysctl struct {
@@ -91,7 +92,7 @@ func TestRunProgramsAndReports(t *testing.T) {
 	go func() { done <- f.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, "routes programmed", func() bool {
+	testwait.Until(t, "routes programmed", 5*time.Second, func() bool {
 		_, a := fk.Route("10.244.0.5/32")
 		_, b := fk.Route("10.244.0.0/26")
 		_, c := fk.Route("10.244.1.0/26")
@@ -129,14 +130,14 @@ func TestRunProgramsAndReports(t *testing.T) {
 	// A new cali veth gets its sysctls; the route of a pod on it follows the link.
 	fk.AddLink("calibbbbbbbbbbb", 1500)
 	f.SetWorkloads([]Workload{{IP: netip.MustParseAddr("10.244.0.5"), Interface: "cali0123456789a"}, {IP: netip.MustParseAddr("10.244.0.6"), Interface: "calibbbbbbbbbbb"}})
-	waitFor(t, "second workload", func() bool {
+	testwait.Until(t, "second workload", 5*time.Second, func() bool {
 		_, ok := fk.Route("10.244.0.6/32")
 		return ok && fs.get("net.ipv4.conf.calibbbbbbbbbbb.forwarding") == "1"
 	})
 	// A host route to the unresolved next hop appears: the route is programmed.
 	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
 	f.DeleteBGPRoute(netip.MustParsePrefix("10.244.1.0/26"))
-	waitFor(t, "withdrawn route removed", func() bool { _, ok := fk.Route("10.244.1.0/26"); return !ok })
+	testwait.Until(t, "withdrawn route removed", 5*time.Second, func() bool { _, ok := fk.Route("10.244.1.0/26"); return !ok })
 }
 
 func get(t *testing.T, url string) int {
@@ -147,15 +148,4 @@ func get(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -167,17 +167,6 @@ func (n *netNS) exec(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type udpSink struct {
 	conn *net.UDPConn
 }

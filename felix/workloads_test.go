@@ -12,6 +12,7 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
+	"github.com/tabbynet/tabby/internal/testwait"
 )
 
 // counters are the fake kernel's netlink calls and iptables/ipset commands, to see what one
@@ -225,7 +226,7 @@ func TestWriteFailureRetried(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- f.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	waitFor(t, "the set written by the resync", func() bool {
+	testwait.Until(t, "the set written by the resync", 5*time.Second, func() bool {
 		return slices.Contains(kern.Sets()["tabby-all-ipam-pools"].Members, "10.245.0.0/16")
 	})
 	// A failure inside the loop: retried by the loop about a second later.
@@ -235,9 +236,9 @@ func TestWriteFailureRetried(t *testing.T) {
 		{Name: "other", CIDR: netip.MustParsePrefix("10.245.0.0/16"), IPIPMode: v1.IPIPModeNever},
 		{Name: "third", CIDR: netip.MustParsePrefix("10.246.0.0/16"), IPIPMode: v1.IPIPModeNever},
 	})
-	waitFor(t, "the second failure counted", func() bool { return value(f.metrics.WriteErrors) == 2 })
+	testwait.Until(t, "the second failure counted", 5*time.Second, func() bool { return value(f.metrics.WriteErrors) == 2 })
 	failedAt := time.Now()
-	waitFor(t, "the set written by the retry", func() bool {
+	testwait.Until(t, "the set written by the retry", 5*time.Second, func() bool {
 		return slices.Contains(kern.Sets()["tabby-all-ipam-pools"].Members, "10.246.0.0/16")
 	})
 	if d := time.Since(failedAt); d < writeRetryInterval/2 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tabbynet/tabby/apis/names"
+	"github.com/tabbynet/tabby/internal/testwait"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/ipamtest"
 )
@@ -59,11 +60,11 @@ func TestConcurrentAssignsAreBatched(t *testing.T) {
 				})
 			}
 			run(0)
-			waitFor(t, "the first update in flight", func() bool { return s.Calls("UpdateBlock") == 1 })
+			testwait.Until(t, "the first update in flight", 10*time.Second, func() bool { return s.Calls("UpdateBlock") == 1 })
 			for i := 1; i < n; i++ {
 				run(i)
 			}
-			waitFor(t, "9 assigns queued", func() bool { return ipam.QueuedAssigns(a, "n1") == n-1 })
+			testwait.Until(t, "9 assigns queued", 10*time.Second, func() bool { return ipam.QueuedAssigns(a, "n1") == n-1 })
 			close(hold)
 			wg.Wait()
 			seen := map[netip.Addr]bool{}
@@ -134,12 +135,12 @@ func TestBatchFailsRequestsAlone(t *testing.T) {
 		})
 	}
 	run("first", "a")
-	waitFor(t, "the first update in flight", func() bool { return s.Calls("UpdateBlock") == 1 })
+	testwait.Until(t, "the first update in flight", 10*time.Second, func() bool { return s.Calls("UpdateBlock") == 1 })
 	// "bad" asks for pool b, where the node has no block: its claim fails.
 	run("ok1", "a")
 	run("bad", "b")
 	run("ok2", "a")
-	waitFor(t, "3 assigns queued", func() bool { return ipam.QueuedAssigns(a, "n1") == 3 })
+	testwait.Until(t, "3 assigns queued", 10*time.Second, func() bool { return ipam.QueuedAssigns(a, "n1") == 3 })
 	close(hold)
 	wg.Wait()
 	s.Inject(nil)
@@ -159,16 +160,5 @@ func TestBatchFailsRequestsAlone(t *testing.T) {
 	}
 	if _, err := s.GetHandle(ctx, names.HandleName("net.bad")); err == nil {
 		t.Fatal("the failed request left its handle")
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testwait"
 )
 
 // The core kinds, against a real API server: namespaced and cluster-scoped requests, a merge
@@ -76,12 +77,7 @@ func TestKubeKinds(t *testing.T) {
 		return p, nil
 	})
 	go inf.RunWithContext(ctx)
-	for !inf.HasSynced() {
-		if ctx.Err() != nil {
-			t.Fatal("the informer never synced")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, "the informer's first list", 30*time.Second, inf.HasSynced)
 	obj, ok, _ := inf.GetStore().GetByKey("kinds/deny")
 	if !ok || obj.(*networkingv1.NetworkPolicy).Labels["trimmed"] != "yes" {
 		t.Fatalf("informer holds %v (%v), want the trimmed policy", obj, ok)

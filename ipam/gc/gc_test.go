@@ -14,11 +14,17 @@ import (
 	"github.com/tabbynet/tabby/ipam/ipamtest"
 )
 
-func TestCollectorUnit(t *testing.T) {
-	ctx := context.Background()
+// oneNodeStore is a fake store with node n1 and pool p (10.244.0.0/24, /26 blocks).
+func oneNodeStore() *ipamtest.Store {
 	s := ipamtest.NewStore()
 	s.AddNode("n1", nil)
 	s.AddPool("p", "10.244.0.0/24", 26)
+	return s
+}
+
+func TestCollectorUnit(t *testing.T) {
+	ctx := context.Background()
+	s := oneNodeStore()
 	now := time.Unix(1000, 0)
 	a := ipam.New(s, ipam.Config{Now: func() time.Time { return now }})
 	c := gc.New(s, a, gc.Config{Node: "n1", GracePeriod: time.Minute, Now: func() time.Time { return now }})

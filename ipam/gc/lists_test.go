@@ -65,9 +65,7 @@ func listCalls(s *ipamtest.Store) int {
 // look releases nothing the store no longer agrees with: the second look decides.
 func TestFirstLookFromLists(t *testing.T) {
 	ctx := context.Background()
-	s := ipamtest.NewStore()
-	s.AddNode("n1", nil)
-	s.AddPool("p", "10.244.0.0/24", 26)
+	s := oneNodeStore()
 	now := time.Unix(1000, 0)
 	// The allocator's block cache is tabby-node's informer too (ReleaseEmptyBlocks lists blocks).
 	var cached []v1.IPAMBlock
