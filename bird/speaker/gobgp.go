@@ -127,7 +127,7 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 	if !restart {
 		return nil
 	}
-	states, err := g.Peers(ctx)
+	states, err := g.Peers(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 	}
 	// The reset is asynchronous: wait for the NOTIFICATIONs to leave.
 	for {
-		states, err := g.Peers(ctx)
+		states, err := g.Peers(ctx, false)
 		if err != nil {
 			return err
 		}
@@ -413,9 +413,9 @@ func bestEvent(p *apiutil.Path) (Event, error) {
 }
 
 // Peers implements Speaker.
-func (g *GoBGP) Peers(ctx context.Context) ([]PeerState, error) {
+func (g *GoBGP) Peers(ctx context.Context, sent bool) ([]PeerState, error) {
 	var out []PeerState
-	err := g.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
+	err := g.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: sent}, func(p *api.Peer) {
 		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
 		if err != nil {
 			return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,8 @@ type injector struct {
 	ln net.Listener
 
 	established atomic.Int64
+	opened      atomic.Int64 // sessions that reached Established, ever
+	holdExpired atomic.Int64 // sessions a client ended: no message from the reflector within the hold time
 	received    atomic.Int64 // (session, another client's initial block) pairs held
 	covered     atomic.Int64 // (client, another client's initial block) pairs held from any reflector
 	badNextHop  atomic.Int64
@@ -193,6 +196,7 @@ func (in *injector) handle(conn net.Conn) {
 		old.conn.Close()
 	}
 	in.established.Add(1)
+	in.opened.Add(1)
 	defer func() {
 		c.mu.Lock()
 		if c.sess[rr] == s {
@@ -220,7 +224,17 @@ func (in *injector) handle(conn net.Conn) {
 		go s.keepalive(hold/3, done)
 	}
 	for {
+		// A client keeps the reflector to the hold time, as a tabby node's GoBGP does: a
+		// reflector too busy to send its keepalives loses the session.
+		if hold > 0 {
+			_ = conn.SetReadDeadline(time.Now().Add(hold))
+		}
 		typ, body, err := bgpwire.ReadMessage(r)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			in.holdExpired.Add(1)
+			_ = s.send(bgpwire.Frame(bgpwire.MsgNotification, []byte{4, 0})) // Hold Timer Expired
+			return
+		}
 		if err != nil {
 			return
 		}
