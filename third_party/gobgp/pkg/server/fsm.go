@@ -1766,7 +1766,6 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 	defer wg.Done()
 	fsm := h.fsm
 	session := fsm.session.Load()
-	ticker := keepaliveTicker(fsm)
 	// A batch of messages goes out in one write: a route reflector sends each client one
 	// UPDATE per reflected route (their attributes differ), and a write per message cost it a
 	// sixth of its CPU in system calls at 500 clients (TABBY.md).
@@ -1852,10 +1851,15 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 					continue
 				}
 				const maxCoalesceMsgs = 2048 // safety cap
+				// tabby's change (TABBY.md): a time cap too. While paths kept arriving, one
+				// at a time from each other peer's propagation, the loop kept waiting for
+				// the next and a route reflector's client got nothing for seconds.
+				const maxCoalesceTime = 10 * time.Millisecond
+				coalesceUntil := time.Now().Add(maxCoalesceTime)
 				paths := m.Paths
 				coalescedMsgs := 1
 				// coalesce queued messages for more efficient UPDATE packing
-				for coalescedMsgs < maxCoalesceMsgs {
+				for coalescedMsgs < maxCoalesceMsgs && time.Now().Before(coalesceUntil) {
 					select {
 					case <-ctx.Done():
 						return nil
@@ -1889,11 +1893,35 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 					return nil
 				}
 			}
+		}
+	}
+}
+
+// keepaliveLoop sends the keepalives. tabby's change (TABBY.md): upstream's sender sent them
+// between its batches of UPDATEs, and a route reflector's thousand senders, each packing
+// thousands of UPDATEs, took turns on the CPU for longer than the clients' hold time: the
+// clients ended sessions whose reflector was alive. A goroutine its timer wakes runs next, and
+// a connection's writes never interleave (a message goes out whole).
+func (h *fsmHandler) keepaliveLoop(ctx context.Context, conn net.Conn, stateReasonCh chan<- fsmStateReason, wg *sync.WaitGroup) {
+	defer wg.Done()
+	fsm := h.fsm
+	ticker := keepaliveTicker(fsm)
+	defer ticker.Stop()
+	b, _ := bgp.NewBGPKeepAliveMessage().Serialize()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case <-ticker.C:
-			queue(bgp.NewBGPKeepAliveMessage())
-			if err := flush(); err != nil {
-				return nil
+			if _, err := conn.Write(b); err != nil {
+				fsm.logger.Warn("failed to send",
+					slog.String("State", fsm.state.String()),
+					slog.Any("Data", err))
+				nonblockSendChannel(stateReasonCh, *newfsmStateReason(fsmWriteFailed, nil, nil))
+				conn.Close()
+				return
 			}
+			fsm.bgpMessageStateUpdate(bgp.BGP_MSG_KEEPALIVE, false)
 		}
 	}
 }
@@ -2020,15 +2048,16 @@ func (h *fsmHandler) established(ctx context.Context) (bgp.FSMState, *fsmStateRe
 
 	ioCtx, cancel := context.WithCancel(ctx)
 	wg := &sync.WaitGroup{}
-	wg.Add(2)
+	wg.Add(3)
 
-	// send and recv goroutine send errors to reasonCh, and the loop goroutine also sends
-	// to reasonCh with hold timer expiration. So three buffer is enough.
-	reasonCh := make(chan fsmStateReason, 3)
+	// send, keepalive and recv goroutine send errors to reasonCh, and the loop goroutine
+	// also sends to reasonCh with hold timer expiration. So four buffer is enough.
+	reasonCh := make(chan fsmStateReason, 4)
 
 	holdtimerResetCh := make(chan struct{}, 2)
 
 	go h.sendMessageloop(ioCtx, fsm.conn, reasonCh, wg)
+	go h.keepaliveLoop(ioCtx, fsm.conn, reasonCh, wg)
 	go h.recvMessageloop(ioCtx, fsm.conn, holdtimerResetCh, reasonCh, wg)
 
 	defer func() {
@@ -2225,7 +2254,24 @@ func (h *fsmHandler) loop(ctx context.Context, wg *sync.WaitGroup) {
 			StateReason: reason,
 		}
 
-		h.callback(msg)
+		if nextState == bgp.BGP_FSM_ESTABLISHED {
+			// tabby's change (TABBY.md): the session's keepalives start with it. The
+			// handler builds the initial table under the server's lock before the
+			// established state's goroutines start, and at a route reflector's start with
+			// 1,000 clients that took longer than the clients' hold time: they ended the
+			// sessions, having heard nothing since the OPEN.
+			// The handshake's write deadline has passed by the time a slow handler returns.
+			fsm.conn.SetWriteDeadline(time.Time{})
+			kctx, stop := context.WithCancel(ctx)
+			var kwg sync.WaitGroup
+			kwg.Add(1)
+			go h.keepaliveLoop(kctx, fsm.conn, make(chan fsmStateReason, 1), &kwg)
+			h.callback(msg)
+			stop()
+			kwg.Wait()
+		} else {
+			h.callback(msg)
+		}
 		fsm.state.Store(nextState)
 		oldState = nextState
 	}

@@ -4,10 +4,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -166,5 +168,77 @@ func TestHoldTimerWaitsForABusyReceiver(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the hold timer did not end a session whose peer went quiet")
+	}
+}
+
+// A session's keepalives start with it: while the handler of its Established state still
+// runs (it builds the initial table under the server's lock), the peer hears from us. Upstream
+// sent nothing from the OPEN exchange until the handler returned.
+func TestKeepalivesStartWithTheSession(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_OPENCONFIRM, logger)
+	conf := f.pConf.ReadCopy()
+	conf.Timers.Config.HoldTime, conf.Timers.Config.KeepaliveInterval = 3, 1
+	conf.Timers.State.NegotiatedHoldTime, conf.Timers.State.KeepaliveInterval = 3, 1
+	f.pConf.Update(&conf)
+	f.conn = conn
+	if f.recvOpen, err = bgp.NewBGPOpenMessage(65001, 3, netip.MustParseAddr("198.51.100.2"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// As after the OPEN exchange: a write deadline that passes while the handler runs.
+	_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	handled := make(chan struct{})
+	var once sync.Once
+	callback := func(m *fsmMsg) {
+		if m.MsgType == fsmMsgStateChange && m.MsgData.(bgp.FSMState) == bgp.BGP_FSM_ESTABLISHED {
+			time.Sleep(3500 * time.Millisecond) // a handler slower than the hold time
+			once.Do(func() { close(handled) })
+		}
+	}
+	var wg sync.WaitGroup
+	f.start(&wg, callback)
+	defer func() { f.stop(); wg.Wait() }()
+
+	keepalive := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 19, bgp.BGP_MSG_KEEPALIVE}
+	if _, err := peer.Write(keepalive); err != nil { // OPENCONFIRM → ESTABLISHED
+		t.Fatal(err)
+	}
+	got := 0
+	_ = peer.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		var hdr [bgp.BGP_HEADER_LENGTH]byte
+		if _, err := io.ReadFull(peer, hdr[:]); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			t.Fatalf("after %d keepalives: %v", got, err)
+		}
+		if hdr[18] != bgp.BGP_MSG_KEEPALIVE {
+			t.Fatalf("message type %d while the handler runs", hdr[18])
+		}
+		got++
+	}
+	select {
+	case <-handled:
+		t.Fatal("the handler returned within 3 s")
+	default:
+	}
+	if got < 2 {
+		t.Fatalf("%d keepalives in the handler's first 3 s, want 2 or more (interval 1 s)", got)
 	}
 }
