@@ -142,7 +142,10 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 			return fmt.Errorf("graceful stop: reset peer %s: %w", addr, err)
 		}
 	}
-	// The reset is asynchronous: wait for the NOTIFICATIONs to leave.
+	// The reset is asynchronous: wait for the NOTIFICATIONs to leave. Each look lists every
+	// peer under GoBGP's exclusive lock, which the sessions' teardown needs too: a reflector
+	// with 1,000 clients polled every 5 ms and had not stopped after 20 s.
+	wait := 5 * time.Millisecond
 	for {
 		states, err := g.Peers(ctx, false)
 		if err != nil {
@@ -160,8 +163,9 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("graceful stop: %d sessions still established: %w", still, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 }
 

@@ -1851,15 +1851,10 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 					continue
 				}
 				const maxCoalesceMsgs = 2048 // safety cap
-				// tabby's change (TABBY.md): a time cap too. While paths kept arriving, one
-				// at a time from each other peer's propagation, the loop kept waiting for
-				// the next and a route reflector's client got nothing for seconds.
-				const maxCoalesceTime = 10 * time.Millisecond
-				coalesceUntil := time.Now().Add(maxCoalesceTime)
 				paths := m.Paths
 				coalescedMsgs := 1
 				// coalesce queued messages for more efficient UPDATE packing
-				for coalescedMsgs < maxCoalesceMsgs && time.Now().Before(coalesceUntil) {
+				for coalescedMsgs < maxCoalesceMsgs {
 					select {
 					case <-ctx.Done():
 						return nil
