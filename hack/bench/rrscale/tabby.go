@@ -75,7 +75,7 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 		}
 	}
 	if (r.err != nil || r.missingBoth > 0 || r.resets > 0) && w.o.hold > 0 && ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "tabby: %v (%d routes missing on some session)\nlab %s kept for %v (logs in %s; Ctrl-C removes it)\n", r.err, r.missingBoth, w.lab.ID, w.o.hold, w.lab.Dir)
+		fmt.Fprintf(os.Stderr, "tabby: error %v; %d routes missing on some session; %d sessions reset\nlab %s kept for %v (logs in %s; Ctrl-C removes it)\n", r.err, r.missingBoth, r.resets, w.lab.ID, w.o.hold, w.lab.Dir)
 		select {
 		case <-ctx.Done():
 		case <-time.After(w.o.hold):
