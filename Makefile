@@ -82,6 +82,7 @@ test: deps controlplane tools build cluster-deps
 	bash hack/check-generated.sh
 	$(GO) vet ./...
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -p 2 -timeout 25m ./...
+	cd third_party/gobgp && $(GO) test -count=1 ./pkg/server/ ./internal/pkg/table/ # tabby's changes to GoBGP (TABBY.md)
 	$(NETPOL_ORACLE_TEST)
 	@$(MAKE) --no-print-directory fuzz
 

@@ -349,7 +349,7 @@ func (b *Bird) WaitSynced(ctx context.Context, grace time.Duration) error {
 		}
 		b.mu.Unlock()
 		if spk != nil && configured == wanted {
-			states, err := spk.Peers(ctx)
+			states, err := spk.Peers(ctx, false)
 			if err != nil {
 				return err
 			}

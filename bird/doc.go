@@ -128,30 +128,26 @@
 // back to a cluster with its own ID in the CLUSTER_LIST, and GoBGP's send-side check can again
 // leave a stale copy; one cluster (any number of siblings) is what the tests cover.
 //
-// Scale (hack/bench/rrscale: two reflectors, N injected clients, BIRD2 as reference). Two GoBGP
-// v4 behaviours limit a reflector with many clients:
+// Scale (hack/bench/rrscale: two reflectors, N injected clients that hold the reflectors to the
+// hold time as a tabby node does, BIRD2 as reference). GoBGP v4 handles each peer's messages
+// on that peer's goroutine, under a server lock that handlers share and every API call
+// (AddPeer, DeletePeer, ListPeer) takes exclusively; one UPDATE costs the propagation to every
+// other peer. tabby builds GoBGP with fixes for what that did to a reflector with hundreds of
+// clients (third_party/gobgp/TABBY.md has each mechanism and its test):
 //
-//   - A route could be missing on a session for good. Each peer's FSM goroutine runs the
-//     server's handler under a shared (read) lock, so handlers of different peers run at once,
-//     and a peer's state became established only after its state-change handler returned. A
-//     route that reached the RIB while a client's handler sent that client the initial table
-//     (already built) was skipped for it by the propagation (the client was not established
-//     yet) and never sent: at 50 to 1,000 clients, up to 0.2% of the (client, reflector, route)
-//     pairs, now and then one at a client from both reflectors. A soft reset out to each peer a
-//     few seconds after its session opens was tried (2026-11-25) and not adopted: the resends of
-//     whole tables take the same lock, sessions flapped and more routes were missing. tabby now
-//     builds a GoBGP whose handler publishes the state before it takes the initial table, under
-//     the peer's route-refresh lock (third_party/gobgp/TABBY.md): at 1,000 clients (90 s hold
-//     time) every route reached every client from both reflectors in one run; at 500, two runs
-//     converged, but 16 and 27 sessions of 1,000 got no initial table from one reflector, which
-//     is another mechanism, not found yet.
-//   - Each peer's messages, keepalives included, are handled in order on that goroutine, and
-//     one UPDATE costs the propagation to every other peer (export policy, packing, one
-//     message per route) under that lock, while every API call (AddPeer, DeletePeer,
-//     ListPeer) takes it exclusively. At 1,000 clients a peer sending many routes (the sibling)
-//     or waiting for the lock misses the 9 s hold time, the session drops, bird drops the
-//     peer's routes and re-adds it, and the reflectors never converge; with a 90 s hold time
-//     they do, in about two minutes. WaitSynced's ListPeer poll backs off for that reason.
+//   - routes never sent on a session: a route reaching the RIB while a client's initial table
+//     was sent, and whole sessions that sent nothing (a stop message left by the session
+//     before);
+//   - live sessions ended: the hold timer expired while our own receiver was busy, and the
+//     clients heard no keepalive while the reflector built their initial tables;
+//   - cost: a write per UPDATE, 185 kB of adj-RIB shards per peer, attribute lists rebuilt on
+//     the heap several times per route and client.
+//
+// tabby's side of it: WaitSynced, the graceful stop and the import re-apply list the peers
+// without their sent routes (GoBGP computes those from the whole RIB per peer under its
+// exclusive lock; the poll that asked for them starved every session's keepalives at 500
+// clients), and WaitSynced's poll backs off. A lost session with a tabby node still drops its
+// routes at once and re-adds the peer, which at 1,000 clients turns each reset into more load.
 //
 // Next hops are never changed on iBGP.
 // To an eBGP peer GoBGP sets itself as next hop (before export policy) unless the BGPPeer has

@@ -187,7 +187,7 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	var accepted map[netip.Addr]map[string]uint64
 	if spk != nil {
 		var err error
-		if states, err = spk.Peers(ctx); err != nil {
+		if states, err = spk.Peers(ctx, true); err != nil {
 			return nil, fmt.Errorf("BGP status: %w", err)
 		}
 		if accepted, err = spk.Accepted(ctx); err != nil {

@@ -38,7 +38,7 @@ func (c *callLog) Stop(context.Context, bool) error                 { return nil
 func (c *callLog) AddPeer(context.Context, peers.Peer) error        { return nil }
 func (c *callLog) DeletePeer(context.Context, netip.Addr) error     { return nil }
 func (c *callLog) Watch(context.Context, func(speaker.Event)) error { return nil }
-func (c *callLog) Peers(context.Context) ([]speaker.PeerState, error) {
+func (c *callLog) Peers(context.Context, bool) ([]speaker.PeerState, error) {
 	return nil, nil
 }
 

@@ -324,7 +324,7 @@ func (g *GoBGP) reapplyImportFromExternal(ctx context.Context, external []netip.
 	if len(external) == 0 {
 		return nil
 	}
-	states, err := g.Peers(ctx)
+	states, err := g.Peers(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"path/filepath"
 
 	"github.com/tabbynet/tabby/internal/unixsock"
 	"google.golang.org/grpc"
@@ -34,7 +35,14 @@ func ServerOptions() []grpc.ServerOption {
 
 // Dial connects to a unix socket lazily (the first call connects); calls use JSON.
 func Dial(socketPath string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("unix://"+socketPath,
+	// gRPC reads unix://rel/path as an authority and a path: a relative path, as an operator
+	// types it (`tabbyctl node status --socket run/bird.sock`), failed with "invalid
+	// (non-empty) authority".
+	abs, err := filepath.Abs(socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", socketPath, err)
+	}
+	conn, err := grpc.NewClient("unix://"+abs,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.CallContentSubtype(Name)),
 	)

@@ -38,16 +38,21 @@ func TestUnixRoundTrip(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(srv.Stop)
 
-	conn, err := Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var out echoResp
-	if err := conn.Invoke(context.Background(), "/tabby.test.Echo/Echo", &echoReq{Text: "hi"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if out.Text != "echo: hi" {
-		t.Fatalf("got %q", out.Text)
+	// An absolute path, and a relative one as an operator types it.
+	t.Chdir(filepath.Dir(sock))
+	for _, path := range []string{sock, filepath.Base(sock)} {
+		conn, err := Dial(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out echoResp
+		err = conn.Invoke(context.Background(), "/tabby.test.Echo/Echo", &echoReq{Text: "hi"}, &out)
+		conn.Close()
+		if err != nil {
+			t.Fatalf("socket %s: %v", path, err)
+		}
+		if out.Text != "echo: hi" {
+			t.Fatalf("socket %s: got %q", path, out.Text)
+		}
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"golang.org/x/sys/unix"
 
 	"github.com/tabbynet/tabby/hack/bgpwire"
 	"github.com/tabbynet/tabby/hack/lab"
@@ -39,6 +41,8 @@ type injector struct {
 	ln net.Listener
 
 	established atomic.Int64
+	opened      atomic.Int64 // sessions that reached Established, ever
+	holdExpired atomic.Int64 // sessions a client ended: no message from the reflector within the hold time
 	received    atomic.Int64 // (session, another client's initial block) pairs held
 	covered     atomic.Int64 // (client, another client's initial block) pairs held from any reflector
 	badNextHop  atomic.Int64
@@ -68,6 +72,22 @@ type session struct {
 	wmu   sync.Mutex
 	up    time.Time
 	first []atomic.Int64 // per block: unix nanos of its arrival on this session, 0 = absent
+	// lastRead: unix nanos of the last bytes read from the reflector.
+	lastRead atomic.Int64
+}
+
+// stampReader notes when bytes arrive.
+type stampReader struct {
+	net.Conn
+	last *atomic.Int64
+}
+
+func (s stampReader) Read(p []byte) (int, error) {
+	n, err := s.Conn.Read(p)
+	if n > 0 {
+		s.last.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 func newInjector(clients []netip.Addr, rrs []netip.Addr, blocks []netip.Prefix, owner []int, asn uint16) *injector {
@@ -164,7 +184,7 @@ func (in *injector) handle(conn net.Conn) {
 		return
 	}
 	s := &session{in: in, c: c, rr: rr, conn: conn, first: make([]atomic.Int64, len(in.blocks))}
-	r := bufio.NewReaderSize(conn, 64<<10)
+	r := bufio.NewReaderSize(stampReader{conn, &s.lastRead}, 64<<10)
 	if s.send(openMsg(in.asn, 90, c.id)) != nil {
 		return
 	}
@@ -181,6 +201,7 @@ func (in *injector) handle(conn net.Conn) {
 		return
 	}
 	s.up = time.Now()
+	s.lastRead.Store(s.up.UnixNano())
 	c.mu.Lock()
 	old := c.sess[rr]
 	c.sess[rr] = s
@@ -193,6 +214,7 @@ func (in *injector) handle(conn net.Conn) {
 		old.conn.Close()
 	}
 	in.established.Add(1)
+	in.opened.Add(1)
 	defer func() {
 		c.mu.Lock()
 		if c.sess[rr] == s {
@@ -217,7 +239,7 @@ func (in *injector) handle(conn net.Conn) {
 	done := make(chan struct{})
 	defer close(done)
 	if hold > 0 {
-		go s.keepalive(hold/3, done)
+		go s.keepalive(hold, done)
 	}
 	for {
 		typ, body, err := bgpwire.ReadMessage(r)
@@ -233,14 +255,24 @@ func (in *injector) handle(conn net.Conn) {
 	}
 }
 
-func (s *session) keepalive(every time.Duration, done <-chan struct{}) {
-	t := time.NewTicker(every)
+// keepalive sends a keepalive every third of the hold time, and holds the reflector to it as
+// a tabby node's GoBGP does: a reflector that sent nothing (no keepalive either) for the hold
+// time loses the session. Bytes the kernel holds unread count as sent: this process may be
+// too busy to read them in time.
+func (s *session) keepalive(hold time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(hold / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
+			if time.Since(time.Unix(0, s.lastRead.Load())) > hold && unread(s.conn) == 0 {
+				s.in.holdExpired.Add(1)
+				_ = s.send(bgpwire.Frame(bgpwire.MsgNotification, []byte{4, 0})) // Hold Timer Expired
+				s.conn.Close()
+				return
+			}
 			if s.send(bgpwire.Frame(bgpwire.MsgKeepalive, nil)) != nil {
 				return
 			}
@@ -466,4 +498,19 @@ func updateMsg(nh netip.Addr, reach, unreach []netip.Prefix) []byte {
 		attrs = append(attrs, attr(0x80, 15, append([]byte{0, 2, 1}, bgpwire.NLRI(unreach...)...))...)
 	}
 	return bgpwire.Frame(bgpwire.MsgUpdate, bgpwire.UpdateRaw(0, nil, len(attrs), attrs, nil))
+}
+
+// unread is how much the reflector sent on conn that the kernel holds and we have not read.
+func unread(conn net.Conn) int {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n
 }

@@ -33,6 +33,7 @@ type options struct {
 	hold         time.Duration
 	profile      string
 	profileFor   time.Duration
+	heapProfile  string
 	tabbyBin     string
 	closeTimeout time.Duration
 	log          *slog.Logger
@@ -51,6 +52,7 @@ func main() {
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed tabby lab this long (for its logs) before removing it")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the first tabby reflector from its start to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 30*time.Second, "length of that profile")
+	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile of the first tabby reflector after the idle window to this file")
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
 	o.closeTimeout = time.Minute
@@ -164,6 +166,26 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		row(name, tv, bv, ratio, targetText, verdict)
 	}
 	durRow(fmt.Sprintf("all %d sessions established", 2*n), func(r *result) time.Duration { return r.sessionsUp }, secs, 0, "")
+	{
+		resets := func(r *result) string {
+			if r.sessionsUp == 0 {
+				return "-"
+			}
+			return fmt.Sprint(r.resets)
+		}
+		verdict := ""
+		if t.sessionsUp > 0 {
+			verdict = map[bool]string{true: "ok", false: "MISSED"}[t.resets == 0]
+		}
+		row("sessions reset until converged", resets(&t), resets(b), 0, "0", verdict)
+		byClients := func(r *result) string {
+			if r.sessionsUp == 0 {
+				return "-"
+			}
+			return fmt.Sprint(r.clientHold)
+		}
+		row("… by a client's hold timer (reflector silent)", byClients(&t), byClients(b), 0, "", "")
+	}
 	if t.routesUp < 0 || b.routesUp < 0 {
 		show := func(r *result) string {
 			if r.routesUp < 0 {
@@ -196,7 +218,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		}
 		verdict := ""
 		if t.bothUp < 0 {
-			verdict = fmt.Sprintf("MISSED: routes never sent on %d sessions (below)", t.missingBoth)
+			verdict = fmt.Sprintf("MISSED: %d (client, reflector, block) routes never sent (below)", t.missingBoth)
 		}
 		row("… from both reflectors on every session", both(&t), both(b), 0, "all", verdict)
 	}

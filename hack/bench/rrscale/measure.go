@@ -12,6 +12,12 @@ import (
 // result is what one reflector implementation measured; err says where it stopped.
 type result struct {
 	sessionsUp time.Duration // start → all 2N sessions established (seen by the clients)
+	// resets: sessions that went down and came back until routesUp (a reflector too busy to
+	// read a client's keepalives lets its hold timer expire).
+	resets int64
+	// clientHold: of those, the sessions a client ended because the reflector sent nothing
+	// (not even a keepalive) within the hold time.
+	clientHold int64
 	routesUp   time.Duration // start → every client holds every other client's block
 	// bothUp: start → every client holds every block from both reflectors; -1: not within the
 	// settle time after routesUp, missingBoth (session, block) pairs short, as missingWhat says.
@@ -49,6 +55,11 @@ func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r
 	defer tick.Stop()
 	var last int64
 	lastChange := t0
+	opened, expired := w.inj.opened.Load(), w.inj.holdExpired.Load()
+	resets := func() {
+		r.resets = w.inj.opened.Load() - opened - w.inj.established.Load()
+		r.clientHold = w.inj.holdExpired.Load() - expired
+	}
 	for {
 		est, got := w.inj.established.Load(), w.inj.covered.Load()
 		now := time.Now()
@@ -79,11 +90,13 @@ func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r
 		case <-deadline.C:
 			// What it cost until then is a figure too.
 			_ = r.cost(pids())
+			resets()
 			return fmt.Errorf("not converged after %v: %s: %s", w.o.timeout, r.progress, w.inj.missing())
 		case <-tick.C:
 		}
 	}
 	r.progress = ""
+	resets()
 	if err := r.cost(pids()); err != nil {
 		return err
 	}

@@ -32,7 +32,10 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 	var prof chan error
 	if w.o.profile != "" {
 		prof = make(chan error, 1)
-		go func() { prof <- w.profile(ctx, w.rrs[0]) }()
+		// From the start on: the convergence is where the time goes.
+		go func() {
+			prof <- w.profile(ctx, w.rrs[0], "profile?seconds="+strconv.Itoa(int(w.o.profileFor.Seconds())), w.o.profile)
+		}()
 	}
 	pids := func() []int {
 		var out []int
@@ -57,6 +60,12 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 	if r.err == nil {
 		r.err = w.idle(ctx, pids(), &r)
 	}
+	if r.err == nil && w.o.heapProfile != "" {
+		// What the reflector holds once converged and idle.
+		if err := w.profile(ctx, w.rrs[0], "heap?gc=1", w.o.heapProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "heap profile:", err)
+		}
+	}
 	if r.err == nil {
 		r.err = w.samples(ctx, &r)
 	}
@@ -65,8 +74,8 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 			fmt.Fprintln(os.Stderr, "profile:", err)
 		}
 	}
-	if r.err != nil && w.o.hold > 0 && ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "tabby: %v\nlab %s kept for %v (logs in %s; Ctrl-C removes it)\n", r.err, w.lab.ID, w.o.hold, w.lab.Dir)
+	if (r.err != nil || r.missingBoth > 0 || r.resets > 0) && w.o.hold > 0 && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "tabby: error %v; %d routes missing on some session; %d sessions reset\nlab %s kept for %v (logs in %s; Ctrl-C removes it)\n", r.err, r.missingBoth, r.resets, w.lab.ID, w.o.hold, w.lab.Dir)
 		select {
 		case <-ctx.Done():
 		case <-time.After(w.o.hold):
@@ -95,9 +104,9 @@ func (w *world) stopTabby(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// profile fetches a CPU profile of the node's tabby-node (--pprof) from its start on: the
-// convergence is where the time goes.
-func (w *world) profile(ctx context.Context, n *lab.Node) error {
+// profile fetches a profile of the node's tabby-node (--pprof; path: under /debug/pprof/) into
+// file, retrying until the node serves it.
+func (w *world) profile(ctx context.Context, n *lab.Node, path, file string) error {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 		h, err := ns.GetNS(lab.NetnsPath(n.NS))
 		if err != nil {
@@ -112,7 +121,7 @@ func (w *world) profile(ctx context.Context, n *lab.Node) error {
 		})
 		return c, err
 	}}}
-	url := "http://" + lab.MetricsAddr + "/debug/pprof/profile?seconds=" + strconv.Itoa(int(w.o.profileFor.Seconds()))
+	url := "http://" + lab.MetricsAddr + "/debug/pprof/" + path
 	var resp *http.Response
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -132,7 +141,7 @@ func (w *world) profile(ctx context.Context, n *lab.Node) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
 	}
-	f, err := os.Create(w.o.profile)
+	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}

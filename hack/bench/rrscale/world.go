@@ -63,7 +63,7 @@ func clientName(i int) string { return fmt.Sprintf("client-%04d", i+1) }
 // startWorld builds everything except the reflectors' daemons; the caller closes it.
 func startWorld(ctx context.Context, o options) (_ *world, err error) {
 	args := []string{"--ipam-gc-interval=1m", "--ipam-gc-grace=5m"}
-	if o.profile != "" {
+	if o.profile != "" || o.heapProfile != "" {
 		args = append(args, "--pprof")
 	}
 	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, Families: lab.IPv6Only, AgentArgs: args})

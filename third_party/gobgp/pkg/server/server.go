@@ -464,7 +464,8 @@ func (s *BgpServer) matchLongestDynamicNeighborPrefix(a string) *peerGroup {
 
 func sendfsmOutgoingMsg(peer *peer, paths []*table.Path) {
 	peer.fsm.outgoingCh.In() <- &fsmOutgoingMsg{
-		Paths: paths,
+		Paths:   paths,
+		session: peer.fsm.session.Load(),
 	}
 }
 
@@ -1800,6 +1801,7 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 			// peer. Under the route-refresh lock (propagation takes it for reading), a path is
 			// either in the initial table or propagated to this peer after it.
 			peer.routeRefreshInProgress.Lock()
+			peer.fsm.session.Add(1)
 			peer.fsm.state.Store(nextState)
 			peer.routeRefreshInProgress.Unlock()
 			conf := peer.fsm.pConf.ReadOnly()

@@ -326,7 +326,8 @@ func newMPCage(b []byte, nhKey string, path *Path) *mpCage {
 }
 
 func getMPReachNexthops(path *Path) ([]netip.Addr, string) {
-	for _, attr := range path.GetPathAttrs() {
+	// One attribute, found without building the whole list (tabby's change, TABBY.md).
+	if attr := path.getPathAttr(bgp.BGP_ATTR_TYPE_MP_REACH_NLRI); attr != nil {
 		if mp, ok := attr.(*bgp.PathAttributeMpReachNLRI); ok {
 			nexthops := make([]netip.Addr, 0, 2)
 			key := ""
@@ -454,9 +455,11 @@ func (p *packerMP) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
 	})
 
 	hashmap := make(map[uint64][]*mpCage)
+	// One buffer serves every path; a new cage keeps a copy (tabby's change, TABBY.md).
+	attrsB := new(bytes.Buffer)
 	for _, path := range p.paths {
 		_, nhKey := getMPReachNexthops(path)
-		attrsB := bytes.NewBuffer(make([]byte, 0))
+		attrsB.Reset()
 		for _, v := range path.GetPathAttrs() {
 			if v.GetType() == bgp.BGP_ATTR_TYPE_MP_REACH_NLRI {
 				continue
@@ -481,10 +484,10 @@ func (p *packerMP) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
 				}
 			}
 			if !added {
-				hashmap[h] = append(hashmap[h], newMPCage(attrsB.Bytes(), nhKey, path))
+				hashmap[h] = append(hashmap[h], newMPCage(bytes.Clone(attrsB.Bytes()), nhKey, path))
 			}
 		} else {
-			hashmap[h] = []*mpCage{newMPCage(attrsB.Bytes(), nhKey, path)}
+			hashmap[h] = []*mpCage{newMPCage(bytes.Clone(attrsB.Bytes()), nhKey, path)}
 		}
 	}
 

@@ -26,7 +26,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -522,43 +521,63 @@ func (a PathAttrs) Less(i, j int) bool {
 	return a[i].GetType() < a[j].GetType()
 }
 
+// GetPathAttrs is the path's attributes: its own over its parents', without those deleted on
+// the way. tabby's change (TABBY.md): the same result without a map, a bitmap and a sort
+// interface on the heap per call; a route reflector's sender called it several times per
+// (route, client) and its garbage was a fifth of the reflector's CPU.
 func (path *Path) GetPathAttrs() []bgp.PathAttributeInterface {
-	deleted := NewBitmap(math.MaxUint8)
-	modified := make(map[uint]bgp.PathAttributeInterface)
+	var deleted [4]uint64 // a bit per attribute type
+	// modified holds the attributes set below the root, the nearest one of each type.
+	var modifiedBuf [8]bgp.PathAttributeInterface
+	modified := modifiedBuf[:0]
+	indexOf := func(modified []bgp.PathAttributeInterface, typ bgp.BGPAttrType) int {
+		for i, m := range modified {
+			if m != nil && m.GetType() == typ {
+				return i
+			}
+		}
+		return -1
+	}
+	isDeleted := func(typ bgp.BGPAttrType) bool { return deleted[typ>>6]&(1<<(typ&63)) != 0 }
 	p := path
 	for {
 		for _, t := range p.dels {
-			deleted.Flag(uint(t))
+			deleted[t>>6] |= 1 << (t & 63)
 		}
 		if p.parent == nil {
-			list := PathAttrs(make([]bgp.PathAttributeInterface, 0, len(p.pathAttrs)))
+			list := make([]bgp.PathAttributeInterface, 0, len(p.pathAttrs)+len(modified))
 			// we assume that the original pathAttrs are
 			// in order, that is, other bgp speakers send
 			// attributes in order.
 			for _, a := range p.pathAttrs {
-				typ := uint(a.GetType())
-				if m, ok := modified[typ]; ok {
-					list = append(list, m)
-					delete(modified, typ)
-				} else if !deleted.GetFlag(typ) {
+				typ := a.GetType()
+				if i := indexOf(modified, typ); i >= 0 {
+					list = append(list, modified[i])
+					modified[i] = nil
+				} else if !isDeleted(typ) {
 					list = append(list, a)
 				}
 			}
-			if len(modified) > 0 {
-				// Huh, some attributes were newly
-				// added. So we need to sort...
-				for _, m := range modified {
+			added := false
+			for _, m := range modified {
+				if m != nil {
+					// Huh, some attributes were newly
+					// added. So we need to sort...
 					list = append(list, m)
+					added = true
 				}
-				sort.Sort(list)
+			}
+			if added {
+				slices.SortFunc(list, func(a, b bgp.PathAttributeInterface) int {
+					return int(a.GetType()) - int(b.GetType())
+				})
 			}
 			return list
-		} else {
-			for _, a := range p.pathAttrs {
-				typ := uint(a.GetType())
-				if _, ok := modified[typ]; !deleted.GetFlag(typ) && !ok {
-					modified[typ] = a
-				}
+		}
+		for _, a := range p.pathAttrs {
+			typ := a.GetType()
+			if !isDeleted(typ) && indexOf(modified, typ) < 0 {
+				modified = append(modified, a)
 			}
 		}
 		p = p.parent

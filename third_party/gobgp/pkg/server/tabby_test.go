@@ -1,0 +1,244 @@
+package server
+
+// Tests of tabby's changes to GoBGP (TABBY.md). Run by tabby's `make test`.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/osrg/gobgp/v4/internal/pkg/table"
+	"github.com/osrg/gobgp/v4/pkg/config/oc"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+)
+
+func testPath(t *testing.T, prefix string) []*table.Path {
+	t.Helper()
+	nlri, err := bgp.NewIPAddrPrefix(netip.MustParsePrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nh, err := bgp.NewPathAttributeNextHop(netip.MustParseAddr("198.51.100.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil), nh}
+	return []*table.Path{table.NewPath(bgp.RF_IPv4_UC, nil, bgp.PathNLRI{NLRI: nlri}, false, attrs, time.Now(), false)}
+}
+
+// A session's sender sends what was queued for it, whatever an earlier session of the same peer
+// left on the outgoing channel (which outlives sessions): upstream queued a stop message there
+// when a session ended, and a sender that had already returned on a write error never read it,
+// so the next session's sender read it first and returned. That session then sent nothing: at
+// 500 route-reflector clients, dozens of sessions never got their initial table.
+func TestSenderSendsOnlyItsSession(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)
+	h := &fsmHandler{fsm: f, outgoing: f.outgoingCh}
+
+	// Session 1 is over; what it left behind: a path and the stop message.
+	f.session.Store(1)
+	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.1.0/26"), session: 1}
+	f.outgoingCh.In() <- *newfsmStateReason(fsmWriteFailed, nil, nil)
+	// Session 2 is up: its initial table.
+	f.session.Store(2)
+	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.2.0/26"), session: 2}
+	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.3.0/26"), session: 2}
+
+	local, remote := net.Pipe()
+	defer remote.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { _ = h.sendMessageloop(ctx, local, make(chan fsmStateReason, 3), &wg) }()
+	defer func() { cancel(); local.Close(); wg.Wait() }()
+
+	got := map[string]bool{}
+	_ = remote.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for !got["10.244.3.0/26"] {
+		var hdr [bgp.BGP_HEADER_LENGTH]byte
+		if _, err := io.ReadFull(remote, hdr[:]); err != nil {
+			t.Fatalf("session 2 got %v, then: %v", got, err)
+		}
+		h := &bgp.BGPHeader{}
+		if err := h.DecodeFromBytes(hdr[:]); err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, int(h.Len)-bgp.BGP_HEADER_LENGTH)
+		if _, err := io.ReadFull(remote, body); err != nil {
+			t.Fatal(err)
+		}
+		m, err := bgp.ParseBGPBody(h, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, ok := m.Body.(*bgp.BGPUpdate); ok {
+			for _, n := range u.NLRI {
+				got[n.NLRI.String()] = true
+			}
+		}
+	}
+	if got["10.244.1.0/26"] {
+		t.Fatalf("session 2 sent session 1's path: %v", got)
+	}
+	if !got["10.244.2.0/26"] {
+		t.Fatalf("session 2 did not send its first path: %v", got)
+	}
+}
+
+// The hold timer measures the peer, not us: while the receiver is busy with an earlier message
+// (its callback waits, as for the server's lock) and the peer's keepalives wait unread in the
+// socket, the session stays up; once the peer goes quiet, the hold timer still ends it.
+// Upstream ended it after the hold time whatever the peer had sent meanwhile.
+func TestHoldTimerWaitsForABusyReceiver(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() { _, _ = io.Copy(io.Discard, peer) }() // our keepalives
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)
+	conf := f.pConf.ReadCopy()
+	conf.Timers.State.NegotiatedHoldTime = 1
+	f.pConf.Update(&conf)
+	f.conn = conn
+	release := make(chan struct{})
+	h := &fsmHandler{fsm: f, outgoing: f.outgoingCh, callback: func(*fsmMsg) { <-release }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type end struct {
+		state  bgp.FSMState
+		reason *fsmStateReason
+	}
+	ended := make(chan end, 1)
+	go func() {
+		s, r := h.established(ctx)
+		ended <- end{s, r}
+	}()
+
+	send := func(typ uint8, body []byte) {
+		t.Helper()
+		msg := make([]byte, bgp.BGP_HEADER_LENGTH, bgp.BGP_HEADER_LENGTH+len(body))
+		for i := range 16 {
+			msg[i] = 0xff
+		}
+		msg[16], msg[17], msg[18] = 0, byte(len(msg)+len(body)), typ
+		if _, err := peer.Write(append(msg, body...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keepalives := func(d time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+			send(bgp.BGP_MSG_KEEPALIVE, nil)
+			select {
+			case e := <-ended:
+				t.Fatalf("session ended while the peer sent keepalives: %v", e.reason)
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}
+	send(bgp.BGP_MSG_UPDATE, []byte{0, 0, 0, 0}) // End-of-RIB: the receiver is busy with it
+	keepalives(3 * time.Second)                  // three hold times, unread
+	close(release)
+	keepalives(2 * time.Second) // read now
+	select {
+	case e := <-ended:
+		if e.reason.Type != fsmHoldTimerExpired {
+			t.Fatalf("session ended by %v, want the hold timer", e.reason)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hold timer did not end a session whose peer went quiet")
+	}
+}
+
+// A session's keepalives start with it: while the handler of its Established state still
+// runs (it builds the initial table under the server's lock), the peer hears from us. Upstream
+// sent nothing from the OPEN exchange until the handler returned.
+func TestKeepalivesStartWithTheSession(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_OPENCONFIRM, logger)
+	conf := f.pConf.ReadCopy()
+	conf.Timers.Config.HoldTime, conf.Timers.Config.KeepaliveInterval = 3, 1
+	conf.Timers.State.NegotiatedHoldTime, conf.Timers.State.KeepaliveInterval = 3, 1
+	f.pConf.Update(&conf)
+	f.conn = conn
+	if f.recvOpen, err = bgp.NewBGPOpenMessage(65001, 3, netip.MustParseAddr("198.51.100.2"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// As after the OPEN exchange: a write deadline that passes while the handler runs.
+	_ = conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	handled := make(chan struct{})
+	var once sync.Once
+	callback := func(m *fsmMsg) {
+		if m.MsgType == fsmMsgStateChange && m.MsgData.(bgp.FSMState) == bgp.BGP_FSM_ESTABLISHED {
+			time.Sleep(3500 * time.Millisecond) // a handler slower than the hold time
+			once.Do(func() { close(handled) })
+		}
+	}
+	var wg sync.WaitGroup
+	f.start(&wg, callback)
+	defer func() { f.stop(); wg.Wait() }()
+
+	keepalive := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 19, bgp.BGP_MSG_KEEPALIVE}
+	if _, err := peer.Write(keepalive); err != nil { // OPENCONFIRM → ESTABLISHED
+		t.Fatal(err)
+	}
+	got := 0
+	_ = peer.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		var hdr [bgp.BGP_HEADER_LENGTH]byte
+		if _, err := io.ReadFull(peer, hdr[:]); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			t.Fatalf("after %d keepalives: %v", got, err)
+		}
+		if hdr[18] != bgp.BGP_MSG_KEEPALIVE {
+			t.Fatalf("message type %d while the handler runs", hdr[18])
+		}
+		got++
+	}
+	select {
+	case <-handled:
+		t.Fatal("the handler returned within 3 s")
+	default:
+	}
+	if got < 2 {
+		t.Fatalf("%d keepalives in the handler's first 3 s, want 2 or more (interval 1 s)", got)
+	}
+}
