@@ -141,7 +141,8 @@
 //   - live sessions ended: the hold timer expired while our own receiver was busy, and the
 //     clients heard no keepalive while the reflector built their initial tables;
 //   - cost: a write per UPDATE, 185 kB of adj-RIB shards per peer, attribute lists rebuilt on
-//     the heap several times per route and client.
+//     the heap several times per route and client, a map and a sync.Map node per route and
+//     client to record what was sent.
 //
 // tabby's side of it: WaitSynced, the graceful stop and the import re-apply list the peers
 // without their sent routes (GoBGP computes those from the whole RIB per peer under its

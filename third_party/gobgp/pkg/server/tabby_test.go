@@ -242,3 +242,41 @@ func TestKeepalivesStartWithTheSession(t *testing.T) {
 		t.Fatalf("%d keepalives in the handler's first 3 s, want 2 or more (interval 1 s)", got)
 	}
 }
+
+// What a peer was sent is recorded per destination in the shared set for path identifier 0
+// (no add-path), and withdrawing it from one peer leaves the others' record and the shared set
+// alone.
+func TestSentPathsShareTheIDZeroSet(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	newTestPeer := func() *peer { return &peer{fsm: newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)} }
+	a, b := newTestPeer(), newTestPeer()
+	p1, p2 := testPath(t, "10.244.1.0/26")[0], testPath(t, "10.244.2.0/26")[0]
+	a.updateRoutes(p1, p2)
+	b.updateRoutes(p1)
+	for _, c := range []struct {
+		peer *peer
+		path *table.Path
+		want bool
+	}{{a, p1, true}, {a, p2, true}, {b, p1, true}, {b, p2, false}} {
+		if got := c.peer.hasPathAlreadyBeenSent(c.path); got != c.want {
+			t.Fatalf("sent %v: %v, want %v", c.path.GetNlri(), got, c.want)
+		}
+	}
+	a.updateRoutes(p1.Clone(true)) // withdrawn from a
+	if a.hasPathAlreadyBeenSent(p1) || !a.hasPathAlreadyBeenSent(p2) || !b.hasPathAlreadyBeenSent(p1) {
+		t.Fatal("a withdrawal from one peer changed another destination or peer")
+	}
+	if a.getRoutesCount(bgp.RF_IPv4_UC, p2.GetNlri().String()) != 1 || b.getRoutesCount(bgp.RF_IPv4_UC, p1.GetNlri().String()) != 1 {
+		t.Fatal("a sent destination does not count one path")
+	}
+	if len(sentWithIDZero) != 1 {
+		t.Fatalf("the shared set was modified: %v", sentWithIDZero)
+	}
+	if n := b.sentPaths.Len(); n != 1 {
+		t.Fatalf("b has %d destinations, want 1", n)
+	}
+	a.resetAdvertisedRoutes()
+	if a.sentPaths.Len() != 0 || a.hasPathAlreadyBeenSent(p2) || !b.hasPathAlreadyBeenSent(p1) {
+		t.Fatal("a reset of one peer's record left it or touched another's")
+	}
+}
