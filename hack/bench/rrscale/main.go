@@ -49,7 +49,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 10*time.Second, "after convergence, wait this long for every block on every session (both reflectors)")
 	flag.DurationVar(&o.holdTime, "hold-time", 0, "BGP hold time between nodes for both reflector implementations (0: tabby's default, 9s)")
 	flag.BoolVar(&o.bird2, "bird2", true, "measure BIRD2 as the reflectors too")
-	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed tabby lab this long (for its logs) before removing it")
+	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep the tabby lab this long (for its logs) before removing it when it failed, reset sessions or left routes unsent")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the first tabby reflector from its start to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 30*time.Second, "length of that profile")
 	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile of the first tabby reflector after the idle window to this file")
