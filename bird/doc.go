@@ -142,7 +142,14 @@
 //     clients heard no keepalive while the reflector built their initial tables;
 //   - cost: a write per UPDATE, 185 kB of adj-RIB shards per peer, attribute lists rebuilt on
 //     the heap several times per route and client, a map and a sync.Map node per route and
-//     client to record what was sent.
+//     client to record what was sent;
+//   - the copy of a route built, packed and serialised once per client: every iBGP peer of
+//     one kind (the clients of a reflector, the nodes of a mesh) is now sent one copy, built
+//     once, whose UPDATE is serialised once. That holds only while the export policy does not
+//     modify the route: a statement that does makes GoBGP copy it per peer again. So the
+//     export policy strips the sibling tag with a statement of its own, which only a sibling's
+//     copy matches; the pools' statement accepts without modifying (at 1,000 clients: 47 s
+//     and 41 s of CPU to converge before, 23 s and 19 s after).
 //
 // tabby's side of it: WaitSynced, the graceful stop and the import re-apply list the peers
 // without their sent routes (GoBGP computes those from the whole RIB per peer under its

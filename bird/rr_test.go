@@ -34,6 +34,17 @@ func meshOff() *v1.BGPConfiguration {
 // loopback only).
 func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 	t.Helper()
+	return listPaths(t, apiAddr, api.TableType_TABLE_TYPE_GLOBAL, "", prefix)
+}
+
+// gobgpAdjIn lists the paths for prefix a node received from neighbor, before its import policy.
+func gobgpAdjIn(t *testing.T, apiAddr, neighbor string, prefix netip.Prefix) []*api.Path {
+	t.Helper()
+	return listPaths(t, apiAddr, api.TableType_TABLE_TYPE_ADJ_IN, neighbor, prefix)
+}
+
+func listPaths(t *testing.T, apiAddr string, table api.TableType, neighbor string, prefix netip.Prefix) []*api.Path {
+	t.Helper()
 	conn, err := grpc.NewClient(apiAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +57,8 @@ func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 		family.Afi = api.Family_AFI_IP6
 	}
 	stream, err := api.NewGoBgpServiceClient(conn).ListPath(ctx, &api.ListPathRequest{
-		TableType: api.TableType_TABLE_TYPE_GLOBAL,
+		TableType: table,
+		Name:      neighbor,
 		Family:    family,
 		Prefixes:  []*api.TableLookupPrefix{{Prefix: prefix.String()}},
 	})

@@ -698,6 +698,11 @@ func (s *BgpServer) postFilterpath(peer *peer, path *table.Path) *table.Path {
 	// we should do this after applying export policy since policy may
 	// set local-preference
 	if path != nil && !peer.isIBGPPeer() && !peer.isRouteServerClient() {
+		if path.IsShared() {
+			// Not the copy iBGP peers share (tabby's change, TABBY.md): a peer whose type
+			// changed since its session's info was taken gets its own.
+			path = path.Clone(path.IsWithdraw)
+		}
 		path.RemoveLocalPref()
 	}
 
