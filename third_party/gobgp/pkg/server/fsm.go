@@ -450,6 +450,9 @@ type fsm struct {
 	// pump already moved to its output), so each session's sender sends only what was queued
 	// for it and drops what is left from an earlier one.
 	session atomic.Uint64
+	// ending is the session for which the server queued a NOTIFICATION (tabby's change,
+	// TABBY.md): that session is about to end, and is sent nothing more.
+	ending atomic.Uint64
 }
 
 func (fsm *fsm) tryReceiveOutgoingConn() (outgoingConn, bool) {

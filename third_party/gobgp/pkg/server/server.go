@@ -1152,6 +1152,13 @@ func needToAdvertise(peer *peer) bool {
 		peer.fsm.logger.Debug("now syncing, suppress sending updates")
 		return false
 	}
+	// A session the server queued a NOTIFICATION for is about to end: it is sent nothing more
+	// (tabby's change, TABBY.md). When one call resets every session (a graceful stop), each
+	// session that ends first would otherwise withdraw its routes from the sessions still up,
+	// and those peers would drop them before their own NOTIFICATION told them to keep them.
+	if s := peer.fsm.session.Load(); s != 0 && peer.fsm.ending.Load() == s {
+		return false
+	}
 	return true
 }
 
