@@ -142,7 +142,14 @@
 //     clients heard no keepalive while the reflector built their initial tables;
 //   - cost: a write per UPDATE, 185 kB of adj-RIB shards per peer, attribute lists rebuilt on
 //     the heap several times per route and client, a map and a sync.Map node per route and
-//     client to record what was sent.
+//     client to record what was sent;
+//   - the copy of a route built, packed and serialised once per client: every iBGP peer of
+//     one kind (the clients of a reflector, the nodes of a mesh) is now sent one copy, built
+//     once, whose UPDATE is serialised once. That holds only while the export policy does not
+//     modify the route: a statement that does makes GoBGP copy it per peer again. So the
+//     export policy strips the sibling tag with a statement of its own, which only a sibling's
+//     copy matches; the pools' statement accepts without modifying (at 1,000 clients: 47 s
+//     and 41 s of CPU to converge before, 23 s and 19 s after).
 //
 // tabby's side of it: WaitSynced, the graceful stop and the import re-apply list the peers
 // without their sent routes (GoBGP computes those from the whole RIB per peer under its
@@ -165,9 +172,13 @@
 // (120 s) on any session loss: hold-timer expiry and a TCP reset included. Tabby honours that only
 // for a planned restart:
 //
-//   - Stop(true), the restart-style shutdown, resets each established session with a Cease /
+//   - Stop(true), the restart-style shutdown, resets every session in one call with a Cease /
 //     Administrative Reset carrying the shutdown communication "tabby graceful restart", waits
-//     until none is established, then stops GoBGP (StopBgp then has nothing to send). With the N
+//     until none is established, then stops GoBGP (StopBgp then has nothing to send). One call,
+//     and GoBGP (tabby's build) sending nothing more to a session whose NOTIFICATION is queued:
+//     reset one after the other, each session that ended first had its routes withdrawn from
+//     the sessions still up, which at a reflector cost N² updates (16 s to stop with 1,000
+//     clients) and made clients drop routes they should have kept (TestRouteReflectorGracefulStop). With the N
 //     bit, a Cease that is not a Hard Reset is a graceful restart for the receiver, so peers keep
 //     our routes. (GoBGP's own StopBgp sends Peer De-configured, which RFC 8538 maps to a Hard
 //     Reset: routes dropped at once. That is Stop(false).) GoBGP v4's StopBgp with

@@ -34,6 +34,17 @@ func meshOff() *v1.BGPConfiguration {
 // loopback only).
 func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 	t.Helper()
+	return listPaths(t, apiAddr, api.TableType_TABLE_TYPE_GLOBAL, "", prefix)
+}
+
+// gobgpAdjIn lists the paths for prefix a node received from neighbor, before its import policy.
+func gobgpAdjIn(t *testing.T, apiAddr, neighbor string, prefix netip.Prefix) []*api.Path {
+	t.Helper()
+	return listPaths(t, apiAddr, api.TableType_TABLE_TYPE_ADJ_IN, neighbor, prefix)
+}
+
+func listPaths(t *testing.T, apiAddr string, table api.TableType, neighbor string, prefix netip.Prefix) []*api.Path {
+	t.Helper()
 	conn, err := grpc.NewClient(apiAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +57,8 @@ func gobgpPaths(t *testing.T, apiAddr string, prefix netip.Prefix) []*api.Path {
 		family.Afi = api.Family_AFI_IP6
 	}
 	stream, err := api.NewGoBgpServiceClient(conn).ListPath(ctx, &api.ListPathRequest{
-		TableType: api.TableType_TABLE_TYPE_GLOBAL,
+		TableType: table,
+		Name:      neighbor,
 		Family:    family,
 		Prefixes:  []*api.TableLookupPrefix{{Prefix: prefix.String()}},
 	})
@@ -155,5 +167,48 @@ func TestRouteReflectors(t *testing.T) {
 	for _, c := range clients {
 		t14.routes.waitRoute(t, c.block, c.Address.Addr(), 15*time.Second)
 		c.routes.waitRoute(t, t14.block, t14.Address.Addr(), 15*time.Second)
+	}
+}
+
+// TestRouteReflectorGracefulStop: a reflector's graceful stop ends every session with the
+// restart NOTIFICATION and nothing before it: its clients, which have each other's blocks
+// from it alone, keep them all, with no update. (Reset one after the other, each session that
+// ended first made GoBGP withdraw that client's block from the clients still up.)
+func TestRouteReflectorGracefulStop(t *testing.T) {
+	netnstest.Require(t)
+	all := []Node{mkNode(111, rrLabel, "244.0.0.1")}
+	for i := 31; i < 39; i++ {
+		all = append(all, mkNode(i, nil, ""))
+	}
+	setup := func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(calicoRRPeers()) }
+	rr := startNode(t, all[0], all, setup)
+	var clients []*testNode
+	for _, n := range all[1:] {
+		clients = append(clients, startNode(t, n, all, setup))
+	}
+	for _, a := range clients {
+		for _, b := range clients {
+			if a != b {
+				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+			}
+		}
+	}
+	before := make([]int, len(clients))
+	for i, c := range clients {
+		c.routes.mu.Lock()
+		before[i] = c.routes.updates
+		c.routes.mu.Unlock()
+	}
+	rr.stop(t, true)
+	for _, c := range clients {
+		c.waitPeer(t, rr.Address.Addr(), "down", 5*time.Second)
+	}
+	for i, c := range clients {
+		c.routes.mu.Lock()
+		updates, routes := c.routes.updates-before[i], fmt.Sprint(c.routes.routes)
+		c.routes.mu.Unlock()
+		if updates != 0 {
+			t.Errorf("%s: %d route updates across the reflector's graceful stop, want none; routes now %s", c.Name, updates, routes)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
+	"github.com/tabbynet/tabby/bird/speaker"
 )
 
 // TestRouteReflectorsWithdraw: two reflectors of one cluster peering with each other, clients
@@ -74,6 +75,22 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 				tn.routes.waitRoute(t, p, owner.Address.Addr(), 15*time.Second)
 			}
 		}
+		if owner == tns[5] {
+			// Client 13 has client 14's routes from rr1, which has them from its sibling only:
+			// they reach the client without the tag that marks a sibling's copy inside rr1
+			// (as received: the client's import policy would remove it too).
+			for _, p := range added {
+				paths := gobgpAdjIn(t, apis[tns[4].Name], rrs[0].Address.Addr().String(), p)
+				if len(paths) != 1 {
+					t.Errorf("node13 received %d paths for %s from rr1, want 1", len(paths), p)
+				}
+				for _, path := range paths {
+					if slices.Contains(communities(path), siblingTag) {
+						t.Errorf("node13's path for %s from %s carries the sibling tag %s", p, path.NeighborIp, speaker.LearnedSiblingCommunity)
+					}
+				}
+			}
+		}
 		if dual {
 			// The case that stuck: each reflector holds the owner's path and its sibling's copy.
 			for i, r := range rrs {
@@ -105,6 +122,18 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 			}
 		}
 	}
+}
+
+// siblingTag is speaker.LearnedSiblingCommunity as GoBGP's API shows it.
+const siblingTag = 202
+
+func communities(p *api.Path) []uint32 {
+	for _, a := range p.Pattrs {
+		if c := a.GetCommunities(); c != nil {
+			return c.GetCommunities()
+		}
+	}
+	return nil
 }
 
 // waitPaths polls a speaker's RIB for prefix until cond holds.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -131,16 +132,18 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 	if err != nil {
 		return err
 	}
-	var up []string
-	for _, p := range states {
-		if p.State == "established" {
-			up = append(up, p.Address.String())
-		}
+	if !slices.ContainsFunc(states, func(p PeerState) bool { return p.State == "established" }) {
+		return nil
 	}
-	for _, addr := range up {
-		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr, Communication: RestartCommunication}); err != nil {
-			return fmt.Errorf("graceful stop: reset peer %s: %w", addr, err)
-		}
+	// Every session at once (an empty address is every peer): a session that ends before
+	// another makes GoBGP withdraw its routes from the sessions still up, so a reflector that
+	// reset its 1,000 clients one call after the other sent each client the withdrawal of the
+	// clients reset before it (N² updates, 16 s to stop; and a client that had those routes
+	// only from this reflector lost them, where a graceful restart should have kept them).
+	// A peer not established keeps the notification queued and sends it if its session opens
+	// before the server stops.
+	if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "", Communication: RestartCommunication}); err != nil {
+		return fmt.Errorf("graceful stop: reset every session: %w", err)
 	}
 	// The reset is asynchronous: wait for the NOTIFICATIONs to leave. Each look lists every
 	// peer under GoBGP's exclusive lock, which the sessions' teardown needs too: a reflector

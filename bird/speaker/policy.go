@@ -225,8 +225,13 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
-		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
+		// Only a sibling's copy carries the tag. A statement that modifies makes GoBGP copy the
+		// route for each peer; without one, every client of a reflector is sent one copy,
+		// built and serialised once (bird/doc.go, Scale).
+		{Name: "tabby-export-pools-from-sibling", Conditions: &api.Conditions{PrefixSet: match(setPools), CommunitySet: match(setFromSib)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
+		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
 	})}
 	// SetPolicies replaces sets and policies but ignores assignments: assign separately.
 	if err := g.srv.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: sets, Policies: []*api.Policy{imp, exp}}); err != nil {

@@ -67,7 +67,9 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 	if r.err != nil {
 		r.err = fmt.Errorf("%w%s", r.err, birds[0].logTail())
 	}
+	t1 := time.Now()
 	r.stopErr = stopBirds(birds)
+	r.stopped = time.Since(t1)
 	return r
 }
 

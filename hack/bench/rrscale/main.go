@@ -126,6 +126,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 	fmt.Fprintf(w, "  RR cost: the larger of the two reflectors; CPU = utime+stime from start to convergence, peak = VmHWM,\n")
 	fmt.Fprintf(w, "    idle = the %v after convergence (VmRSS at its end)\n", o.idle)
 	fmt.Fprintf(w, "  new block: %d samples, one /122 announced by one client on both sessions, until the last of the %d others holds it\n", o.samples, n-1)
+	fmt.Fprintf(w, "  stop: SIGTERM to both reflectors after the samples until both exited (tabby-node: graceful, restart-style: a Cease to every client first)\n")
 	fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0) as both reflectors in the same namespaces: rr client + the same cluster ID, sibling as a plain iBGP\n")
 	fmt.Fprintf(w, "    peer, hold %v / keepalive %v, connect delay 1 s, kernel export of all routes (tabby's felix installs them too)\n\n", o.hold9(), o.hold9()/3)
 
@@ -273,6 +274,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		}
 		durRow("new block → each client p50", each(50), msec, 0, "")
 	}
+	durRow("RR stop, SIGTERM → both exited (tabby: graceful)", func(r *result) time.Duration { return r.stopped }, secs, 0, "")
 	for _, e := range []struct {
 		name string
 		r    *result

@@ -38,7 +38,9 @@ type result struct {
 	each     []time.Duration // per sample and client
 	progress string          // where convergence stood when it failed
 	err      error
-	// stopErr: the reflectors did not stop cleanly (measured figures stand).
+	// stopped: SIGTERM to both reflectors → both exited; stopErr: they did not stop cleanly
+	// (measured figures stand).
+	stopped time.Duration
 	stopErr error
 	notes   []string
 }

@@ -81,27 +81,30 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 		case <-time.After(w.o.hold):
 		}
 	}
-	r.stopErr = w.stopTabby(ctx)
+	r.stopped, r.stopErr = w.stopTabby(ctx)
 	return r
 }
 
-// stopTabby stops both agents and clears what they left for BIRD2: the routes they installed
-// and the injector's sessions.
-func (w *world) stopTabby(ctx context.Context) error {
+// stopTabby stops both agents (SIGTERM: the graceful, restart-style stop) and clears what they
+// left for BIRD2: the routes they installed and the injector's sessions. It returns how long
+// the agents took to exit.
+func (w *world) stopTabby(ctx context.Context) (time.Duration, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.rrs))
+	t0 := time.Now()
 	for i, n := range w.rrs {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = n.Stop(ctx) }()
 	}
 	wg.Wait()
+	took := time.Since(t0)
 	for _, n := range w.rrs {
 		if _, err := ipCmd(ctx, "", "-n", n.NS, "-6", "route", "flush", "proto", strconv.Itoa(v1.RouteProtocol)); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	errs = append(errs, w.quiesce(ctx))
-	return errors.Join(errs...)
+	return took, errors.Join(errs...)
 }
 
 // profile fetches a profile of the node's tabby-node (--pprof; path: under /debug/pprof/) into

@@ -450,6 +450,9 @@ type fsm struct {
 	// pump already moved to its output), so each session's sender sends only what was queued
 	// for it and drops what is left from an earlier one.
 	session atomic.Uint64
+	// ending is the session for which the server queued a NOTIFICATION (tabby's change,
+	// TABBY.md): that session is about to end, and is sent nothing more.
+	ending atomic.Uint64
 }
 
 func (fsm *fsm) tryReceiveOutgoingConn() (outgoingConn, bool) {
@@ -1794,6 +1797,12 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 		buf = append(buf, b...)
 		queued = append(queued, m)
 	}
+	// A message serialised once for every session sent it (tabby's change, TABBY.md) goes out
+	// as it is: m is shared, and read only.
+	queueWire := func(m *bgp.BGPMessage, wire []byte) {
+		buf = append(buf, wire...)
+		queued = append(queued, m)
+	}
 	flush := func() error {
 		if len(queued) == 0 {
 			return nil
@@ -1881,8 +1890,13 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 					AddPath:         fsm.familyMap.Load().(map[bgp.Family]bgp.BGPAddPathMode),
 					ExtendedMessage: fsm.extendedMessage.Load(),
 				}
-				for _, msg := range table.CreateUpdateMsgFromPaths(paths, options) {
-					queue(msg)
+				// A 2-octet-AS peer's UPDATEs are rewritten for it, so not shared.
+				for _, u := range table.PackUpdates(paths, !fsm.twoByteAsTrans, options) {
+					if u.Wire != nil {
+						queueWire(u.Msg, u.Wire)
+					} else {
+						queue(u.Msg)
+					}
 				}
 				if err := flush(); err != nil {
 					return nil

@@ -659,6 +659,9 @@ func (peer *peer) filterPathFromSourcePeer(path, old *table.Path) *table.Path {
 }
 
 func (peer *peer) sendNotification(msg *bgp.BGPMessage) {
+	// Before the FSM can take it: the server holds its lock exclusively here, and propagation
+	// that follows sees the session ending (needToAdvertise).
+	peer.fsm.ending.Store(peer.fsm.session.Load())
 	nonblockSendChannel(peer.fsm.notification, msg)
 }
 

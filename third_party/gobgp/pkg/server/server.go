@@ -698,6 +698,11 @@ func (s *BgpServer) postFilterpath(peer *peer, path *table.Path) *table.Path {
 	// we should do this after applying export policy since policy may
 	// set local-preference
 	if path != nil && !peer.isIBGPPeer() && !peer.isRouteServerClient() {
+		if path.IsShared() {
+			// Not the copy iBGP peers share (tabby's change, TABBY.md): a peer whose type
+			// changed since its session's info was taken gets its own.
+			path = path.Clone(path.IsWithdraw)
+		}
 		path.RemoveLocalPref()
 	}
 
@@ -1145,6 +1150,13 @@ func needToAdvertise(peer *peer) bool {
 	localRestarting := conf.GracefulRestart.State.LocalRestarting
 	if localRestarting {
 		peer.fsm.logger.Debug("now syncing, suppress sending updates")
+		return false
+	}
+	// A session the server queued a NOTIFICATION for is about to end: it is sent nothing more
+	// (tabby's change, TABBY.md). When one call resets every session (a graceful stop), each
+	// session that ends first would otherwise withdraw its routes from the sessions still up,
+	// and those peers would drop them before their own NOTIFICATION told them to keep them.
+	if s := peer.fsm.session.Load(); s != 0 && peer.fsm.ending.Load() == s {
 		return false
 	}
 	return true

@@ -23,7 +23,6 @@ import (
 	"reflect"
 
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
-	"github.com/segmentio/fasthash/fnv1a"
 )
 
 // maxUpdateMessageLength returns the per-UPDATE serialisation budget
@@ -296,7 +295,9 @@ func newCage(b []byte, path *Path) *cage {
 
 type packerInterface interface {
 	add(*Path)
-	pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage
+	// pack returns the UPDATEs; with shared, a message carrying one copy many peers are sent
+	// comes serialised, once for all of them (tabby's change, export.go).
+	pack(shared bool, options ...*bgp.MarshallingOption) []Packed
 }
 
 type packer struct {
@@ -399,7 +400,7 @@ func createMPReachMessage(path *Path, nlris []bgp.PathNLRI) *bgp.BGPMessage {
 	return bgp.NewBGPUpdateMessage(nil, attrs, nil)
 }
 
-func (p *packerMP) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
+func (p *packerMP) pack(shared bool, options ...*bgp.MarshallingOption) []Packed {
 	addpathNLRILen := 0
 	if bgp.IsAddPathEnabled(false, p.family, options) {
 		addpathNLRILen = 4
@@ -445,37 +446,30 @@ func (p *packerMP) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
 		}
 	}
 
-	msgs := make([]*bgp.BGPMessage, 0, p.total)
+	msgs := make([]Packed, 0, p.total)
 
 	emptyUnreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nil)
 	baseUnreachLen := 19 + 2 + 2 + emptyUnreach.Len() + 1 // +1 for extended-length attr header
 	split(baseUnreachLen, p.withdrawals, func(nlris []bgp.PathNLRI) {
 		unreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nlris)
-		msgs = append(msgs, bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{unreach}, nil))
+		msgs = append(msgs, Packed{Msg: bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{unreach}, nil)})
 	})
 
 	hashmap := make(map[uint64][]*mpCage)
-	// One buffer serves every path; a new cage keeps a copy (tabby's change, TABBY.md).
+	// One buffer serves every path whose attributes are not kept on it; a new cage keeps a
+	// copy (tabby's change, TABBY.md).
 	attrsB := new(bytes.Buffer)
 	for _, path := range p.paths {
-		_, nhKey := getMPReachNexthops(path)
-		attrsB.Reset()
-		for _, v := range path.GetPathAttrs() {
-			if v.GetType() == bgp.BGP_ATTR_TYPE_MP_REACH_NLRI {
-				continue
-			}
-			b, _ := v.Serialize()
-			attrsB.Write(b)
+		a, kept := mpAttrs(path, attrsB)
+		attrs, nhKey, h := a.b, a.nexthopKey, a.hash
+		if !kept {
+			attrs = bytes.Clone(attrs)
 		}
-
-		h := fnv1a.Init64
-		h = fnv1a.AddBytes64(h, attrsB.Bytes())
-		h = fnv1a.AddString64(h, nhKey)
 
 		if cages, y := hashmap[h]; y {
 			added := false
 			for _, c := range cages {
-				if bytes.Equal(c.attrsBytes, attrsB.Bytes()) {
+				if bytes.Equal(c.attrsBytes, attrs) {
 					if c.nhKey == nhKey {
 						c.paths = append(c.paths, path)
 						added = true
@@ -484,10 +478,10 @@ func (p *packerMP) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
 				}
 			}
 			if !added {
-				hashmap[h] = append(hashmap[h], newMPCage(bytes.Clone(attrsB.Bytes()), nhKey, path))
+				hashmap[h] = append(hashmap[h], newMPCage(attrs, nhKey, path))
 			}
 		} else {
-			hashmap[h] = []*mpCage{newMPCage(bytes.Clone(attrsB.Bytes()), nhKey, path)}
+			hashmap[h] = []*mpCage{newMPCage(attrs, nhKey, path)}
 		}
 	}
 
@@ -496,6 +490,12 @@ func (p *packerMP) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
 			paths := c.paths
 			if len(paths) == 0 {
 				continue
+			}
+			if len(paths) == 1 && shared {
+				if u := alone(paths[0], options, func() *bgp.BGPMessage { return createMPReachMessage(paths[0], nil) }); u != nil {
+					msgs = append(msgs, *u)
+					continue
+				}
 			}
 
 			attrsWithoutMPReach := make([]bgp.PathAttributeInterface, 0, len(paths[0].GetPathAttrs()))
@@ -519,13 +519,13 @@ func (p *packerMP) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
 				baseReachLen = maxUpdateMessageLength(options)
 			}
 			split(baseReachLen, paths, func(nlris []bgp.PathNLRI) {
-				msgs = append(msgs, createMPReachMessage(paths[0], nlris))
+				msgs = append(msgs, Packed{Msg: createMPReachMessage(paths[0], nlris)})
 			})
 		}
 	}
 
 	if p.eof {
-		msgs = append(msgs, bgp.NewEndOfRib(p.family))
+		msgs = append(msgs, Packed{Msg: bgp.NewEndOfRib(p.family)})
 	}
 	return msgs
 }
@@ -566,31 +566,51 @@ func (p *packerV4) add(path *Path) {
 		return
 	}
 
-	key := path.GetHash()
-	attrsB := bytes.NewBuffer(make([]byte, 0))
-	for _, v := range path.GetPathAttrs() {
-		b, _ := v.Serialize()
-		attrsB.Write(b)
-	}
+	// Kept on a copy many peers are sent (tabby's change, export.go).
+	a := v4Attrs(path)
+	key := a.hash
 
 	if cages, y := p.hashmap[key]; y {
 		added := false
 		for _, c := range cages {
-			if bytes.Equal(c.attrsBytes, attrsB.Bytes()) {
+			if bytes.Equal(c.attrsBytes, a.b) {
 				c.paths = append(c.paths, path)
 				added = true
 				break
 			}
 		}
 		if !added {
-			p.hashmap[key] = append(p.hashmap[key], newCage(attrsB.Bytes(), path))
+			p.hashmap[key] = append(p.hashmap[key], newCage(a.b, path))
 		}
 	} else {
-		p.hashmap[key] = []*cage{newCage(attrsB.Bytes(), path)}
+		p.hashmap[key] = []*cage{newCage(a.b, path)}
 	}
 }
 
-func (p *packerV4) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
+// v4UpdateAttrs returns the attributes of the IPv4 UPDATE that carries path.
+func v4UpdateAttrs(path *Path) []bgp.PathAttributeInterface {
+	attrs := path.GetPathAttrs()
+	// we can apply a fix here when gobgp receives from MP peer
+	// and propagtes to non-MP peer
+	// we should make sure that next-hop exists in pathattrs
+	// while we build the update message
+	// we do not want to modify the `path` though
+	if path.getPathAttr(bgp.BGP_ATTR_TYPE_NEXT_HOP) == nil {
+		pa, _ := bgp.NewPathAttributeNextHop(path.GetNexthop())
+		attrs = append(attrs, pa)
+	}
+	// if we have ever reach here
+	// there is no point keeping MP_REACH_NLRI in the announcement
+	attrsWithoutMP := make([]bgp.PathAttributeInterface, 0, len(attrs))
+	for _, attr := range attrs {
+		if attr.GetType() != bgp.BGP_ATTR_TYPE_MP_REACH_NLRI {
+			attrsWithoutMP = append(attrsWithoutMP, attr)
+		}
+	}
+	return attrsWithoutMP
+}
+
+func (p *packerV4) pack(shared bool, options ...*bgp.MarshallingOption) []Packed {
 	split := func(max int, paths []*Path) ([]bgp.PathNLRI, []*Path) {
 		if max > len(paths) {
 			max = len(paths)
@@ -625,51 +645,50 @@ func (p *packerV4) pack(options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
 		}
 	}
 
-	msgs := make([]*bgp.BGPMessage, 0, p.total)
+	msgs := make([]Packed, 0, p.total)
 
 	loop(0, p.withdrawals, func(nlris []bgp.PathNLRI) {
-		msgs = append(msgs, bgp.NewBGPUpdateMessage(nlris, nil, nil))
+		msgs = append(msgs, Packed{Msg: bgp.NewBGPUpdateMessage(nlris, nil, nil)})
 	})
 
 	for _, cages := range p.hashmap {
 		for _, c := range cages {
 			paths := c.paths
-
-			attrs := paths[0].GetPathAttrs()
-			// we can apply a fix here when gobgp receives from MP peer
-			// and propagtes to non-MP peer
-			// we should make sure that next-hop exists in pathattrs
-			// while we build the update message
-			// we do not want to modify the `path` though
-			if paths[0].getPathAttr(bgp.BGP_ATTR_TYPE_NEXT_HOP) == nil {
-				pa, _ := bgp.NewPathAttributeNextHop(paths[0].GetNexthop())
-				attrs = append(attrs, pa)
-			}
-			// if we have ever reach here
-			// there is no point keeping MP_REACH_NLRI in the announcement
-			attrs_without_mp := make([]bgp.PathAttributeInterface, 0, len(attrs))
-			for _, attr := range attrs {
-				if attr.GetType() != bgp.BGP_ATTR_TYPE_MP_REACH_NLRI {
-					attrs_without_mp = append(attrs_without_mp, attr)
+			if len(paths) == 1 && shared {
+				path := paths[0]
+				if u := alone(path, options, func() *bgp.BGPMessage {
+					nlri := []bgp.PathNLRI{{NLRI: path.GetNlri().(*bgp.IPAddrPrefix), ID: path.localID}}
+					return bgp.NewBGPUpdateMessage(nil, v4UpdateAttrs(path), nlri)
+				}); u != nil {
+					msgs = append(msgs, *u)
+					continue
 				}
 			}
+
+			attrs_without_mp := v4UpdateAttrs(paths[0])
 			attrsLen := 0
 			for _, a := range attrs_without_mp {
 				attrsLen += a.Len()
 			}
 
 			loop(attrsLen, paths, func(nlris []bgp.PathNLRI) {
-				msgs = append(msgs, bgp.NewBGPUpdateMessage(nil, attrs_without_mp, nlris))
+				msgs = append(msgs, Packed{Msg: bgp.NewBGPUpdateMessage(nil, attrs_without_mp, nlris)})
 			})
 		}
 	}
 
 	for _, path := range p.mpPaths {
-		msgs = append(msgs, createMPReachMessage(path, nil))
+		if shared {
+			if u := alone(path, options, func() *bgp.BGPMessage { return createMPReachMessage(path, nil) }); u != nil {
+				msgs = append(msgs, *u)
+				continue
+			}
+		}
+		msgs = append(msgs, Packed{Msg: createMPReachMessage(path, nil)})
 	}
 
 	if p.eof {
-		msgs = append(msgs, bgp.NewEndOfRib(p.family))
+		msgs = append(msgs, Packed{Msg: bgp.NewEndOfRib(p.family)})
 	}
 	return msgs
 }
@@ -695,7 +714,20 @@ func newPacker(f bgp.Family) packerInterface {
 }
 
 func CreateUpdateMsgFromPaths(pathList []*Path, options ...*bgp.MarshallingOption) []*bgp.BGPMessage {
-	msgs := make([]*bgp.BGPMessage, 0, len(pathList))
+	updates := PackUpdates(pathList, false, options...)
+	msgs := make([]*bgp.BGPMessage, len(updates))
+	for i, u := range updates {
+		msgs[i] = u.Msg
+	}
+	return msgs
+}
+
+// PackUpdates is CreateUpdateMsgFromPaths for a session's sender (tabby's change, export.go):
+// with shared, an UPDATE that carries one copy many peers are sent comes serialised once for
+// all of them, in Packed.Wire. A sender that rewrites messages (for a 2-octet-AS peer) must
+// not share them.
+func PackUpdates(pathList []*Path, shared bool, options ...*bgp.MarshallingOption) []Packed {
+	msgs := make([]Packed, 0, len(pathList))
 
 	// Since sendMessageloop coalesces outgoing BGP UPDATE messages and
 	// the packers emit withdrawals before announcements, we should keep only the
@@ -732,7 +764,7 @@ func CreateUpdateMsgFromPaths(pathList []*Path, options ...*bgp.MarshallingOptio
 	}
 
 	for _, p := range m {
-		msgs = append(msgs, p.pack(options...)...)
+		msgs = append(msgs, p.pack(shared, options...)...)
 	}
 	return msgs
 }

@@ -150,6 +150,11 @@ type Path struct {
 	// For BGP Nexthop Tracking, this field shows if nexthop is invalidated by IGP.
 	IsNexthopInvalid bool
 	IsWithdraw       bool
+
+	// tabby's change (export.go): the copies UpdatePathAttrs built from this path for kinds of
+	// iBGP peer, and, on such a copy, what the packers derived from it.
+	exports atomic.Pointer[[]export]
+	wire    *wire
 }
 
 type FilteredType uint8
@@ -235,6 +240,21 @@ func UpdatePathAttrs(logger *slog.Logger, global *oc.Global, info *PeerInfo, ori
 	if info.RouteServerClient {
 		return original
 	}
+	// Every iBGP peer of one kind gets the same copy (tabby's change, export.go).
+	if info.PeerType == oc.PEER_TYPE_INTERNAL {
+		key := newExportKey(global, info, original)
+		if path := original.exportFor(key); path != nil {
+			return path
+		}
+		path := updatePathAttrs(logger, global, info, original)
+		path.wire = &wire{}
+		original.keepExport(key, path)
+		return path
+	}
+	return updatePathAttrs(logger, global, info, original)
+}
+
+func updatePathAttrs(logger *slog.Logger, global *oc.Global, info *PeerInfo, original *Path) *Path {
 	path := original.Clone(original.IsWithdraw)
 
 	for _, a := range path.GetPathAttrs() {
