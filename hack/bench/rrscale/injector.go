@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -72,8 +73,13 @@ type session struct {
 	wmu   sync.Mutex
 	up    time.Time
 	first []atomic.Int64 // per block: unix nanos of its arrival on this session, 0 = absent
+	gone  []atomic.Int64 // per block: unix nanos of its last withdrawal on this session
 	// lastRead: unix nanos of the last bytes read from the reflector.
 	lastRead atomic.Int64
+}
+
+func newSession(in *injector, c *client, rr int, conn net.Conn) *session {
+	return &session{in: in, c: c, rr: rr, conn: conn, first: make([]atomic.Int64, len(in.blocks)), gone: make([]atomic.Int64, len(in.blocks))}
 }
 
 // stampReader notes when bytes arrive.
@@ -183,7 +189,7 @@ func (in *injector) handle(conn net.Conn) {
 	if c == nil || rr < 0 {
 		return
 	}
-	s := &session{in: in, c: c, rr: rr, conn: conn, first: make([]atomic.Int64, len(in.blocks))}
+	s := newSession(in, c, rr, conn)
 	r := bufio.NewReaderSize(stampReader{conn, &s.lastRead}, 64<<10)
 	if s.send(openMsg(in.asn, 90, c.id)) != nil {
 		return
@@ -295,7 +301,11 @@ func (in *injector) announce(c *client, block int) (sent int, err error) {
 	c.blocks = append(c.blocks, block)
 	sess := append([]*session(nil), c.sess...)
 	c.mu.Unlock()
-	msg := updateMsg(c.addr, []netip.Prefix{in.blocks[block]}, nil)
+	return sendOnAll(sess, updateMsg(c.addr, []netip.Prefix{in.blocks[block]}, nil))
+}
+
+// sendOnAll sends msg on every session there is.
+func sendOnAll(sess []*session, msg []byte) (sent int, err error) {
 	var errs []error
 	for _, s := range sess {
 		if s == nil {
@@ -308,6 +318,15 @@ func (in *injector) announce(c *client, block int) (sent int, err error) {
 		sent++
 	}
 	return sent, errors.Join(errs...)
+}
+
+// withdraw withdraws block from c on every session it has.
+func (in *injector) withdraw(c *client, block int) (sent int, err error) {
+	c.mu.Lock()
+	c.blocks = slices.DeleteFunc(c.blocks, func(b int) bool { return b == block })
+	sess := append([]*session(nil), c.sess...)
+	c.mu.Unlock()
+	return sendOnAll(sess, updateMsg(c.addr, nil, []netip.Prefix{in.blocks[block]}))
 }
 
 // update records the IPv6 unicast prefixes an UPDATE reaches or withdraws.
@@ -350,7 +369,7 @@ func (s *session) update(b []byte, now int64) {
 			nh := netip.AddrFrom16([16]byte(v[4:20]))
 			eachPrefix(v[4+nhl+1:], func(p netip.Prefix) { s.reached(p, nh, now) })
 		case typ == 15 && len(v) >= 3 && binary.BigEndian.Uint16(v) == 2 && v[2] == 1:
-			eachPrefix(v[3:], s.withdrawn)
+			eachPrefix(v[3:], func(p netip.Prefix) { s.withdrawn(p, now) })
 		}
 	}
 }
@@ -386,12 +405,13 @@ func (s *session) dropped(i int) {
 	}
 }
 
-func (s *session) withdrawn(p netip.Prefix) {
+func (s *session) withdrawn(p netip.Prefix, now int64) {
 	i, ok := s.in.blockIdx[p]
 	if !ok {
 		return
 	}
 	if s.first[i].Swap(0) != 0 {
+		s.gone[i].Store(now)
 		s.dropped(i)
 	}
 }
@@ -425,6 +445,25 @@ func (in *injector) missing() string {
 		out += fmt.Sprintf("%d missing from %s; ", n, in.rrs[rr])
 	}
 	return out + fmt.Sprint(ex)
+}
+
+// goneAt is when client c last lost block i from a reflector, once no reflector's session
+// holds it (ok false: one still does).
+func (in *injector) goneAt(c *client, i int) (at time.Time, ok bool) {
+	c.mu.Lock()
+	sess := append([]*session(nil), c.sess...)
+	c.mu.Unlock()
+	var last int64
+	for _, s := range sess {
+		if s == nil {
+			continue
+		}
+		if s.first[i].Load() != 0 {
+			return time.Time{}, false
+		}
+		last = max(last, s.gone[i].Load())
+	}
+	return time.Unix(0, last), true
 }
 
 // arrival is when client c first held block i from any reflector (zero: not yet).

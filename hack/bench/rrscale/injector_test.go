@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 
 	"github.com/tabbynet/tabby/hack/bgpwire"
@@ -14,7 +13,7 @@ func TestUpdateRoundTrip(t *testing.T) {
 	clients := []netip.Addr{clientAddr(0), clientAddr(1)}
 	blocks := []netip.Prefix{blockAt(0), blockAt(1), blockAt(2)}
 	in := newInjector(clients, []netip.Addr{netip.MustParseAddr("2001:db8:100::11")}, blocks, []int{0, 1, 0}, asn)
-	s := &session{in: in, c: in.clients[1], first: make([]atomic.Int64, len(blocks))}
+	s := newSession(in, in.clients[1], 0, nil)
 	msg := updateMsg(clients[0], []netip.Prefix{blocks[0], blocks[2]}, nil)
 	typ, body, err := bgpwire.ReadMessage(bytes.NewReader(msg))
 	if err != nil || typ != bgpwire.MsgUpdate {
@@ -29,8 +28,8 @@ func TestUpdateRoundTrip(t *testing.T) {
 	}
 	_, body, _ = bgpwire.ReadMessage(bytes.NewReader(updateMsg(netip.Addr{}, nil, []netip.Prefix{blocks[0]})))
 	s.update(body, 43)
-	if s.first[0].Load() != 0 || in.received.Load() != 0 {
-		t.Fatalf("after the withdrawal: arrival %d, received %d", s.first[0].Load(), in.received.Load())
+	if s.first[0].Load() != 0 || in.received.Load() != 0 || s.gone[0].Load() != 43 {
+		t.Fatalf("after the withdrawal: arrival %d, received %d, withdrawn at %d (want 43)", s.first[0].Load(), in.received.Load(), s.gone[0].Load())
 	}
 	if got := blockAt(1).String(); got != "fd00:10:244:1::40/122" {
 		t.Fatalf("blockAt(1) = %s", got)

@@ -126,6 +126,8 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 	fmt.Fprintf(w, "  RR cost: the larger of the two reflectors; CPU = utime+stime from start to convergence, peak = VmHWM,\n")
 	fmt.Fprintf(w, "    idle = the %v after convergence (VmRSS at its end)\n", o.idle)
 	fmt.Fprintf(w, "  new block: %d samples, one /122 announced by one client on both sessions, until the last of the %d others holds it\n", o.samples, n-1)
+	fmt.Fprintf(w, "  withdrawn: each sample's block, 200 ms after it arrived, withdrawn by its owner on both sessions, until no client holds it from\n")
+	fmt.Fprintf(w, "    either reflector (each client's time: its last session's withdrawal, as read off the wire)\n")
 	fmt.Fprintf(w, "  stop: SIGTERM to both reflectors after the samples until both exited (tabby-node: graceful, restart-style: a Cease to every client first)\n")
 	fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0) as both reflectors in the same namespaces: rr client + the same cluster ID, sibling as a plain iBGP\n")
 	fmt.Fprintf(w, "    peer, hold %v / keepalive %v, connect delay 1 s, kernel export of all routes (tabby's felix installs them too)\n\n", o.hold9(), o.hold9()/3)
@@ -273,6 +275,17 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 			return func(r *result) time.Duration { return benchutil.Pct(r.each, p) }
 		}
 		durRow("new block → each client p50", each(50), msec, 0, "")
+	}
+	if len(t.gone) > 0 || len(b.gone) > 0 {
+		gone := func(p int) func(*result) time.Duration {
+			return func(r *result) time.Duration { return benchutil.Pct(r.gone, p) }
+		}
+		durRow(fmt.Sprintf("block withdrawn → gone at all %d clients p50", n-1), gone(50), msec, 0, "")
+		durRow(fmt.Sprintf("block withdrawn → gone at all %d clients p99", n-1), gone(99), msec, time.Second, "≤ 2× BIRD2")
+		goneEach := func(p int) func(*result) time.Duration {
+			return func(r *result) time.Duration { return benchutil.Pct(r.goneEach, p) }
+		}
+		durRow("block withdrawn → gone at each client p50", goneEach(50), msec, 0, "")
 	}
 	durRow("RR stop, SIGTERM → both exited (tabby: graceful)", func(r *result) time.Duration { return r.stopped }, secs, 0, "")
 	for _, e := range []struct {

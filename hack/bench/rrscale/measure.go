@@ -36,7 +36,11 @@ type result struct {
 	idleCPU  []float64
 	last     []time.Duration // per sample: announcement → the last other client holds it
 	each     []time.Duration // per sample and client
-	progress string          // where convergence stood when it failed
+	// gone, goneEach: the same for the sample's withdrawal, until no reflector's session of
+	// the last other client (of each) holds it.
+	gone     []time.Duration
+	goneEach []time.Duration
+	progress string // where convergence stood when it failed
 	err      error
 	// stopped: SIGTERM to both reflectors → both exited; stopErr: they did not stop cleanly
 	// (measured figures stand).
@@ -179,6 +183,15 @@ func (w *world) idle(ctx context.Context, pids []int, r *result) error {
 // until every other client holds it from at least one reflector.
 func (w *world) samples(ctx context.Context, r *result) error {
 	n := len(w.clients)
+	settle := func() error {
+		// The second reflector's copy and the sibling's are still on their way.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		}
+	}
 	for k := range w.o.samples {
 		b := n + k
 		owner := w.inj.clients[w.inj.owner[b]]
@@ -187,47 +200,67 @@ func (w *world) samples(ctx context.Context, r *result) error {
 		if err != nil || sent != len(w.rrs) {
 			return fmt.Errorf("announce %s from %s: sent on %d sessions: %v", w.inj.blocks[b], owner.addr, sent, err)
 		}
-		deadline := t0.Add(10 * time.Second)
-		var last time.Duration
-		var each []time.Duration
-		for {
-			last, each = 0, each[:0]
-			missing := 0
-			for _, c := range w.inj.clients {
-				if c == owner {
-					continue
-				}
-				at := w.inj.arrival(c, b)
-				if at.IsZero() {
-					missing++
-					continue
-				}
-				d := at.Sub(t0)
-				each = append(each, d)
-				last = max(last, d)
-			}
-			if missing == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("new block %s from %s: %d of %d clients without it after 10s", w.inj.blocks[b], owner.addr, missing, n-1)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(2 * time.Millisecond):
-			}
+		last, each, err := w.waitClients(ctx, owner, t0, func(c *client) (time.Time, bool) {
+			at := w.inj.arrival(c, b)
+			return at, !at.IsZero()
+		})
+		if err != nil {
+			return fmt.Errorf("new block %s from %s: %w", w.inj.blocks[b], owner.addr, err)
 		}
 		r.last = append(r.last, last)
 		r.each = append(r.each, each...)
-		// Settle: the second reflector's copy and the sibling's are still on their way.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if err := settle(); err != nil {
+			return err
+		}
+		t0 = time.Now()
+		if sent, err := w.inj.withdraw(owner, b); err != nil || sent != len(w.rrs) {
+			return fmt.Errorf("withdraw %s from %s: sent on %d sessions: %v", w.inj.blocks[b], owner.addr, sent, err)
+		}
+		last, each, err = w.waitClients(ctx, owner, t0, func(c *client) (time.Time, bool) { return w.inj.goneAt(c, b) })
+		if err != nil {
+			return fmt.Errorf("withdrawn block %s from %s: %w", w.inj.blocks[b], owner.addr, err)
+		}
+		r.gone = append(r.gone, last)
+		r.goneEach = append(r.goneEach, each...)
+		if err := settle(); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// waitClients polls until at reports every client but owner, for 10 s at most, and returns
+// the latest of their times since t0 and each of them.
+func (w *world) waitClients(ctx context.Context, owner *client, t0 time.Time, at func(*client) (time.Time, bool)) (last time.Duration, each []time.Duration, err error) {
+	deadline := t0.Add(10 * time.Second)
+	for {
+		last, each = 0, each[:0]
+		missing := 0
+		for _, c := range w.inj.clients {
+			if c == owner {
+				continue
+			}
+			t, ok := at(c)
+			if !ok {
+				missing++
+				continue
+			}
+			d := t.Sub(t0)
+			each = append(each, d)
+			last = max(last, d)
+		}
+		if missing == 0 {
+			return last, each, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, nil, fmt.Errorf("%d of %d clients not there after 10s", missing, len(w.inj.clients)-1)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // quiesce drops every injector session and waits until none is left, for the next reflector
