@@ -690,19 +690,7 @@ func (fsm *fsm) stateChange(nextState bgp.FSMState, reason *fsmStateReason) {
 		// a BGP speaker MUST calculate the value of the Hold Timer
 		// by using the smaller of its configured Hold Time and the Hold Time
 		// received in the OPEN message.
-		holdTime := float64(body.HoldTime)
-		myHoldTime := conf.Timers.Config.HoldTime
-		if holdTime > myHoldTime {
-			conf.Timers.State.NegotiatedHoldTime = myHoldTime
-		} else {
-			conf.Timers.State.NegotiatedHoldTime = holdTime
-		}
-
-		keepalive := conf.Timers.Config.KeepaliveInterval
-		if n := conf.Timers.State.NegotiatedHoldTime; n < myHoldTime {
-			keepalive = n / 3
-		}
-		conf.Timers.State.KeepaliveInterval = keepalive
+		conf.Timers.State.NegotiatedHoldTime, conf.Timers.State.KeepaliveInterval = negotiatedTimers(&conf, body)
 
 		gr, ok := fsm.capMap[bgp.BGP_CAP_GRACEFUL_RESTART]
 		if conf.GracefulRestart.Config.Enabled && ok {
@@ -1647,6 +1635,38 @@ func (h *fsmHandler) opensent(ctx context.Context) (bgp.FSMState, *fsmStateReaso
 	}
 }
 
+// negotiatedTimers returns the hold time and keepalive interval of a session with the peer that
+// sent open: the smaller hold time, and a third of it if it is not ours.
+func negotiatedTimers(conf *oc.Neighbor, open *bgp.BGPOpen) (hold, keepalive float64) {
+	hold = conf.Timers.Config.HoldTime
+	if h := float64(open.HoldTime); h < hold {
+		hold = h
+	}
+	keepalive = conf.Timers.Config.KeepaliveInterval
+	if hold < conf.Timers.Config.HoldTime {
+		keepalive = hold / 3
+	}
+	return hold, keepalive
+}
+
+// openConfirmTicker ticks at the keepalive interval the session is negotiating (tabby's change,
+// TABBY.md): the fsm stores the negotiated timers only once Established, so upstream's
+// OpenConfirm state, whose ticker reads them, sends no keepalives on a session's first run.
+func openConfirmTicker(fsm *fsm) *time.Ticker {
+	fsm.lock.Lock()
+	defer fsm.lock.Unlock()
+	open, ok := fsm.recvOpen.Body.(*bgp.BGPOpen)
+	if !ok {
+		return &time.Ticker{}
+	}
+	conf := fsm.pConf.ReadCopy()
+	hold, keepalive := negotiatedTimers(&conf, open)
+	if hold == 0 {
+		return &time.Ticker{}
+	}
+	return time.NewTicker(max(time.Duration(keepalive*float64(time.Second)), time.Second))
+}
+
 func keepaliveTicker(fsm *fsm) *time.Ticker {
 	fsm.lock.Lock()
 	defer fsm.lock.Unlock()
@@ -1665,7 +1685,7 @@ func keepaliveTicker(fsm *fsm) *time.Ticker {
 
 func (h *fsmHandler) openconfirm(ctx context.Context) (bgp.FSMState, *fsmStateReason) {
 	fsm := h.fsm
-	ticker := keepaliveTicker(fsm)
+	ticker := openConfirmTicker(fsm)
 
 	wg := &sync.WaitGroup{}
 	wg.Add(1)
@@ -1911,10 +1931,9 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 // thousands of UPDATEs, took turns on the CPU for longer than the clients' hold time: the
 // clients ended sessions whose reflector was alive. A goroutine its timer wakes runs next, and
 // a connection's writes never interleave (a message goes out whole).
-func (h *fsmHandler) keepaliveLoop(ctx context.Context, conn net.Conn, stateReasonCh chan<- fsmStateReason, wg *sync.WaitGroup) {
+func (h *fsmHandler) keepaliveLoop(ctx context.Context, conn net.Conn, ticker *time.Ticker, stateReasonCh chan<- fsmStateReason, wg *sync.WaitGroup) {
 	defer wg.Done()
 	fsm := h.fsm
-	ticker := keepaliveTicker(fsm)
 	defer ticker.Stop()
 	b, _ := bgp.NewBGPKeepAliveMessage().Serialize()
 	for {
@@ -2066,7 +2085,7 @@ func (h *fsmHandler) established(ctx context.Context) (bgp.FSMState, *fsmStateRe
 	holdtimerResetCh := make(chan struct{}, 2)
 
 	go h.sendMessageloop(ioCtx, fsm.conn, reasonCh, wg)
-	go h.keepaliveLoop(ioCtx, fsm.conn, reasonCh, wg)
+	go h.keepaliveLoop(ioCtx, fsm.conn, keepaliveTicker(fsm), reasonCh, wg)
 	go h.recvMessageloop(ioCtx, fsm.conn, holdtimerResetCh, reasonCh, wg)
 
 	defer func() {
@@ -2263,18 +2282,25 @@ func (h *fsmHandler) loop(ctx context.Context, wg *sync.WaitGroup) {
 			StateReason: reason,
 		}
 
-		if nextState == bgp.BGP_FSM_ESTABLISHED {
+		if nextState == bgp.BGP_FSM_ESTABLISHED || nextState == bgp.BGP_FSM_OPENCONFIRM {
 			// tabby's change (TABBY.md): the session's keepalives start with it. The
 			// handler builds the initial table under the server's lock before the
 			// established state's goroutines start, and at a route reflector's start with
 			// 1,000 clients that took longer than the clients' hold time: they ended the
-			// sessions, having heard nothing since the OPEN.
+			// sessions, having heard nothing since the OPEN. The handler of the move to
+			// OpenConfirm waits for the server's lock as well, after our KEEPALIVE told the
+			// peer the session is up, and the OpenConfirm state sends the next ones only
+			// once it returns.
 			// The handshake's write deadline has passed by the time a slow handler returns.
 			fsm.conn.SetWriteDeadline(time.Time{})
 			kctx, stop := context.WithCancel(ctx)
 			var kwg sync.WaitGroup
 			kwg.Add(1)
-			go h.keepaliveLoop(kctx, fsm.conn, make(chan fsmStateReason, 1), &kwg)
+			ticker := keepaliveTicker
+			if nextState == bgp.BGP_FSM_OPENCONFIRM {
+				ticker = openConfirmTicker
+			}
+			go h.keepaliveLoop(kctx, fsm.conn, ticker(fsm), make(chan fsmStateReason, 1), &kwg)
 			h.callback(msg)
 			stop()
 			kwg.Wait()

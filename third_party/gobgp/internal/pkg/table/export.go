@@ -8,6 +8,7 @@ package table
 
 import (
 	"bytes"
+	"log/slog"
 	"net/netip"
 	"sync/atomic"
 
@@ -26,6 +27,9 @@ type exportKey struct {
 	routerID     netip.Addr
 	// Clone copies it from the path, which nexthop tracking may change after a copy was kept.
 	nexthopInvalid bool
+	// statement, when set, keys what an export statement's modifications made of a copy
+	// (statementResult); the other fields are then zero.
+	statement *Statement
 }
 
 func newExportKey(global *oc.Global, info *PeerInfo, original *Path) exportKey {
@@ -82,6 +86,38 @@ func (path *Path) keepExport(key exportKey, exported *Path) {
 			return
 		}
 	}
+}
+
+// statementResult returns what s's modifications make of path, a copy iBGP peers share: built
+// once and kept on it, a copy they share in turn, when no modification depends on the peer
+// (peerIndependent). An export statement that modifies makes a copy, so without this every
+// peer the statement matched got its own again (tabby's sibling reflectors' copies, whose tag
+// the export policy strips).
+func statementResult(logger *slog.Logger, s *Statement, path *Path, options *PolicyOptions) *Path {
+	if !path.IsShared() || !s.peerIndependent() {
+		return s.modify(logger, path, options)
+	}
+	key := exportKey{statement: s}
+	if p := path.exportFor(key); p != nil {
+		return p
+	}
+	p := s.modify(logger, path, options)
+	p.wire = &wire{}
+	path.keepExport(key, p)
+	return p
+}
+
+// peerIndependent reports whether none of s's modifications reads the peer: they set
+// communities, MED, LOCAL_PREF or ORIGIN from the statement and the path alone.
+func (s *Statement) peerIndependent() bool {
+	for _, a := range s.ModActions {
+		switch a.(type) {
+		case *CommunityAction, *ExtCommunityAction, *LargeCommunityAction, *MedAction, *LocalPrefAction, *OriginAction:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // wire is what the packers derive from a copy many peers are sent. A copy is never changed

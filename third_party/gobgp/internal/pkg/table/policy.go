@@ -3492,17 +3492,9 @@ func (s *Statement) Apply(logger *slog.Logger, path *Path, options *PolicyOption
 	result := s.Evaluate(path, options)
 	if result {
 		if len(s.ModActions) != 0 {
-			// apply all modification actions
-			path = path.Clone(path.IsWithdraw)
-			for _, action := range s.ModActions {
-				var err error
-				path, err = action.Apply(path, options)
-				if err != nil {
-					logger.Warn("action failed",
-						slog.String("Topic", "policy"),
-						slog.String("Error", err.Error()))
-				}
-			}
+			// Once for every peer sent the same copy, where the peer changes nothing (tabby's
+			// change, export.go).
+			path = statementResult(logger, s, path, options)
 		}
 		// Routing action
 		if s.RouteAction == nil || reflect.ValueOf(s.RouteAction).IsNil() {
@@ -3515,6 +3507,21 @@ func (s *Statement) Apply(logger *slog.Logger, path *Path, options *PolicyOption
 		return ROUTE_TYPE_ACCEPT, path
 	}
 	return ROUTE_TYPE_NONE, path
+}
+
+// modify applies s's modification actions to a copy of path.
+func (s *Statement) modify(logger *slog.Logger, path *Path, options *PolicyOptions) *Path {
+	path = path.Clone(path.IsWithdraw)
+	for _, action := range s.ModActions {
+		var err error
+		path, err = action.Apply(path, options)
+		if err != nil {
+			logger.Warn("action failed",
+				slog.String("Topic", "policy"),
+				slog.String("Error", err.Error()))
+		}
+	}
+	return path
 }
 
 func (s *Statement) ToConfig() *oc.Statement {

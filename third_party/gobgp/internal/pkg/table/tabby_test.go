@@ -396,3 +396,55 @@ func TestPackUpdatesConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// An export statement whose modifications read only the path (here: a community removed, as
+// tabby strips its sibling tag) makes one copy of a copy iBGP peers share, itself shared, and
+// the same as the copy it makes for each peer upstream; one that reads the peer (a next hop
+// action), or a path no peers share, gets a copy per peer.
+func TestStatementResultShared(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	global := &oc.Global{Config: oc.GlobalConfig{As: 64512, RouterId: netip.MustParseAddr("198.51.100.101")}}
+	nlri, _ := bgp.NewIPAddrPrefix(netip.MustParsePrefix("10.244.1.0/26"))
+	nh, _ := bgp.NewPathAttributeNextHop(netip.MustParseAddr("198.51.100.11"))
+	owner := &PeerInfo{PeerType: oc.PEER_TYPE_INTERNAL, AS: 64512, LocalAS: 64512, ID: netip.MustParseAddr("198.51.100.102"), Address: netip.MustParseAddr("198.51.100.102")}
+	original := NewPath(bgp.RF_IPv4_UC, owner, bgp.PathNLRI{NLRI: nlri}, false,
+		[]bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil), nh, bgp.NewPathAttributeLocalPref(100),
+			bgp.NewPathAttributeCommunities([]uint32{202, 7})}, time.Now(), false)
+	client := func(addr string) *PolicyOptions {
+		return &PolicyOptions{Info: &PeerInfo{PeerType: oc.PEER_TYPE_INTERNAL, AS: 64512, LocalAS: 64512, Address: netip.MustParseAddr(addr),
+			LocalAddress: netip.MustParseAddr("198.51.100.101"), RouteReflectorClient: true, RouteReflectorClusterID: netip.MustParseAddr("244.0.0.1")},
+			OldNextHop: netip.MustParseAddr("198.51.100.11")}
+	}
+	strip, err := NewCommunityAction(oc.SetCommunity{Options: "remove", SetCommunityMethod: oc.SetCommunityMethod{CommunitiesList: []string{"0:202"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := NewNexthopAction("self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accept := &RoutingAction{AcceptRoute: true}
+	stripStmt := &Statement{Name: "strip", RouteAction: accept, ModActions: []Action{strip}}
+	selfStmt := &Statement{Name: "self", RouteAction: accept, ModActions: []Action{strip, self}}
+
+	a, b := client("198.51.100.12"), client("198.51.100.13")
+	shared := UpdatePathAttrs(logger, global, a.Info, original)
+	_, pa := stripStmt.Apply(logger, shared, a)
+	_, pb := stripStmt.Apply(logger, shared, b)
+	if pa != pb || !pa.IsShared() {
+		t.Fatalf("two clients got different copies from one statement (%p, %p), shared %v", pa, pb, pa.IsShared())
+	}
+	if got, want := wireOf(t, pa), wireOf(t, stripStmt.modify(logger, shared, a)); got != want {
+		t.Fatalf("shared result %s, upstream's %s", got, want)
+	}
+	if slices.Contains(pa.GetCommunities(), 202) || !slices.Contains(pa.GetCommunities(), 7) {
+		t.Fatalf("communities %v, want 7 without 202", pa.GetCommunities())
+	}
+	if _, p1 := selfStmt.Apply(logger, shared, a); p1 == pa || p1.IsShared() {
+		t.Fatal("a statement that sets the next hop shared its result")
+	}
+	own := original.Clone(false)
+	if _, p1 := stripStmt.Apply(logger, own, a); p1.IsShared() {
+		t.Fatal("a path no peers share got a shared result")
+	}
+}
