@@ -139,7 +139,9 @@
 //     was sent, and whole sessions that sent nothing (a stop message left by the session
 //     before);
 //   - live sessions ended: the hold timer expired while our own receiver was busy, and the
-//     clients heard no keepalive while the reflector built their initial tables;
+//     clients heard no keepalive while the reflector built their initial tables, nor in
+//     OpenConfirm (none at all on a session's first run, none while the state change's
+//     handler waited for the server's lock);
 //   - cost: a write per UPDATE, 185 kB of adj-RIB shards per peer, attribute lists rebuilt on
 //     the heap several times per route and client, a map and a sync.Map node per route and
 //     client to record what was sent;
