@@ -225,9 +225,9 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
-		// Only a sibling's copy carries the tag. A statement that modifies makes GoBGP copy the
-		// route for each peer; without one, every client of a reflector is sent one copy,
-		// built and serialised once (bird/doc.go, Scale).
+		// Only a sibling's copy carries the tag: every other route goes out unmodified, the
+		// copy all clients of a reflector share, built and serialised once (bird/doc.go,
+		// Scale).
 		{Name: "tabby-export-pools-from-sibling", Conditions: &api.Conditions{PrefixSet: match(setPools), CommunitySet: match(setFromSib)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
 		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
