@@ -1655,6 +1655,9 @@ func negotiatedTimers(conf *oc.Neighbor, open *bgp.BGPOpen) (hold, keepalive flo
 func openConfirmTicker(fsm *fsm) *time.Ticker {
 	fsm.lock.Lock()
 	defer fsm.lock.Unlock()
+	if fsm.recvOpen == nil {
+		return &time.Ticker{}
+	}
 	open, ok := fsm.recvOpen.Body.(*bgp.BGPOpen)
 	if !ok {
 		return &time.Ticker{}
