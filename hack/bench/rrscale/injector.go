@@ -65,6 +65,21 @@ type client struct {
 	sess   []*session
 }
 
+// sessions is the client's session per reflector (nil: none), as it is now.
+func (c *client) sessions() []*session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*session(nil), c.sess...)
+}
+
+// setBlocks changes what the client announces, and returns its sessions to tell them.
+func (c *client) setBlocks(f func([]int) []int) []*session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.blocks = f(c.blocks)
+	return append([]*session(nil), c.sess...)
+}
+
 type session struct {
 	in    *injector
 	c     *client
@@ -297,10 +312,7 @@ func (s *session) send(b []byte) error {
 // announce sends block (by index) from client c on every session it has; the block counts as
 // announced for sessions that come up later too.
 func (in *injector) announce(c *client, block int) (sent int, err error) {
-	c.mu.Lock()
-	c.blocks = append(c.blocks, block)
-	sess := append([]*session(nil), c.sess...)
-	c.mu.Unlock()
+	sess := c.setBlocks(func(b []int) []int { return append(b, block) })
 	return sendOnAll(sess, updateMsg(c.addr, []netip.Prefix{in.blocks[block]}, nil))
 }
 
@@ -322,10 +334,7 @@ func sendOnAll(sess []*session, msg []byte) (sent int, err error) {
 
 // withdraw withdraws block from c on every session it has.
 func (in *injector) withdraw(c *client, block int) (sent int, err error) {
-	c.mu.Lock()
-	c.blocks = slices.DeleteFunc(c.blocks, func(b int) bool { return b == block })
-	sess := append([]*session(nil), c.sess...)
-	c.mu.Unlock()
+	sess := c.setBlocks(func(b []int) []int { return slices.DeleteFunc(b, func(b int) bool { return b == block }) })
 	return sendOnAll(sess, updateMsg(c.addr, nil, []netip.Prefix{in.blocks[block]}))
 }
 
@@ -422,9 +431,7 @@ func (in *injector) missing() string {
 	per := make([]int, len(in.rrs))
 	var ex []string
 	for _, c := range in.clients {
-		c.mu.Lock()
-		sess := append([]*session(nil), c.sess...)
-		c.mu.Unlock()
+		sess := c.sessions()
 		for rr, s := range sess {
 			if s == nil {
 				per[rr] += len(in.clients) - 1
@@ -450,11 +457,8 @@ func (in *injector) missing() string {
 // goneAt is when client c last lost block i from a reflector, once no reflector's session
 // holds it (ok false: one still does).
 func (in *injector) goneAt(c *client, i int) (at time.Time, ok bool) {
-	c.mu.Lock()
-	sess := append([]*session(nil), c.sess...)
-	c.mu.Unlock()
 	var last int64
-	for _, s := range sess {
+	for _, s := range c.sessions() {
 		if s == nil {
 			continue
 		}
@@ -468,11 +472,8 @@ func (in *injector) goneAt(c *client, i int) (at time.Time, ok bool) {
 
 // arrival is when client c first held block i from any reflector (zero: not yet).
 func (in *injector) arrival(c *client, i int) time.Time {
-	c.mu.Lock()
-	sess := append([]*session(nil), c.sess...)
-	c.mu.Unlock()
 	var best int64
-	for _, s := range sess {
+	for _, s := range c.sessions() {
 		if s == nil {
 			continue
 		}

@@ -195,36 +195,33 @@ func (w *world) samples(ctx context.Context, r *result) error {
 	for k := range w.o.samples {
 		b := n + k
 		owner := w.inj.clients[w.inj.owner[b]]
-		t0 := time.Now()
-		sent, err := w.inj.announce(owner, b)
-		if err != nil || sent != len(w.rrs) {
-			return fmt.Errorf("announce %s from %s: sent on %d sessions: %v", w.inj.blocks[b], owner.addr, sent, err)
+		// step sends the block's change and waits until every other client shows it.
+		step := func(what string, send func(*client, int) (int, error), at func(*client) (time.Time, bool)) (time.Duration, []time.Duration, error) {
+			t0 := time.Now()
+			if sent, err := send(owner, b); err != nil || sent != len(w.rrs) {
+				return 0, nil, fmt.Errorf("%s %s from %s: sent on %d sessions: %v", what, w.inj.blocks[b], owner.addr, sent, err)
+			}
+			last, each, err := w.waitClients(ctx, owner, t0, at)
+			if err != nil {
+				return 0, nil, fmt.Errorf("%s %s from %s: %w", what, w.inj.blocks[b], owner.addr, err)
+			}
+			return last, each, settle()
 		}
-		last, each, err := w.waitClients(ctx, owner, t0, func(c *client) (time.Time, bool) {
+		last, each, err := step("announce", w.inj.announce, func(c *client) (time.Time, bool) {
 			at := w.inj.arrival(c, b)
 			return at, !at.IsZero()
 		})
 		if err != nil {
-			return fmt.Errorf("new block %s from %s: %w", w.inj.blocks[b], owner.addr, err)
+			return err
 		}
 		r.last = append(r.last, last)
 		r.each = append(r.each, each...)
-		if err := settle(); err != nil {
-			return err
-		}
-		t0 = time.Now()
-		if sent, err := w.inj.withdraw(owner, b); err != nil || sent != len(w.rrs) {
-			return fmt.Errorf("withdraw %s from %s: sent on %d sessions: %v", w.inj.blocks[b], owner.addr, sent, err)
-		}
-		last, each, err = w.waitClients(ctx, owner, t0, func(c *client) (time.Time, bool) { return w.inj.goneAt(c, b) })
+		last, each, err = step("withdraw", w.inj.withdraw, func(c *client) (time.Time, bool) { return w.inj.goneAt(c, b) })
 		if err != nil {
-			return fmt.Errorf("withdrawn block %s from %s: %w", w.inj.blocks[b], owner.addr, err)
+			return err
 		}
 		r.gone = append(r.gone, last)
 		r.goneEach = append(r.goneEach, each...)
-		if err := settle(); err != nil {
-			return err
-		}
 	}
 	return nil
 }
