@@ -37,7 +37,9 @@ func TestDemoStopsCleanly(t *testing.T) {
 			var mu sync.Mutex
 			var out bytes.Buffer
 			ready := make(chan string, 1)
+			eof := make(chan struct{}) // the demo closed its output: it exited
 			go func() {
+				defer close(eof)
 				idRe := regexp.MustCompile(`grep (tl-[0-9a-f]+)`)
 				sc := bufio.NewScanner(pr)
 				for sc.Scan() {
@@ -52,6 +54,11 @@ func TestDemoStopsCleanly(t *testing.T) {
 			var prefix string
 			select {
 			case prefix = <-ready:
+			case <-eof:
+				err := cmd.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("demo exited before it was up (%v):\n%s", err, out.String())
 			case <-time.After(2 * time.Minute):
 				_ = cmd.Process.Kill()
 				mu.Lock()

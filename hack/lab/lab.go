@@ -159,14 +159,9 @@ func New(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := os.MkdirAll(stateRoot, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(l.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("lab state directory: %w", err)
-	}
-	if err := writeOwner(l.Dir, selfOwner()); err != nil {
-		os.RemoveAll(l.Dir)
+	if err := makeStateDir(l.Dir, selfOwner()); err != nil {
 		return nil, err
 	}
-	l.onClose(func(context.Context) error { return os.RemoveAll(l.Dir) })
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -232,6 +227,11 @@ func (l *Lab) Close(ctx context.Context) error {
 				}
 			}
 		}
+	}
+	// The owner file goes last: while any namespace of this lab exists, a lab starting beside
+	// it must see a live owner, not a dead lab's leftovers.
+	if err := os.RemoveAll(l.Dir); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

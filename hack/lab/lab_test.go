@@ -94,9 +94,38 @@ func TestStubLab(t *testing.T) {
 	}
 	t.Logf("objects from %s; node-2's conflist: %s", l.Chart, raw)
 
+	// A lab starting while this one closes must never take this one's namespaces for a dead
+	// lab's leftovers: watch for that throughout the close, as fast as FindLeftovers goes.
 	id := l.ID
 	closed = true
-	if err := l.Close(ctx); err != nil {
+	stop := make(chan struct{})
+	seen := make(chan string, 1)
+	go func() {
+		defer close(seen)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			left, err := FindLeftovers()
+			if err != nil {
+				continue
+			}
+			for _, n := range left.Netns {
+				if strings.HasPrefix(n, NetnsPrefix+id+"-") {
+					seen <- n
+					return
+				}
+			}
+		}
+	}()
+	err = l.Close(ctx)
+	close(stop)
+	if n, ok := <-seen; ok {
+		t.Errorf("while the lab closed, its namespace %s looked like a dead lab's leftover", n)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	names, _ := listNetns()
@@ -145,6 +174,38 @@ func TestLeftoversRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(NetnsPath(ns)); !os.IsNotExist(err) {
 		t.Errorf("%s still exists after cleanup", ns)
+	}
+}
+
+// TestStateDirInTheMaking: a state directory being made (no owner yet) is not a leftover; one
+// whose maker wrote its owner and died before the rename is.
+func TestStateDirInTheMaking(t *testing.T) {
+	stateRoot, netnsPrefix = t.TempDir(), "tt-"
+	t.Cleanup(func() { stateRoot, netnsPrefix = StateRoot, NetnsPrefix })
+	making, died := stateRoot+"/.ab12-1", stateRoot+"/.cd34-2"
+	for _, d := range []string{making, died} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeOwner(died, owner{PID: 1, Start: "0"}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := FindLeftovers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.StateDirs) != 1 || left.StateDirs[0] != died {
+		t.Errorf("leftover state directories %v, want only %s", left.StateDirs, died)
+	}
+	if err := makeStateDir(stateRoot+"/ef56", selfOwner()); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeStateDir(stateRoot+"/ef56", selfOwner()); err == nil {
+		t.Error("a second lab with id ef56 was given the same state directory")
+	}
+	if o, err := readOwner(stateRoot + "/ef56"); err != nil || !o.alive() {
+		t.Errorf("owner of ef56: %v, %v; want this process", o, err)
 	}
 }
 

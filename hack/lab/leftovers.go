@@ -61,6 +61,26 @@ func writeOwner(dir string, o owner) error {
 	return os.WriteFile(filepath.Join(dir, "owner"), []byte(fmt.Sprintf("%d %s\n", o.PID, o.Start)), 0o644)
 }
 
+// makeStateDir makes a lab's state directory with its owner file already in it, so that a lab
+// starting beside this one never sees the directory without an owner and takes it for a dead
+// lab's. The directory is built under a hidden name and renamed; the rename fails if the id is
+// taken.
+func makeStateDir(dir string, o owner) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+"-")
+	if err != nil {
+		return fmt.Errorf("lab state directory: %w", err)
+	}
+	if err := writeOwner(tmp, o); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("lab state directory: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("lab state directory %s (lab id in use?): %w", dir, err)
+	}
+	return nil
+}
+
 func readOwner(dir string) (owner, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "owner"))
 	if err != nil {
@@ -124,7 +144,18 @@ func FindLeftovers() (Leftovers, error) {
 		return l, err
 	}
 	for _, e := range ents {
-		if e.IsDir() && isDead(e.Name()) {
+		if !e.IsDir() {
+			continue
+		}
+		if strings.HasPrefix(e.Name(), ".") {
+			// A state directory being made (see makeStateDir): a leftover only if its
+			// maker wrote its owner and died before the rename.
+			if o, err := readOwner(filepath.Join(stateRoot, e.Name())); err == nil && !o.alive() {
+				l.StateDirs = append(l.StateDirs, filepath.Join(stateRoot, e.Name()))
+			}
+			continue
+		}
+		if isDead(e.Name()) {
 			l.StateDirs = append(l.StateDirs, filepath.Join(stateRoot, e.Name()))
 		}
 	}
