@@ -207,6 +207,10 @@ func TestStateDirInTheMaking(t *testing.T) {
 	if o, err := readOwner(stateRoot + "/ef56"); err != nil || !o.alive() {
 		t.Errorf("owner of ef56: %v, %v; want this process", o, err)
 	}
+	// Daemons running as their own users (FRR) work inside it.
+	if fi, err := os.Stat(stateRoot + "/ef56"); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("state directory mode %v (%v), want 0755", fi.Mode().Perm(), err)
+	}
 }
 
 func TestParsePeers(t *testing.T) {

@@ -70,6 +70,12 @@ func makeStateDir(dir string, o owner) error {
 	if err != nil {
 		return fmt.Errorf("lab state directory: %w", err)
 	}
+	// MkdirTemp makes it 0700; the lab's routers (FRR runs as its own user) need to reach
+	// their directories inside.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("lab state directory: %w", err)
+	}
 	if err := writeOwner(tmp, o); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("lab state directory: %w", err)
