@@ -123,6 +123,10 @@
 //     pass on its sibling's copy of a client whose address is above the sibling's).
 //   - A client that peers with one reflector only is reached through the other: the sibling's
 //     copy is reflected to the other's clients (TestRouteReflectorsWithdraw).
+//   - When a client withdraws a route, the sibling's copy of it (ORIGINATOR_ID = that client)
+//     goes with the client's own (GoBGP as tabby builds it), so a reflector withdraws in one
+//     round instead of first passing on a copy that is about to be withdrawn too. A client
+//     whose session with one reflector ends is still reached through the other's copy.
 //
 // Known limit: with several clusters whose reflectors peer across clusters, a route can come
 // back to a cluster with its own ID in the CLUSTER_LIST, and GoBGP's send-side check can again

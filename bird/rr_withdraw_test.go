@@ -3,11 +3,15 @@ package bird
 import (
 	"fmt"
 	"net/netip"
+	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -102,10 +106,25 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 				}
 			}
 		}
+		// What the one-reflector clients receive from their reflector while the routes go.
+		var watches []*adjInWatch
+		if dual {
+			watches = []*adjInWatch{
+				watchAdjIn(t, tns[4].Name, apis[tns[4].Name], rrs[0].Address.Addr().String(), added),
+				watchAdjIn(t, tns[5].Name, apis[tns[5].Name], rrs[1].Address.Addr().String(), added),
+			}
+		}
 		owner.bird.SetLocalPrefixes([]netip.Prefix{owner.block})
 		for _, tn := range tns {
 			for _, p := range added {
 				tn.routes.waitGone(t, p, 15*time.Second)
+			}
+		}
+		// One round: a reflector whose client withdrew a route withdraws it at once, and never
+		// passes on its sibling's copy in between (that copy is about to be withdrawn too).
+		for _, w := range watches {
+			if got := w.announced(); len(got) > 0 {
+				t.Errorf("%s: after %s withdrew its routes, %s still announced %v", w.node, owner.Name, w.neighbor, got)
 			}
 		}
 		// OnRoute follows the best path; the RIBs must be empty too (a copy that is not best
@@ -155,4 +174,76 @@ func waitPaths(t *testing.T, name, apiAddr string, prefix netip.Prefix, cond fun
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// adjInWatch records what one node receives from one neighbor (before its import policy) for
+// some prefixes, from the moment watchAdjIn returns.
+type adjInWatch struct {
+	node, neighbor string
+	mu             sync.Mutex
+	announces      []string
+}
+
+// watchAdjIn starts the watch and returns once GoBGP has sent the node's current routes from
+// neighbor (every prefix of want among them): later events are news.
+func watchAdjIn(t *testing.T, node, apiAddr, neighbor string, want []netip.Prefix) *adjInWatch {
+	t.Helper()
+	conn, err := grpc.NewClient(apiAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); conn.Close() })
+	stream, err := api.NewGoBgpServiceClient(conn).WatchEvent(ctx, &api.WatchEventRequest{Table: &api.WatchEventRequest_Table{
+		Filters: []*api.WatchEventRequest_Table_Filter{{Type: api.WatchEventRequest_Table_Filter_TYPE_ADJIN, Init: true, PeerAddress: neighbor}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &adjInWatch{node: node, neighbor: neighbor}
+	watched := map[string]bool{}
+	for _, p := range want {
+		watched[p.String()] = true
+	}
+	initial := map[string]bool{}
+	ready := make(chan struct{})
+	go func() {
+		for {
+			r, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			for _, p := range r.GetTable().GetPaths() {
+				pfx := fmt.Sprintf("%s/%d", p.GetNlri().GetPrefix().GetPrefix(), p.GetNlri().GetPrefix().GetPrefixLen())
+				if !watched[pfx] || p.NeighborIp != neighbor {
+					continue
+				}
+				if initial != nil {
+					initial[pfx] = true
+					if len(initial) == len(watched) {
+						initial = nil
+						close(ready)
+					}
+					continue
+				}
+				if !p.IsWithdraw {
+					orig, clusters, _ := attrs(p)
+					w.mu.Lock()
+					w.announces = append(w.announces, fmt.Sprintf("%s (originator %s, cluster list %v)", pfx, orig, clusters))
+					w.mu.Unlock()
+				}
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: GoBGP did not list %v from %s within 10s", node, want, neighbor)
+	}
+	return w
+}
+
+func (w *adjInWatch) announced() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.announces)
 }

@@ -785,6 +785,11 @@ func (peer *peer) handleUpdate(e *fsmMsg) ([]*table.Path, []bgp.Family, bool) {
 					continue
 				}
 			}
+			// tabby's change (table/reflected.go): the peer itself withdrew this route; a
+			// withdrawal made of a malformed UPDATE (treat-as-withdraw) says nothing of it.
+			if path.IsWithdraw && !treatAsWithdraw {
+				path.SetWithdrawnBySource()
+			}
 			paths = append(paths, path)
 		}
 		peer.adjRibIn.Update(pathList)

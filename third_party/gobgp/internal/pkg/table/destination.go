@@ -316,6 +316,14 @@ func (dest *destination) Calculate(logger *slog.Logger, newPath *Path) (*Update,
 				dest.localIdMap.Unflag(uint(id))
 			}
 		}
+		// tabby's change (reflected.go).
+		if oldPath != nil {
+			for _, p := range dest.dropReflectedCopies(newPath) {
+				if id := p.localID; id != 0 {
+					dest.localIdMap.Unflag(uint(id))
+				}
+			}
+		}
 	} else {
 		oldPath = dest.implicitWithdraw(logger, newPath)
 		dest.insertSort(newPath)

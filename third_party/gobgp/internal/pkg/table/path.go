@@ -151,6 +151,10 @@ type Path struct {
 	IsNexthopInvalid bool
 	IsWithdraw       bool
 
+	// tabby's change (reflected.go): a withdrawal its source sent in an UPDATE, on a session
+	// that stays up.
+	bySource bool
+
 	// tabby's change (export.go): the copies UpdatePathAttrs built from this path for kinds of
 	// iBGP peer, and, on such a copy, what the packers derived from it.
 	exports atomic.Pointer[[]export]
