@@ -1,9 +1,9 @@
 package bird
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
-	"context"
 	"slices"
 	"sync"
 	"testing"
