@@ -109,3 +109,20 @@ func MedianMax[T int | float64](xs []T) (T, T) {
 	slices.Sort(s)
 	return s[len(s)/2], s[len(s)-1]
 }
+
+// AgentsCPU is the CPU time (user + system) the nodes' agents have used so far, summed.
+func AgentsCPU(ctx context.Context, nodes []*lab.Node) (time.Duration, error) {
+	var sum time.Duration
+	for _, n := range nodes {
+		pid, err := AgentPID(ctx, n)
+		if err != nil {
+			return 0, err
+		}
+		d, err := CPUTime(pid)
+		if err != nil {
+			return 0, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		sum += d
+	}
+	return sum, nil
+}

@@ -205,6 +205,7 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 			row(label+": block deleted → gone, last node", ms(percentile(p.gone, 50)), ms(percentile(p.gone, 99)), "", "")
 			row(label+": block deleted → gone, each node", ms(percentile(p.goneEach, 50)), ms(percentile(p.goneEach, 99)), "", "")
 			row(label+": IPAMBlock Delete call", ms(percentile(p.del, 50)), ms(percentile(p.del, 99)), "", "")
+			row(label+": agents' CPU per block deleted, all", ms(p.cpuPerDelete), "", "", "IPAMBlock and BlockAffinity deleted, the route gone")
 		}
 		if p.withdrawErr != nil {
 			row(label+": withdrawal of all blocks", "-", "-", "all gone", "FAILED (below)")

@@ -132,6 +132,9 @@ type propagation struct {
 	// gone: per block, deleted one at a time: the delete → its route gone from the last other
 	// node; goneEach the same per other node; del the IPAMBlock Delete call alone.
 	gone, goneEach, del []time.Duration
+	// cpuPerDelete: the CPU all agents used while the blocks went one at a time (each block's
+	// IPAMBlock and BlockAffinity deleted, its route gone everywhere), per block.
+	cpuPerDelete time.Duration
 	withdraw            time.Duration // all blocks deleted → every route gone
 	deletes             time.Duration // the IPAMBlock deletes, all at once, until the last returned
 	// withdrawErr says which routes outlived their blocks; the figures above still stand.
@@ -161,6 +164,10 @@ func (c *cluster) measure(ctx context.Context, blocks, base int) (propagation, e
 		res.last = append(res.last, last)
 		res.create = append(res.create, took)
 	}
+	cpu0, err := benchutil.AgentsCPU(ctx, c.nodes)
+	if err != nil {
+		return res, err
+	}
 	for _, b := range ps {
 		owner := owners[b]
 		t0 := time.Now()
@@ -181,6 +188,11 @@ func (c *cluster) measure(ctx context.Context, blocks, base int) (propagation, e
 			return res, err
 		}
 	}
+	cpu1, err := benchutil.AgentsCPU(ctx, c.nodes)
+	if err != nil {
+		return res, err
+	}
+	res.cpuPerDelete = (cpu1 - cpu0) / time.Duration(len(ps))
 	// The same blocks again, all at once and not timed, for the bulk withdrawal.
 	g, gctx := errgroup.WithContext(ctx)
 	for _, b := range ps {
