@@ -78,6 +78,12 @@ type Bird struct {
 	local   []netip.Prefix
 	// routable: what IPAM explains inside the pools, cluster-wide (SetRoutable).
 	routable []netip.Prefix
+	// peerInputs counts changes of what the sessions are computed from (nodes, BGP
+	// configuration, BGPPeers, Secrets); computed is the result for computedAt. A block claimed
+	// or released anywhere in the cluster wakes every agent's reconcile, and must not make it
+	// compute every session again.
+	peerInputs, computedAt uint64
+	computed               *peers.Result
 	// applied state
 	spk          speaker.Speaker
 	spkCancel    context.CancelFunc
@@ -167,6 +173,7 @@ func (b *Bird) trigger() {
 func (b *Bird) SetNodes(nodes []Node) {
 	b.mu.Lock()
 	b.nodes = slices.Clone(nodes)
+	b.peerInputs++
 	b.mu.Unlock()
 	b.trigger()
 }
@@ -175,6 +182,7 @@ func (b *Bird) SetNodes(nodes []Node) {
 func (b *Bird) SetBGPConfiguration(c *v1.BGPConfiguration) {
 	b.mu.Lock()
 	b.bgpConf = c
+	b.peerInputs++
 	b.mu.Unlock()
 	b.trigger()
 }
@@ -183,6 +191,7 @@ func (b *Bird) SetBGPConfiguration(c *v1.BGPConfiguration) {
 func (b *Bird) SetBGPPeers(p []v1.BGPPeer) {
 	b.mu.Lock()
 	b.bgpPeer = slices.Clone(p)
+	b.peerInputs++
 	b.mu.Unlock()
 	b.trigger()
 }
@@ -191,6 +200,7 @@ func (b *Bird) SetBGPPeers(p []v1.BGPPeer) {
 func (b *Bird) SetSecrets(s map[string]map[string][]byte) {
 	b.mu.Lock()
 	b.secrets = s
+	b.peerInputs++
 	b.mu.Unlock()
 	b.trigger()
 }
@@ -220,9 +230,12 @@ func (b *Bird) SetRoutable(p []netip.Prefix) {
 // SetLocalPrefixes sets the prefixes this node advertises (its blocks and borrowed /32s).
 func (b *Bird) SetLocalPrefixes(p []netip.Prefix) {
 	b.mu.Lock()
+	same := slices.Equal(b.local, p)
 	b.local = slices.Clone(p)
 	b.mu.Unlock()
-	b.trigger()
+	if !same {
+		b.trigger()
+	}
 }
 
 // Run reconciles the speaker with the inputs until ctx is done or Stop is called. It does not

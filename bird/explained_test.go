@@ -5,6 +5,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
 // TestExternalImportFollowsBlocks: what an external router may announce inside a pool follows
@@ -23,6 +27,19 @@ func TestExternalImportFollowsBlocks(t *testing.T) {
 		c.rr.routes.waitRoute(t, claimed, c.tor, 5*time.Second)
 		c.rr.bird.SetRoutable(testBlocks)
 		c.rr.routes.waitGone(t, claimed, 5*time.Second)
+	})
+	// Without an external router the explained prefixes are not given to the speaker at all
+	// (nothing they filter can arrive); the first router to come gets every one of them.
+	t.Run("explained while no router", func(t *testing.T) {
+		claimed := netip.MustParsePrefix("10.244.240.64/26")
+		c := startHijackCluster(t, birdToR{AS: 65000, Announce: []netip.Prefix{claimed, otherRack}}, false)
+		c.rr.routes.waitRoute(t, otherRack, c.tor, 15*time.Second)
+		c.rr.bird.SetBGPPeers(calicoRRPeers())
+		c.rr.routes.waitGone(t, otherRack, 10*time.Second)
+		c.rr.bird.SetRoutable(append(slices.Clone(testBlocks), claimed))
+		c.rr.bird.SetBGPPeers(append(calicoRRPeers(), v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
+			Spec: v1.BGPPeerSpec{Node: "node201", PeerIP: c.tor.String(), ASNumber: 65000}}))
+		c.rr.routes.waitRoute(t, claimed, c.tor, 30*time.Second)
 	})
 	t.Run("local", func(t *testing.T) {
 		own := blockOf(201) // the reflector's, which peers with the ToR

@@ -28,9 +28,16 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		b.mu.Unlock()
 		return nil
 	}
-	in := peers.Input{LocalNode: b.cfg.NodeName, Config: b.bgpConf, Peers: b.bgpPeer, Secrets: b.secrets}
-	for _, n := range b.nodes {
-		in.Nodes = append(in.Nodes, peers.Node{Name: n.Name, Labels: n.Labels, Address: n.Address, Address6: n.Address6, ASN: n.ASN, RRClusterID: n.RRClusterID})
+	cached, gen := b.computed, b.peerInputs
+	if b.computedAt != gen {
+		cached = nil
+	}
+	var in peers.Input
+	if cached == nil {
+		in = peers.Input{LocalNode: b.cfg.NodeName, Config: b.bgpConf, Peers: b.bgpPeer, Secrets: b.secrets}
+		for _, n := range b.nodes {
+			in.Nodes = append(in.Nodes, peers.Node{Name: n.Name, Labels: n.Labels, Address: n.Address, Address6: n.Address6, ASN: n.ASN, RRClusterID: n.RRClusterID})
+		}
 	}
 	pools := slices.Clone(b.pools)
 	local := slices.Clone(b.local)
@@ -38,10 +45,17 @@ func (b *Bird) reconcile(ctx context.Context) error {
 	services := serviceCIDRs(b.bgpConf)
 	b.mu.Unlock()
 
-	res, err := peers.Compute(in)
-	if err != nil {
-		return fmt.Errorf("compute BGP peers: %w", err)
+	if cached == nil {
+		res, err := peers.Compute(in)
+		if err != nil {
+			return fmt.Errorf("compute BGP peers: %w", err)
+		}
+		cached = &res
+		b.mu.Lock()
+		b.computed, b.computedAt = cached, gen
+		b.mu.Unlock()
 	}
+	res := *cached
 	if problems := strings.Join(res.Problems, "\n"); problems != b.lastProblems {
 		for _, p := range res.Problems {
 			b.log.Warn("BGP peer configuration problem", "problem", p)
@@ -95,7 +109,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		}
 	}
 	// Policy: pools, our prefixes, and which peers are external routers.
-	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services, Explained: routable}
+	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services}
 	for _, p := range res.Peers {
 		if p.Node == "" {
 			pol.External = append(pol.External, p.Address)
@@ -109,6 +123,12 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		if p.Sibling {
 			pol.Siblings = append(pol.Siblings, p.Address)
 		}
+	}
+	// The explained prefixes filter only what external routers send. Without one, a block
+	// claimed or released elsewhere changes nothing in the speaker; with the first one the
+	// policy changes and is set whole, explained prefixes included.
+	if len(pol.External) > 0 {
+		pol.Explained = routable
 	}
 	if b.policy == nil || !b.policy.Equal(pol) {
 		if err := spk.SetPolicy(ctx, pol); err != nil {
