@@ -135,8 +135,8 @@ type propagation struct {
 	// cpuPerDelete: the CPU all agents used while the blocks went one at a time (each block's
 	// IPAMBlock and BlockAffinity deleted, its route gone everywhere), per block.
 	cpuPerDelete time.Duration
-	withdraw            time.Duration // all blocks deleted → every route gone
-	deletes             time.Duration // the IPAMBlock deletes, all at once, until the last returned
+	withdraw     time.Duration // all blocks deleted → every route gone
+	deletes      time.Duration // the IPAMBlock deletes, all at once, until the last returned
 	// withdrawErr says which routes outlived their blocks; the figures above still stand.
 	withdrawErr error
 }
