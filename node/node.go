@@ -21,6 +21,7 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
@@ -47,6 +48,9 @@ type Agent struct {
 	firstOnce  sync.Once
 	mu         sync.Mutex
 	last       syncer.Snapshot
+	// endpoints: the local endpoints last handed to felix's policy manager (nil: none yet).
+	// Only onSnapshot touches it.
+	endpoints *[]policy.Endpoint
 }
 
 // Run runs tabby-node until ctx ends, then shuts down as cfg.Shutdown says.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
@@ -37,15 +38,11 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 		for _, w := range s.Workloads {
 			workloads = append(workloads, felix.Workload{IP: w.IP, Interface: w.Interface})
 		}
-		podIPs, endpoints := syncer.PolicyView(s)
 		a.felix.SetLocalBlocks(s.LocalBlocks)
 		a.felix.SetWorkloads(workloads)
-		if s.PodIPsChanged != nil {
-			a.felix.OnUpdate(felix.PodIPsDelta{Removed: s.PodIPsChanged.Removed, Added: s.PodIPsChanged.Added})
-		} else {
-			a.felix.OnUpdate(felix.PodIPsUpdate{IPs: podIPs})
+		for _, msg := range a.policyUpdates(s) {
+			a.felix.OnUpdate(msg)
 		}
-		a.felix.OnUpdate(felix.EndpointsUpdate{Endpoints: endpoints})
 		a.bgp.SetRoutable(s.Routable)
 		a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
 	}
@@ -68,6 +65,26 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	default:
 	}
 	a.firstOnce.Do(func() { close(a.firstSnap) })
+}
+
+// policyUpdates is what felix's policy manager needs from a snapshot whose blocks changed:
+// the pod addresses that came and went (all of them the first time) and this node's endpoints
+// when they changed. A block of another node claimed or released with no pod in it needs
+// nothing: every message wakes felix's loop, on every node of the cluster.
+func (a *Agent) policyUpdates(s syncer.Snapshot) []any {
+	podIPs, endpoints := syncer.PolicyView(s)
+	var msgs []any
+	switch {
+	case s.PodIPsChanged == nil:
+		msgs = append(msgs, felix.PodIPsUpdate{IPs: podIPs})
+	case len(s.PodIPsChanged.Removed) > 0 || len(s.PodIPsChanged.Added) > 0:
+		msgs = append(msgs, felix.PodIPsDelta{Removed: s.PodIPsChanged.Removed, Added: s.PodIPsChanged.Added})
+	}
+	if a.endpoints == nil || !slices.Equal(*a.endpoints, endpoints) {
+		msgs = append(msgs, felix.EndpointsUpdate{Endpoints: endpoints})
+		a.endpoints = &endpoints
+	}
+	return msgs
 }
 
 func birdNodes(nodes []syncer.NodeInfo) []bird.Node {

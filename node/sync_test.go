@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -102,4 +104,33 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	if fk.Calls("RouteReplace") != replaces || len(kern.Calls()) != 0 {
 		t.Error("an unchanged snapshot wrote to the kernel")
 	}
+}
+
+// TestPolicyUpdatesOnlyWhatChanged: felix's policy manager is handed every pod address and the
+// endpoints at first, then only what changed; a snapshot in which only another node's empty
+// block came or went hands it nothing (each message wakes felix's loop, on every node).
+func TestPolicyUpdatesOnlyWhatChanged(t *testing.T) {
+	a := &Agent{}
+	pod := syncer.PodKey{Namespace: "default", Name: "web"}
+	snap := syncer.Snapshot{Workloads: []syncer.Workload{{IP: netip.MustParseAddr("10.244.1.1"), Interface: "cali0123456789a", Pod: pod}}}
+	kinds := func(msgs []any) (out []string) {
+		for _, m := range msgs {
+			out = append(out, fmt.Sprintf("%T", m))
+		}
+		return out
+	}
+	check := func(what string, want ...string) {
+		t.Helper()
+		if got := kinds(a.policyUpdates(snap)); !slices.Equal(got, want) {
+			t.Errorf("%s: messages %v, want %v", what, got, want)
+		}
+	}
+	check("first snapshot", "felix.PodIPsUpdate", "felix.EndpointsUpdate")
+	snap.PodIPsChanged = &syncer.PodIPsChange{}
+	check("another node's empty block")
+	snap.PodIPsChanged = &syncer.PodIPsChange{Added: []syncer.PodAddr{{Pod: syncer.PodKey{Namespace: "default", Name: "db"}, IP: netip.MustParseAddr("10.244.2.1")}}}
+	check("a pod elsewhere", "felix.PodIPsDelta")
+	snap.PodIPsChanged = &syncer.PodIPsChange{}
+	snap.Workloads = append(snap.Workloads, syncer.Workload{IP: netip.MustParseAddr("10.244.1.2"), Interface: "cali0123456789b", Pod: syncer.PodKey{Namespace: "default", Name: "web2"}})
+	check("a pod here", "felix.EndpointsUpdate")
 }
