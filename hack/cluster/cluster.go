@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -241,8 +242,8 @@ func (c *Cluster) Close(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("unmount %s: %w", c.mntDir, err))
 			}
 		}
-		for _, d := range c.madeDirs {
-			_ = os.Remove(d) // only if still empty
+		for _, d := range slices.Backward(c.madeDirs) {
+			_ = os.Remove(d) // only if still empty; a directory before its parent
 		}
 		if err := c.Lab.Close(ctx); err != nil {
 			errs = append(errs, err)

@@ -45,6 +45,9 @@ var privatePaths = []struct{ dir, at string }{
 	{"run-netns", "/run/netns"},           // the pods' network namespaces
 	{"run-containerd", "/run/containerd"}, // the shims' sockets (a fixed path of containerd's)
 	{"var-log", "/var/log"},               // /var/log/pods, /var/log/containers
+	// kubelet's device plugin socket: a fixed path, whatever --root-dir says. Two kubelets
+	// sharing it raced to remove and bind it, and one failed to start ("address already in use").
+	{"device-plugins", "/var/lib/kubelet/device-plugins"},
 }
 
 // kernelTunables are the global sysctls kubelet sets at start (vm.overcommit_memory=1,
@@ -124,8 +127,16 @@ func (n *Node) installReferencePlugins(ctx context.Context) error {
 func (c *Cluster) ensureMountpoint(dir string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.makeDirs(dir)
+}
+
+// makeDirs makes dir and its missing parents, each recorded for removal; c.mu is held.
+func (c *Cluster) makeDirs(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
+	}
+	if err := c.makeDirs(filepath.Dir(dir)); err != nil {
+		return err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
