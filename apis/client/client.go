@@ -221,11 +221,7 @@ func (r Resource[T, L]) ListWatch() *cache.ListWatch {
 // namespace: at 30,000 pods, 4 MB of every agent's heap, and nothing in tabby looks objects up by
 // namespace); transform, when not nil, trims each object before it is stored.
 func Informer[T Object, L runtime.Object](r Resource[T, L], transform cache.TransformFunc) cache.SharedIndexInformer {
-	var lw cache.ListerWatcher = r.ListWatch()
-	if r.custom {
-		lw = listWatch{r.ListWatch()}
-	}
-	inf := cache.NewSharedIndexInformer(lw, r.newObj(), 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(r.informerSource(), r.newObj(), 0, cache.Indexers{})
 	if transform != nil {
 		// SetTransform fails only on a started informer.
 		_ = inf.SetTransform(transform)
@@ -242,6 +238,14 @@ func Informer[T Object, L runtime.Object](r Resource[T, L], transform cache.Tran
 type listWatch struct{ *cache.ListWatch }
 
 func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// informerSource is what an informer of the resource lists and watches with.
+func (r Resource[T, L]) informerSource() cache.ListerWatcher {
+	if r.custom {
+		return listWatch{r.ListWatch()}
+	}
+	return r.ListWatch()
+}
 
 // NewObject returns an empty object of the kind, for informers.
 func (r Resource[T, L]) NewObject() T { return r.newObj() }

@@ -3,14 +3,29 @@ package client
 import (
 	"testing"
 
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 )
 
-// tabby's informers list and then watch (see listWatch): client-go's reflector asks for a
-// streaming list unless its ListerWatcher declines.
-func TestInformersDoNotStreamLists(t *testing.T) {
-	if !watchlist.DoesClientNotSupportWatchListSemantics(listWatch{&cache.ListWatch{}}) {
-		t.Fatal("the informers' ListWatch accepts streaming lists")
+// The informers of tabby's custom resources list and then watch (see listWatch); those of the
+// core resources keep client-go's streaming lists, which spare memory on 30,000 pods.
+func TestOnlyCustomResourcesListAndWatch(t *testing.T) {
+	c := &Client{}
+	for name, declines := range map[string]bool{
+		"ipamblocks":        watchlist.DoesClientNotSupportWatchListSemantics(c.IPAMBlocks().informerSource()),
+		"ippools":           watchlist.DoesClientNotSupportWatchListSemantics(c.IPPools().informerSource()),
+		"bgppeers":          watchlist.DoesClientNotSupportWatchListSemantics(c.BGPPeers().informerSource()),
+		"bgpconfigurations": watchlist.DoesClientNotSupportWatchListSemantics(c.BGPConfigurations().informerSource()),
+	} {
+		if !declines {
+			t.Errorf("the %s informer asks for streaming lists", name)
+		}
+	}
+	for name, declines := range map[string]bool{
+		"pods":  watchlist.DoesClientNotSupportWatchListSemantics(c.Pods("").informerSource()),
+		"nodes": watchlist.DoesClientNotSupportWatchListSemantics(c.Nodes().informerSource()),
+	} {
+		if declines {
+			t.Errorf("the %s informer does not stream its list", name)
+		}
 	}
 }
