@@ -39,46 +39,47 @@ func probeBlock(k int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(j / 4), byte(j % 4 * 64)}), 26)
 }
 
-func (p *probe) once(ctx context.Context) (time.Duration, error) {
+// once claims a block and returns how long after the start of its IPAMBlock Create the route
+// was in the last other agent's kernel, and how long the Create call itself took (the API
+// server's share, which churn on a saturated API server makes most of the figure).
+func (p *probe) once(ctx context.Context) (last, create time.Duration, err error) {
 	b := probeBlock(p.k)
 	p.k++
-	t0, _, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
+	t0, create, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	got, err := p.watch.Arrived(ctx, 10*time.Second, b, p.owner.IP(), p.others)
 	if err != nil {
-		return 0, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
+		return 0, 0, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
 	}
-	var last time.Duration
 	for _, at := range got {
 		last = max(last, at.Sub(t0))
 	}
 	if err := benchutil.ReleaseBlock(ctx, p.l, p.owner.Name, b); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return last, p.watch.Gone(ctx, 10*time.Second, []netip.Prefix{b})
+	return last, create, p.watch.Gone(ctx, 10*time.Second, []netip.Prefix{b})
 }
 
 // samples runs the probe every interval until ctx ends.
-func (p *probe) samples(ctx context.Context, interval time.Duration) ([]time.Duration, error) {
-	var out []time.Duration
+func (p *probe) samples(ctx context.Context, interval time.Duration) (out, creates []time.Duration, err error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		// A sample takes up to 20 s when things go wrong: none is started that the window's
 		// end would cut (its claim or release half done).
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
-			return out, nil
+			return out, creates, nil
 		}
-		d, err := p.once(context.WithoutCancel(ctx))
+		d, c, err := p.once(context.WithoutCancel(ctx))
 		if err != nil {
-			return out, err
+			return out, creates, err
 		}
-		out = append(out, d)
+		out, creates = append(out, d), append(creates, c)
 		select {
 		case <-ctx.Done():
-			return out, nil
+			return out, creates, nil
 		case <-t.C:
 		}
 	}

@@ -29,6 +29,7 @@ type churnResult struct {
 	rate     int
 	achieved float64 // replacements per second the API server took
 	probe    []time.Duration
+	creates  []time.Duration // the probe's IPAMBlock Create calls
 	usage    []benchutil.Usage
 	events   float64 // per agent per second
 	snapshot time.Duration
@@ -232,11 +233,11 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, w
 	pctx, stopProbe := context.WithTimeout(ctx, window)
 	defer stopProbe()
 	type probed struct {
-		ds  []time.Duration
-		err error
+		ds, creates []time.Duration
+		err         error
 	}
 	pc := make(chan probed, 1)
-	go func() { ds, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ds, err} }()
+	go func() { ds, cs, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ds, cs, err} }()
 	r.usage, err = benchutil.MeasureUsage(ctx, agents, window)
 	if err != nil {
 		return r, err
@@ -260,7 +261,7 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, w
 	if snaps > 0 {
 		r.snapshot = time.Duration(snapTime / snaps * float64(time.Second))
 	}
-	r.probe = got.ds
+	r.probe, r.creates = got.ds, got.creates
 	if c != nil {
 		stopChurn()
 		<-churnDone
@@ -282,6 +283,7 @@ func reportProbe(out io.Writer, label string, r churnResult, target bool) {
 		t, v = "p99 < 100 ms", verdict(p99 < 100*time.Millisecond)
 	}
 	row(out, label+": block → other agents' kernels", fmt.Sprintf("p50 %s, p99 %s (n=%d)", ms(benchutil.Pct(r.probe, 50)), ms(p99), len(r.probe)), t, v)
+	row(out, label+": the probe's IPAMBlock Create call alone", fmt.Sprintf("p50 %s, p99 %s", ms(benchutil.Pct(r.creates, 50)), ms(benchutil.Pct(r.creates, 99))), "", "")
 }
 
 func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool) {
@@ -303,8 +305,13 @@ func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool
 
 // requestsPerPod adds n pods to node through the CNI plugin and tabby-node (as a runtime would),
 // deletes them, and counts the API server's requests for tabby's resources meanwhile.
+//
+// A pod's requests are reads and writes; a watch or list that ends meanwhile is an informer
+// re-opening its watch, whatever the pods do, and is listed apart.
 func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (float64, string, error) {
-	before, err := apiRequests(ctx, l)
+	// The churn before leaves requests the API server is still answering (its cancelled writes
+	// end as 504s): counting starts once tabby's resources have seen no request for a second.
+	before, err := apiQuiet(ctx, l, time.Second, time.Minute)
 	if err != nil {
 		return 0, "", err
 	}
@@ -322,16 +329,52 @@ func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (flo
 		return 0, "", err
 	}
 	var total float64
-	var parts []string
+	var parts, apart []string
 	for _, k := range slices.Sorted(maps.Keys(after)) {
 		d := after[k] - before[k]
-		if d <= 0 {
-			continue
+		switch {
+		case d <= 0:
+		case strings.HasPrefix(k, "WATCH ") || strings.HasPrefix(k, "LIST "):
+			apart = append(apart, fmt.Sprintf("%s %.0f", k, d))
+		default:
+			total += d
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(n)))
 		}
-		total += d
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(n)))
 	}
-	return total / float64(n), strings.Join(parts, ", "), nil
+	breakdown := strings.Join(parts, ", ")
+	if len(apart) > 0 {
+		breakdown += "; not per pod, informers' watches ended meanwhile: " + strings.Join(apart, ", ")
+	}
+	return total / float64(n), breakdown, nil
+}
+
+// apiQuiet waits until the API server's counts of requests for tabby's resources have not moved
+// for quiet, and returns them.
+func apiQuiet(ctx context.Context, l *lab.Lab, quiet, timeout time.Duration) (map[string]float64, error) {
+	deadline := time.Now().Add(timeout)
+	last, err := apiRequests(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	since := time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the API server still answered requests for tabby's resources %v after the churn", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(quiet / 5):
+		}
+		now, err := apiRequests(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		if !maps.Equal(now, last) {
+			last, since = now, time.Now()
+		}
+	}
+	return last, nil
 }
 
 // saveProfiles writes the agent's metrics (the Go runtime's memory classes, before the profile's
