@@ -14,7 +14,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/node/syncer"
@@ -39,47 +41,80 @@ func probeBlock(k int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(j / 4), byte(j % 4 * 64)}), 26)
 }
 
-// once claims a block and returns how long after the start of its IPAMBlock Create the route
-// was in the last other agent's kernel, and how long the Create call itself took (the API
-// server's share, which churn on a saturated API server makes most of the figure).
-func (p *probe) once(ctx context.Context) (last, create time.Duration, err error) {
+// sample is one probe: from the start of the IPAMBlock Create call, and from the block's ADDED
+// event at a watch of the bench's own (the change as the API server published it), to the route
+// in the last other agent's kernel; and the Create call alone.
+type sample struct {
+	last, fromEvent, create time.Duration
+}
+
+// once claims a block and times its route into the other agents' kernels. On a saturated API
+// server the Create call's own latency is most of the figure; fromEvent leaves it out.
+func (p *probe) once(ctx context.Context) (sample, error) {
 	b := probeBlock(p.k)
 	p.k++
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w, err := p.l.Client.IPAMBlocks().Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + names.BlockName(b)})
+	if err != nil {
+		return sample{}, fmt.Errorf("watch IPAMBlock %s: %w", names.BlockName(b), err)
+	}
+	defer w.Stop()
+	added := make(chan time.Time, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added {
+				added <- time.Now()
+				return
+			}
+		}
+	}()
 	t0, create, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
 	if err != nil {
-		return 0, 0, err
+		return sample{}, err
 	}
 	got, err := p.watch.Arrived(ctx, 10*time.Second, b, p.owner.IP(), p.others)
 	if err != nil {
-		return 0, 0, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
+		return sample{}, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
 	}
+	var lastAt time.Time
 	for _, at := range got {
-		last = max(last, at.Sub(t0))
+		if at.After(lastAt) {
+			lastAt = at
+		}
+	}
+	s := sample{last: lastAt.Sub(t0), create: create}
+	select {
+	case at := <-added:
+		s.fromEvent = lastAt.Sub(at)
+	case <-time.After(10 * time.Second):
+		return sample{}, fmt.Errorf("block %s: no ADDED event at the bench's watch", b)
 	}
 	if err := benchutil.ReleaseBlock(ctx, p.l, p.owner.Name, b); err != nil {
-		return 0, 0, err
+		return sample{}, err
 	}
-	return last, create, p.watch.Gone(ctx, 10*time.Second, []netip.Prefix{b})
+	return s, p.watch.Gone(ctx, 10*time.Second, []netip.Prefix{b})
 }
 
 // samples runs the probe every interval until ctx ends.
-func (p *probe) samples(ctx context.Context, interval time.Duration) (out, creates []time.Duration, err error) {
+func (p *probe) samples(ctx context.Context, interval time.Duration) ([]sample, error) {
+	var out []sample
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		// A sample takes up to 20 s when things go wrong: none is started that the window's
 		// end would cut (its claim or release half done).
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
-			return out, creates, nil
+			return out, nil
 		}
-		d, c, err := p.once(context.WithoutCancel(ctx))
+		s, err := p.once(context.WithoutCancel(ctx))
 		if err != nil {
-			return out, creates, err
+			return out, err
 		}
-		out, creates = append(out, d), append(creates, c)
+		out = append(out, s)
 		select {
 		case <-ctx.Done():
-			return out, creates, nil
+			return out, nil
 		case <-t.C:
 		}
 	}
