@@ -129,7 +129,7 @@ type Felix struct {
 	// bgpSnap is apply's copy of the BGP routes, brought up to date prefix by prefix.
 	bgpDirty map[netip.Prefix]struct{}
 	bgpSnap  map[netip.Prefix]netip.Addr
-	kick       chan struct{}
+	kick     chan struct{}
 	// updates carries the managers' messages (OnUpdate) to the loop.
 	updates updateQueue
 

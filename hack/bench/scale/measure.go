@@ -14,9 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/node/syncer"
@@ -41,34 +39,18 @@ func probeBlock(k int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(j / 4), byte(j % 4 * 64)}), 26)
 }
 
-// sample is one probe: from the start of the IPAMBlock Create call, and from the block's ADDED
-// event at a watch of the bench's own (the change as the API server published it), to the route
-// in the last other agent's kernel; and the Create call alone.
+// sample is one probe, from the start of the IPAMBlock Create call: until the route was in the
+// last other agent's kernel (last), until the owner's felix had its blackhole in its own kernel
+// (owner: the API server's write and watch, and the owner's agent), and the Create call alone.
+// last - owner is the BGP leg: the owner's announcement to the others' kernels.
 type sample struct {
-	last, fromEvent, create time.Duration
+	last, owner, create time.Duration
 }
 
-// once claims a block and times its route into the other agents' kernels. On a saturated API
-// server the Create call's own latency is most of the figure; fromEvent leaves it out.
+// once claims a block and times its route into the agents' kernels.
 func (p *probe) once(ctx context.Context) (sample, error) {
 	b := probeBlock(p.k)
 	p.k++
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	w, err := p.l.Client.IPAMBlocks().Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + names.BlockName(b)})
-	if err != nil {
-		return sample{}, fmt.Errorf("watch IPAMBlock %s: %w", names.BlockName(b), err)
-	}
-	defer w.Stop()
-	added := make(chan time.Time, 1)
-	go func() {
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Added {
-				added <- time.Now()
-				return
-			}
-		}
-	}()
 	t0, create, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
 	if err != nil {
 		return sample{}, err
@@ -77,18 +59,13 @@ func (p *probe) once(ctx context.Context) (sample, error) {
 	if err != nil {
 		return sample{}, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
 	}
-	var lastAt time.Time
-	for _, at := range got {
-		if at.After(lastAt) {
-			lastAt = at
-		}
+	own, err := p.watch.Arrived(ctx, 10*time.Second, b, netip.Addr{}, []string{p.owner.Name})
+	if err != nil {
+		return sample{}, fmt.Errorf("block %s: blackhole at its owner %s: %w", b, p.owner.Name, err)
 	}
-	s := sample{last: lastAt.Sub(t0), create: create}
-	select {
-	case at := <-added:
-		s.fromEvent = lastAt.Sub(at)
-	case <-time.After(10 * time.Second):
-		return sample{}, fmt.Errorf("block %s: no ADDED event at the bench's watch", b)
+	s := sample{owner: own[p.owner.Name].Sub(t0), create: create}
+	for _, at := range got {
+		s.last = max(s.last, at.Sub(t0))
 	}
 	if err := benchutil.ReleaseBlock(ctx, p.l, p.owner.Name, b); err != nil {
 		return sample{}, err
