@@ -144,23 +144,24 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		others = append(others, n.Name)
 	}
 	p := &probe{l: l, owner: agents[0], others: others, watch: watch}
-	quiet, err := measureChurn(ctx, p, agents, nil, o.window/2)
+	quiet, err := measureChurn(ctx, p, agents, nil, o.window/2, nil)
 	reportProbe(out, "no churn", quiet, false)
 	if err != nil {
 		return fmt.Errorf("probe without churn: %w", err)
 	}
 	for _, rate := range o.rates {
 		c := &churn{w: w, rate: rate}
-		r, err := measureChurn(ctx, p, agents, c, o.window)
+		// The profiles are taken while the churn runs, from its warm-up's end.
+		profile := func(ctx context.Context) error {
+			return saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate), 5*time.Second)
+		}
+		r, err := measureChurn(ctx, p, agents, c, o.window, profile)
 		label := fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved)
 		reportProbe(out, label, r, r.rate >= 100)
 		if err != nil {
 			return fmt.Errorf("churn at %d/s: %w", rate, err)
 		}
 		reportUsage(out, label, r.usage, false)
-		if err := saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate), 5*time.Second); err != nil {
-			return err
-		}
 		row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
 		row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
 	}
@@ -209,7 +210,7 @@ func waitMesh(ctx context.Context, agents []*lab.Node) error {
 
 // measureChurn runs the churn (if any) and the probe together for window, after a warm-up, and
 // samples the agents' usage and counters over the same window.
-func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, window time.Duration) (churnResult, error) {
+func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, window time.Duration, during func(context.Context) error) (churnResult, error) {
 	var r churnResult
 	cctx, stopChurn := context.WithCancel(ctx)
 	defer stopChurn()
@@ -237,11 +238,22 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, w
 	}
 	pc := make(chan probed, 1)
 	go func() { ss, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ss, err} }()
+	profiled := make(chan error, 1)
+	go func() {
+		if during == nil {
+			profiled <- nil
+			return
+		}
+		profiled <- during(ctx)
+	}()
 	r.usage, err = benchutil.MeasureUsage(ctx, agents, window)
 	if err != nil {
 		return r, err
 	}
 	got := <-pc
+	if err := <-profiled; err != nil {
+		return r, fmt.Errorf("profiles: %w", err)
+	}
 	elapsed := time.Since(t0)
 	if c != nil {
 		r.achieved = float64(c.done.Load()-done0) / elapsed.Seconds()
