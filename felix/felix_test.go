@@ -149,3 +149,119 @@ func get(t *testing.T, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// tunl0 is looked at when what it should be may have changed (pools, the tunnel address), after a
+// link event on it or its uplink, and on a resync; a BGP route coming or going, on every node for
+// every block of the cluster, costs it nothing.
+func TestTunnelLeftAloneByRouteChanges(t *testing.T) {
+	f, fk, _, _ := newFakeFelix(t)
+	ctx := context.Background()
+	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
+	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	looks := func() int { return fk.Calls("LinkByName") }
+	before := looks()
+	if before == 0 {
+		t.Fatal("the first apply did not look at tunl0")
+	}
+	for _, p := range []string{"10.244.1.0/26", "10.244.2.0/26"} {
+		f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix(p), NextHop: netip.MustParseAddr("198.51.100.12")})
+		if err := f.ApplyNow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.DeleteBGPRoute(netip.MustParsePrefix("10.244.1.0/26"))
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fk.Route("10.244.2.0/26"); !ok {
+		t.Fatal("BGP route not programmed")
+	}
+	if _, ok := fk.Route("10.244.1.0/26"); ok {
+		t.Fatal("withdrawn BGP route still programmed")
+	}
+	if n := looks() - before; n != 0 {
+		t.Fatalf("BGP route changes looked up links %d times, want 0", n)
+	}
+
+	// A pool that needs IPIP: tunl0 is wanted (and this kernel cannot make it).
+	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeAlways}})
+	if err := f.ApplyNow(ctx); err == nil || !strings.Contains(err.Error(), "tunl0") {
+		t.Fatalf("apply with an IPIP pool on a kernel without ipip: %v, want tunl0's error", err)
+	}
+	// A failed tunnel is tried again on the next apply, whatever changed.
+	before = looks()
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.3.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	if err := f.ApplyNow(ctx); err == nil {
+		t.Fatal("apply after a failed tunnel: no error")
+	}
+	if looks() == before {
+		t.Fatal("a failed tunnel was not tried again")
+	}
+
+	// Back to no IPIP; then a resync looks again.
+	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before = looks()
+	f.QueueResync()
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if looks() == before {
+		t.Fatal("a resync did not look at tunl0")
+	}
+}
+
+// A BGP route learned, replaced or withdrawn changes its own prefix's route and unresolved
+// state (calc.BGPRouteChanges), as a full recompute would.
+func TestBGPRouteOneByOne(t *testing.T) {
+	f, fk, _, _ := newFakeFelix(t)
+	ctx := context.Background()
+	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
+	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
+	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26")})
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := netip.MustParsePrefix("10.244.1.0/26")
+	step := func(what string, nh string, wantGw string, wantUnresolved bool) {
+		t.Helper()
+		if nh == "" {
+			f.DeleteBGPRoute(p)
+		} else {
+			f.UpsertBGPRoute(BGPRoute{Prefix: p, NextHop: netip.MustParseAddr(nh)})
+		}
+		if err := f.ApplyNow(ctx); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		r, ok := fk.Route(p.String())
+		switch {
+		case wantGw == "" && ok:
+			t.Fatalf("%s: route %v programmed, want none", what, r)
+		case wantGw != "" && (!ok || r.Gw.String() != wantGw):
+			t.Fatalf("%s: route %v (programmed %v), want via %s", what, r, ok, wantGw)
+		}
+		_, unresolved := f.Unresolved()[p]
+		if unresolved != wantUnresolved || value(f.metrics.UnresolvedNextHops) != map[bool]float64{true: 1}[wantUnresolved] {
+			t.Fatalf("%s: unresolved %v (metric %v), want %v", what, f.Unresolved(), value(f.metrics.UnresolvedNextHops), wantUnresolved)
+		}
+	}
+	step("learned", "198.51.100.12", "198.51.100.12", false)
+	step("replaced by an unusable next hop", "2001:db8::1", "", true)
+	step("replaced by a usable one", "198.51.100.13", "198.51.100.13", false)
+	step("our own next hop", "198.51.100.11", "", false)
+	step("learned again", "198.51.100.12", "198.51.100.12", false)
+	step("withdrawn", "", "", false)
+	// A BGP route for our own block never replaces its blackhole.
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.0.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := fk.Route("10.244.0.0/26"); !ok || r.Type != unix.RTN_BLACKHOLE {
+		t.Fatalf("local block's route %v (programmed %v), want the blackhole", r, ok)
+	}
+}

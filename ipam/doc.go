@@ -49,7 +49,9 @@
 // BlockAffinity. A crash after (a) leaves a block without affinity object; the node's allocator
 // recreates the affinity when it loads the node's blocks (and the block is used normally).
 //
-// Release by handle: (0) GET the handle, which usually does not exist; (1) remove the allocations
+// Release by handle: (0) GET the handle, which usually does not exist, unless the caller knows the
+// addresses (a DEL's prevResult) and each is in one of its node's own blocks, where no handle
+// exists (ReleaseHeld); (1) remove the allocations
 // from each block the handle lists, and from the node's blocks that hold the handle; (2) delete
 // the handle if there was one (with its resourceVersion as precondition: a handle an Assign added
 // a block to in between is looked at again). A crash after (1) leaves a handle without
@@ -75,9 +77,9 @@
 // node's affine blocks (refreshed when a compare-and-swap finds them stale), pools, node labels
 // and namespace annotations (CacheTTL; past it the last copy is served while one background read
 // refreshes it), and takes the pod's annotations from tabby-node's informer of the node's pods
-// (Config.PodAnnotations, package podcache). A pod's ADD and DEL then cost the API server three
-// requests: ADD the block update; DEL the handle GET (not found) and the block update. Kubernetes
-// counts them (apiserver_request_total), and hack/bench/cni prints them per pod.
+// (Config.PodAnnotations, package podcache). A pod's ADD and DEL then cost the API server two
+// requests, a block update each (three for a DEL without prevResult: the handle GET, not found).
+// Kubernetes counts them (apiserver_request_total), and hack/bench/scale prints them per pod.
 //
 // Group commit (commit.go): Assigns on one node are not serialised one block update each. While
 // an update for the node is in flight the others queue; the node's committer then chooses all

@@ -116,12 +116,7 @@ func (ns *nodeState) heldBy(handle string, fam ipfamily.Family, pending map[neti
 // cachedHolding lists the cached blocks (of every node this allocator knows) that hold an
 // allocation of handle.
 func (a *Allocator) cachedHolding(handle string) []netip.Prefix {
-	a.mu.Lock()
-	nodes := make([]*nodeState, 0, len(a.nodes))
-	for _, ns := range a.nodes {
-		nodes = append(nodes, ns)
-	}
-	a.mu.Unlock()
+	nodes := a.knownNodes()
 	var out []netip.Prefix
 	for _, ns := range nodes {
 		ns.mu.Lock()
@@ -133,6 +128,44 @@ func (a *Allocator) cachedHolding(handle string) []netip.Prefix {
 		ns.mu.Unlock()
 	}
 	return out
+}
+
+// knownNodes are the nodes whose blocks this allocator caches.
+func (a *Allocator) knownNodes() []*nodeState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	nodes := make([]*nodeState, 0, len(a.nodes))
+	for _, ns := range a.nodes {
+		nodes = append(nodes, ns)
+	}
+	return nodes
+}
+
+// allInOwnBlocks says whether each of addrs is allocated to handle in a cached block, by the
+// node the block is affine to: not borrowed.
+func (a *Allocator) allInOwnBlocks(handle string, addrs []netip.Addr) bool {
+	nodes := a.knownNodes()
+	for _, ip := range addrs {
+		found := false
+		for _, ns := range nodes {
+			ns.mu.Lock()
+			for c, b := range ns.blocks {
+				if o, ok := ordinalOf(c, ip); ok {
+					al, held := b.Spec.Allocations[strconv.Itoa(o)]
+					found = held && al.Handle == handle && !NeedsHandle(b, al)
+					break
+				}
+			}
+			ns.mu.Unlock()
+			if found {
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // blocksOfHandle is where handle's addresses may be: the blocks its object lists (h may be nil)

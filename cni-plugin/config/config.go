@@ -5,11 +5,13 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/tabbynet/tabby/ipam/rpc/api"
@@ -119,6 +121,24 @@ func (c *NetConf) Timeout() time.Duration {
 		return 60 * time.Second
 	}
 	return time.Duration(c.TimeoutSeconds) * time.Second
+}
+
+// PrevAddresses are the addresses prevResult lists (none without one).
+func (c *NetConf) PrevAddresses() ([]netip.Addr, error) {
+	if c.PrevResult == nil {
+		return nil, nil
+	}
+	prev, err := current.NewResultFromResult(c.PrevResult)
+	if err != nil {
+		return nil, fmt.Errorf("convert prevResult: %w", err)
+	}
+	var out []netip.Addr
+	for _, ipc := range prev.IPs {
+		if ip, ok := netip.AddrFromSlice(ipc.Address.IP); ok {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
 }
 
 // SocketEnabled tells whether the plugin should try tabby-node first.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"time"
 
@@ -98,7 +97,8 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		return err
 	}
 	defer inv.close()
-	if _, err := inv.ipam.Release(inv.ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName}); err != nil {
+	held, _ := inv.conf.PrevAddresses() // lets IPAM skip a read; without a usable one it reads
+	if _, err := inv.ipam.Release(inv.ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName, Addresses: held}); err != nil {
 		return cnierr.IPAM("release address", err)
 	}
 	return nil
@@ -117,20 +117,17 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if len(l.Assignments) == 0 {
 		return types.NewError(cnierr.CheckFailed, "CHECK: no address allocated", "IPAM handle "+inv.handle+" holds nothing")
 	}
-	if inv.conf.PrevResult != nil {
-		prev, err := current.NewResultFromResult(inv.conf.PrevResult)
-		if err != nil {
-			return types.NewError(types.ErrDecodingFailure, "convert prevResult", err.Error())
+	prev, err := inv.conf.PrevAddresses()
+	if err != nil {
+		return types.NewError(types.ErrDecodingFailure, "prevResult", err.Error())
+	}
+	for _, ip := range prev {
+		found := false
+		for _, a := range l.Assignments {
+			found = found || a.IP == ip
 		}
-		for _, ipc := range prev.IPs {
-			ip, _ := netip.AddrFromSlice(ipc.Address.IP)
-			found := false
-			for _, a := range l.Assignments {
-				found = found || a.IP == ip.Unmap()
-			}
-			if !found {
-				return types.NewError(cnierr.CheckFailed, "CHECK: address not allocated", fmt.Sprintf("IPAM handle %s does not hold %s", inv.handle, ip))
-			}
+		if !found {
+			return types.NewError(cnierr.CheckFailed, "CHECK: address not allocated", fmt.Sprintf("IPAM handle %s does not hold %s", inv.handle, ip))
 		}
 	}
 	return nil

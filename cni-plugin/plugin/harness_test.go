@@ -324,12 +324,18 @@ func cniCode(t *testing.T, err error) *types.Error {
 // serveIPAM runs tabby-node's IPAM service (the code tabby-node runs) on a socket of the test.
 func (h *harness) serveIPAM() (socket string, stop func()) {
 	h.t.Helper()
+	return h.serveIPAMWith(ipam.NewKubeStore(env.Client))
+}
+
+// serveIPAMWith serves tabby-node's IPAM over store.
+func (h *harness) serveIPAMWith(store ipam.Store) (socket string, stop func()) {
+	h.t.Helper()
 	socket = filepath.Join(h.t.TempDir(), "ipam.sock")
 	l, err := rpc.Listen(socket)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	srv := rpc.NewServer(ipam.New(ipam.NewKubeStore(env.Client), ipam.Config{}))
+	srv := rpc.NewServer(ipam.New(store, ipam.Config{}))
 	go srv.Serve(l)
 	h.t.Cleanup(srv.Stop)
 	return socket, srv.Stop

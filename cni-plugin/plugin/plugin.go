@@ -295,8 +295,10 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		err   error
 	}
 	rch := make(chan released, 1)
+	// The runtime's record of the ADD lets IPAM skip a read; without a usable one it reads.
+	held, _ := inv.conf.PrevAddresses()
 	go func() {
-		r, err := inv.ipam.Release(ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName, WantReleased: vethFound && veth.Alias == ""})
+		r, err := inv.ipam.Release(ctx, &api.ReleaseRequest{Handle: inv.handle, Node: inv.conf.NodeName, Addresses: held, WantReleased: vethFound && veth.Alias == ""})
 		rch <- released{r, err}
 	}()
 	var terr error
@@ -331,14 +333,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if inv.conf.PrevResult == nil {
 		return cniError(types.ErrInvalidNetworkConfig, "CHECK needs prevResult", nil)
 	}
-	prev, err := current.NewResultFromResult(inv.conf.PrevResult)
-	if err != nil {
-		return cniError(types.ErrDecodingFailure, "convert prevResult", err)
-	}
-	for _, ipc := range prev.IPs {
-		if ip, ok := netip.AddrFromSlice(ipc.Address.IP); ok {
-			inv.att.IPs = append(inv.att.IPs, ip.Unmap())
-		}
+	var err error
+	if inv.att.IPs, err = inv.conf.PrevAddresses(); err != nil {
+		return cniError(types.ErrDecodingFailure, "prevResult", err)
 	}
 	if len(inv.att.IPs) == 0 {
 		return cniError(cnierr.CheckFailed, "CHECK: prevResult has no address", nil)

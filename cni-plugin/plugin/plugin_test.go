@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -469,6 +470,45 @@ func TestSocketPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.assertClean("after fallback")
+}
+
+// A DEL through tabby-node's service costs the API server one request, the block update: the
+// runtime passes its record of the ADD (prevResult), whose address is in the node's own block,
+// so IPAM knows no IPAMHandle exists and does not read one. Both plugins.
+func TestDelReadsNoHandle(t *testing.T) {
+	h := newHarness(t)
+	store := &countingStore{Store: ipam.NewKubeStore(env.Client)}
+	h.socket, _ = h.serveIPAMWith(store)
+	ipamOnly := map[string]any{"type": "tabby-ipam", "nodename": h.nodeName, "kubeconfig": h.kubeconfig, "ipamSocket": h.socket}
+	for name, list := range map[string]*libcni.NetworkConfigList{"tabby": h.list("1.1.0"), "tabby-ipam": h.list("1.1.0", ipamOnly)} {
+		p := h.newPod(name)
+		h.mustAdd(list, p)
+		store.handleReads.Store(0)
+		store.blockWrites.Store(0)
+		if err := h.node.Del(h.ctx, list, p.rt); err != nil {
+			t.Fatalf("%s: DEL: %v", name, err)
+		}
+		if r, w := store.handleReads.Load(), store.blockWrites.Load(); r != 0 || w != 1 {
+			t.Errorf("%s: DEL read %d IPAMHandles and wrote %d IPAMBlocks, want 0 and 1", name, r, w)
+		}
+		h.assertClean(name + ": after DEL")
+	}
+}
+
+// countingStore counts the requests TestDelReadsNoHandle is about.
+type countingStore struct {
+	ipam.Store
+	handleReads, blockWrites atomic.Int64
+}
+
+func (s *countingStore) GetHandle(ctx context.Context, name string) (*v1.IPAMHandle, error) {
+	s.handleReads.Add(1)
+	return s.Store.GetHandle(ctx, name)
+}
+
+func (s *countingStore) UpdateBlock(ctx context.Context, b *v1.IPAMBlock) (*v1.IPAMBlock, error) {
+	s.blockWrites.Add(1)
+	return s.Store.UpdateBlock(ctx, b)
 }
 
 // TestConcurrentAdds: ten ADDs at once through tabby-node's service, as a runtime starting a

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/tabbynet/tabby/apis/v1"
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/ipam"
 )
 

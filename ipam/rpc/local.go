@@ -96,7 +96,7 @@ func (l *Local) Release(ctx context.Context, r *api.ReleaseRequest) (*api.Releas
 			return nil, classify(err)
 		}
 	}
-	if err := l.alloc.ReleaseHandle(ctx, r.Handle); err != nil {
+	if err := l.alloc.ReleaseHeld(ctx, r.Handle, r.Addresses); err != nil {
 		return nil, classify(err)
 	}
 	out := &api.ReleaseReply{}

@@ -233,9 +233,11 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 // viewCache keeps each Node's and IPAMBlock's contribution while its resourceVersion stays. A nil
 // cache computes every time.
 type viewCache struct {
-	nodes  map[string]cachedNode
-	blocks map[string]cachedBlock
-	seen   map[string]bool
+	nodes  map[string]*cachedNode
+	blocks map[string]*cachedBlock
+	// gen numbers the builds: an entry a build sees is marked with it, and the entries left
+	// unmarked are the deleted objects (no map of names to fill and clear per build).
+	gen uint64
 	// skipNodes, skipBlocks: this build was not given the Nodes (or IPAMBlocks), so their
 	// entries are not pruned.
 	skipNodes, skipBlocks bool
@@ -251,29 +253,31 @@ func (c *viewCache) listed(ch Changes) *viewCache {
 
 type cachedNode struct {
 	rv   string
+	seen uint64
 	info NodeInfo
 }
 
 type cachedBlock struct {
 	rv   string
+	seen uint64
 	view blockView
 	ok   bool
 }
 
 func newViewCache() *viewCache {
-	return &viewCache{nodes: map[string]cachedNode{}, blocks: map[string]cachedBlock{}, seen: map[string]bool{}}
+	return &viewCache{nodes: map[string]*cachedNode{}, blocks: map[string]*cachedBlock{}, gen: 1}
 }
 
 func (c *viewCache) node(n *corev1.Node, log *slog.Logger) NodeInfo {
 	if c == nil || n.ResourceVersion == "" {
 		return nodeInfo(n, log)
 	}
-	c.seen["n/"+n.Name] = true
 	if e, ok := c.nodes[n.Name]; ok && e.rv == n.ResourceVersion {
+		e.seen = c.gen
 		return e.info
 	}
 	info := nodeInfo(n, log)
-	c.nodes[n.Name] = cachedNode{rv: n.ResourceVersion, info: info}
+	c.nodes[n.Name] = &cachedNode{rv: n.ResourceVersion, seen: c.gen, info: info}
 	return info
 }
 
@@ -281,15 +285,19 @@ func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (b
 	if c == nil || b.ResourceVersion == "" {
 		return viewBlock(b, nodeName, log)
 	}
-	c.seen["b/"+b.Name] = true
-	if e, ok := c.blocks[b.Name]; ok && e.rv == b.ResourceVersion {
-		return e.view, e.ok
+	prev := c.blocks[b.Name]
+	if prev != nil && prev.rv == b.ResourceVersion {
+		prev.seen = c.gen
+		return prev.view, prev.ok
 	}
 	v, ok := viewBlock(b, nodeName, log)
-	prev := c.blocks[b.Name]
-	c.blocks[b.Name] = cachedBlock{rv: b.ResourceVersion, view: v, ok: ok}
-	if len(prev.view.podIPs) > 0 || len(v.podIPs) > 0 {
-		c.changes = append(c.changes, blockChange{name: b.Name, old: prev.view.podIPs, cur: v.podIPs})
+	c.blocks[b.Name] = &cachedBlock{rv: b.ResourceVersion, seen: c.gen, view: v, ok: ok}
+	var old blockView
+	if prev != nil {
+		old = prev.view
+	}
+	if len(old.podIPs) > 0 || len(v.podIPs) > 0 {
+		c.changes = append(c.changes, blockChange{name: b.Name, old: old.podIPs, cur: v.podIPs})
 	}
 	return v, ok
 }
@@ -306,20 +314,20 @@ func (c *viewCache) prune() {
 	if c == nil {
 		return
 	}
-	for name := range c.nodes {
-		if !c.skipNodes && !c.seen["n/"+name] {
+	for name, e := range c.nodes {
+		if !c.skipNodes && e.seen != c.gen {
 			delete(c.nodes, name)
 		}
 	}
 	for name, e := range c.blocks {
-		if !c.skipBlocks && !c.seen["b/"+name] {
+		if !c.skipBlocks && e.seen != c.gen {
 			delete(c.blocks, name)
 			if len(e.view.podIPs) > 0 {
 				c.changes = append(c.changes, blockChange{name: name, old: e.view.podIPs})
 			}
 		}
 	}
-	clear(c.seen)
+	c.gen++
 	c.skipNodes, c.skipBlocks = false, false
 }
 

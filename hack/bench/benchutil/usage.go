@@ -2,9 +2,11 @@ package benchutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,4 +127,30 @@ func AgentsCPU(ctx context.Context, nodes []*lab.Node) (time.Duration, error) {
 		sum += d
 	}
 	return sum, nil
+}
+
+// ProfileAgents starts a CPU profile of every node's agent for d, and returns a function that
+// waits for them and writes <dir>/<label>-<node>.cpu (`go tool pprof` takes them all at once:
+// the cluster's cost of what ran meanwhile).
+func ProfileAgents(ctx context.Context, nodes []*lab.Node, dir, label string, d time.Duration) func() error {
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			b, err := n.MetricsPath(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds()))))
+			if err == nil {
+				err = os.MkdirAll(dir, 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, label+"-"+n.Name+".cpu"), b, 0o644)
+			}
+			errs <- err
+		}()
+	}
+	return func() error {
+		var all []error
+		for range nodes {
+			all = append(all, <-errs)
+		}
+		return errors.Join(all...)
+	}
 }

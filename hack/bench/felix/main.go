@@ -156,7 +156,7 @@ func run() error {
 		noopTimes = append(noopTimes, time.Since(start))
 	}
 
-	lat, err := singleRouteLatency(ctx, f, fNS, wl)
+	lat, learned, withdrawn, err := singleRouteLatency(ctx, f, fNS, wl, ipv4Routes)
 	if err != nil {
 		return err
 	}
@@ -169,23 +169,26 @@ func run() error {
 	fmt.Printf("%-44s %12s %12s %7.2fx %s\n", "IPv6 full sync 12,000 (vs ip -6 -batch)", ms(fMed6), ms(ipMed6), float64(fMed6)/float64(ipMed6), "<= 1.5x")
 	fmt.Printf("%-44s %12s %12s %8s %s\n", "new workload -> route in kernel p50", ms(benchutil.Pct(lat, 50)), "-", "", "")
 	fmt.Printf("%-44s %12s %12s %8s %s\n", "new workload -> route in kernel p99", ms(benchutil.Pct(lat, 99)), "-", "", "< 10 ms")
+	fmt.Printf("%-44s %12s %12s %8s %s\n", "BGP route learned -> in kernel p50, p99", ms(benchutil.Pct(learned, 50))+", "+ms(benchutil.Pct(learned, 99)), "-", "", "p99 < 10 ms")
+	fmt.Printf("%-44s %12s %12s %8s %s\n", "BGP route withdrawn -> gone p50, p99", ms(benchutil.Pct(withdrawn, 50))+", "+ms(benchutil.Pct(withdrawn, 99)), "-", "", "p99 < 10 ms")
 	fmt.Printf("%-44s %12s %12s %8s %s\n", "no-op resync of 12,000 routes (median)", ms(median(noopTimes)), "-", "", "< 100 ms")
 	return nil
 }
 
-// singleRouteLatency runs felix's loop and measures SetWorkloads(one more) to the route's
-// RTM_NEWROUTE event in the namespace.
-func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, wl []felix.Workload) ([]time.Duration, error) {
+// singleRouteLatency runs felix's loop and measures, with thousands of routes in place, one
+// more workload (SetWorkloads) to its route's RTM_NEWROUTE, and one BGP route learned and then
+// withdrawn to its RTM_NEWROUTE and RTM_DELROUTE, in the namespace.
+func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, wl []felix.Workload, rs routeSet) (work, learned, withdrawn []time.Duration, err error) {
 	nsh, err := netns.GetFromPath(b.Path())
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	defer nsh.Close()
 	events := make(chan netlink.RouteUpdate, 4096)
 	done := make(chan struct{})
 	defer close(done)
 	if err := netlink.RouteSubscribeWithOptions(events, done, netlink.RouteSubscribeOptions{Namespace: &nsh}); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	loopDone := make(chan error, 1)
@@ -198,38 +201,61 @@ func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, wl []fe
 	if path := os.Getenv("TABBY_BENCH_CPUPROFILE"); path != "" {
 		pf, err := os.Create(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var lat []time.Duration
+	// one makes a change and waits for the event of type typ on want.
+	one := func(want netip.Prefix, typ uint16, change func()) (time.Duration, error) {
+		start := time.Now()
+		change()
+		timeout := time.After(2 * time.Second)
+		for {
+			select {
+			case u := <-events:
+				if u.Type == typ && u.Dst != nil && u.Dst.String() == want.String() {
+					d := time.Since(start)
+					time.Sleep(5 * time.Millisecond) // felix's loop idle again before the next
+					return d, nil
+				}
+			case <-timeout:
+				return 0, fmt.Errorf("route %s: no event %d within 2s", want, typ)
+			}
+		}
+	}
 	cur := slices.Clone(wl)
 	for i := 0; i < 100; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 244, 200, byte(i)})
 		cur = append(cur, felix.Workload{IP: ip, Interface: vethName(i % veths)})
-		want := netip.PrefixFrom(ip, 32).String()
-		start := time.Now()
-		f.SetWorkloads(cur)
-		timeout := time.After(2 * time.Second)
-	wait:
-		for {
-			select {
-			case u := <-events:
-				if u.Type == 24 /* RTM_NEWROUTE */ && u.Dst != nil && u.Dst.String() == want {
-					lat = append(lat, time.Since(start))
-					break wait
-				}
-			case <-timeout:
-				return nil, fmt.Errorf("route %s not programmed within 2s", want)
+		d, err := one(netip.PrefixFrom(ip, 32), unix.RTM_NEWROUTE, func() { f.SetWorkloads(cur) })
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		work = append(work, d)
+	}
+	for _, withdraw := range []bool{false, true} {
+		for i := remotes; i < remotes+40; i++ {
+			p := rs.remotePrefix(i)
+			change, typ := func() { f.UpsertBGPRoute(felix.BGPRoute{Prefix: p, NextHop: rs.nextHop}) }, uint16(unix.RTM_NEWROUTE)
+			if withdraw {
+				change, typ = func() { f.DeleteBGPRoute(p) }, unix.RTM_DELROUTE
+			}
+			d, err := one(p, typ, change)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if withdraw {
+				withdrawn = append(withdrawn, d)
+			} else {
+				learned = append(learned, d)
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	return lat, nil
+	return work, learned, withdrawn, nil
 }
 
 func drain(ch chan netlink.RouteUpdate) {

@@ -28,6 +28,7 @@ type options struct {
 	bird2    bool
 	hold     time.Duration
 	tabbyBin string
+	profiles string
 	log      *slog.Logger
 }
 
@@ -39,6 +40,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window for tabby-node's CPU")
 	flag.BoolVar(&o.bird2, "bird2", true, "measure BIRD2 in the same namespaces")
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long (for a look at its logs) before removing it")
+	flag.StringVar(&o.profiles, "profiles", "", "write every agent's CPU profile while the blocks are deleted one at a time into this directory (<topology>-<node>.cpu)")
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
 	o.log = benchutil.Logger(*verbose)
@@ -81,7 +83,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if r.usage, err = benchutil.MeasureUsage(ctx, c.nodes, o.idle); err != nil {
 			return fmt.Errorf("idle usage: %w", err)
 		}
-		if r.mesh, err = c.measure(ctx, o.blocks, 100); err != nil {
+		if r.mesh, err = c.measure(ctx, o.blocks, 100, o.profiles); err != nil {
 			return err
 		}
 		r.bird2Mesh, err = bird2Phase(ctx, o, c)
@@ -92,7 +94,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := phase(ctx, o, rr, func(c *cluster) error {
 		r.rrUp = c.up
 		var err error
-		if r.rr, err = c.measure(ctx, o.blocks, 150); err != nil {
+		if r.rr, err = c.measure(ctx, o.blocks, 150, o.profiles); err != nil {
 			return err
 		}
 		r.bird2RR, err = bird2Phase(ctx, o, c)

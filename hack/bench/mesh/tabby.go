@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,7 +66,11 @@ func startCluster(ctx context.Context, o options, t topo) (_ *cluster, err error
 	start := time.Now()
 	// The agents run as in production: the lab's e2e defaults (a GC every second, for tests that
 	// wait on it) would inflate the resource figures.
-	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: []string{"--ipam-gc-interval=1m", "--ipam-gc-grace=5m"}})
+	args := []string{"--ipam-gc-interval=1m", "--ipam-gc-grace=5m"}
+	if o.profiles != "" {
+		args = append(args, "--pprof")
+	}
+	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: args})
 	if err != nil {
 		return nil, fmt.Errorf("start lab: %w", err)
 	}
@@ -144,7 +150,7 @@ type propagation struct {
 // measure claims blocks one at a time, each for the next node in turn, and waits until every
 // other node's kernel routes it via the owner; deletes them one at a time and waits until
 // every other node's route is gone; claims them all again and deletes them all at once.
-func (c *cluster) measure(ctx context.Context, blocks, base int) (propagation, error) {
+func (c *cluster) measure(ctx context.Context, blocks, base int, profiles string) (propagation, error) {
 	var res propagation
 	owners := map[netip.Prefix]*lab.Node{}
 	var ps []netip.Prefix
@@ -167,6 +173,16 @@ func (c *cluster) measure(ctx context.Context, blocks, base int) (propagation, e
 	cpu0, err := benchutil.AgentsCPU(ctx, c.nodes)
 	if err != nil {
 		return res, err
+	}
+	if profiles != "" {
+		// Long enough for the deletions (about 50 ms each); the idle tail costs the profile
+		// nothing.
+		wait := benchutil.ProfileAgents(ctx, c.nodes, profiles, strings.ReplaceAll(c.topo.name, " ", ""), time.Duration(len(ps))*100*time.Millisecond)
+		defer func() {
+			if err := wait(); err != nil {
+				fmt.Fprintln(os.Stderr, "profiles:", err)
+			}
+		}()
 	}
 	for _, b := range ps {
 		owner := owners[b]

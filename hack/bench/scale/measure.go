@@ -39,30 +39,43 @@ func probeBlock(k int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(j / 4), byte(j % 4 * 64)}), 26)
 }
 
-func (p *probe) once(ctx context.Context) (time.Duration, error) {
+// sample is one probe, from the start of the IPAMBlock Create call: until the route was in the
+// last other agent's kernel (last), until the owner's felix had its blackhole in its own kernel
+// (owner: the API server's write and watch, and the owner's agent), and the Create call alone.
+// last - owner is the BGP leg: the owner's announcement to the others' kernels.
+type sample struct {
+	last, owner, create time.Duration
+}
+
+// once claims a block and times its route into the agents' kernels.
+func (p *probe) once(ctx context.Context) (sample, error) {
 	b := probeBlock(p.k)
 	p.k++
-	t0, _, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
+	t0, create, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
 	if err != nil {
-		return 0, err
+		return sample{}, err
 	}
 	got, err := p.watch.Arrived(ctx, 10*time.Second, b, p.owner.IP(), p.others)
 	if err != nil {
-		return 0, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
+		return sample{}, fmt.Errorf("block %s of %s: %w", b, p.owner.Name, err)
 	}
-	var last time.Duration
+	own, err := p.watch.Arrived(ctx, 10*time.Second, b, netip.Addr{}, []string{p.owner.Name})
+	if err != nil {
+		return sample{}, fmt.Errorf("block %s: blackhole at its owner %s: %w", b, p.owner.Name, err)
+	}
+	s := sample{owner: own[p.owner.Name].Sub(t0), create: create}
 	for _, at := range got {
-		last = max(last, at.Sub(t0))
+		s.last = max(s.last, at.Sub(t0))
 	}
 	if err := benchutil.ReleaseBlock(ctx, p.l, p.owner.Name, b); err != nil {
-		return 0, err
+		return sample{}, err
 	}
-	return last, p.watch.Gone(ctx, 10*time.Second, []netip.Prefix{b})
+	return s, p.watch.Gone(ctx, 10*time.Second, []netip.Prefix{b})
 }
 
 // samples runs the probe every interval until ctx ends.
-func (p *probe) samples(ctx context.Context, interval time.Duration) ([]time.Duration, error) {
-	var out []time.Duration
+func (p *probe) samples(ctx context.Context, interval time.Duration) ([]sample, error) {
+	var out []sample
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -71,11 +84,11 @@ func (p *probe) samples(ctx context.Context, interval time.Duration) ([]time.Dur
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
 			return out, nil
 		}
-		d, err := p.once(context.WithoutCancel(ctx))
+		s, err := p.once(context.WithoutCancel(ctx))
 		if err != nil {
 			return out, err
 		}
-		out = append(out, d)
+		out = append(out, s)
 		select {
 		case <-ctx.Done():
 			return out, nil

@@ -28,7 +28,7 @@ const agentLabel = "bench"
 type churnResult struct {
 	rate     int
 	achieved float64 // replacements per second the API server took
-	probe    []time.Duration
+	probe    []sample
 	usage    []benchutil.Usage
 	events   float64 // per agent per second
 	snapshot time.Duration
@@ -111,7 +111,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  datastore: %s; built in %v\n", held, buildTook.Round(time.Second))
 	fmt.Fprintf(out, "  agents: labelled %s=agent, meshed with each other only (mesh off; %d BGPPeers select simulated racks); a NetworkPolicy on their pods admits app=a1 pods cluster-wide\n", agentLabel, o.peers)
 	fmt.Fprintf(out, "  churn: a pod replaced on a simulated node = pod create, IPAMBlock update (ADD), IPAMBlock update (DEL), pod delete\n")
-	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel\n\n", agents[0].Name)
+	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP)\n\n", agents[0].Name)
 	row(out, "figure", "measured", "target", "")
 	row(out, fmt.Sprintf("agents started → ready (%d at once)", o.agents), agentsUp.Round(time.Millisecond).String(), "", "")
 	// Just after ready an agent still finishes its start (its first IPAM rounds, the collection of
@@ -144,23 +144,24 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		others = append(others, n.Name)
 	}
 	p := &probe{l: l, owner: agents[0], others: others, watch: watch}
-	quiet, err := measureChurn(ctx, p, agents, nil, o.window/2)
+	quiet, err := measureChurn(ctx, p, agents, nil, o.window/2, nil)
 	reportProbe(out, "no churn", quiet, false)
 	if err != nil {
 		return fmt.Errorf("probe without churn: %w", err)
 	}
 	for _, rate := range o.rates {
 		c := &churn{w: w, rate: rate}
-		r, err := measureChurn(ctx, p, agents, c, o.window)
+		// The profiles are taken while the churn runs, from its warm-up's end.
+		profile := func(ctx context.Context) error {
+			return saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate), 5*time.Second)
+		}
+		r, err := measureChurn(ctx, p, agents, c, o.window, profile)
 		label := fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved)
 		reportProbe(out, label, r, r.rate >= 100)
 		if err != nil {
 			return fmt.Errorf("churn at %d/s: %w", rate, err)
 		}
 		reportUsage(out, label, r.usage, false)
-		if err := saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate), 5*time.Second); err != nil {
-			return err
-		}
 		row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
 		row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
 	}
@@ -209,7 +210,7 @@ func waitMesh(ctx context.Context, agents []*lab.Node) error {
 
 // measureChurn runs the churn (if any) and the probe together for window, after a warm-up, and
 // samples the agents' usage and counters over the same window.
-func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, window time.Duration) (churnResult, error) {
+func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, window time.Duration, during func(context.Context) error) (churnResult, error) {
 	var r churnResult
 	cctx, stopChurn := context.WithCancel(ctx)
 	defer stopChurn()
@@ -232,16 +233,27 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, w
 	pctx, stopProbe := context.WithTimeout(ctx, window)
 	defer stopProbe()
 	type probed struct {
-		ds  []time.Duration
+		ss  []sample
 		err error
 	}
 	pc := make(chan probed, 1)
-	go func() { ds, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ds, err} }()
+	go func() { ss, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ss, err} }()
+	profiled := make(chan error, 1)
+	go func() {
+		if during == nil {
+			profiled <- nil
+			return
+		}
+		profiled <- during(ctx)
+	}()
 	r.usage, err = benchutil.MeasureUsage(ctx, agents, window)
 	if err != nil {
 		return r, err
 	}
 	got := <-pc
+	if err := <-profiled; err != nil {
+		return r, fmt.Errorf("profiles: %w", err)
+	}
 	elapsed := time.Since(t0)
 	if c != nil {
 		r.achieved = float64(c.done.Load()-done0) / elapsed.Seconds()
@@ -260,7 +272,7 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, w
 	if snaps > 0 {
 		r.snapshot = time.Duration(snapTime / snaps * float64(time.Second))
 	}
-	r.probe = got.ds
+	r.probe = got.ss
 	if c != nil {
 		stopChurn()
 		<-churnDone
@@ -276,12 +288,22 @@ func reportProbe(out io.Writer, label string, r churnResult, target bool) {
 		row(out, label+": block → other agents' kernels", "no sample", "", "MISSED")
 		return
 	}
-	p99 := benchutil.Pct(r.probe, 99)
+	var last, owner, bgp, create []time.Duration
+	for _, s := range r.probe {
+		last, owner, bgp, create = append(last, s.last), append(owner, s.owner), append(bgp, s.last-s.owner), append(create, s.create)
+	}
+	pcts := func(ds []time.Duration) string {
+		return fmt.Sprintf("p50 %s, p99 %s", ms(benchutil.Pct(ds, 50)), ms(benchutil.Pct(ds, 99)))
+	}
+	p99 := benchutil.Pct(last, 99)
 	t, v := "", ""
 	if target {
 		t, v = "p99 < 100 ms", verdict(p99 < 100*time.Millisecond)
 	}
-	row(out, label+": block → other agents' kernels", fmt.Sprintf("p50 %s, p99 %s (n=%d)", ms(benchutil.Pct(r.probe, 50)), ms(p99), len(r.probe)), t, v)
+	row(out, label+": block → other agents' kernels", fmt.Sprintf("%s (n=%d)", pcts(last), len(last)), t, v)
+	row(out, label+":   to the owner's own kernel (its blackhole)", pcts(owner), "", "")
+	row(out, label+":   the IPAMBlock Create call alone", pcts(create), "", "")
+	row(out, label+":   owner's kernel → last other agent's (BGP)", pcts(bgp), "", "")
 }
 
 func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool) {
@@ -303,8 +325,13 @@ func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool
 
 // requestsPerPod adds n pods to node through the CNI plugin and tabby-node (as a runtime would),
 // deletes them, and counts the API server's requests for tabby's resources meanwhile.
+//
+// A pod's requests are reads and writes; a watch or list that ends meanwhile is an informer
+// re-opening its watch, whatever the pods do, and is listed apart.
 func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (float64, string, error) {
-	before, err := apiRequests(ctx, l)
+	// The churn before leaves requests the API server is still answering (its cancelled writes
+	// end as 504s): counting starts once tabby's resources have seen no request for a second.
+	before, err := apiQuiet(ctx, l, time.Second, time.Minute)
 	if err != nil {
 		return 0, "", err
 	}
@@ -322,16 +349,52 @@ func requestsPerPod(ctx context.Context, l *lab.Lab, node *lab.Node, n int) (flo
 		return 0, "", err
 	}
 	var total float64
-	var parts []string
+	var parts, apart []string
 	for _, k := range slices.Sorted(maps.Keys(after)) {
 		d := after[k] - before[k]
-		if d <= 0 {
-			continue
+		switch {
+		case d <= 0:
+		case strings.HasPrefix(k, "WATCH ") || strings.HasPrefix(k, "LIST "):
+			apart = append(apart, fmt.Sprintf("%s %.0f", k, d))
+		default:
+			total += d
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(n)))
 		}
-		total += d
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, d/float64(n)))
 	}
-	return total / float64(n), strings.Join(parts, ", "), nil
+	breakdown := strings.Join(parts, ", ")
+	if len(apart) > 0 {
+		breakdown += "; not per pod, informers' watches ended meanwhile: " + strings.Join(apart, ", ")
+	}
+	return total / float64(n), breakdown, nil
+}
+
+// apiQuiet waits until the API server's counts of requests for tabby's resources have not moved
+// for quiet, and returns them.
+func apiQuiet(ctx context.Context, l *lab.Lab, quiet, timeout time.Duration) (map[string]float64, error) {
+	deadline := time.Now().Add(timeout)
+	last, err := apiRequests(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	since := time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the API server still answered requests for tabby's resources %v after the churn", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(quiet / 5):
+		}
+		now, err := apiRequests(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		if !maps.Equal(now, last) {
+			last, since = now, time.Now()
+		}
+	}
+	return last, nil
 }
 
 // saveProfiles writes the agent's metrics (the Go runtime's memory classes, before the profile's

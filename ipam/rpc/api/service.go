@@ -69,6 +69,10 @@ type ReleaseRequest struct {
 	// Node is where the container ran: its blocks are searched too, for an address whose
 	// IPAMHandle is not written yet (ipam/handles.go). Optional.
 	Node string `json:"node,omitempty"`
+	// Addresses are the attachment's addresses as the runtime's prevResult lists them: when
+	// none is borrowed, the release skips reading the handle object, which exists only for a
+	// borrowed address (ipam.Allocator.ReleaseHeld). Optional.
+	Addresses []netip.Addr `json:"addresses,omitempty"`
 	// WantReleased asks for the addresses released (one more read); DEL needs them only when the
 	// container's netns is already gone.
 	WantReleased bool `json:"wantReleased,omitempty"`
