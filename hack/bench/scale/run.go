@@ -163,7 +163,10 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	if o.nodeRate > 0 && len(w.spare) > 0 {
 		nc := &nodeChurn{w: w, rate: o.nodeRate}
-		r, err := measureChurn(ctx, p, agents, nc, o.window, nil)
+		profile := func(ctx context.Context) error {
+			return saveProfiles(ctx, o.profileDir, agents[0], "nodes", 5*time.Second)
+		}
+		r, err := measureChurn(ctx, p, agents, nc, o.window, profile)
 		if err := reportLoad(out, fmt.Sprintf("nodes joining and leaving, %d/s each (achieved %.1f/s)", r.rate, r.achieved), r, err, false); err != nil {
 			return fmt.Errorf("node churn: %w", err)
 		}
