@@ -109,6 +109,9 @@ type Lab struct {
 	apiAddr string // host:port the forwarders dial
 	log     *slog.Logger
 
+	// stubMu: one stub resync at a time. Two at once (nodes added side by side) interleave
+	// their flushes and writes, and the one that read fewer nodes wins on some node.
+	stubMu   sync.Mutex
 	mu       sync.Mutex
 	nodes    map[string]*Node
 	pods     map[string]*Pod

@@ -43,7 +43,9 @@ func (l *Lab) stubNodeAdded(ctx context.Context, n *Node) error {
 
 // stubResync makes every node route every other node's /24 via that node.
 func (l *Lab) stubResync(ctx context.Context) error {
-	nodes := l.Nodes()
+	l.stubMu.Lock()
+	defer l.stubMu.Unlock()
+	nodes := l.Nodes() // inside the lock: the last resync sees every node
 	for _, n := range nodes {
 		out, err := ip(ctx, "-n", n.NS, "route", "flush", "proto", "static")
 		if err != nil {

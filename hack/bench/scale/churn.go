@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// load is what runs beside the probe: pods replaced, or nodes joining and leaving.
+type load interface {
+	run(ctx context.Context)
+	perSecond() int   // asked
+	completed() int64 // operations done so far
+	err() error
+}
 
 // churn replaces pods across the simulated nodes at rate per second, as a cluster's deployments
 // do: each replacement creates a pod and allocates its address in its node's block (the CNI
@@ -59,6 +68,9 @@ func (c *churn) run(ctx context.Context) {
 	}
 }
 
+func (c *churn) perSecond() int   { return c.rate }
+func (c *churn) completed() int64 { return c.done.Load() }
+
 func (c *churn) replace(ctx context.Context, sn *simNode) (err error) {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
@@ -103,6 +115,78 @@ func (c *churn) replace(ctx context.Context, sn *simNode) (err error) {
 func (c *churn) err() error {
 	if e, ok := c.firstErr.Load().(error); ok && c.failures.Load()*10 > c.done.Load() {
 		return fmt.Errorf("%d replacements failed, the first: %w", c.failures.Load(), e)
+	}
+	return nil
+}
+
+// nodeChurn has empty nodes join and leave the cluster, rate of each per second, as an
+// autoscaler scales a node group out and in: a join is the Node (registered with its status,
+// as a kubelet does), its block's affinity and the block; a leave the block, the affinity and
+// the Node. It cycles through the world's spare nodes, each joining a rack of the simulated
+// cluster, whose BGPPeers then select it. The cluster is as before when it ends.
+type nodeChurn struct {
+	w    *world
+	rate int
+
+	done     atomic.Int64 // joins and leaves completed
+	failures atomic.Int64
+	firstErr atomic.Value
+}
+
+func (c *nodeChurn) perSecond() int   { return c.rate }
+func (c *nodeChurn) completed() int64 { return c.done.Load() / 2 }
+
+func (c *nodeChurn) run(ctx context.Context) {
+	var joined []*simNode // oldest first
+	free := slices.Clone(c.w.spare)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for _, sn := range joined {
+			c.note(c.w.removeNode(cctx, sn))
+		}
+	}()
+	t := time.NewTicker(time.Second / time.Duration(2*c.rate))
+	defer t.Stop()
+	for step := 0; ; step++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var err error
+		if len(free) > 0 && (len(joined) == 0 || step%2 == 0) {
+			sn := free[0]
+			free = free[1:]
+			// Listed as joined even when the join failed half way: its leave removes the rest.
+			joined = append(joined, sn)
+			err = c.w.addNode(ctx, sn, sn.index, rack(sn.index%spareNodes*nodesPerRack), 0)
+		} else {
+			sn := joined[0]
+			joined = joined[1:]
+			free = append(free, sn)
+			err = c.w.removeNode(ctx, sn)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.note(err)
+	}
+}
+
+func (c *nodeChurn) note(err error) {
+	if err != nil {
+		c.failures.Add(1)
+		c.firstErr.CompareAndSwap(nil, err)
+		return
+	}
+	c.done.Add(1)
+}
+
+// err fails the run when more than one join or leave in ten failed.
+func (c *nodeChurn) err() error {
+	if e, ok := c.firstErr.Load().(error); ok && c.failures.Load()*10 > c.done.Load() {
+		return fmt.Errorf("%d joins or leaves failed, the first: %w", c.failures.Load(), e)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ type options struct {
 	window, idle, settle      time.Duration
 	parallel                  int
 	apiPods                   int
+	nodeRate                  int
 	tabbyBin                  string
 	hold                      time.Duration
 	profileDir                string
@@ -47,6 +48,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 20*time.Second, "idle window for the agents' CPU")
 	flag.DurationVar(&o.settle, "settle", 40*time.Second, "wait after the first idle window before the idle figure")
 	flag.IntVar(&o.parallel, "parallel", 32, "concurrent writers while building the datastore")
+	flag.IntVar(&o.nodeRate, "node-rate", 1, "empty nodes joining, and leaving, per second, in a window of their own (0: none)")
 	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
 	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long before removing it")
@@ -75,6 +77,8 @@ func validate(o *options, rates string) error {
 		return fmt.Errorf("-agents=%d: want 2..10", o.agents)
 	case o.window < 5*time.Second || o.idle < 5*time.Second:
 		return fmt.Errorf("-window=%v -idle=%v: want at least 5s each", o.window, o.idle)
+	case o.nodeRate < 0 || o.nodeRate > 10:
+		return fmt.Errorf("-node-rate=%d: want 0..10", o.nodeRate)
 	case o.settle < 0:
 		return fmt.Errorf("-settle=%v: want 0 or more", o.settle)
 	}

@@ -111,6 +111,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  datastore: %s; built in %v\n", held, buildTook.Round(time.Second))
 	fmt.Fprintf(out, "  agents: labelled %s=agent, meshed with each other only (mesh off; %d BGPPeers select simulated racks); a NetworkPolicy on their pods admits app=a1 pods cluster-wide\n", agentLabel, o.peers)
 	fmt.Fprintf(out, "  churn: a pod replaced on a simulated node = pod create, IPAMBlock update (ADD), IPAMBlock update (DEL), pod delete\n")
+	fmt.Fprintf(out, "  node churn: an empty node joins a rack (Node with its status, BlockAffinity, IPAMBlock) and one leaves (the reverse), %d/s each\n", o.nodeRate)
 	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP)\n\n", agents[0].Name)
 	row(out, "figure", "measured", "target", "")
 	row(out, fmt.Sprintf("agents started → ready (%d at once)", o.agents), agentsUp.Round(time.Millisecond).String(), "", "")
@@ -156,14 +157,19 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			return saveProfiles(ctx, o.profileDir, agents[0], fmt.Sprintf("churn%d", rate), 5*time.Second)
 		}
 		r, err := measureChurn(ctx, p, agents, c, o.window, profile)
-		label := fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved)
-		reportProbe(out, label, r, r.rate >= 100)
-		if err != nil {
+		if err := reportLoad(out, fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved), r, err, r.rate >= 100); err != nil {
 			return fmt.Errorf("churn at %d/s: %w", rate, err)
 		}
-		reportUsage(out, label, r.usage, false)
-		row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
-		row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
+	}
+	if o.nodeRate > 0 && len(w.spare) > 0 {
+		nc := &nodeChurn{w: w, rate: o.nodeRate}
+		profile := func(ctx context.Context) error {
+			return saveProfiles(ctx, o.profileDir, agents[0], "nodes", 5*time.Second)
+		}
+		r, err := measureChurn(ctx, p, agents, nc, o.window, profile)
+		if err := reportLoad(out, fmt.Sprintf("nodes joining and leaving, %d/s each (achieved %.1f/s)", r.rate, r.achieved), r, err, false); err != nil {
+			return fmt.Errorf("node churn: %w", err)
+		}
 	}
 	perPod, breakdown, err := requestsPerPod(ctx, l, agents[0], o.apiPods)
 	if err != nil {
@@ -210,13 +216,13 @@ func waitMesh(ctx context.Context, agents []*lab.Node) error {
 
 // measureChurn runs the churn (if any) and the probe together for window, after a warm-up, and
 // samples the agents' usage and counters over the same window.
-func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, window time.Duration, during func(context.Context) error) (churnResult, error) {
+func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, window time.Duration, during func(context.Context) error) (churnResult, error) {
 	var r churnResult
 	cctx, stopChurn := context.WithCancel(ctx)
 	defer stopChurn()
 	var churnDone chan struct{}
 	if c != nil {
-		r.rate = c.rate
+		r.rate = c.perSecond()
 		churnDone = make(chan struct{})
 		go func() { defer close(churnDone); c.run(cctx) }()
 		time.Sleep(3 * time.Second) // the warm-up: informers and queues at their steady state
@@ -227,7 +233,7 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, w
 	}
 	var done0 int64
 	if c != nil {
-		done0 = c.done.Load()
+		done0 = c.completed()
 	}
 	t0 := time.Now()
 	pctx, stopProbe := context.WithTimeout(ctx, window)
@@ -256,7 +262,7 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c *churn, w
 	}
 	elapsed := time.Since(t0)
 	if c != nil {
-		r.achieved = float64(c.done.Load()-done0) / elapsed.Seconds()
+		r.achieved = float64(c.completed()-done0) / elapsed.Seconds()
 	}
 	after, err := readAgents(ctx, agents)
 	if err != nil {
@@ -304,6 +310,18 @@ func reportProbe(out io.Writer, label string, r churnResult, target bool) {
 	row(out, label+":   to the owner's own kernel (its blackhole)", pcts(owner), "", "")
 	row(out, label+":   the IPAMBlock Create call alone", pcts(create), "", "")
 	row(out, label+":   owner's kernel → last other agent's (BGP)", pcts(bgp), "", "")
+}
+
+// reportLoad prints what one measureChurn found, and passes its error on.
+func reportLoad(out io.Writer, label string, r churnResult, err error, target bool) error {
+	reportProbe(out, label, r, target)
+	if err != nil {
+		return err
+	}
+	reportUsage(out, label, r.usage, false)
+	row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
+	row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
+	return nil
 }
 
 func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool) {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +38,7 @@ const (
 // after the world is built (so an update needs no read first).
 type simNode struct {
 	name  string
+	index int
 	block netip.Prefix
 	mu    sync.Mutex
 	obj   *v1.IPAMBlock
@@ -53,7 +55,13 @@ type world struct {
 	kube   kubernetes.Interface
 	client *client.Client
 	nodes  []*simNode
+	// spare are nodes past the simulated ones, with blocks of their own, that the node churn
+	// has join and leave.
+	spare []*simNode
 }
+
+// spareNodes is how many nodes the node churn cycles through (as many as blocks are left).
+const spareNodes = 4
 
 // clients are the bench's own, without the lab's 200 QPS limit: building the world is tens of
 // thousands of writes.
@@ -94,9 +102,12 @@ func (w *world) build(ctx context.Context, nodes, podsPerNode, peers, parallel i
 	}
 	w.nodes = make([]*simNode, nodes)
 	for i := range nodes {
-		w.nodes[i] = &simNode{name: simNodeName(i), block: simBlock(i)}
+		w.nodes[i] = &simNode{name: simNodeName(i), index: i, block: simBlock(i)}
 	}
-	if err := forEach(ctx, nodes, parallel, func(i int) error { return w.addNode(ctx, i, podsPerNode) }); err != nil {
+	for i := nodes; i < min(nodes+spareNodes, 1024-firstSimBlock); i++ {
+		w.spare = append(w.spare, &simNode{name: simNodeName(i), index: i, block: simBlock(i)})
+	}
+	if err := forEach(ctx, nodes, parallel, func(i int) error { return w.addNode(ctx, w.nodes[i], i, rack(i), podsPerNode) }); err != nil {
 		return err
 	}
 	return forEach(ctx, peers, parallel, func(i int) error {
@@ -113,15 +124,15 @@ func (w *world) build(ctx context.Context, nodes, podsPerNode, peers, parallel i
 	})
 }
 
-// addNode writes node i as a 1,000-node cluster holds it: the Node with tabby's annotations and
-// what a kubelet reports (images, conditions, capacity), its block and affinity, and its pods.
-func (w *world) addNode(ctx context.Context, i, pods int) error {
-	sn := w.nodes[i]
+// addNode writes node sn, the i-th, as a 1,000-node cluster holds it: the Node with tabby's
+// annotations and what a kubelet reports (images, conditions, capacity), its block and affinity,
+// and its pods.
+func (w *world) addNode(ctx context.Context, sn *simNode, i int, rack string, pods int) error {
 	addr := fmt.Sprintf("2001:db8:5c::%x", i+1)
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: sn.name,
 			Labels: map[string]string{"kubernetes.io/hostname": sn.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-				"rack": rack(i), "topology.kubernetes.io/zone": "z" + strconv.Itoa(i%3)},
+				"rack": rack, "topology.kubernetes.io/zone": "z" + strconv.Itoa(i%3)},
 			Annotations: map[string]string{v1.AnnotationBGPIPv6Address: addr + "/64"},
 		},
 		Status: corev1.NodeStatus{
@@ -162,6 +173,22 @@ func (w *world) addNode(ctx context.Context, i, pods int) error {
 	if sn.obj, err = w.client.IPAMBlocks().Create(ctx, blk); err != nil {
 		return fmt.Errorf("block of %s: %w", sn.name, err)
 	}
+	return nil
+}
+
+// removeNode is a drained node leaving: its block, its affinity, then the Node.
+// What is already gone (a join that failed half way) is skipped.
+func (w *world) removeNode(ctx context.Context, sn *simNode) error {
+	if err := w.client.IPAMBlocks().Delete(ctx, names.BlockName(sn.block), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("block of %s: %w", sn.name, err)
+	}
+	if err := w.client.BlockAffinities().Delete(ctx, names.AffinityName(sn.name, sn.block), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("affinity of %s: %w", sn.name, err)
+	}
+	if err := w.kube.CoreV1().Nodes().Delete(ctx, sn.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s: %w", sn.name, err)
+	}
+	sn.obj = nil
 	return nil
 }
 
