@@ -34,7 +34,8 @@ func (a *Allocator) ReleaseHandle(ctx context.Context, handle string) error {
 //
 // The one address it may miss: a borrowed one taken by an ADD that died before it answered,
 // when the runtime's retry got an address of the node's own block instead. The runtime's result
-// does not list it; the garbage collector releases it once the pod is gone.
+// does not list it; the garbage collector releases it once its pod reports another address or
+// is gone.
 func (a *Allocator) ReleaseHeld(ctx context.Context, handle string, held []netip.Addr) error {
 	return a.releaseHandle(ctx, handle, len(held) > 0 && a.allInOwnBlocks(handle, held))
 }
