@@ -599,8 +599,8 @@ func (f *Felix) setRoute(c calc.Change) {
 	}
 }
 
-// reportUnresolvedOne records whether prefix is unresolved now (u nil: it is not), logging a
-// change as reportUnresolved does.
+// reportUnresolvedOne records whether prefix is unresolved now (u nil: it is not), and logs a
+// change.
 func (f *Felix) reportUnresolvedOne(prefix netip.Prefix, u *calc.Unresolved) {
 	was, had := f.unresolved[prefix]
 	if u == nil {
@@ -621,22 +621,20 @@ func unresolvedReason(u calc.Unresolved) string {
 	return fmt.Sprintf("next hop %s: %s", u.NextHop, u.Reason)
 }
 
+// reportUnresolved records the full list of a recompute: every prefix in it, and every prefix
+// no longer in it resolved.
 func (f *Felix) reportUnresolved(list []calc.Unresolved) {
-	now := make(map[netip.Prefix]string, len(list))
-	for _, u := range list {
-		reason := unresolvedReason(u)
-		now[u.Prefix] = reason
-		if f.unresolved[u.Prefix] != reason {
-			f.log.Warn("BGP route not programmed: next hop unresolved", "prefix", u.Prefix, "nextHop", u.NextHop, "reason", u.Reason)
-		}
+	now := make(map[netip.Prefix]bool, len(list))
+	for i := range list {
+		now[list[i].Prefix] = true
+		f.reportUnresolvedOne(list[i].Prefix, &list[i])
 	}
 	for p := range f.unresolved {
-		if _, still := now[p]; !still {
-			f.log.Info("BGP route next hop resolved or withdrawn", "prefix", p)
+		if !now[p] {
+			f.reportUnresolvedOne(p, nil)
 		}
 	}
-	f.unresolved = now
-	f.metrics.UnresolvedNextHops.Set(float64(len(now)))
+	f.metrics.UnresolvedNextHops.Set(float64(len(f.unresolved)))
 }
 
 func (f *Felix) applySysctls(resync bool) []error {

@@ -21,32 +21,20 @@ type BGPRouteChange struct {
 func BGPRouteChanges(in Input, changed []netip.Prefix) []BGPRouteChange {
 	var ignore Result
 	pools := validPools(in.Pools, &ignore)
-	var res *resolver // built for the first next hop that needs the host's routes
+	res := newResolver(in.HostRoutes, in.UplinkInterface)
 	out := make([]BGPRouteChange, 0, len(changed))
 	for _, p := range changed {
 		p = p.Masked()
 		c := BGPRouteChange{Change: Change{Dst: p}}
 		nh, learned := in.BGPRoutes[p]
-		pool, inPool := poolFor(pools, p)
 		switch {
 		case localHolds(in, p):
 			c.Keep = true
-		case !learned || !inPool:
+		case !learned:
 			c.Remove = true
 		default:
-			if res == nil {
-				res = newResolver(in.HostRoutes, in.UplinkInterface)
-			}
-			r, reason := remoteRoute(in, pool, p, nh, res)
-			switch {
-			case reason == "":
-				c.Route = r
-			case reason == reasonOwnNextHop:
-				c.Remove = true
-			default:
-				c.Remove = true
-				c.Unresolved = &Unresolved{Prefix: p, NextHop: nh, Reason: reason}
-			}
+			o := bgpRoute(in, pools, p, nh, res)
+			c.Route, c.Remove, c.Unresolved = o.route, !o.ok, o.unresolved
 		}
 		out = append(out, c)
 	}

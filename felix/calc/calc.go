@@ -199,19 +199,15 @@ func ComputeInto(in Input, routes map[netip.Prefix]Route) Result {
 		if _, ok := res.Routes[prefix]; ok {
 			continue
 		}
-		pool, ok := poolFor(pools, prefix)
-		if !ok {
+		o := bgpRoute(in, pools, prefix, nh, resolver)
+		switch {
+		case o.ignored:
 			res.Ignored = append(res.Ignored, prefix)
-			continue
+		case o.unresolved != nil:
+			res.Unresolved = append(res.Unresolved, *o.unresolved)
+		case o.ok:
+			res.Routes[prefix] = o.route
 		}
-		r, reason := remoteRoute(in, pool, prefix, nh, resolver)
-		if reason != "" {
-			if reason != reasonOwnNextHop {
-				res.Unresolved = append(res.Unresolved, Unresolved{Prefix: prefix, NextHop: nh, Reason: reason})
-			}
-			continue
-		}
-		res.Routes[prefix] = r
 	}
 	slices.SortFunc(res.Unresolved, func(a, b Unresolved) int { return comparePrefix(a.Prefix, b.Prefix) })
 	slices.SortFunc(res.Ignored, comparePrefix)
@@ -219,6 +215,31 @@ func ComputeInto(in Input, routes map[netip.Prefix]Route) Result {
 }
 
 const reasonOwnNextHop = "next hop is this node"
+
+// bgpOutcome is what a learned BGP prefix makes where no local route holds it: a route (ok), or
+// none because no pool holds it (ignored), its next hop is unusable (unresolved), or the next
+// hop is this node (none of them).
+type bgpOutcome struct {
+	route      Route
+	ok         bool
+	ignored    bool
+	unresolved *Unresolved
+}
+
+func bgpRoute(in Input, pools []Pool, prefix netip.Prefix, nh netip.Addr, res *resolver) bgpOutcome {
+	pool, ok := poolFor(pools, prefix)
+	if !ok {
+		return bgpOutcome{ignored: true}
+	}
+	r, reason := remoteRoute(in, pool, prefix, nh, res)
+	switch reason {
+	case "":
+		return bgpOutcome{route: r, ok: true}
+	case reasonOwnNextHop:
+		return bgpOutcome{}
+	}
+	return bgpOutcome{unresolved: &Unresolved{Prefix: prefix, NextHop: nh, Reason: reason}}
+}
 
 func remoteRoute(in Input, pool Pool, prefix netip.Prefix, nh netip.Addr, res *resolver) (Route, string) {
 	fam := ipfamily.OfPrefix(prefix)

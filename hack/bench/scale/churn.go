@@ -20,6 +20,31 @@ type load interface {
 	err() error
 }
 
+// tally counts a load's operations and keeps its first failure. A failed operation now and then
+// is expected on a loaded machine (a lost reply); more than one in ten fails the run.
+type tally struct {
+	done     atomic.Int64
+	failures atomic.Int64
+	firstErr atomic.Value
+}
+
+func (t *tally) note(err error) {
+	if err != nil {
+		t.failures.Add(1)
+		t.firstErr.CompareAndSwap(nil, err)
+		return
+	}
+	t.done.Add(1)
+}
+
+// err names the operations ("replacements").
+func (t *tally) err(what string) error {
+	if e, ok := t.firstErr.Load().(error); ok && t.failures.Load()*10 > t.done.Load() {
+		return fmt.Errorf("%d %s failed, the first: %w", t.failures.Load(), what, e)
+	}
+	return nil
+}
+
 // churn replaces pods across the simulated nodes at rate per second, as a cluster's deployments
 // do: each replacement creates a pod and allocates its address in its node's block (the CNI
 // ADD's write), then releases the node's oldest pod's address and deletes that pod. That is two
@@ -27,10 +52,7 @@ type load interface {
 type churn struct {
 	w    *world
 	rate int
-
-	done     atomic.Int64 // replacements completed
-	failures atomic.Int64
-	firstErr atomic.Value
+	tally
 }
 
 // run churns until ctx ends, with enough writers that the API server, not the bench, sets the
@@ -41,15 +63,11 @@ func (c *churn) run(ctx context.Context) {
 	for range min(64, max(4, c.rate/2)) {
 		wg.Go(func() {
 			for i := range work {
-				if err := c.replace(ctx, c.w.nodes[i%len(c.w.nodes)]); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					c.failures.Add(1)
-					c.firstErr.CompareAndSwap(nil, err)
-					continue
+				err := c.replace(ctx, c.w.nodes[i%len(c.w.nodes)])
+				if err != nil && ctx.Err() != nil {
+					return
 				}
-				c.done.Add(1)
+				c.note(err)
 			}
 		})
 	}
@@ -110,14 +128,8 @@ func (c *churn) replace(ctx context.Context, sn *simNode) (err error) {
 	return nil
 }
 
-// err fails the run when more than one replacement in ten failed (a lost reply now and then,
-// on a loaded machine, is retried from the block as it is).
-func (c *churn) err() error {
-	if e, ok := c.firstErr.Load().(error); ok && c.failures.Load()*10 > c.done.Load() {
-		return fmt.Errorf("%d replacements failed, the first: %w", c.failures.Load(), e)
-	}
-	return nil
-}
+// err: a lost reply is retried from the block as it is.
+func (c *churn) err() error { return c.tally.err("replacements") }
 
 // nodeChurn has empty nodes join and leave the cluster, rate of each per second, as an
 // autoscaler scales a node group out and in: a join is the Node (registered with its status,
@@ -125,12 +137,9 @@ func (c *churn) err() error {
 // the Node. It cycles through the world's spare nodes, each joining a rack of the simulated
 // cluster, whose BGPPeers then select it. The cluster is as before when it ends.
 type nodeChurn struct {
-	w    *world
-	rate int
-
-	done     atomic.Int64 // joins and leaves completed
-	failures atomic.Int64
-	firstErr atomic.Value
+	w     *world
+	rate  int
+	tally // joins and leaves
 }
 
 func (c *nodeChurn) perSecond() int   { return c.rate }
@@ -174,19 +183,4 @@ func (c *nodeChurn) run(ctx context.Context) {
 	}
 }
 
-func (c *nodeChurn) note(err error) {
-	if err != nil {
-		c.failures.Add(1)
-		c.firstErr.CompareAndSwap(nil, err)
-		return
-	}
-	c.done.Add(1)
-}
-
-// err fails the run when more than one join or leave in ten failed.
-func (c *nodeChurn) err() error {
-	if e, ok := c.firstErr.Load().(error); ok && c.failures.Load()*10 > c.done.Load() {
-		return fmt.Errorf("%d joins or leaves failed, the first: %w", c.failures.Load(), e)
-	}
-	return nil
-}
+func (c *nodeChurn) err() error { return c.tally.err("joins or leaves") }

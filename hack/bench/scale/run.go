@@ -219,13 +219,15 @@ func waitMesh(ctx context.Context, agents []*lab.Node) error {
 func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, window time.Duration, during func(context.Context) error) (churnResult, error) {
 	var r churnResult
 	cctx, stopChurn := context.WithCancel(ctx)
-	defer stopChurn()
-	var churnDone chan struct{}
+	churnDone := make(chan struct{})
+	// On every return the load has stopped (the node churn has removed the nodes it added).
+	defer func() { stopChurn(); <-churnDone }()
 	if c != nil {
 		r.rate = c.perSecond()
-		churnDone = make(chan struct{})
 		go func() { defer close(churnDone); c.run(cctx) }()
 		time.Sleep(3 * time.Second) // the warm-up: informers and queues at their steady state
+	} else {
+		close(churnDone)
 	}
 	before, err := readAgents(ctx, agents)
 	if err != nil {
@@ -245,20 +247,18 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 	pc := make(chan probed, 1)
 	go func() { ss, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ss, err} }()
 	profiled := make(chan error, 1)
-	go func() {
-		if during == nil {
-			profiled <- nil
-			return
-		}
-		profiled <- during(ctx)
-	}()
+	if during == nil {
+		profiled <- nil
+	} else {
+		go func() { profiled <- during(ctx) }()
+	}
 	r.usage, err = benchutil.MeasureUsage(ctx, agents, window)
 	if err != nil {
 		return r, err
 	}
 	got := <-pc
-	if err := <-profiled; err != nil {
-		return r, fmt.Errorf("profiles: %w", err)
+	if perr := <-profiled; perr != nil {
+		got.err = errors.Join(got.err, fmt.Errorf("profiles: %w", perr))
 	}
 	elapsed := time.Since(t0)
 	if c != nil {
@@ -279,9 +279,9 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 		r.snapshot = time.Duration(snapTime / snaps * float64(time.Second))
 	}
 	r.probe = got.ss
+	stopChurn()
+	<-churnDone
 	if c != nil {
-		stopChurn()
-		<-churnDone
 		if err := c.err(); err != nil {
 			return r, err
 		}
