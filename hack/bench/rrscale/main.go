@@ -52,7 +52,7 @@ func main() {
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep the tabby lab this long (for its logs) before removing it when it failed, reset sessions or left routes unsent")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the first tabby reflector from its start to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 30*time.Second, "length of that profile")
-	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile of the first tabby reflector after the idle window to this file")
+	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile of the first tabby reflector after the idle window to this file (and FILE.txt: as text, with the runtime's memory statistics; FILE.goroutines.txt: its goroutines)")
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
 	o.closeTimeout = time.Minute

@@ -1623,6 +1623,8 @@ func (s *BgpServer) stopNeighbor(peer *peer, oldState bgp.FSMState, e *fsmMsg) {
 	if s.neighborMap[key] == peer {
 		delete(s.neighborMap, key)
 	}
+	// tabby's change (TABBY.md): the peer's numbers of the destinations it was sent go back.
+	peer.sentPaths.close()
 	// deregister BFD here for both static peers (deleted) and dynamic peers (stopped on session loss);
 	// DeletePeer is a no-op for a peer without BFD, so this only errors if the BFD server is stopped.
 	if s.bfdServer != nil {
