@@ -463,10 +463,10 @@ func (s *BgpServer) matchLongestDynamicNeighborPrefix(a string) *peerGroup {
 }
 
 func sendfsmOutgoingMsg(peer *peer, paths []*table.Path) {
-	peer.fsm.outgoingCh.In() <- &fsmOutgoingMsg{
+	peer.fsm.outgoingCh.push(&fsmOutgoingMsg{
 		Paths:   paths,
 		session: peer.fsm.session.Load(),
-	}
+	})
 }
 
 func isASLoop(peer *peer, path *table.Path) bool {
@@ -1805,7 +1805,7 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 			}
 		}
 
-		drainChannel(peer.fsm.outgoingCh.Out())
+		peer.fsm.outgoingCh.drain()
 
 		if nextState == bgp.BGP_FSM_ESTABLISHED {
 			// Publish the state before the initial table is taken from the RIB. The fsm

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -46,14 +47,14 @@ func TestSenderSendsOnlyItsSession(t *testing.T) {
 	f := newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)
 	h := &fsmHandler{fsm: f, outgoing: f.outgoingCh}
 
-	// Session 1 is over; what it left behind: a path and the stop message.
+	// Session 1 is over; what it left behind: a path. (The stop message upstream also left
+	// there no longer exists: the queue holds routes only.)
 	f.session.Store(1)
-	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.1.0/26"), session: 1}
-	f.outgoingCh.In() <- *newfsmStateReason(fsmWriteFailed, nil, nil)
+	f.outgoingCh.push(&fsmOutgoingMsg{Paths: testPath(t, "10.244.1.0/26"), session: 1})
 	// Session 2 is up: its initial table.
 	f.session.Store(2)
-	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.2.0/26"), session: 2}
-	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.3.0/26"), session: 2}
+	f.outgoingCh.push(&fsmOutgoingMsg{Paths: testPath(t, "10.244.2.0/26"), session: 2})
+	f.outgoingCh.push(&fsmOutgoingMsg{Paths: testPath(t, "10.244.3.0/26"), session: 2})
 
 	local, remote := net.Pipe()
 	defer remote.Close()
@@ -452,5 +453,43 @@ func BenchmarkSentPaths(b *testing.B) {
 		for _, p := range peers {
 			p.resetAdvertisedRoutes()
 		}
+	}
+}
+
+// A peer's queue hands its sender everything pushed since the last batch, oldest first, up to
+// the cap, and keeps its wake-up for the rest; a push never waits for the sender, and nothing
+// pushed after the session's FSM stopped is kept.
+func TestOutQueue(t *testing.T) {
+	q := newOutQueue()
+	for i := range 5 {
+		q.push(&fsmOutgoingMsg{session: uint64(i)})
+	}
+	sessions := func(msgs []*fsmOutgoingMsg) (out []uint64) {
+		for _, m := range msgs {
+			out = append(out, m.session)
+		}
+		return out
+	}
+	<-q.ready
+	if got := sessions(q.take(3)); !slices.Equal(got, []uint64{0, 1, 2}) {
+		t.Fatalf("first batch %v, want [0 1 2]", got)
+	}
+	select {
+	case <-q.ready:
+	default:
+		t.Fatal("no wake-up left for the two messages past the cap")
+	}
+	if got := sessions(q.take(3)); !slices.Equal(got, []uint64{3, 4}) {
+		t.Fatalf("second batch %v, want [3 4]", got)
+	}
+	q.push(&fsmOutgoingMsg{session: 5})
+	q.drain()
+	if n := q.len(); n != 0 {
+		t.Fatalf("%d messages after drain", n)
+	}
+	q.close()
+	q.push(&fsmOutgoingMsg{session: 6})
+	if n := q.len(); n != 0 {
+		t.Fatalf("%d messages pushed after close kept", n)
 	}
 }
