@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -1842,9 +1843,9 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 			fsm.bgpMessageStateUpdate(m.Header.Type, false)
 			switch m.Header.Type {
 			case bgp.BGP_MSG_UPDATE:
-				if fsm.logger.Enabled(context.Background(), slog.LevelDebug) {
+				if fsm.logger.Enabled(context.Background(), levelTrace) {
 					update := m.Body.(*bgp.BGPUpdate)
-					fsm.logger.Debug("sent update",
+					fsm.logger.Log(context.Background(), levelTrace, "sent update",
 						slog.String("State", fsm.state.String()),
 						slog.Any("nlri", update.NLRI),
 						slog.Any("withdrawals", update.WithdrawnRoutes),
@@ -1876,7 +1877,11 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 			return nil
 		case <-h.outgoing.ready:
 			// Everything queued since the last batch goes out packed together, up to a
-			// cap; what an earlier session left is dropped.
+			// cap; what an earlier session left is dropped. The sender lets the goroutines
+			// that are ready run first: a handler propagating a route to every peer queues
+			// more meanwhile, and a batch is one write instead of one per route (as
+			// upstream's sender yielded while its channel's pump had more).
+			runtime.Gosched()
 			const maxCoalesceMsgs = 2048 // safety cap
 			var paths []*table.Path
 			for _, m := range h.outgoing.take(maxCoalesceMsgs) {

@@ -16,6 +16,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -683,10 +684,12 @@ func (peer *peer) handleUpdate(e *fsmMsg) ([]*table.Path, []bgp.Family, bool) {
 
 	treatAsWithdraw := e.handling == bgp.ERROR_HANDLING_TREAT_AS_WITHDRAW
 
-	peer.fsm.logger.Debug("received update",
-		slog.Any("nlri", update.NLRI),
-		slog.Any("withdrawals", update.WithdrawnRoutes),
-		slog.Any("path_attributes", update.PathAttributes))
+	if peer.fsm.logger.Enabled(context.Background(), levelTrace) {
+		peer.fsm.logger.Log(context.Background(), levelTrace, "received update",
+			slog.Any("nlri", update.NLRI),
+			slog.Any("withdrawals", update.WithdrawnRoutes),
+			slog.Any("path_attributes", update.PathAttributes))
+	}
 
 	peer.fsm.lock.Lock()
 	conf := peer.fsm.pConf.ReadCopy()
