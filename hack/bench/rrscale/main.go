@@ -242,6 +242,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 	}
 	kbRow("RR peak RSS until then (VmHWM, max)", func(r *result) []int { return r.convPeak })
 	kbRow("RR RSS at idle (max of 2)", func(r *result) []int { return r.idleRSS })
+	kbRow("… of which its own (RssAnon, not the binary)", func(r *result) []int { return r.idleAnon })
 	{
 		tc, bc := maxOf(t.idleCPU), maxOf(b.idleCPU)
 		tv, bv, ratio := "-", "-", 0.0

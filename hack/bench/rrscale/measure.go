@@ -33,6 +33,7 @@ type result struct {
 	convCPU  []time.Duration
 	convPeak []int
 	idleRSS  []int
+	idleAnon []int // RssAnon: RSS less the binary's pages
 	idleCPU  []float64
 	last     []time.Duration // per sample: announcement → the last other client holds it
 	each     []time.Duration // per sample and client
@@ -173,6 +174,11 @@ func (w *world) idle(ctx context.Context, pids []int, r *result) error {
 		if err != nil {
 			return err
 		}
+		anon, err := benchutil.StatusKB(pid, "RssAnon:")
+		if err != nil {
+			return err
+		}
+		r.idleAnon = append(r.idleAnon, anon)
 		r.idleRSS = append(r.idleRSS, rss)
 		r.idleCPU = append(r.idleCPU, float64(after-before[i])/100/elapsed*100)
 	}
