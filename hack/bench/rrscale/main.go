@@ -188,6 +188,14 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 			return fmt.Sprint(r.clientHold)
 		}
 		row("… by a client's hold timer (reflector silent)", byClients(&t), byClients(b), 0, "", "")
+		for _, r := range []struct {
+			name string
+			r    *result
+		}{{"tabby", &t}, {"BIRD2", b}} {
+			if r.r != nil && r.r.resetWhy != "" {
+				fmt.Fprintf(w, "    %s's sessions ended, as the clients saw it: %s\n", r.name, r.r.resetWhy)
+			}
+		}
 	}
 	if t.routesUp < 0 || b.routesUp < 0 {
 		show := func(r *result) string {
