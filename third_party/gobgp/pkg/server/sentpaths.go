@@ -74,13 +74,6 @@ func (x *destIndex) release(ids ...uint32) {
 	}
 }
 
-// len is how many destinations are numbered (for tests).
-func (x *destIndex) len() int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return len(x.ids)
-}
-
 // sentPathsMap maps a destination to the pathIDSet sent for it. Its zero value is empty and
 // numbers destinations in destNumbers.
 type sentPathsMap struct {
