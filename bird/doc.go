@@ -148,7 +148,13 @@
 //     handler waited for the server's lock);
 //   - cost: a write per UPDATE, 185 kB of adj-RIB shards per peer, attribute lists rebuilt on
 //     the heap several times per route and client, a map and a sync.Map node per route and
-//     client to record what was sent;
+//     client to record what was sent (now a bit per destination and client: a reflector with
+//     1,000 clients went from 298 to 140–160 MB at idle), two goroutine hand-offs per route and
+//     client on the way to the session's sender, which then sent each route with a write of
+//     its own (now a queue the sender empties after it lets ready goroutines run: at 1,000
+//     clients 12–13 s of CPU to converge instead of 19–25 s), and a debug record built for
+//     every UPDATE sent (tabby's log handler takes GoBGP's debug records for connect failures;
+//     per-UPDATE records now sit below debug);
 //   - the copy of a route built, packed and serialised once per client: every iBGP peer of
 //     one kind (the clients of a reflector, the nodes of a mesh) is now sent one copy, built
 //     once, whose UPDATE is serialised once. An export statement that modifies the route

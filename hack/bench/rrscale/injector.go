@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,6 +54,38 @@ type injector struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	ends  map[string]int64 // why established sessions ended, ever
+}
+
+// ended counts an established session's end by its reason.
+func (in *injector) ended(why string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ends == nil {
+		in.ends = map[string]int64{}
+	}
+	in.ends[why]++
+}
+
+// endsSince describes the ends counted since an earlier copy of the tally, most frequent first.
+func (in *injector) endsSince(before map[string]int64) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var parts []string
+	for why, n := range in.ends {
+		if d := n - before[why]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%d× %s", d, why))
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(parts)))
+	return strings.Join(parts, ", ")
+}
+
+// endsSoFar copies the tally.
+func (in *injector) endsSoFar() map[string]int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.ends)
 }
 
 type client struct {
@@ -91,6 +126,9 @@ type session struct {
 	gone  []atomic.Int64 // per block: unix nanos of its last withdrawal on this session
 	// lastRead: unix nanos of the last bytes read from the reflector.
 	lastRead atomic.Int64
+	// replaced: a newer session of the same client and reflector closed this one;
+	// expired: the client's hold timer did.
+	replaced, expired atomic.Bool
 }
 
 func newSession(in *injector, c *client, rr int, conn net.Conn) *session {
@@ -232,11 +270,20 @@ func (in *injector) handle(conn net.Conn) {
 	}
 	c.mu.Unlock()
 	if old != nil {
+		old.replaced.Store(true)
 		old.conn.Close()
 	}
 	in.established.Add(1)
 	in.opened.Add(1)
+	why := "closed by the injector"
 	defer func() {
+		switch {
+		case s.replaced.Load():
+			why = "replaced by a new session from the same reflector"
+		case s.expired.Load():
+			why = "the client's hold timer"
+		}
+		in.ended(why)
 		c.mu.Lock()
 		if c.sess[rr] == s {
 			c.sess[rr] = nil
@@ -250,11 +297,13 @@ func (in *injector) handle(conn net.Conn) {
 		}
 	}()
 	if len(announce) > 0 && s.send(updateMsg(c.addr, announce, nil)) != nil {
+		why = "send failed"
 		return
 	}
 	// End-of-RIB, as a tabby node sends it: a restarted reflector waits for it from every
 	// client before it calls its routes in sync.
 	if s.send(eorMsg()) != nil {
+		why = "send failed"
 		return
 	}
 	done := make(chan struct{})
@@ -265,12 +314,17 @@ func (in *injector) handle(conn net.Conn) {
 	for {
 		typ, body, err := bgpwire.ReadMessage(r)
 		if err != nil {
+			why = "read: " + err.Error()
 			return
 		}
 		switch typ {
 		case bgpwire.MsgUpdate:
 			s.update(body, time.Now().UnixNano())
 		case bgpwire.MsgNotification:
+			why = "NOTIFICATION from the reflector"
+			if len(body) >= 2 {
+				why = fmt.Sprintf("NOTIFICATION %d/%d from the reflector", body[0], body[1])
+			}
 			return
 		}
 	}
@@ -290,6 +344,7 @@ func (s *session) keepalive(hold time.Duration, done <-chan struct{}) {
 		case <-t.C:
 			if time.Since(time.Unix(0, s.lastRead.Load())) > hold && unread(s.conn) == 0 {
 				s.in.holdExpired.Add(1)
+				s.expired.Store(true)
 				_ = s.send(bgpwire.Frame(bgpwire.MsgNotification, []byte{4, 0})) // Hold Timer Expired
 				s.conn.Close()
 				return

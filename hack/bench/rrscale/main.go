@@ -52,7 +52,7 @@ func main() {
 	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep the tabby lab this long (for its logs) before removing it when it failed, reset sessions or left routes unsent")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the first tabby reflector from its start to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 30*time.Second, "length of that profile")
-	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile of the first tabby reflector after the idle window to this file")
+	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile of the first tabby reflector after the idle window to this file (and FILE.txt: as text, with the runtime's memory statistics; FILE.goroutines.txt: its goroutines)")
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
 	o.closeTimeout = time.Minute
@@ -188,6 +188,14 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 			return fmt.Sprint(r.clientHold)
 		}
 		row("… by a client's hold timer (reflector silent)", byClients(&t), byClients(b), 0, "", "")
+		for _, r := range []struct {
+			name string
+			r    *result
+		}{{"tabby", &t}, {"BIRD2", b}} {
+			if r.r != nil && r.r.resetWhy != "" {
+				fmt.Fprintf(w, "    %s's sessions ended, as the clients saw it: %s\n", r.name, r.r.resetWhy)
+			}
+		}
 	}
 	if t.routesUp < 0 || b.routesUp < 0 {
 		show := func(r *result) string {
@@ -242,6 +250,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 	}
 	kbRow("RR peak RSS until then (VmHWM, max)", func(r *result) []int { return r.convPeak })
 	kbRow("RR RSS at idle (max of 2)", func(r *result) []int { return r.idleRSS })
+	kbRow("… of which its own (RssAnon, not the binary)", func(r *result) []int { return r.idleAnon })
 	{
 		tc, bc := maxOf(t.idleCPU), maxOf(b.idleCPU)
 		tv, bv, ratio := "-", "-", 0.0

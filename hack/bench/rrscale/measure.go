@@ -15,6 +15,8 @@ type result struct {
 	// resets: sessions that went down and came back until routesUp (a reflector too busy to
 	// read a client's keepalives lets its hold timer expire).
 	resets int64
+	// resetWhy: why those sessions ended, as the clients saw it.
+	resetWhy string
 	// clientHold: of those, the sessions a client ended because the reflector sent nothing
 	// (not even a keepalive) within the hold time.
 	clientHold int64
@@ -33,6 +35,7 @@ type result struct {
 	convCPU  []time.Duration
 	convPeak []int
 	idleRSS  []int
+	idleAnon []int // RssAnon: RSS less the binary's pages
 	idleCPU  []float64
 	last     []time.Duration // per sample: announcement → the last other client holds it
 	each     []time.Duration // per sample and client
@@ -61,10 +64,11 @@ func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r
 	defer tick.Stop()
 	var last int64
 	lastChange := t0
-	opened, expired := w.inj.opened.Load(), w.inj.holdExpired.Load()
+	opened, expired, ends := w.inj.opened.Load(), w.inj.holdExpired.Load(), w.inj.endsSoFar()
 	resets := func() {
 		r.resets = w.inj.opened.Load() - opened - w.inj.established.Load()
 		r.clientHold = w.inj.holdExpired.Load() - expired
+		r.resetWhy = w.inj.endsSince(ends)
 	}
 	for {
 		est, got := w.inj.established.Load(), w.inj.covered.Load()
@@ -173,6 +177,11 @@ func (w *world) idle(ctx context.Context, pids []int, r *result) error {
 		if err != nil {
 			return err
 		}
+		anon, err := benchutil.StatusKB(pid, "RssAnon:")
+		if err != nil {
+			return err
+		}
+		r.idleAnon = append(r.idleAnon, anon)
 		r.idleRSS = append(r.idleRSS, rss)
 		r.idleCPU = append(r.idleCPU, float64(after-before[i])/100/elapsed*100)
 	}

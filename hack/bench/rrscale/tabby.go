@@ -65,6 +65,13 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 		if err := w.profile(ctx, w.rrs[0], "heap?gc=1", w.o.heapProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "heap profile:", err)
 		}
+		// The same as text, with the runtime's figures (stacks, heap returned to the kernel).
+		if err := w.profile(ctx, w.rrs[0], "heap?debug=1", w.o.heapProfile+".txt"); err != nil {
+			fmt.Fprintln(os.Stderr, "heap profile:", err)
+		}
+		if err := w.profile(ctx, w.rrs[0], "goroutine?debug=1", w.o.heapProfile+".goroutines.txt"); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine profile:", err)
+		}
 	}
 	if r.err == nil {
 		r.err = w.samples(ctx, &r)

@@ -33,7 +33,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/eapache/channels"
 	"github.com/osrg/gobgp/v4/internal/pkg/netutils"
 	"github.com/osrg/gobgp/v4/internal/pkg/table"
 	"github.com/osrg/gobgp/v4/internal/pkg/version"
@@ -424,7 +423,7 @@ type fsm struct {
 	rtcEORWait               atomic.Bool
 	logger                   *slog.Logger
 	gracefulRestartTimer     *time.Timer
-	outgoingCh               *channels.InfiniteChannel
+	outgoingCh               *outQueue
 	notification             chan *bgp.BGPMessage
 	deconfiguredNotification chan *bgp.BGPMessage
 	connCh                   chan net.Conn
@@ -576,7 +575,7 @@ func newFSM(gConf *oc.Global, pConf *oc.Neighbor, state bgp.FSMState, logger *sl
 	pConf.Timers.State.Downtime = 0
 	fsm := &fsm{
 		gConf:                    gConf,
-		outgoingCh:               channels.NewInfiniteChannel(),
+		outgoingCh:               newOutQueue(),
 		connCh:                   make(chan net.Conn, 1),
 		opensentHoldTime:         float64(holdtimeOpensent),
 		adminStateCh:             make(chan adminStateOperation, 1),
@@ -832,7 +831,7 @@ type fsmCallback func(*fsmMsg)
 type fsmHandler struct {
 	fsm           *fsm
 	allowLoopback bool
-	outgoing      *channels.InfiniteChannel
+	outgoing      *outQueue
 	ctx           context.Context
 	ctxCancel     context.CancelFunc
 	callback      fsmCallback
@@ -1844,9 +1843,9 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 			fsm.bgpMessageStateUpdate(m.Header.Type, false)
 			switch m.Header.Type {
 			case bgp.BGP_MSG_UPDATE:
-				if fsm.logger.Enabled(context.Background(), slog.LevelDebug) {
+				if fsm.logger.Enabled(context.Background(), levelTrace) {
 					update := m.Body.(*bgp.BGPUpdate)
-					fsm.logger.Debug("sent update",
+					fsm.logger.Log(context.Background(), levelTrace, "sent update",
 						slog.String("State", fsm.state.String()),
 						slog.Any("nlri", update.NLRI),
 						slog.Any("withdrawals", update.WithdrawnRoutes),
@@ -1876,54 +1875,38 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 		select {
 		case <-ctx.Done():
 			return nil
-		case o := <-h.outgoing.Out():
-			switch m := o.(type) {
-			case *fsmOutgoingMsg:
-				if m.session != session {
-					continue
+		case <-h.outgoing.ready:
+			// Everything queued since the last batch goes out packed together, up to a
+			// cap; what an earlier session left is dropped. The sender lets the goroutines
+			// that are ready run first: a handler propagating a route to every peer queues
+			// more meanwhile, and a batch is one write instead of one per route (as
+			// upstream's sender yielded while its channel's pump had more).
+			runtime.Gosched()
+			const maxCoalesceMsgs = 2048 // safety cap
+			var paths []*table.Path
+			for _, m := range h.outgoing.take(maxCoalesceMsgs) {
+				if m.session == session {
+					paths = append(paths, m.Paths...)
 				}
-				const maxCoalesceMsgs = 2048 // safety cap
-				paths := m.Paths
-				coalescedMsgs := 1
-				// coalesce queued messages for more efficient UPDATE packing
-				for coalescedMsgs < maxCoalesceMsgs {
-					select {
-					case <-ctx.Done():
-						return nil
-					default:
-					}
-					select {
-					case o2 := <-h.outgoing.Out():
-						if m2, ok := o2.(*fsmOutgoingMsg); ok && m2.session == session {
-							paths = append(paths, m2.Paths...)
-							coalescedMsgs++
-						}
-						continue
-					default:
-					}
-					// yield for InfiniteChannel's pump goroutine
-					if h.outgoing.Len() > 0 {
-						runtime.Gosched()
-						continue
-					}
-					break
-				}
+			}
+			if len(paths) == 0 {
+				continue
+			}
 
-				options := &bgp.MarshallingOption{
-					AddPath:         fsm.familyMap.Load().(map[bgp.Family]bgp.BGPAddPathMode),
-					ExtendedMessage: fsm.extendedMessage.Load(),
+			options := &bgp.MarshallingOption{
+				AddPath:         fsm.familyMap.Load().(map[bgp.Family]bgp.BGPAddPathMode),
+				ExtendedMessage: fsm.extendedMessage.Load(),
+			}
+			// A 2-octet-AS peer's UPDATEs are rewritten for it, so not shared.
+			for _, u := range table.PackUpdates(paths, !fsm.twoByteAsTrans, options) {
+				if u.Wire != nil {
+					queueWire(u.Msg, u.Wire)
+				} else {
+					queue(u.Msg)
 				}
-				// A 2-octet-AS peer's UPDATEs are rewritten for it, so not shared.
-				for _, u := range table.PackUpdates(paths, !fsm.twoByteAsTrans, options) {
-					if u.Wire != nil {
-						queueWire(u.Msg, u.Wire)
-					} else {
-						queue(u.Msg)
-					}
-				}
-				if err := flush(); err != nil {
-					return nil
-				}
+			}
+			if err := flush(); err != nil {
+				return nil
 			}
 		}
 	}
@@ -2323,7 +2306,7 @@ func (h *fsmHandler) loop(ctx context.Context, wg *sync.WaitGroup) {
 		fsm.conn.Close()
 	}
 	close(fsm.connCh)
-	cleanInfiniteChannel(fsm.outgoingCh)
+	fsm.outgoingCh.close()
 }
 
 func (h *fsmHandler) changeadminState(s adminState) error {

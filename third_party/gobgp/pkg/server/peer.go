@@ -16,6 +16,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -107,49 +108,6 @@ type pathIDSet map[uint32]struct{}
 // set, never modified (updateRoutes copies it before adding to it), instead of a map per
 // destination and peer: 130 MB at a route reflector with 1,000 clients.
 var sentWithIDZero = pathIDSet{0: {}}
-
-// sentPathsMap maps a destination to the pathIDSet sent for it. tabby's change (TABBY.md): a
-// map under a lock instead of a sync.Map, whose nodes took 100 MB at a route reflector with
-// 1,000 clients (a million destinations and peers).
-type sentPathsMap struct {
-	mu sync.RWMutex
-	m  map[table.PathDestLocalKey]pathIDSet
-}
-
-func (s *sentPathsMap) Load(k table.PathDestLocalKey) (pathIDSet, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v, ok := s.m[k]
-	return v, ok
-}
-
-func (s *sentPathsMap) Store(k table.PathDestLocalKey, v pathIDSet) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[table.PathDestLocalKey]pathIDSet{}
-	}
-	s.m[k] = v
-}
-
-func (s *sentPathsMap) Delete(k table.PathDestLocalKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, k)
-}
-
-// Clear forgets every destination, and the map's memory with it.
-func (s *sentPathsMap) Clear() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m = nil
-}
-
-func (s *sentPathsMap) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.m)
-}
 
 type peer struct {
 	tableId           string
@@ -726,10 +684,12 @@ func (peer *peer) handleUpdate(e *fsmMsg) ([]*table.Path, []bgp.Family, bool) {
 
 	treatAsWithdraw := e.handling == bgp.ERROR_HANDLING_TREAT_AS_WITHDRAW
 
-	peer.fsm.logger.Debug("received update",
-		slog.Any("nlri", update.NLRI),
-		slog.Any("withdrawals", update.WithdrawnRoutes),
-		slog.Any("path_attributes", update.PathAttributes))
+	if peer.fsm.logger.Enabled(context.Background(), levelTrace) {
+		peer.fsm.logger.Log(context.Background(), levelTrace, "received update",
+			slog.Any("nlri", update.NLRI),
+			slog.Any("withdrawals", update.WithdrawnRoutes),
+			slog.Any("path_attributes", update.PathAttributes))
+	}
 
 	peer.fsm.lock.Lock()
 	conf := peer.fsm.pConf.ReadCopy()

@@ -463,10 +463,10 @@ func (s *BgpServer) matchLongestDynamicNeighborPrefix(a string) *peerGroup {
 }
 
 func sendfsmOutgoingMsg(peer *peer, paths []*table.Path) {
-	peer.fsm.outgoingCh.In() <- &fsmOutgoingMsg{
+	peer.fsm.outgoingCh.push(&fsmOutgoingMsg{
 		Paths:   paths,
 		session: peer.fsm.session.Load(),
-	}
+	})
 }
 
 func isASLoop(peer *peer, path *table.Path) bool {
@@ -1623,6 +1623,8 @@ func (s *BgpServer) stopNeighbor(peer *peer, oldState bgp.FSMState, e *fsmMsg) {
 	if s.neighborMap[key] == peer {
 		delete(s.neighborMap, key)
 	}
+	// tabby's change (TABBY.md): the peer's numbers of the destinations it was sent go back.
+	peer.sentPaths.close()
 	// deregister BFD here for both static peers (deleted) and dynamic peers (stopped on session loss);
 	// DeletePeer is a no-op for a peer without BFD, so this only errors if the BFD server is stopped.
 	if s.bfdServer != nil {
@@ -1803,7 +1805,7 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 			}
 		}
 
-		drainChannel(peer.fsm.outgoingCh.Out())
+		peer.fsm.outgoingCh.drain()
 
 		if nextState == bgp.BGP_FSM_ESTABLISHED {
 			// Publish the state before the initial table is taken from the RIB. The fsm

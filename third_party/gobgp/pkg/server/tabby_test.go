@@ -4,14 +4,20 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/internal/pkg/table"
 	"github.com/osrg/gobgp/v4/pkg/config/oc"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
@@ -41,14 +47,14 @@ func TestSenderSendsOnlyItsSession(t *testing.T) {
 	f := newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)
 	h := &fsmHandler{fsm: f, outgoing: f.outgoingCh}
 
-	// Session 1 is over; what it left behind: a path and the stop message.
+	// Session 1 is over; what it left behind: a path. (The stop message upstream also left
+	// there no longer exists: the queue holds routes only.)
 	f.session.Store(1)
-	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.1.0/26"), session: 1}
-	f.outgoingCh.In() <- *newfsmStateReason(fsmWriteFailed, nil, nil)
+	f.outgoingCh.push(&fsmOutgoingMsg{Paths: testPath(t, "10.244.1.0/26"), session: 1})
 	// Session 2 is up: its initial table.
 	f.session.Store(2)
-	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.2.0/26"), session: 2}
-	f.outgoingCh.In() <- &fsmOutgoingMsg{Paths: testPath(t, "10.244.3.0/26"), session: 2}
+	f.outgoingCh.push(&fsmOutgoingMsg{Paths: testPath(t, "10.244.2.0/26"), session: 2})
+	f.outgoingCh.push(&fsmOutgoingMsg{Paths: testPath(t, "10.244.3.0/26"), session: 2})
 
 	local, remote := net.Pipe()
 	defer remote.Close()
@@ -325,5 +331,225 @@ func TestSentPathsShareTheIDZeroSet(t *testing.T) {
 	a.resetAdvertisedRoutes()
 	if a.sentPaths.Len() != 0 || a.hasPathAlreadyBeenSent(p2) || !b.hasPathAlreadyBeenSent(p1) {
 		t.Fatal("a reset of one peer's record left it or touched another's")
+	}
+}
+
+// The record of what peers were sent behaves as a map per peer from destination to the set of
+// identifiers (the model), under random stores, deletes and resets on several peers, and the
+// destinations' numbers go back once no peer holds them: a peer that is gone holds none, and
+// records nothing more.
+func TestSentPathsNumbered(t *testing.T) {
+	keys := make([]table.PathDestLocalKey, 40)
+	for i := range keys {
+		keys[i] = table.PathDestLocalKey{Family: bgp.RF_IPv4_UC, Prefix: fmt.Sprintf("10.244.%d.0/26", 100+i)}
+	}
+	keys[1].Family = bgp.RF_IPv6_UC // the same prefix string in another family is another destination
+	sets := []pathIDSet{sentWithIDZero, {0: {}}, {0: {}, 5: {}}, {7: {}}}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	peers := make([]sentPathsMap, 4)
+	model := make([]map[table.PathDestLocalKey]pathIDSet, len(peers))
+	for i := range model {
+		model[i] = map[table.PathDestLocalKey]pathIDSet{}
+	}
+	for step := range 20000 {
+		p, k := rnd.IntN(len(peers)), keys[rnd.IntN(len(keys))]
+		switch op := rnd.IntN(100); {
+		case op < 55:
+			v := sets[rnd.IntN(len(sets))]
+			peers[p].Store(k, v)
+			model[p][k] = v
+		case op < 97:
+			peers[p].Delete(k)
+			delete(model[p], k)
+		default:
+			peers[p].Clear()
+			clear(model[p])
+		}
+		for i := range peers {
+			if peers[i].Len() != len(model[i]) {
+				t.Fatalf("step %d: peer %d holds %d destinations, want %d", step, i, peers[i].Len(), len(model[i]))
+			}
+			for _, k := range keys {
+				got, ok := peers[i].Load(k)
+				want, wok := model[i][k]
+				if ok != wok || !maps.Equal(got, want) {
+					t.Fatalf("step %d: peer %d, %v: %v %v, want %v %v", step, i, k, got, ok, want, wok)
+				}
+			}
+		}
+	}
+	for i := range peers {
+		peers[i].close()
+		peers[i].Store(keys[0], sentWithIDZero)
+		if _, ok := peers[i].Load(keys[0]); ok || peers[i].Len() != 0 {
+			t.Fatalf("peer %d, gone, recorded a destination", i)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := destNumbers.lookup(k); ok {
+			t.Fatalf("%v still numbered with no peer holding it", k)
+		}
+	}
+}
+
+// A peer removed from the server gives its destinations' numbers back.
+func TestDeletedPeerReleasesItsNumbers(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := NewBgpServer(LoggerOption(logger, nil))
+	go s.Serve()
+	t.Cleanup(s.Stop)
+	ctx := context.Background()
+	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 64512, RouterId: "198.51.100.1", ListenPort: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	const addr = "198.51.100.9"
+	if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: addr, PeerAsn: 64512},
+		Transport: &api.Transport{PassiveMode: true},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	path := testPath(t, "10.244.250.0/26")[0]
+	if err := s.mgmtOperation(func() error {
+		s.neighborMap[netip.MustParseAddr(addr)].updateRoutes(path)
+		return nil
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := destNumbers.lookup(path.GetDestLocalKey()); !ok {
+		t.Fatal("a sent destination has no number")
+	}
+	if err := s.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := destNumbers.lookup(path.GetDestLocalKey()); ok {
+		t.Fatal("a deleted peer still holds its destination's number")
+	}
+}
+
+// BenchmarkSentPaths records 1,000 destinations sent to each of 1,000 peers, as a route
+// reflector with 1,000 clients does, and reports the heap it keeps.
+func BenchmarkSentPaths(b *testing.B) {
+	paths := make([]*table.Path, 1000)
+	for i := range paths {
+		nlri, _ := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i / 4), byte(i % 4 * 64)}), 26))
+		paths[i] = table.NewPath(bgp.RF_IPv4_UC, nil, bgp.PathNLRI{NLRI: nlri}, false, []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0)}, time.Now(), false)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for b.Loop() {
+		peers := make([]*peer, 1000)
+		for i := range peers {
+			peers[i] = &peer{fsm: newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)}
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, p := range peers {
+			p.updateRoutes(paths...)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MB-kept")
+		for _, p := range peers {
+			p.resetAdvertisedRoutes()
+		}
+	}
+}
+
+// A peer's queue hands its sender everything pushed since the last batch, oldest first, up to
+// the cap, and keeps its wake-up for the rest; a push never waits for the sender, and nothing
+// pushed after the session's FSM stopped is kept.
+func TestOutQueue(t *testing.T) {
+	q := newOutQueue()
+	for i := range 5 {
+		q.push(&fsmOutgoingMsg{session: uint64(i)})
+	}
+	sessions := func(msgs []*fsmOutgoingMsg) (out []uint64) {
+		for _, m := range msgs {
+			out = append(out, m.session)
+		}
+		return out
+	}
+	<-q.ready
+	if got := sessions(q.take(3)); !slices.Equal(got, []uint64{0, 1, 2}) {
+		t.Fatalf("first batch %v, want [0 1 2]", got)
+	}
+	select {
+	case <-q.ready:
+	default:
+		t.Fatal("no wake-up left for the two messages past the cap")
+	}
+	if got := sessions(q.take(3)); !slices.Equal(got, []uint64{3, 4}) {
+		t.Fatalf("second batch %v, want [3 4]", got)
+	}
+	q.push(&fsmOutgoingMsg{session: 5})
+	q.drain()
+	if n := q.len(); n != 0 {
+		t.Fatalf("%d messages after drain", n)
+	}
+	q.close()
+	q.push(&fsmOutgoingMsg{session: 6})
+	if n := q.len(); n != 0 {
+		t.Fatalf("%d messages pushed after close kept", n)
+	}
+}
+
+// recordingHandler keeps the messages of the records it takes, from the level it is set to.
+type recordingHandler struct {
+	level slog.Level
+	mu    sync.Mutex
+	msgs  []string
+}
+
+func (h *recordingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordingHandler) has(msg string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Contains(h.msgs, msg)
+}
+
+// A sent UPDATE is logged below debug: a handler that takes debug records (tabby's does, for
+// connect failures) is not handed one record per UPDATE and session.
+func TestSentUpdateLoggedBelowDebug(t *testing.T) {
+	for _, c := range []struct {
+		level slog.Level
+		want  bool
+	}{{slog.LevelDebug, false}, {levelTrace, true}} {
+		h := &recordingHandler{level: c.level}
+		f := newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, slog.New(h))
+		s := &fsmHandler{fsm: f, outgoing: f.outgoingCh}
+		f.session.Store(1)
+		f.outgoingCh.push(&fsmOutgoingMsg{Paths: testPath(t, "10.244.1.0/26"), session: 1})
+		local, remote := net.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { _ = s.sendMessageloop(ctx, local, make(chan fsmStateReason, 3), &wg) }()
+		_ = remote.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// The whole UPDATE: a pipe's write returns once all of it is read.
+		var hdr [bgp.BGP_HEADER_LENGTH]byte
+		_, err := io.ReadFull(remote, hdr[:])
+		if err == nil {
+			_, err = io.ReadFull(remote, make([]byte, int(hdr[16])<<8|int(hdr[17])-bgp.BGP_HEADER_LENGTH))
+		}
+		cancel()
+		local.Close()
+		remote.Close()
+		wg.Wait() // the sender logs before it takes its next batch: done once it returned
+		if err != nil {
+			t.Fatalf("no UPDATE sent: %v", err)
+		}
+		if got := h.has("sent update"); got != c.want {
+			t.Errorf("handler at %v: sent update logged %v, want %v", c.level, got, c.want)
+		}
 	}
 }
