@@ -57,7 +57,7 @@ func startCluster(t *testing.T, o Options) *Cluster {
 // A pod on each node, created with the API as a user would, gets an address from tabby's pool;
 // the two reach each other across nodes and through a Service's ClusterIP (kube-proxy's DNAT
 // beside tabby's NAT outgoing), by address and by name through the cluster's DNS; deleting them
-// releases their addresses.
+// releases their addresses. And every tabby-node found its container's memory limit.
 func TestPodsAcrossNodes(t *testing.T) {
 	c := startCluster(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
