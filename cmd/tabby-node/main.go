@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tabbynet/tabby/internal/memlimit"
 	"github.com/tabbynet/tabby/internal/version"
 	"github.com/tabbynet/tabby/node"
 	"github.com/tabbynet/tabby/node/installcni"
@@ -54,6 +55,18 @@ service answers the tabby CNI plugin on a unix socket.`,
 				debug.SetGCPercent(50)
 			}
 			log := newLogger(logLevel)
+			// Near the container's memory limit, collect harder rather than be killed: a
+			// route reflector's memory grows with its clients (160 MB at 1,000).
+			switch lim, from, err := memlimit.Apply(); {
+			case err != nil:
+				log.Warn("no Go memory limit from the cgroup", "err", err)
+			case from == "GOMEMLIMIT":
+				log.Info("Go memory limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+			case lim > 0:
+				log.Info("Go memory limit from the cgroup", "bytes", lim, "share", memlimit.Share, "from", from)
+			default:
+				log.Info("no Go memory limit: the cgroup has none", "from", from)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			log.Info("tabby-node starting", "version", version.Version, "node", cfg.NodeName)

@@ -57,7 +57,7 @@ func startCluster(t *testing.T, o Options) *Cluster {
 // A pod on each node, created with the API as a user would, gets an address from tabby's pool;
 // the two reach each other across nodes and through a Service's ClusterIP (kube-proxy's DNAT
 // beside tabby's NAT outgoing), by address and by name through the cluster's DNS; deleting them
-// releases their addresses.
+// releases their addresses. And every tabby-node found its container's memory limit.
 func TestPodsAcrossNodes(t *testing.T) {
 	c := startCluster(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -158,6 +158,31 @@ func TestPodsAcrossNodes(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Error(err)
+	}
+	checkMemoryLimit(ctx, t, c)
+}
+
+// checkMemoryLimit: every tabby-node, run by the chart under its memory limit (256Mi), gives Go's
+// runtime 90% of it as a soft limit, read from the container's cgroup.
+func checkMemoryLimit(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	const want = `msg="Go memory limit from the cgroup" bytes=241591910 ` // 0.9 × 256 MiB
+	pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != len(c.Nodes) {
+		t.Fatalf("%d tabby-node pods for %d nodes", len(pods.Items), len(c.Nodes))
+	}
+	for _, p := range pods.Items {
+		out, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "tabby-node"}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("logs of %s: %v", p.Name, err)
+		}
+		if !strings.Contains(string(out), want) {
+			first, _, _ := strings.Cut(string(out), "\n")
+			t.Errorf("%s did not log %q; its log starts: %s", p.Name, want, first)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,13 +71,21 @@ func (in *injector) ended(why string) {
 func (in *injector) endsSince(before map[string]int64) string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	var parts []string
+	type end struct {
+		why string
+		n   int64
+	}
+	var ends []end
 	for why, n := range in.ends {
 		if d := n - before[why]; d > 0 {
-			parts = append(parts, fmt.Sprintf("%d× %s", d, why))
+			ends = append(ends, end{why, d})
 		}
 	}
-	sort.Sort(sort.Reverse(sort.StringSlice(parts)))
+	slices.SortFunc(ends, func(a, b end) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.why, b.why)) })
+	parts := make([]string, len(ends))
+	for i, e := range ends {
+		parts[i] = fmt.Sprintf("%d× %s", e.n, e.why)
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -38,3 +38,21 @@ func TestUpdateRoundTrip(t *testing.T) {
 		t.Fatalf("clientAddr(999) = %s", got)
 	}
 }
+
+// The reasons sessions ended are told since a point, most frequent first.
+func TestEndsSince(t *testing.T) {
+	in := newInjector(nil, nil, nil, nil, asn)
+	in.ended("read: EOF")
+	before := in.endsSoFar()
+	for range 10 {
+		in.ended("NOTIFICATION 4/0 from the reflector")
+	}
+	in.ended("read: EOF")
+	in.ended("read: EOF")
+	if got, want := in.endsSince(before), "10× NOTIFICATION 4/0 from the reflector, 2× read: EOF"; got != want {
+		t.Fatalf("endsSince = %q, want %q", got, want)
+	}
+	if got := in.endsSince(in.endsSoFar()); got != "" {
+		t.Fatalf("nothing since now: %q", got)
+	}
+}
