@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -80,6 +81,11 @@ func TestCachedBuildMatchesBuild(t *testing.T) {
 	}
 	in.Blocks = append(in.Blocks, testBlock(5, "3", 1))
 	check("a block back with a new version")
+	in.Nodes = in.Nodes[:2]
+	check("a node deleted")
+	if _, ok := c.nodes["n2"]; ok || len(c.nodes) != 2 {
+		t.Errorf("cache holds nodes %v after n2's deletion, want n0 and n1", slices.Collect(maps.Keys(c.nodes)))
+	}
 }
 
 // A block update elsewhere in the cluster changes the blocks only: the agents are not handed
