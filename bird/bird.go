@@ -78,6 +78,9 @@ type Bird struct {
 	local   []netip.Prefix
 	// routable: what IPAM explains inside the pools, cluster-wide (SetRoutable).
 	routable []netip.Prefix
+	// routableUnused: the policy in place has no external router, so routable is not in it;
+	// a change of routable alone then changes nothing and does not wake reconcile.
+	routableUnused bool
 	// peerInputs counts changes of what the sessions are computed from (nodes, BGP
 	// configuration, BGPPeers, Secrets); computed is the result for computedAt. A block claimed
 	// or released anywhere in the cluster wakes every agent's reconcile, and must not make it
@@ -221,8 +224,11 @@ func (b *Bird) SetRoutable(p []netip.Prefix) {
 	b.mu.Lock()
 	same := slices.Equal(b.routable, p)
 	b.routable = p
+	unused := b.routableUnused
 	b.mu.Unlock()
-	if !same {
+	// Every block claimed or released in the cluster changes it: without an external router
+	// (a mesh, reflectors and their clients) no agent has anything to do about it.
+	if !same && !unused {
 		b.trigger()
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
 	"github.com/tabbynet/tabby/internal/testwait"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // callLog is a Speaker that records the calls that change routes or filters, in order.
@@ -57,7 +59,11 @@ func (c *callLog) DeletePath(_ context.Context, p netip.Prefix, _ netip.Addr) er
 }
 
 func (c *callLog) SetPolicy(_ context.Context, p speaker.Policy) error {
-	c.record(fmt.Sprintf("policy local=%v", p.Local))
+	r := fmt.Sprintf("policy local=%v", p.Local)
+	if len(p.Explained) > 0 {
+		r += fmt.Sprintf(" explained=%d", len(p.Explained))
+	}
+	c.record(r)
 	return nil
 }
 
@@ -144,4 +150,36 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 	}
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31), netip.MustParsePrefix("10.244.31.64/26")})
 	testwait.Until(t, "a reconcile after a change", 5*time.Second, func() bool { return b.reconciles.Load() > before })
+}
+
+// TestRoutableWithoutRouterDoesNotReconcile: every block claimed or released in the cluster
+// changes what IPAM explains, and without an external router nothing in the speaker depends on
+// it, so it does not wake the agent; with one, the policy follows it.
+func TestRoutableWithoutRouterDoesNotReconcile(t *testing.T) {
+	spk := &callLog{}
+	self := mkNode(31, nil, "")
+	b := newLogged(t, spk, self)
+	b.SetNodes([]Node{self, mkNode(32, nil, "")})
+	b.SetPools([]netip.Prefix{pool})
+	b.SetRoutable(testBlocks)
+	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
+	run(t, b)
+	testwait.Until(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
+
+	before := b.reconciles.Load()
+	b.SetRoutable(append(slices.Clone(testBlocks), netip.MustParsePrefix("10.244.240.64/26")))
+	waitTicks(t, b, 2)
+	if n := b.reconciles.Load() - before; n != 0 {
+		t.Fatalf("%d reconciles for another node's block without an external router, want 0", n)
+	}
+
+	// An external router: the policy carries what IPAM explains, the change made meanwhile too.
+	n := len(spk.since(0))
+	b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.250", ASNumber: 65000}}})
+	want := fmt.Sprintf("policy local=[10.244.31.0/26] explained=%d", len(testBlocks)+1)
+	testwait.Until(t, want, 5*time.Second, func() bool { return slices.Contains(spk.since(n), want) })
+	n = len(spk.since(0))
+	b.SetRoutable(testBlocks)
+	want = fmt.Sprintf("policy local=[10.244.31.0/26] explained=%d", len(testBlocks))
+	testwait.Until(t, want, 5*time.Second, func() bool { return slices.Contains(spk.since(n), want) })
 }

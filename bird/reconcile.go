@@ -136,6 +136,16 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		}
 		b.policy = &pol
 	}
+	// Whether routable matters to the policy now set. Set after it, checked against what this
+	// pass used: a change that SetRoutable left alone meanwhile (it still counted as unused)
+	// wakes the next pass.
+	b.mu.Lock()
+	b.routableUnused = len(pol.External) == 0
+	stale := !b.routableUnused && !slices.Equal(b.routable, routable)
+	b.mu.Unlock()
+	if stale {
+		b.trigger()
+	}
 
 	for p := range wantPaths {
 		if !b.paths[p] {
