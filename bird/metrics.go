@@ -46,7 +46,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.reconciles, prometheus.CounterValue, float64(m.b.reconciles.Load()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r, err := m.b.Status(ctx)
+	r, err := m.b.status(ctx, false) // no metric needs the routes sent to each peer
 	if err != nil {
 		m.b.log.Warn("BGP metrics", "error", err)
 		return

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
@@ -40,7 +41,8 @@ func (c *callLog) Stop(context.Context, bool) error                 { return nil
 func (c *callLog) AddPeer(context.Context, peers.Peer) error        { return nil }
 func (c *callLog) DeletePeer(context.Context, netip.Addr) error     { return nil }
 func (c *callLog) Watch(context.Context, func(speaker.Event)) error { return nil }
-func (c *callLog) Peers(context.Context, bool) ([]speaker.PeerState, error) {
+func (c *callLog) Peers(_ context.Context, sent bool) ([]speaker.PeerState, error) {
+	c.record(fmt.Sprintf("peers sent=%v", sent))
 	return nil, nil
 }
 
@@ -182,4 +184,35 @@ func TestRoutableWithoutRouterDoesNotReconcile(t *testing.T) {
 	b.SetRoutable(testBlocks)
 	want = fmt.Sprintf("policy local=[10.244.31.0/26] explained=%d", len(testBlocks))
 	testwait.Until(t, want, 5*time.Second, func() bool { return slices.Contains(spk.since(n), want) })
+}
+
+// TestMetricsDoNotCountSentRoutes: a metrics scrape does not ask the speaker for the routes sent
+// to each peer (GoBGP counts them from the whole RIB under its exclusive lock: 2 s at a reflector
+// with 1,000 clients, every session held up); the status a user asks for does.
+func TestMetricsDoNotCountSentRoutes(t *testing.T) {
+	spk := &callLog{}
+	self := mkNode(31, nil, "")
+	b := newLogged(t, spk, self)
+	b.SetNodes([]Node{self, mkNode(32, nil, "")})
+	b.SetPools([]netip.Prefix{pool})
+	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
+	run(t, b)
+	testwait.Until(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.Collectors()...)
+	n := len(spk.since(0))
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if got := spk.since(n); !slices.Equal(got, []string{"peers sent=false"}) {
+		t.Fatalf("a scrape asked the speaker %q, want [peers sent=false]", got)
+	}
+	n = len(spk.since(0))
+	if _, err := b.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := spk.since(n); !slices.Equal(got, []string{"peers sent=true"}) {
+		t.Fatalf("a status asked the speaker %q, want [peers sent=true]", got)
+	}
 }
