@@ -131,19 +131,29 @@ func TestWithdrawalBeforePolicy(t *testing.T) {
 	waitCalls(n, "delete 10.244.31.0/26", "policy local=[10.244.31.64/26]", "add 10.244.31.64/26")
 }
 
-// TestIdleDoesNotReconcile: with nothing changing and nothing time-bound pending, the agent does
-// not recompute its peers (a recomputation walks every node of the cluster); a change still
-// reconciles at once.
-func TestIdleDoesNotReconcile(t *testing.T) {
+// runTwoNodes runs the agent of node31 (with node32 beside it, its block, the pool and routable,
+// what IPAM explains) over a recording speaker until its first policy and path are set.
+func runTwoNodes(t *testing.T, routable []netip.Prefix) (*callLog, *Bird) {
+	t.Helper()
 	spk := &callLog{}
 	self := mkNode(31, nil, "")
 	b := newLogged(t, spk, self)
 	b.SetNodes([]Node{self, mkNode(32, nil, "")})
 	b.SetPools([]netip.Prefix{pool})
+	if routable != nil {
+		b.SetRoutable(routable)
+	}
 	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
 	run(t, b)
-
 	testwait.Until(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
+	return spk, b
+}
+
+// TestIdleDoesNotReconcile: with nothing changing and nothing time-bound pending, the agent does
+// not recompute its peers (a recomputation walks every node of the cluster); a change still
+// reconciles at once.
+func TestIdleDoesNotReconcile(t *testing.T) {
+	_, b := runTwoNodes(t, nil)
 	// Three ticks of the once-a-second timer with nothing to do.
 	before := b.reconciles.Load()
 	waitTicks(t, b, 3)
@@ -158,15 +168,7 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 // changes what IPAM explains, and without an external router nothing in the speaker depends on
 // it, so it does not wake the agent; with one, the policy follows it.
 func TestRoutableWithoutRouterDoesNotReconcile(t *testing.T) {
-	spk := &callLog{}
-	self := mkNode(31, nil, "")
-	b := newLogged(t, spk, self)
-	b.SetNodes([]Node{self, mkNode(32, nil, "")})
-	b.SetPools([]netip.Prefix{pool})
-	b.SetRoutable(testBlocks)
-	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
-	run(t, b)
-	testwait.Until(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
+	spk, b := runTwoNodes(t, testBlocks)
 
 	before := b.reconciles.Load()
 	b.SetRoutable(append(slices.Clone(testBlocks), netip.MustParsePrefix("10.244.240.64/26")))
@@ -190,14 +192,7 @@ func TestRoutableWithoutRouterDoesNotReconcile(t *testing.T) {
 // to each peer (GoBGP counts them from the whole RIB under its exclusive lock: 2 s at a reflector
 // with 1,000 clients, every session held up); the status a user asks for does.
 func TestMetricsDoNotCountSentRoutes(t *testing.T) {
-	spk := &callLog{}
-	self := mkNode(31, nil, "")
-	b := newLogged(t, spk, self)
-	b.SetNodes([]Node{self, mkNode(32, nil, "")})
-	b.SetPools([]netip.Prefix{pool})
-	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
-	run(t, b)
-	testwait.Until(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
+	spk, b := runTwoNodes(t, nil)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b.Collectors()...)

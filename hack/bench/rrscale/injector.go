@@ -46,7 +46,6 @@ type injector struct {
 
 	established atomic.Int64
 	opened      atomic.Int64 // sessions that reached Established, ever
-	holdExpired atomic.Int64 // sessions a client ended: no message from the reflector within the hold time
 	received    atomic.Int64 // (session, another client's initial block) pairs held
 	covered     atomic.Int64 // (client, another client's initial block) pairs held from any reflector
 	badNextHop  atomic.Int64
@@ -67,24 +66,30 @@ func (in *injector) ended(why string) {
 	in.ends[why]++
 }
 
-// endsSince describes the ends counted since an earlier copy of the tally, most frequent first.
-func (in *injector) endsSince(before map[string]int64) string {
+// endHold is why a session ended when the client's hold timer ended it: the reflector sent
+// nothing, not even a keepalive, for the hold time.
+const endHold = "the client's hold timer"
+
+// endsSince returns the ends counted since an earlier copy of the tally, by reason.
+func (in *injector) endsSince(before map[string]int64) map[string]int64 {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	type end struct {
-		why string
-		n   int64
-	}
-	var ends []end
+	d := map[string]int64{}
 	for why, n := range in.ends {
-		if d := n - before[why]; d > 0 {
-			ends = append(ends, end{why, d})
+		if n > before[why] {
+			d[why] = n - before[why]
 		}
 	}
-	slices.SortFunc(ends, func(a, b end) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.why, b.why)) })
-	parts := make([]string, len(ends))
-	for i, e := range ends {
-		parts[i] = fmt.Sprintf("%d× %s", e.n, e.why)
+	return d
+}
+
+// describeEnds tells the ends by reason, most frequent first.
+func describeEnds(ends map[string]int64) string {
+	whys := slices.Collect(maps.Keys(ends))
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(cmp.Compare(ends[b], ends[a]), strings.Compare(a, b)) })
+	parts := make([]string, len(whys))
+	for i, why := range whys {
+		parts[i] = fmt.Sprintf("%d× %s", ends[why], why)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -289,7 +294,7 @@ func (in *injector) handle(conn net.Conn) {
 		case s.replaced.Load():
 			why = "replaced by a new session from the same reflector"
 		case s.expired.Load():
-			why = "the client's hold timer"
+			why = endHold
 		}
 		in.ended(why)
 		c.mu.Lock()
@@ -351,7 +356,6 @@ func (s *session) keepalive(hold time.Duration, done <-chan struct{}) {
 			return
 		case <-t.C:
 			if time.Since(time.Unix(0, s.lastRead.Load())) > hold && unread(s.conn) == 0 {
-				s.in.holdExpired.Add(1)
 				s.expired.Store(true)
 				_ = s.send(bgpwire.Frame(bgpwire.MsgNotification, []byte{4, 0})) // Hold Timer Expired
 				s.conn.Close()

@@ -49,10 +49,10 @@ func TestEndsSince(t *testing.T) {
 	}
 	in.ended("read: EOF")
 	in.ended("read: EOF")
-	if got, want := in.endsSince(before), "10× NOTIFICATION 4/0 from the reflector, 2× read: EOF"; got != want {
-		t.Fatalf("endsSince = %q, want %q", got, want)
+	if got, want := describeEnds(in.endsSince(before)), "10× NOTIFICATION 4/0 from the reflector, 2× read: EOF"; got != want {
+		t.Fatalf("ends since = %q, want %q", got, want)
 	}
-	if got := in.endsSince(in.endsSoFar()); got != "" {
+	if got := describeEnds(in.endsSince(in.endsSoFar())); got != "" {
 		t.Fatalf("nothing since now: %q", got)
 	}
 }

@@ -64,11 +64,11 @@ func (w *world) converge(ctx context.Context, t0 time.Time, pids func() []int, r
 	defer tick.Stop()
 	var last int64
 	lastChange := t0
-	opened, expired, ends := w.inj.opened.Load(), w.inj.holdExpired.Load(), w.inj.endsSoFar()
+	opened, ends := w.inj.opened.Load(), w.inj.endsSoFar()
 	resets := func() {
 		r.resets = w.inj.opened.Load() - opened - w.inj.established.Load()
-		r.clientHold = w.inj.holdExpired.Load() - expired
-		r.resetWhy = w.inj.endsSince(ends)
+		d := w.inj.endsSince(ends)
+		r.clientHold, r.resetWhy = d[endHold], describeEnds(d)
 	}
 	for {
 		est, got := w.inj.established.Load(), w.inj.covered.Load()

@@ -54,13 +54,6 @@ func (q *outQueue) take(max int) []*fsmOutgoingMsg {
 	return msgs
 }
 
-// len is how many messages are queued.
-func (q *outQueue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.msgs)
-}
-
 // drain drops what is queued.
 func (q *outQueue) drain() {
 	q.mu.Lock()
