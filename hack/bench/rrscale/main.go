@@ -146,11 +146,11 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		b = &result{err: errors.New("not run (-bird2=false)")}
 	}
 	durRow := func(name string, get func(*result) time.Duration, f func(time.Duration) string, target time.Duration, targetText string) {
-		tv, bv := "-", "-"
-		if t.err == nil || get(&t) > 0 {
+		tv, bv := "-", "-" // not measured
+		if get(&t) > 0 {
 			tv = f(get(&t))
 		}
-		if b.err == nil || get(b) > 0 {
+		if get(b) > 0 {
 			bv = f(get(b))
 		}
 		ratio := 0.0
