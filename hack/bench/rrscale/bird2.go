@@ -63,10 +63,10 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 		r.err = w.idle(ctx, pids(), &r)
 	}
 	if r.err == nil {
-		r.status, r.err = timeCalls(ctx, "BIRD2 status", birds[0].status)
+		r.err = w.samples(ctx, &r)
 	}
 	if r.err == nil {
-		r.err = w.samples(ctx, &r)
+		r.status, r.err = timeCalls(ctx, "BIRD2 status", birds[0].status)
 	}
 	if r.err != nil {
 		r.err = fmt.Errorf("%w%s", r.err, birds[0].logTail())

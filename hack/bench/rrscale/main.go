@@ -128,7 +128,7 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 	fmt.Fprintf(w, "  new block: %d samples, one /122 announced by one client on both sessions, until the last of the %d others holds it\n", o.samples, n-1)
 	fmt.Fprintf(w, "  withdrawn: each sample's block, 200 ms after it arrived, withdrawn by its owner on both sessions, until no client holds it from\n")
 	fmt.Fprintf(w, "    either reflector (each client's time: its last session's withdrawal, as read off the wire)\n")
-	fmt.Fprintf(w, "  status: once idle, the first reflector's sessions with their route counts, %d calls one after the other: tabby: its BGP\n", statusCalls)
+	fmt.Fprintf(w, "  status: after the samples, the first reflector's sessions with their route counts, %d calls one after the other: tabby: its BGP\n", statusCalls)
 	fmt.Fprintf(w, "    status socket, as `tabbyctl node status` asks it; BIRD2: `birdc show protocols all`; metrics scrape: GET /metrics (tabby)\n")
 	fmt.Fprintf(w, "  stop: SIGTERM to both reflectors after the samples until both exited (tabby-node: graceful, restart-style: a Cease to every client first)\n")
 	fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0) as both reflectors in the same namespaces: rr client + the same cluster ID, sibling as a plain iBGP\n")

@@ -61,12 +61,6 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 	if r.err == nil {
 		r.err = w.idle(ctx, pids(), &r)
 	}
-	if r.err == nil {
-		r.status, r.err = timeCalls(ctx, "tabby status", func(ctx context.Context) error { return w.tabbyStatus(ctx, w.rrs[0]) })
-	}
-	if r.err == nil {
-		r.scrape, r.err = timeCalls(ctx, "tabby metrics", func(ctx context.Context) error { _, err := w.rrs[0].Metrics(ctx); return err })
-	}
 	if r.err == nil && w.o.heapProfile != "" {
 		// What the reflector holds once converged and idle.
 		if err := w.profile(ctx, w.rrs[0], "heap?gc=1", w.o.heapProfile); err != nil {
@@ -82,6 +76,12 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 	}
 	if r.err == nil {
 		r.err = w.samples(ctx, &r)
+	}
+	if r.err == nil {
+		r.status, r.err = timeCalls(ctx, "tabby status", func(ctx context.Context) error { return w.tabbyStatus(ctx, w.rrs[0]) })
+	}
+	if r.err == nil {
+		r.scrape, r.err = timeCalls(ctx, "tabby metrics", func(ctx context.Context) error { _, err := w.rrs[0].Metrics(ctx); return err })
 	}
 	if prof != nil {
 		if err := <-prof; err != nil {
