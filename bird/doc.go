@@ -170,8 +170,9 @@
 //     are now counted from the record of what each peer was sent, and every status, poll and
 //     metrics scrape has them.
 //
-// tabby's side of it: WaitSynced's poll of the peers backs off. A lost session with a tabby node still drops its
-// routes at once and re-adds the peer, which at 1,000 clients turns each reset into more load.
+// tabby's side of it: WaitSynced's poll of the peers backs off. A lost session with a tabby
+// node still drops its routes at once and re-adds the peer, which at 1,000 clients turns each
+// reset into more load.
 //
 // Next hops are never changed on iBGP.
 // To an eBGP peer GoBGP sets itself as next hop (before export policy) unless the BGPPeer has

@@ -43,7 +43,7 @@ type result struct {
 	// the last other client (of each) holds it.
 	gone     []time.Duration
 	goneEach []time.Duration
-	// status: the operator's look at the first reflector once idle, each call (tabby: what
+	// status: the operator's look at the first reflector after the samples, each call (tabby: what
 	// `tabbyctl node status` asks its BGP socket; BIRD2: `birdc show protocols all`); scrape:
 	// a GET of tabby's /metrics.
 	status, scrape []time.Duration

@@ -219,8 +219,8 @@ func alone(path *Path, options []*bgp.MarshallingOption, build func() *bgp.BGPMe
 // aloneWithdrawn is alone for a batch whose only withdrawal is a copy: the UPDATE that
 // withdraws it, serialised once for every session (msg builds it from its NLRI). A reflector
 // whose client withdraws a block sends every other client that one withdrawal; each of its
-// thousand senders built and serialised its own, and after a quiet spell their allocations
-// made a withdrawal take twice as long as an announcement, which is shared.
+// thousand senders built and serialised its own, and a withdrawal reached the clients later
+// than an announcement, which is shared.
 func aloneWithdrawn(withdrawals []*Path, shared bool, options []*bgp.MarshallingOption, msg func([]bgp.PathNLRI) *bgp.BGPMessage) *Packed {
 	if !shared || len(withdrawals) != 1 {
 		return nil
