@@ -368,7 +368,7 @@ func (b *Bird) WaitSynced(ctx context.Context, grace time.Duration) error {
 		}
 		b.mu.Unlock()
 		if spk != nil && configured == wanted {
-			states, err := spk.Peers(ctx, false)
+			states, err := spk.Peers(ctx)
 			if err != nil {
 				return err
 			}

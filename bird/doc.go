@@ -162,13 +162,17 @@
 //     LOCAL_PREF, ORIGIN: built once per shared copy); a next-hop or AS-path action makes a
 //     copy per peer again. The export policy strips the sibling tag with a statement of its
 //     own, which only a sibling's copy matches (at 1,000 clients: 47 s and 41 s of CPU to
-//     converge before, 23–29 s and 19–24 s after).
+//     converge before, 23–29 s and 19–24 s after). A client's withdrawal, the one UPDATE every
+//     other client is sent, is serialised once too;
+//   - the routes sent to each peer counted by running the whole RIB through the peer's export
+//     policy, for every peer, under the server's exclusive lock (2 s per status at 1,000
+//     clients, and a poll that asked for them starved every session's keepalives at 500): they
+//     are now counted from the record of what each peer was sent, and every status, poll and
+//     metrics scrape has them.
 //
-// tabby's side of it: WaitSynced, the graceful stop and the import re-apply list the peers
-// without their sent routes (GoBGP computes those from the whole RIB per peer under its
-// exclusive lock; the poll that asked for them starved every session's keepalives at 500
-// clients), and WaitSynced's poll backs off. A lost session with a tabby node still drops its
-// routes at once and re-adds the peer, which at 1,000 clients turns each reset into more load.
+// tabby's side of it: WaitSynced's poll of the peers backs off. A lost session with a tabby
+// node still drops its routes at once and re-adds the peer, which at 1,000 clients turns each
+// reset into more load.
 //
 // Next hops are never changed on iBGP.
 // To an eBGP peer GoBGP sets itself as next hop (before export policy) unless the BGPPeer has

@@ -178,14 +178,8 @@ func (b *Bird) withdrawAllTold() {
 	}
 }
 
-// Status implements status.Source: every session, with the routes sent on it.
-func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) { return b.status(ctx, true) }
-
-// status is Status; with sent false, RoutesSent is left out. GoBGP counts the routes sent to
-// each peer from the whole RIB under its exclusive lock, which holds up every session's
-// messages: at a route reflector with 1,000 clients that took 2 s per call. A user's
-// `tabbyctl node status` may pay it; every metrics scrape must not.
-func (b *Bird) status(ctx context.Context, sent bool) (*status.PeersReply, error) {
+// Status implements status.Source: every session, with the routes received and sent on it.
+func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	b.mu.Lock()
 	spk := b.spk
 	b.mu.Unlock()
@@ -193,7 +187,7 @@ func (b *Bird) status(ctx context.Context, sent bool) (*status.PeersReply, error
 	var accepted map[netip.Addr]map[string]uint64
 	if spk != nil {
 		var err error
-		if states, err = spk.Peers(ctx, sent); err != nil {
+		if states, err = spk.Peers(ctx); err != nil {
 			return nil, fmt.Errorf("BGP status: %w", err)
 		}
 		if accepted, err = spk.Accepted(ctx); err != nil {

@@ -14,6 +14,7 @@ type metrics struct {
 	advertised *prometheus.Desc
 	received   *prometheus.Desc
 	accepted   *prometheus.Desc
+	sent       *prometheus.Desc
 	learned    *prometheus.Desc
 	sinceLast  *prometheus.Desc
 	reconciles *prometheus.Desc
@@ -26,6 +27,7 @@ func newMetrics(b *Bird) *metrics {
 		advertised: prometheus.NewDesc("tabby_bgp_routes_advertised", "Prefixes this node advertises (its blocks and borrowed addresses).", nil, nil),
 		received:   prometheus.NewDesc("tabby_bgp_routes_received", "Prefixes each peer sent, before the import policy.", []string{"peer"}, nil),
 		accepted:   prometheus.NewDesc("tabby_bgp_routes_accepted", "Prefixes of each peer the import policy accepted.", []string{"peer"}, nil),
+		sent:       prometheus.NewDesc("tabby_bgp_routes_sent", "Prefixes sent to each peer and not withdrawn since.", []string{"peer"}, nil),
 		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
 		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each computes every peer from every node).", nil, nil),
@@ -37,6 +39,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.advertised
 	ch <- m.received
 	ch <- m.accepted
+	ch <- m.sent
 	ch <- m.learned
 	ch <- m.sinceLast
 	ch <- m.reconciles
@@ -46,7 +49,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.reconciles, prometheus.CounterValue, float64(m.b.reconciles.Load()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r, err := m.b.status(ctx, false) // no metric needs the routes sent to each peer
+	r, err := m.b.Status(ctx)
 	if err != nil {
 		m.b.log.Warn("BGP metrics", "error", err)
 		return
@@ -57,6 +60,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		counts[key{p.State, p.Type}]++
 		ch <- prometheus.MustNewConstMetric(m.received, prometheus.GaugeValue, float64(p.RoutesReceived), p.Address)
 		ch <- prometheus.MustNewConstMetric(m.accepted, prometheus.GaugeValue, float64(p.RoutesAccepted), p.Address)
+		ch <- prometheus.MustNewConstMetric(m.sent, prometheus.GaugeValue, float64(p.RoutesSent), p.Address)
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(m.sessions, prometheus.GaugeValue, float64(n), k.state, k.typ)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
@@ -41,8 +40,8 @@ func (c *callLog) Stop(context.Context, bool) error                 { return nil
 func (c *callLog) AddPeer(context.Context, peers.Peer) error        { return nil }
 func (c *callLog) DeletePeer(context.Context, netip.Addr) error     { return nil }
 func (c *callLog) Watch(context.Context, func(speaker.Event)) error { return nil }
-func (c *callLog) Peers(_ context.Context, sent bool) ([]speaker.PeerState, error) {
-	c.record(fmt.Sprintf("peers sent=%v", sent))
+func (c *callLog) Peers(context.Context) ([]speaker.PeerState, error) {
+	c.record("peers")
 	return nil, nil
 }
 
@@ -186,28 +185,4 @@ func TestRoutableWithoutRouterDoesNotReconcile(t *testing.T) {
 	b.SetRoutable(testBlocks)
 	want = fmt.Sprintf("policy local=[10.244.31.0/26] explained=%d", len(testBlocks))
 	testwait.Until(t, want, 5*time.Second, func() bool { return slices.Contains(spk.since(n), want) })
-}
-
-// TestMetricsDoNotCountSentRoutes: a metrics scrape does not ask the speaker for the routes sent
-// to each peer (GoBGP counts them from the whole RIB under its exclusive lock: 2 s at a reflector
-// with 1,000 clients, every session held up); the status a user asks for does.
-func TestMetricsDoNotCountSentRoutes(t *testing.T) {
-	spk, b := runTwoNodes(t, nil)
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.Collectors()...)
-	n := len(spk.since(0))
-	if _, err := reg.Gather(); err != nil {
-		t.Fatal(err)
-	}
-	if got := spk.since(n); !slices.Equal(got, []string{"peers sent=false"}) {
-		t.Fatalf("a scrape asked the speaker %q, want [peers sent=false]", got)
-	}
-	n = len(spk.since(0))
-	if _, err := b.Status(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got := spk.since(n); !slices.Equal(got, []string{"peers sent=true"}) {
-		t.Fatalf("a status asked the speaker %q, want [peers sent=true]", got)
-	}
 }

@@ -128,7 +128,7 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 	if !restart {
 		return nil
 	}
-	states, err := g.Peers(ctx, false)
+	states, err := g.Peers(ctx)
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 	// with 1,000 clients polled every 5 ms and had not stopped after 20 s.
 	wait := 5 * time.Millisecond
 	for {
-		states, err := g.Peers(ctx, false)
+		states, err := g.Peers(ctx)
 		if err != nil {
 			return err
 		}
@@ -419,10 +419,11 @@ func bestEvent(p *apiutil.Path) (Event, error) {
 	return e, nil
 }
 
-// Peers implements Speaker.
-func (g *GoBGP) Peers(ctx context.Context, sent bool) ([]PeerState, error) {
+// Peers implements Speaker. The routes sent to a peer come from GoBGP's record of what it
+// sent (TABBY.md): a count per family, not a walk of the RIB, so a poll may ask for them.
+func (g *GoBGP) Peers(ctx context.Context) ([]PeerState, error) {
 	var out []PeerState
-	err := g.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: sent}, func(p *api.Peer) {
+	err := g.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
 		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
 		if err != nil {
 			return

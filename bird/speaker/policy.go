@@ -329,7 +329,7 @@ func (g *GoBGP) reapplyImportFromExternal(ctx context.Context, external []netip.
 	if len(external) == 0 {
 		return nil
 	}
-	states, err := g.Peers(ctx, false)
+	states, err := g.Peers(ctx)
 	if err != nil {
 		return err
 	}

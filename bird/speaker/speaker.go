@@ -30,10 +30,8 @@ type Speaker interface {
 	// Watch calls fn for every peer state change, best-path change and notable peer log
 	// record until ctx is done. fn must not block.
 	Watch(ctx context.Context, fn func(Event)) error
-	// Peers lists the sessions. GoBGP computes a peer's sent routes from the whole RIB under
-	// its exclusive lock, which holds up every session's messages (keepalives too): a caller
-	// that polls asks without them (sent=false: Sent stays 0).
-	Peers(ctx context.Context, sent bool) ([]PeerState, error)
+	// Peers lists the sessions with the routes received from and sent to each.
+	Peers(ctx context.Context) ([]PeerState, error)
 	// Accepted counts, per peer and address family ("ipv4", "ipv6"), the routes the import
 	// policy let in. It walks the whole RIB: for status, not for a loop.
 	Accepted(ctx context.Context) (map[netip.Addr]map[string]uint64, error)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,9 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 	if r.err == nil {
 		r.err = w.samples(ctx, &r)
 	}
+	if r.err == nil {
+		r.status, r.err = timeCalls(ctx, "BIRD2 status", birds[0].status)
+	}
 	if r.err != nil {
 		r.err = fmt.Errorf("%w%s", r.err, birds[0].logTail())
 	}
@@ -115,6 +119,19 @@ func (b *birdRR) start() error {
 		return err
 	}
 	b.cmd, b.exited = d.Cmd, d.Exited
+	return nil
+}
+
+// status is the operator's look at the daemon's sessions, with their routes imported and
+// exported.
+func (b *birdRR) status(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "birdc", "-s", b.path(".ctl"), "show", "protocols", "all").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("birdc show protocols all: %w: %s", err, out)
+	}
+	if !bytes.Contains(out, []byte("Routes:")) {
+		return fmt.Errorf("birdc show protocols all shows no routes: %.200s", out)
+	}
 	return nil
 }
 

@@ -128,6 +128,8 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 	fmt.Fprintf(w, "  new block: %d samples, one /122 announced by one client on both sessions, until the last of the %d others holds it\n", o.samples, n-1)
 	fmt.Fprintf(w, "  withdrawn: each sample's block, 200 ms after it arrived, withdrawn by its owner on both sessions, until no client holds it from\n")
 	fmt.Fprintf(w, "    either reflector (each client's time: its last session's withdrawal, as read off the wire)\n")
+	fmt.Fprintf(w, "  status: after the samples, the first reflector's sessions with their route counts, %d calls one after the other: tabby: its BGP\n", statusCalls)
+	fmt.Fprintf(w, "    status socket, as `tabbyctl node status` asks it; BIRD2: `birdc show protocols all`; metrics scrape: GET /metrics (tabby)\n")
 	fmt.Fprintf(w, "  stop: SIGTERM to both reflectors after the samples until both exited (tabby-node: graceful, restart-style: a Cease to every client first)\n")
 	fmt.Fprintf(w, "  BIRD2 (Debian bird 2.0) as both reflectors in the same namespaces: rr client + the same cluster ID, sibling as a plain iBGP\n")
 	fmt.Fprintf(w, "    peer, hold %v / keepalive %v, connect delay 1 s, kernel export of all routes (tabby's felix installs them too)\n\n", o.hold9(), o.hold9()/3)
@@ -144,11 +146,11 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		b = &result{err: errors.New("not run (-bird2=false)")}
 	}
 	durRow := func(name string, get func(*result) time.Duration, f func(time.Duration) string, target time.Duration, targetText string) {
-		tv, bv := "-", "-"
-		if t.err == nil || get(&t) > 0 {
+		tv, bv := "-", "-" // not measured
+		if get(&t) > 0 {
 			tv = f(get(&t))
 		}
-		if b.err == nil || get(b) > 0 {
+		if get(b) > 0 {
 			bv = f(get(b))
 		}
 		ratio := 0.0
@@ -296,6 +298,11 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		}
 		durRow("block withdrawn → gone at each client p50", goneEach(50), msec, 0, "")
 	}
+	p50 := func(get func(*result) []time.Duration) func(*result) time.Duration {
+		return func(r *result) time.Duration { return benchutil.Pct(get(r), 50) }
+	}
+	durRow(fmt.Sprintf("status of a reflector, p50 of %d", statusCalls), p50(func(r *result) []time.Duration { return r.status }), msec, 0, "")
+	durRow(fmt.Sprintf("metrics scrape of a reflector, p50 of %d", statusCalls), p50(func(r *result) []time.Duration { return r.scrape }), msec, 0, "")
 	durRow("RR stop, SIGTERM → both exited (tabby: graceful)", func(r *result) time.Duration { return r.stopped }, secs, 0, "")
 	for _, e := range []struct {
 		name string

@@ -43,8 +43,12 @@ type result struct {
 	// the last other client (of each) holds it.
 	gone     []time.Duration
 	goneEach []time.Duration
-	progress string // where convergence stood when it failed
-	err      error
+	// status: the operator's look at the first reflector after the samples, each call (tabby: what
+	// `tabbyctl node status` asks its BGP socket; BIRD2: `birdc show protocols all`); scrape:
+	// a GET of tabby's /metrics.
+	status, scrape []time.Duration
+	progress       string // where convergence stood when it failed
+	err            error
 	// stopped: SIGTERM to both reflectors → both exited; stopErr: they did not stop cleanly
 	// (measured figures stand).
 	stopped time.Duration
@@ -286,4 +290,23 @@ func (w *world) quiesce(ctx context.Context) error {
 	}
 	w.inj.reset()
 	return nil
+}
+
+// statusCalls is how many times the operator's status and the metrics scrape are timed.
+const statusCalls = 5
+
+// timeCalls times statusCalls calls of call, one after the other.
+func timeCalls(ctx context.Context, what string, call func(context.Context) error) ([]time.Duration, error) {
+	var out []time.Duration
+	for range statusCalls {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		t0 := time.Now()
+		err := call(cctx)
+		cancel()
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/bird/status"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -75,6 +76,12 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 	}
 	if r.err == nil {
 		r.err = w.samples(ctx, &r)
+	}
+	if r.err == nil {
+		r.status, r.err = timeCalls(ctx, "tabby status", func(ctx context.Context) error { return w.tabbyStatus(ctx, w.rrs[0]) })
+	}
+	if r.err == nil {
+		r.scrape, r.err = timeCalls(ctx, "tabby metrics", func(ctx context.Context) error { _, err := w.rrs[0].Metrics(ctx); return err })
 	}
 	if prof != nil {
 		if err := <-prof; err != nil {
@@ -160,4 +167,22 @@ func (w *world) profile(ctx context.Context, n *lab.Node, path, file string) err
 		return err
 	}
 	return f.Close()
+}
+
+// tabbyStatus asks the node's BGP status socket for its sessions, as `tabbyctl node status`
+// does, and checks that it lists every client.
+func (w *world) tabbyStatus(ctx context.Context, n *lab.Node) error {
+	c, err := status.Dial(n.BirdSocket())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	r, err := c.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if len(r.Peers) < len(w.clients) {
+		return fmt.Errorf("%s lists %d sessions, want at least %d", n.Name, len(r.Peers), len(w.clients))
+	}
+	return nil
 }

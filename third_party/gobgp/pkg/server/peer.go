@@ -275,6 +275,8 @@ func (peer *peer) updateRoutes(paths ...*table.Path) {
 		pathID := peer.advertisedPathID(path)
 
 		identifiers, destExists := peer.sentPaths.Load(destLocalKey)
+		// A stored set is never modified (it may be the shared one, and the record counts
+		// the paths it stores): a change stores a copy.
 		if path.IsWithdraw && destExists {
 			if _, sent := identifiers[pathID]; !sent {
 				continue
@@ -283,7 +285,9 @@ func (peer *peer) updateRoutes(paths ...*table.Path) {
 				peer.sentPaths.Delete(destLocalKey)
 				continue
 			}
-			delete(identifiers, pathID) // not the shared set: it has one identifier
+			identifiers = maps.Clone(identifiers)
+			delete(identifiers, pathID)
+			peer.sentPaths.Store(destLocalKey, identifiers)
 		} else if !path.IsWithdraw {
 			switch {
 			case !destExists && pathID == 0:
@@ -294,14 +298,9 @@ func (peer *peer) updateRoutes(paths ...*table.Path) {
 				if _, sent := identifiers[pathID]; sent {
 					continue
 				}
-				if len(identifiers) == 1 {
-					// Possibly the shared set: a copy with the new identifier replaces it.
-					identifiers = maps.Clone(identifiers)
-					identifiers[pathID] = struct{}{}
-					peer.sentPaths.Store(destLocalKey, identifiers)
-					continue
-				}
-				identifiers[pathID] = struct{}{} // mutations are in place
+				identifiers = maps.Clone(identifiers)
+				identifiers[pathID] = struct{}{}
+				peer.sentPaths.Store(destLocalKey, identifiers)
 			}
 		}
 	}

@@ -3435,9 +3435,9 @@ func (s *BgpServer) ListPeer(ctx context.Context, r *api.ListPeerRequest, fn fun
 							received = uint64(peer.adjRibIn.Count(flist))
 							accepted = uint64(peer.adjRibIn.Accepted(flist))
 							if getAdvertised {
-								s.getBestFromLocalCallback(peer, flist, false, false, func(paths []*table.Path, filtered []*table.Path) {
-									advertised = uint64(len(paths))
-								})
+								// tabby's change (TABBY.md): from the record of what was
+								// sent, not the whole RIB through the export policy.
+								advertised = uint64(peer.sentPaths.pathsSent(family))
 							}
 						}
 						p.AfiSafis[i].State = &api.AfiSafiState{

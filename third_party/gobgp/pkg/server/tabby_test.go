@@ -369,6 +369,15 @@ func TestSentPathsNumbered(t *testing.T) {
 			if peers[i].Len() != len(model[i]) {
 				t.Fatalf("step %d: peer %d holds %d destinations, want %d", step, i, peers[i].Len(), len(model[i]))
 			}
+			paths := map[bgp.Family]int{}
+			for k, v := range model[i] {
+				paths[k.Family] += len(v)
+			}
+			for _, f := range []bgp.Family{bgp.RF_IPv4_UC, bgp.RF_IPv6_UC} {
+				if got := peers[i].pathsSent(f); got != paths[f] {
+					t.Fatalf("step %d: peer %d counts %d paths of %v sent, want %d", step, i, got, f, paths[f])
+				}
+			}
 			for _, k := range keys {
 				got, ok := peers[i].Load(k)
 				want, wok := model[i][k]
@@ -389,6 +398,62 @@ func TestSentPathsNumbered(t *testing.T) {
 		if _, ok := destNumbers.lookup(k); ok {
 			t.Fatalf("%v still numbered with no peer holding it", k)
 		}
+	}
+}
+
+// The paths counted as sent to a peer, what ListPeer reports as advertised, are the paths the
+// peer was sent and not withdrawn since, with add-path (several identifiers per destination) and
+// without, under random announcements and withdrawals.
+func TestSentPathsCounted(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	plain := &peer{fsm: newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)}
+	addPath := &peer{fsm: newFSM(&oc.Global{}, &oc.Neighbor{}, bgp.BGP_FSM_ESTABLISHED, logger)}
+	addPath.fsm.familyMap.Store(map[bgp.Family]bgp.BGPAddPathMode{bgp.RF_IPv4_UC: bgp.BGP_ADD_PATH_SEND})
+	t.Cleanup(func() { plain.sentPaths.close(); addPath.sentPaths.close() })
+	type sent struct {
+		prefix string
+		id     uint32
+	}
+	// Eight destinations with a path from each of three sources: the RIB gives each path of a
+	// destination its own identifier.
+	rib := table.NewTableManager(logger, []bgp.Family{bgp.RF_IPv4_UC})
+	var paths []*table.Path
+	for i := range 8 {
+		for src := range 3 {
+			p := testPath(t, fmt.Sprintf("10.244.%d.0/26", 200+i))[0]
+			addr := netip.AddrFrom4([4]byte{198, 51, 100, byte(10 + src)})
+			p = table.NewPath(bgp.RF_IPv4_UC, &table.PeerInfo{ID: addr, Address: addr}, bgp.PathNLRI{NLRI: p.GetNlri()}, false, p.GetPathAttrs(), time.Now(), false)
+			rib.Update(p)
+			paths = append(paths, p)
+		}
+	}
+	model := map[*peer]map[sent]bool{plain: {}, addPath: {}}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for step := range 5000 {
+		path := paths[rnd.IntN(len(paths))]
+		if path.LocalID() == 0 {
+			t.Fatal("the RIB gave a path no identifier")
+		}
+		withdraw := rnd.IntN(3) == 0
+		if withdraw {
+			path = path.Clone(true)
+		}
+		prefix := path.GetNlri().String()
+		for p, m := range model {
+			p.updateRoutes(path)
+			id := p.advertisedPathID(path)
+			if withdraw {
+				delete(m, sent{prefix, id})
+			} else {
+				m[sent{prefix, id}] = true
+			}
+			if got := p.sentPaths.pathsSent(bgp.RF_IPv4_UC); got != len(m) {
+				t.Fatalf("step %d (add-path %v): %d paths counted as sent, want %d", step, p == addPath, got, len(m))
+			}
+		}
+	}
+	if len(sentWithIDZero) != 1 {
+		t.Fatalf("the shared set was modified: %v", sentWithIDZero)
 	}
 }
 

@@ -216,6 +216,21 @@ func alone(path *Path, options []*bgp.MarshallingOption, build func() *bgp.BGPMe
 	return u
 }
 
+// aloneWithdrawn is alone for a batch whose only withdrawal is a copy: the UPDATE that
+// withdraws it, serialised once for every session (msg builds it from its NLRI). A reflector
+// whose client withdraws a block sends every other client that one withdrawal; each of its
+// thousand senders built and serialised its own, and a withdrawal reached the clients later
+// than an announcement, which is shared.
+func aloneWithdrawn(withdrawals []*Path, shared bool, options []*bgp.MarshallingOption, msg func([]bgp.PathNLRI) *bgp.BGPMessage) *Packed {
+	if !shared || len(withdrawals) != 1 {
+		return nil
+	}
+	w := withdrawals[0]
+	return alone(w, options, func() *bgp.BGPMessage {
+		return msg([]bgp.PathNLRI{{NLRI: w.GetNlri(), ID: w.localID}})
+	})
+}
+
 // IsShared reports whether path is a copy many peers may be sent, which no one may change.
 func (path *Path) IsShared() bool {
 	return path.wire != nil

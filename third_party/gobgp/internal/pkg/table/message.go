@@ -450,9 +450,16 @@ func (p *packerMP) pack(shared bool, options ...*bgp.MarshallingOption) []Packed
 
 	emptyUnreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nil)
 	baseUnreachLen := 19 + 2 + 2 + emptyUnreach.Len() + 1 // +1 for extended-length attr header
-	split(baseUnreachLen, p.withdrawals, func(nlris []bgp.PathNLRI) {
+	unreachMsg := func(nlris []bgp.PathNLRI) *bgp.BGPMessage {
 		unreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nlris)
-		msgs = append(msgs, Packed{Msg: bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{unreach}, nil)})
+		return bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{unreach}, nil)
+	}
+	withdrawals := p.withdrawals
+	if u := aloneWithdrawn(withdrawals, shared, options, unreachMsg); u != nil {
+		msgs, withdrawals = append(msgs, *u), nil
+	}
+	split(baseUnreachLen, withdrawals, func(nlris []bgp.PathNLRI) {
+		msgs = append(msgs, Packed{Msg: unreachMsg(nlris)})
 	})
 
 	hashmap := make(map[uint64][]*mpCage)
@@ -647,7 +654,13 @@ func (p *packerV4) pack(shared bool, options ...*bgp.MarshallingOption) []Packed
 
 	msgs := make([]Packed, 0, p.total)
 
-	loop(0, p.withdrawals, func(nlris []bgp.PathNLRI) {
+	withdrawals := p.withdrawals
+	if u := aloneWithdrawn(withdrawals, shared, options, func(nlris []bgp.PathNLRI) *bgp.BGPMessage {
+		return bgp.NewBGPUpdateMessage(nlris, nil, nil)
+	}); u != nil {
+		msgs, withdrawals = append(msgs, *u), nil
+	}
+	loop(0, withdrawals, func(nlris []bgp.PathNLRI) {
 		msgs = append(msgs, Packed{Msg: bgp.NewBGPUpdateMessage(nlris, nil, nil)})
 	})
 

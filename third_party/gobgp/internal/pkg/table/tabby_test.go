@@ -362,6 +362,57 @@ func TestPackUpdatesSharedAsUpstream(t *testing.T) {
 	}
 }
 
+// A reflector's client withdrawing its block is one withdrawal every other client is sent: its
+// UPDATE is serialised once for all of them (IPv4 and multiprotocol, with add-path and
+// without), the same bytes as upstream's; a batch of two withdrawals is built per session.
+func TestLoneWithdrawalShared(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	global := &oc.Global{Config: oc.GlobalConfig{As: 64512, RouterId: netip.MustParseAddr("198.51.100.101")}}
+	client := &PeerInfo{PeerType: oc.PEER_TYPE_INTERNAL, AS: 64512, LocalAS: 64512, LocalAddress: netip.MustParseAddr("198.51.100.101"),
+		RouteReflectorClient: true, RouteReflectorClusterID: netip.MustParseAddr("244.0.0.1")}
+	owner := &PeerInfo{PeerType: oc.PEER_TYPE_INTERNAL, AS: 64512, LocalAS: 64512, ID: netip.MustParseAddr("198.51.100.7")}
+	owner.Address = owner.ID
+	withdrawn := func(i int, v6 bool) *Path {
+		attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), bgp.NewPathAttributeAsPath(nil), bgp.NewPathAttributeLocalPref(100)}
+		var p *Path
+		if v6 {
+			nlri, _ := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x10, 0x02, 0x44, 0, byte(i)}), 122))
+			mp, _ := bgp.NewPathAttributeMpReachNLRI(bgp.RF_IPv6_UC, []bgp.PathNLRI{{NLRI: nlri}}, netip.MustParseAddr("2001:db8::7"))
+			p = NewPath(bgp.RF_IPv6_UC, owner, bgp.PathNLRI{NLRI: nlri}, true, append(attrs, mp), time.Now(), false)
+		} else {
+			nlri, _ := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i), 0}), 26))
+			nh, _ := bgp.NewPathAttributeNextHop(owner.Address)
+			p = NewPath(bgp.RF_IPv4_UC, owner, bgp.PathNLRI{NLRI: nlri}, true, append(attrs, nh), time.Now(), false)
+		}
+		p.localID = uint32(1 + i)
+		return UpdatePathAttrs(logger, global, client, p) // the copy every client is sent
+	}
+	addPath := &bgp.MarshallingOption{AddPath: map[bgp.Family]bgp.BGPAddPathMode{bgp.RF_IPv4_UC: bgp.BGP_ADD_PATH_SEND, bgp.RF_IPv6_UC: bgp.BGP_ADD_PATH_SEND}}
+	for _, v6 := range []bool{false, true} {
+		for _, options := range []*bgp.MarshallingOption{{}, addPath} {
+			w := withdrawn(1, v6)
+			if !w.IsShared() {
+				t.Fatal("the withdrawal's copy is not shared")
+			}
+			first, second := PackUpdates([]*Path{w}, true, options), PackUpdates([]*Path{w}, true, options)
+			want, _ := updateBytes(t, PackUpdates([]*Path{w.Clone(true)}, false, options), options)
+			got, wires := updateBytes(t, first, options)
+			if wires != 1 || !slices.Equal(got, want) {
+				t.Fatalf("IPv6 %v, add-path %v: %d of %d serialised once; %v, upstream's %v", v6, options.AddPath != nil, wires, len(first), got, want)
+			}
+			if len(second) != 1 || &second[0].Wire[0] != &first[0].Wire[0] {
+				t.Fatalf("IPv6 %v: the second session serialised the withdrawal again", v6)
+			}
+			two := []*Path{withdrawn(2, v6), withdrawn(3, v6)}
+			want, _ = updateBytes(t, PackUpdates([]*Path{two[0].Clone(true), two[1].Clone(true)}, false, options), options)
+			got, wires = updateBytes(t, PackUpdates(two, true, options), options)
+			if wires != 0 || !slices.Equal(got, want) {
+				t.Fatalf("IPv6 %v: two withdrawals: %d serialised once; %v, upstream's %v", v6, wires, got, want)
+			}
+		}
+	}
+}
+
 // The senders of many sessions pack the same copies at once.
 func TestPackUpdatesConcurrently(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
