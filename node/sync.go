@@ -73,8 +73,8 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 
 // policyUpdates is what felix's policy manager needs from a snapshot whose blocks or pods'
 // addresses changed: the pod addresses that came and went (all of them the first time) and this
-// node's endpoints when they changed. A block of another node claimed or released with no pod in it needs
-// nothing: every message wakes felix's loop, on every node of the cluster.
+// node's endpoints when they changed. A block of another node claimed or released with no pod in
+// it needs nothing: every message wakes felix's loop, on every node of the cluster.
 func (a *Agent) policyUpdates(s syncer.Snapshot) []any {
 	podIPs, endpoints := syncer.PolicyView(s)
 	var msgs []any

@@ -123,8 +123,9 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 		t.Helper()
 		for {
 			mu.Lock()
-			for _, sn := range snaps {
+			for i, sn := range snaps {
 				if cond(sn) {
+					snaps = snaps[i+1:] // the next wait looks at what came after
 					mu.Unlock()
 					return sn
 				}

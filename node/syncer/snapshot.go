@@ -328,7 +328,7 @@ func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (b
 	if len(old.podIPs) > 0 || len(v.podIPs) > 0 {
 		c.changes = append(c.changes, blockChange{name: b.Name, old: old.podIPs, cur: v.podIPs})
 	}
-	if prev == nil || prev.ok != ok || !sameRoutes(old, v) {
+	if (prev == nil && ok) || (prev != nil && (prev.ok != ok || !sameRoutes(old, v))) {
 		c.routesChanged = true
 	}
 	return v, ok

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/tabbynet/tabby/apis/names"
-
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/node/syncer"
