@@ -182,6 +182,9 @@ type agentCounters struct {
 	events        float64 // watch events received, every resource
 	snapshots     float64
 	snapshotTotal float64 // seconds
+	// felix's applies: how many, their time (seconds), and how many took over 50 ms (a
+	// route change that arrives meanwhile waits for the apply to end).
+	applies, applyTotal, appliesSlow float64
 }
 
 func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
@@ -189,9 +192,13 @@ func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
 	if err != nil {
 		return agentCounters{}, err
 	}
-	m := parseMetrics(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum")
+	m := parseMetrics(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum",
+		"tabby_felix_apply_duration_seconds_count", "tabby_felix_apply_duration_seconds_sum", "tabby_felix_apply_duration_seconds_bucket")
+	applies := sum(m["tabby_felix_apply_duration_seconds_count"], nil)
+	fast := sum(m["tabby_felix_apply_duration_seconds_bucket"], func(l map[string]string) bool { return l["le"] == "0.05" })
 	return agentCounters{events: sum(m["tabby_datastore_events_total"], nil),
-		snapshots: sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: sum(m["tabby_datastore_snapshot_seconds_sum"], nil)}, nil
+		snapshots: sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: sum(m["tabby_datastore_snapshot_seconds_sum"], nil),
+		applies: applies, applyTotal: sum(m["tabby_felix_apply_duration_seconds_sum"], nil), appliesSlow: applies - fast}, nil
 }
 
 func readAgents(ctx context.Context, ns []*lab.Node) ([]agentCounters, error) {

@@ -32,6 +32,9 @@ type churnResult struct {
 	usage    []benchutil.Usage
 	events   float64 // per agent per second
 	snapshot time.Duration
+	// felix, all agents: applies per agent per second, their mean, and how many took over 50 ms
+	applies, appliesSlow float64
+	apply                time.Duration
 }
 
 func run(ctx context.Context, o options, out io.Writer) (err error) {
@@ -268,15 +271,22 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 	if err != nil {
 		return r, err
 	}
-	var ev, snaps, snapTime float64
+	var ev, snaps, snapTime, applies, applyTime float64
 	for i := range agents {
 		ev += after[i].events - before[i].events
 		snaps += after[i].snapshots - before[i].snapshots
 		snapTime += after[i].snapshotTotal - before[i].snapshotTotal
+		applies += after[i].applies - before[i].applies
+		applyTime += after[i].applyTotal - before[i].applyTotal
+		r.appliesSlow += after[i].appliesSlow - before[i].appliesSlow
 	}
 	r.events = ev / float64(len(agents)) / elapsed.Seconds()
 	if snaps > 0 {
 		r.snapshot = time.Duration(snapTime / snaps * float64(time.Second))
+	}
+	r.applies = applies / float64(len(agents)) / elapsed.Seconds()
+	if applies > 0 {
+		r.apply = time.Duration(applyTime / applies * float64(time.Second))
 	}
 	r.probe = got.ss
 	stopChurn()
@@ -328,6 +338,7 @@ func reportLoad(out io.Writer, label string, r churnResult, err error, target bo
 	reportUsage(out, label, r.usage, false)
 	row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
 	row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
+	row(out, label+": felix applies per agent; mean; over 50 ms (all agents)", fmt.Sprintf("%.1f /s; %d µs; %.0f", r.applies, r.apply.Microseconds(), r.appliesSlow), "", "")
 	return nil
 }
 
