@@ -40,9 +40,13 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 		}
 		a.felix.SetLocalBlocks(s.LocalBlocks)
 		a.felix.SetWorkloads(workloads)
+	}
+	if ch&(syncer.ChangedBlocks|syncer.ChangedPodIPs) != 0 {
 		for _, msg := range a.policyUpdates(s) {
 			a.felix.OnUpdate(msg)
 		}
+	}
+	if ch&syncer.ChangedBlocks != 0 {
 		a.bgp.SetRoutable(s.Routable)
 		a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
 	}
@@ -67,10 +71,10 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	a.firstOnce.Do(func() { close(a.firstSnap) })
 }
 
-// policyUpdates is what felix's policy manager needs from a snapshot whose blocks changed:
-// the pod addresses that came and went (all of them the first time) and this node's endpoints
-// when they changed. A block of another node claimed or released with no pod in it needs
-// nothing: every message wakes felix's loop, on every node of the cluster.
+// policyUpdates is what felix's policy manager needs from a snapshot whose blocks or pods'
+// addresses changed: the pod addresses that came and went (all of them the first time) and this
+// node's endpoints when they changed. A block of another node claimed or released with no pod in
+// it needs nothing: every message wakes felix's loop, on every node of the cluster.
 func (a *Agent) policyUpdates(s syncer.Snapshot) []any {
 	podIPs, endpoints := syncer.PolicyView(s)
 	var msgs []any

@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +56,7 @@ func TestCachedBuildMatchesBuild(t *testing.T) {
 		t.Helper()
 		got, want := build(in, quiet, c), Build(in, quiet)
 		// The cached build leaves the pods' addresses to the changes it records, block by block.
-		changes := c.takeChanges()
+		changes, _ := c.takeChanges()
 		if ips == nil {
 			ips = c.podIPs()
 		} else {
@@ -121,8 +123,9 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 		t.Helper()
 		for {
 			mu.Lock()
-			for _, sn := range snaps {
+			for i, sn := range snaps {
 				if cond(sn) {
+					snaps = snaps[i+1:] // the next wait looks at what came after
 					mu.Unlock()
 					return sn
 				}
@@ -171,8 +174,8 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 		}
 		return false
 	})
-	if sn.Changed != ChangedBlocks {
-		t.Fatalf("a node's status and a block update: changed %b, want only the blocks (%b)", sn.Changed, ChangedBlocks)
+	if sn.Changed != ChangedBlocks|ChangedPodIPs {
+		t.Fatalf("a node's status and a new block: changed %b, want only the blocks and the pods' addresses (%b)", sn.Changed, ChangedBlocks|ChangedPodIPs)
 	}
 	// The new block's pods, alone, as a change of the pods' addresses.
 	if d := sn.PodIPsChanged; sn.PodIPs != nil || d == nil || len(d.Removed) != 0 || len(d.Added) != 2 ||
@@ -182,6 +185,40 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	// What did not change is still there, carried over from the previous snapshot.
 	if sn.Local == nil || sn.Local.Name != "changes-n0" || len(sn.Nodes) == 0 {
 		t.Fatalf("a block update lost the nodes: local %+v, %d nodes", sn.Local, len(sn.Nodes))
+	}
+
+	// A pod replaced on the block's own node moves no route: the pods' addresses changed, and
+	// nothing else is handed out again.
+	routable := sn.Routable
+	cur, err := env.Client.IPAMBlocks().Get(ctx, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(cur.Spec.Allocations, "0")
+	cur.Spec.Allocations["7"] = v1.Allocation{Handle: "net.c7", Namespace: "ns", Pod: "p200-7", Node: "n2"}
+	if _, err := env.Client.IPAMBlocks().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	sn = wait("the replaced pod", func(sn Snapshot) bool {
+		return sn.PodIPsChanged != nil && slices.ContainsFunc(sn.PodIPsChanged.Added, func(a PodAddr) bool { return a.Pod.Name == "p200-7" })
+	})
+	if sn.Changed != ChangedPodIPs {
+		t.Fatalf("a pod replaced: changed %b, want only the pods' addresses (%b)", sn.Changed, ChangedPodIPs)
+	}
+	if d := sn.PodIPsChanged; len(d.Removed) != 1 || d.Removed[0].Pod.Name != "p200-0" || len(d.Added) != 1 {
+		t.Fatalf("a pod replaced: PodIPsChanged %+v, want p200-0's address out and p200-7's in", d)
+	}
+	if len(sn.Routable) != len(routable) || &sn.Routable[0] != &routable[0] {
+		t.Fatalf("a pod replaced: the routes were built again (%d, were %d)", len(sn.Routable), len(routable))
+	}
+
+	// The block deleted: its routes and its pods go.
+	if err := env.Client.IPAMBlocks().Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sn = wait("the deleted block", func(sn Snapshot) bool { return !slices.Contains(sn.Routable, netip.MustParsePrefix("10.244.200.0/26")) })
+	if sn.Changed != ChangedBlocks|ChangedPodIPs || len(sn.PodIPsChanged.Removed) != 2 {
+		t.Fatalf("a block deleted: changed %b, PodIPsChanged %+v; want the blocks and its 2 pods' addresses out", sn.Changed, sn.PodIPsChanged)
 	}
 }
 
@@ -212,5 +249,100 @@ func TestSameNodeInfoSeesEveryField(t *testing.T) {
 		if sameNodeInfo(base, other) {
 			t.Errorf("sameNodeInfo misses field %s", v.Type().Field(i).Name)
 		}
+	}
+}
+
+// The syncer after its first snapshot reads only the blocks that changed, and builds the
+// blocks' part of a snapshot again only when one moved a route. Over random changes of every
+// kind (a pod replaced, an address borrowed and returned, a block claimed, released, deleted,
+// created, a pod of this node's), what it hands out is what Build gives from every block, and it
+// says the routes changed exactly when Build's differ from the previous snapshot's.
+func TestIncrementalBlocksMatchBuild(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const nodeName = "n0"
+	blocks := map[string]*v1.IPAMBlock{}
+	for i := range 12 {
+		b := testBlock(i, "1", 4)
+		blocks[b.Name] = b
+	}
+	rv := 1
+	rng := rand.New(rand.NewPCG(1, 14))
+	inputs := func() Inputs {
+		in := Inputs{NodeName: nodeName}
+		for _, name := range slices.Sorted(maps.Keys(blocks)) {
+			in.Blocks = append(in.Blocks, blocks[name])
+		}
+		return in
+	}
+	c := newViewCache()
+	prev := build(inputs(), quiet, c)
+	c.takeChanges()
+	ips := c.podIPs()
+	// change makes one random change to one block (or creates one) and returns its name.
+	change := func() string {
+		rv++
+		i := rng.IntN(16)
+		name := fmt.Sprintf("b%d", i)
+		old, ok := blocks[name]
+		if !ok {
+			blocks[name] = testBlock(i, strconv.Itoa(rv), rng.IntN(4))
+			return name
+		}
+		b := old.DeepCopy()
+		b.ResourceVersion = strconv.Itoa(rv)
+		ord := strconv.Itoa(rng.IntN(64))
+		owner := strings.TrimPrefix(b.Spec.Affinity, v1.AffinityPrefixHost)
+		switch rng.IntN(9) {
+		case 0, 1, 2: // a pod replaced on the block's own node: the kind of change most are
+			b.Spec.Allocations[ord] = v1.Allocation{Handle: fmt.Sprintf("net.r%d", rv), Namespace: "ns", Pod: fmt.Sprintf("r%d", rv), Node: owner}
+			for k := range b.Spec.Allocations {
+				if k != ord {
+					delete(b.Spec.Allocations, k)
+					break
+				}
+			}
+		case 3: // an address borrowed by another node
+			b.Spec.Allocations[ord] = v1.Allocation{Handle: fmt.Sprintf("net.r%d", rv), Namespace: "ns", Pod: fmt.Sprintf("r%d", rv), Node: fmt.Sprintf("n%d", rng.IntN(3))}
+		case 4: // an address released
+			for k := range b.Spec.Allocations {
+				delete(b.Spec.Allocations, k)
+				break
+			}
+		case 5: // the block claimed by another node, or released
+			b.Spec.Affinity = []string{"", "host:n0", "host:n1", "host:n2"}[rng.IntN(4)]
+		case 6:
+			delete(blocks, name)
+			return name
+		case 7: // a new version that changes nothing tabby reads
+		case 8: // every address released (its node drained)
+			clear(b.Spec.Allocations)
+		}
+		blocks[name] = b
+		return name
+	}
+	for step := range 1000 {
+		dirty := map[string]struct{}{}
+		for range 1 + rng.IntN(3) {
+			dirty[change()] = struct{}{}
+		}
+		c.updateBlocks(dirty, func(name string) *v1.IPAMBlock { return blocks[name] }, nodeName, quiet)
+		snap := Snapshot{}
+		changed := c.nextBlocks(&snap, &prev)
+		want := Build(inputs(), quiet)
+		policy.ApplyAddrs(ips, snap.PodIPsChanged.Removed, snap.PodIPsChanged.Added, func(PodKey) {})
+		if !reflect.DeepEqual(ips, want.PodIPs) {
+			t.Fatalf("step %d: the pods' addresses are %v, want %v", step, ips, want.PodIPs)
+		}
+		moved := !slices.Equal(want.LocalBlocks, prev.LocalBlocks) || !slices.Equal(want.Borrowed, prev.Borrowed) ||
+			!slices.Equal(want.Routable, prev.Routable) || !slices.Equal(want.Workloads, prev.Workloads)
+		if moved != (changed&ChangedBlocks != 0) {
+			t.Fatalf("step %d: the blocks' routes moved: %v; the syncer says changed %b", step, moved, changed)
+		}
+		if !slices.Equal(snap.LocalBlocks, want.LocalBlocks) || !slices.Equal(snap.Borrowed, want.Borrowed) ||
+			!slices.Equal(snap.Routable, want.Routable) || !slices.Equal(snap.Workloads, want.Workloads) {
+			t.Fatalf("step %d: the incremental snapshot differs from Build:\n got %v %v %v %v\nwant %v %v %v %v", step,
+				snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads, want.LocalBlocks, want.Borrowed, want.Routable, want.Workloads)
+		}
+		prev = snap
 	}
 }

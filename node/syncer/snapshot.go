@@ -1,10 +1,13 @@
 // Package syncer turns the datastore (Nodes, IPPools, IPAM blocks, BGP objects, Secrets) into one
 // Snapshot of what this node's agents need: felix's workloads, blocks and pools, bird's nodes,
 // peers and prefixes. Build is pure: the informer side (watch.go) only collects objects and says
-// when something changed.
+// what changed. After its first snapshot the syncer reads only the IPAMBlocks that changed and
+// keeps each block's contribution, so that a pod replaced on another node costs an agent the
+// same in a cluster of 100 nodes as in one of 1,000 (BenchmarkSnapshotPodReplaced).
 package syncer
 
 import (
+	"iter"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -57,10 +60,14 @@ type Changes uint8
 const (
 	ChangedNodes   Changes = 1 << iota // Nodes, Local
 	ChangedPools                       // Pools
-	ChangedBlocks                      // LocalBlocks, Borrowed, Routable, Workloads, PodIPs
+	ChangedBlocks                      // LocalBlocks, Borrowed, Routable, Workloads
 	ChangedBGP                         // BGPConfig, BGPPeers
 	ChangedSecrets                     // Secrets
-	ChangedAll     = ChangedNodes | ChangedPools | ChangedBlocks | ChangedBGP | ChangedSecrets
+	// ChangedPodIPs: PodIPsChanged holds addresses. Apart from ChangedBlocks because it is what
+	// most block updates in a large cluster change, and all they change: a pod replaced on
+	// another node moves no route.
+	ChangedPodIPs
+	ChangedAll = ChangedNodes | ChangedPools | ChangedBlocks | ChangedBGP | ChangedSecrets | ChangedPodIPs
 )
 
 // Snapshot is the desired state inputs of one node.
@@ -132,33 +139,24 @@ func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
 	}
 	slices.SortFunc(s.Pools, func(a, b ippool.Pool) int { return strings.Compare(a.Name, b.Name) })
 
-	s.Routable = make([]netip.Prefix, 0, len(in.Blocks))
+	views := make([]blockView, 0, len(in.Blocks))
 	for _, b := range in.Blocks {
-		v, ok := c.block(b, in.NodeName, log)
-		if !ok {
-			continue
+		if v, ok := c.block(b, in.NodeName, log); ok {
+			views = append(views, v)
 		}
-		if v.local {
-			s.LocalBlocks = append(s.LocalBlocks, v.cidr)
-		}
-		s.Routable = append(s.Routable, v.cidr)
-		s.Routable = append(s.Routable, v.routable...)
-		s.Borrowed = append(s.Borrowed, v.borrowed...)
-		s.Workloads = append(s.Workloads, v.workloads...)
-		if c == nil {
+	}
+	c.prune()
+	s.setBlocks(slices.Values(views))
+	if c == nil {
+		for _, v := range views {
 			for _, a := range v.podIPs {
 				s.PodIPs[a.Pod] = append(s.PodIPs[a.Pod], a.IP)
 			}
 		}
-	}
-	c.prune()
-	slices.SortFunc(s.LocalBlocks, netip.Prefix.Compare)
-	slices.SortFunc(s.Borrowed, netip.Addr.Compare)
-	slices.SortFunc(s.Routable, netip.Prefix.Compare)
-	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
-	for _, ips := range s.PodIPs {
-		if len(ips) > 1 {
-			slices.SortFunc(ips, netip.Addr.Compare)
+		for _, ips := range s.PodIPs {
+			if len(ips) > 1 {
+				slices.SortFunc(ips, netip.Addr.Compare)
+			}
 		}
 	}
 
@@ -180,6 +178,24 @@ func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
 		s.Secrets[sec.Name] = sec.Data
 	}
 	return s
+}
+
+// setBlocks sets what the blocks contribute to the snapshot, from each block's view.
+func (s *Snapshot) setBlocks(views iter.Seq[blockView]) {
+	s.LocalBlocks, s.Borrowed, s.Routable, s.Workloads = nil, nil, nil, nil
+	for v := range views {
+		if v.local {
+			s.LocalBlocks = append(s.LocalBlocks, v.cidr)
+		}
+		s.Routable = append(s.Routable, v.cidr)
+		s.Routable = append(s.Routable, v.routable...)
+		s.Borrowed = append(s.Borrowed, v.borrowed...)
+		s.Workloads = append(s.Workloads, v.workloads...)
+	}
+	slices.SortFunc(s.LocalBlocks, netip.Prefix.Compare)
+	slices.SortFunc(s.Borrowed, netip.Addr.Compare)
+	slices.SortFunc(s.Routable, netip.Prefix.Compare)
+	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 }
 
 // blockView is what one IPAMBlock contributes to the snapshot of a node.
@@ -227,7 +243,18 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 			v.workloads = append(v.workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle)), Pod: pod})
 		}
 	}
+	// In address order, not the map's: sameRoutes compares them.
+	slices.SortFunc(v.routable, netip.Prefix.Compare)
+	slices.SortFunc(v.borrowed, netip.Addr.Compare)
+	slices.SortFunc(v.workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 	return v, true
+}
+
+// sameRoutes: the two views put the same routes, and the same workloads, in a snapshot; they
+// may differ in the pods' addresses (podIPs).
+func sameRoutes(a, b blockView) bool {
+	return a.cidr == b.cidr && a.local == b.local && slices.Equal(a.routable, b.routable) &&
+		slices.Equal(a.borrowed, b.borrowed) && slices.Equal(a.workloads, b.workloads)
 }
 
 // viewCache keeps each Node's and IPAMBlock's contribution while its resourceVersion stays. A nil
@@ -243,9 +270,11 @@ type viewCache struct {
 	skipNodes, skipBlocks bool
 	// changes: the blocks whose pod addresses the last builds changed, until taken.
 	changes []blockChange
+	// routesChanged: a block came, went, or changed what sameRoutes compares, since taken.
+	routesChanged bool
 }
 
-// listed says which inputs the next build is given (the others it must not prune).
+// listed says which inputs the next build is given in full (the others it must not prune).
 func (c *viewCache) listed(ch Changes) *viewCache {
 	c.skipNodes, c.skipBlocks = ch&ChangedNodes == 0, ch&ChangedBlocks == 0
 	return c
@@ -299,14 +328,73 @@ func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (b
 	if len(old.podIPs) > 0 || len(v.podIPs) > 0 {
 		c.changes = append(c.changes, blockChange{name: b.Name, old: old.podIPs, cur: v.podIPs})
 	}
+	if (prev == nil && ok) || (prev != nil && (prev.ok != ok || !sameRoutes(old, v))) {
+		c.routesChanged = true
+	}
 	return v, ok
 }
 
-// takeChanges returns the recorded block changes and forgets them.
-func (c *viewCache) takeChanges() []blockChange {
-	out := c.changes
-	c.changes = nil
-	return out
+// dropBlock forgets a deleted block.
+func (c *viewCache) dropBlock(name string) {
+	e, ok := c.blocks[name]
+	if !ok {
+		return
+	}
+	delete(c.blocks, name)
+	if len(e.view.podIPs) > 0 {
+		c.changes = append(c.changes, blockChange{name: name, old: e.view.podIPs})
+	}
+	c.routesChanged = c.routesChanged || e.ok
+}
+
+// updateBlocks brings the cache up to date with the blocks that changed, by name, as get finds
+// them now (nil: deleted).
+func (c *viewCache) updateBlocks(changed map[string]struct{}, get func(name string) *v1.IPAMBlock, nodeName string, log *slog.Logger) {
+	for name := range changed {
+		if b := get(name); b != nil {
+			c.block(b, nodeName, log)
+		} else {
+			c.dropBlock(name)
+		}
+	}
+}
+
+// nextBlocks sets the blocks' part of snap, the snapshot after prev, from the blocks' changes
+// recorded since prev: built again when one moved a route, prev's otherwise; and the pods'
+// addresses as a change. It says which of the two changed.
+func (c *viewCache) nextBlocks(snap, prev *Snapshot) Changes {
+	changes, routes := c.takeChanges()
+	var changed Changes
+	if routes {
+		changed |= ChangedBlocks
+		snap.setBlocks(c.views())
+	} else {
+		snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads
+	}
+	snap.PodIPs, snap.PodIPsChanged = nil, diffPodIPs(changes)
+	if len(snap.PodIPsChanged.Removed) > 0 || len(snap.PodIPsChanged.Added) > 0 {
+		changed |= ChangedPodIPs
+	}
+	return changed
+}
+
+// views are the valid blocks' views the cache holds, in no order.
+func (c *viewCache) views() iter.Seq[blockView] {
+	return func(yield func(blockView) bool) {
+		for _, e := range c.blocks {
+			if e.ok && !yield(e.view) {
+				return
+			}
+		}
+	}
+}
+
+// takeChanges returns the recorded block changes, and whether any moved a route, and forgets
+// them.
+func (c *viewCache) takeChanges() (changes []blockChange, routes bool) {
+	changes, routes = c.changes, c.routesChanged
+	c.changes, c.routesChanged = nil, false
+	return changes, routes
 }
 
 // prune forgets the objects the last build did not see (deleted).
@@ -314,17 +402,21 @@ func (c *viewCache) prune() {
 	if c == nil {
 		return
 	}
+	// Not a walk over every entry when nothing was listed: that is most snapshots.
 	for name, e := range c.nodes {
-		if !c.skipNodes && e.seen != c.gen {
+		if c.skipNodes {
+			break
+		}
+		if e.seen != c.gen {
 			delete(c.nodes, name)
 		}
 	}
 	for name, e := range c.blocks {
-		if !c.skipBlocks && e.seen != c.gen {
-			delete(c.blocks, name)
-			if len(e.view.podIPs) > 0 {
-				c.changes = append(c.changes, blockChange{name: name, old: e.view.podIPs})
-			}
+		if c.skipBlocks {
+			break
+		}
+		if e.seen != c.gen {
+			c.dropBlock(name)
 		}
 	}
 	c.gen++

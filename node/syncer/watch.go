@@ -30,8 +30,12 @@ type Syncer struct {
 
 	mu      sync.Mutex
 	pending Changes // what changed since the last snapshot
-	cache   *viewCache
-	prev    *Snapshot
+	// dirtyBlocks: the IPAMBlocks that changed since the last snapshot, by informer key. A
+	// snapshot looks at these, not at every block: a pod replaced on one node of a thousand
+	// costs each agent one block, whatever the cluster's size.
+	dirtyBlocks map[string]struct{}
+	cache       *viewCache
+	prev        *Snapshot
 }
 
 // Config says what to watch.
@@ -50,7 +54,8 @@ func New(c *client.Client, cfg Config) *Syncer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll, cache: newViewCache()}
+	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll,
+		dirtyBlocks: map[string]struct{}{}, cache: newViewCache()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
 	s.nodes = client.Informer(c.Nodes(), trim)
@@ -65,14 +70,19 @@ func New(c *client.Client, cfg Config) *Syncer {
 	kinds := []Changes{ChangedNodes, ChangedPools, ChangedBlocks, ChangedBGP, ChangedBGP, ChangedSecrets}
 	for i, inf := range s.informers() {
 		res, kind := resources[i], kinds[i]
-		changed := func() {
+		changed := func(obj any) {
 			s.metrics.event(res)
 			s.mu.Lock()
 			s.pending |= kind
+			if kind == ChangedBlocks {
+				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+					s.dirtyBlocks[key] = struct{}{}
+				}
+			}
 			s.mu.Unlock()
 			s.kick()
 		}
-		update := func(any, any) { changed() }
+		update := func(_, cur any) { changed(cur) }
 		if kind == ChangedNodes {
 			// Most Node updates are the kubelet's status (conditions, images, capacity): not
 			// what tabby reads of a node, and in a large cluster a steady stream.
@@ -83,13 +93,13 @@ func New(c *client.Client, cfg Config) *Syncer {
 					s.metrics.event(res)
 					return
 				}
-				changed()
+				changed(cur)
 			}
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { changed() },
+			AddFunc:    changed,
 			UpdateFunc: update,
-			DeleteFunc: func(any) { changed() },
+			DeleteFunc: changed,
 		})
 	}
 	return s
@@ -164,26 +174,31 @@ func (s *Syncer) Run(ctx context.Context) error {
 
 // Snapshot builds the current snapshot from the caches, with what changed since the previous
 // one: only those inputs are listed and built again, the others are the previous snapshot's
-// (nothing modifies a snapshot once handed out). Only the Run loop calls it (the view cache and
-// the previous snapshot are its own).
+// (nothing modifies a snapshot once handed out). The blocks are listed for the first snapshot
+// only; after it, only the blocks that changed are read, and the blocks' part of the snapshot
+// is built again only when one of them moved a route. Only the Run loop calls it (the view cache
+// and the previous snapshot are its own).
 func (s *Syncer) Snapshot() Snapshot {
 	s.mu.Lock()
-	changed := s.pending
-	s.pending = 0
+	changed, dirty := s.pending, s.dirtyBlocks
+	s.pending, s.dirtyBlocks = 0, map[string]struct{}{}
 	s.mu.Unlock()
 	prev := s.prev
 	if prev == nil {
 		changed = ChangedAll
 	}
 	in := Inputs{NodeName: s.nodeName}
+	listed := changed
 	if changed&ChangedNodes != 0 {
 		in.Nodes = list[*corev1.Node](s.nodes)
 	}
 	if changed&ChangedPools != 0 {
 		in.Pools = list[*v1.IPPool](s.pools)
 	}
-	if changed&ChangedBlocks != 0 {
+	if prev == nil {
 		in.Blocks = list[*v1.IPAMBlock](s.blocks)
+	} else {
+		listed &^= ChangedBlocks
 	}
 	if changed&ChangedBGP != 0 {
 		in.BGPPeers = list[*v1.BGPPeer](s.peers)
@@ -194,30 +209,31 @@ func (s *Syncer) Snapshot() Snapshot {
 	if changed&ChangedSecrets != 0 && s.secrets != nil {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
-	snap := build(in, s.log, s.cache.listed(changed))
-	changes := s.cache.takeChanges()
+	snap := build(in, s.log, s.cache.listed(listed))
 	if prev == nil {
+		s.cache.takeChanges()
 		snap.PodIPs = s.cache.podIPs()
-	} else if changed&ChangedBlocks != 0 {
-		snap.PodIPs, snap.PodIPsChanged = nil, diffPodIPs(changes)
+		s.prev = &snap
+		return snap
 	}
-	if prev != nil {
-		if changed&ChangedNodes == 0 {
-			snap.Nodes, snap.Local = prev.Nodes, prev.Local
-		}
-		if changed&ChangedPools == 0 {
-			snap.Pools = prev.Pools
-		}
-		if changed&ChangedBlocks == 0 {
-			snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads
-			snap.PodIPs, snap.PodIPsChanged = nil, &PodIPsChange{}
-		}
-		if changed&ChangedBGP == 0 {
-			snap.BGPConfig, snap.BGPPeers = prev.BGPConfig, prev.BGPPeers
-		}
-		if changed&ChangedSecrets == 0 {
-			snap.Secrets = prev.Secrets
-		}
+	store := s.blocks.GetStore()
+	s.cache.updateBlocks(dirty, func(key string) *v1.IPAMBlock {
+		obj, _, _ := store.GetByKey(key)
+		b, _ := obj.(*v1.IPAMBlock)
+		return b
+	}, s.nodeName, s.log)
+	changed = changed&^(ChangedBlocks|ChangedPodIPs) | s.cache.nextBlocks(&snap, prev)
+	if changed&ChangedNodes == 0 {
+		snap.Nodes, snap.Local = prev.Nodes, prev.Local
+	}
+	if changed&ChangedPools == 0 {
+		snap.Pools = prev.Pools
+	}
+	if changed&ChangedBGP == 0 {
+		snap.BGPConfig, snap.BGPPeers = prev.BGPConfig, prev.BGPPeers
+	}
+	if changed&ChangedSecrets == 0 {
+		snap.Secrets = prev.Secrets
 	}
 	snap.Changed = changed
 	s.prev = &snap

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/node/syncer"
@@ -41,16 +43,35 @@ func probeBlock(k int) netip.Prefix {
 
 // sample is one probe, from the start of the IPAMBlock Create call: until the route was in the
 // last other agent's kernel (last), until the owner's felix had its blackhole in its own kernel
-// (owner: the API server's write and watch, and the owner's agent), and the Create call alone.
-// last - owner is the BGP leg: the owner's announcement to the others' kernels.
+// (owner: the API server's write and watch, and the owner's agent), the Create call alone, and
+// until the block's watch event reached the bench (event: what the API server took before any
+// agent could know; last - event is tabby's part). last - owner is the BGP leg: the owner's
+// announcement to the others' kernels.
 type sample struct {
-	last, owner, create time.Duration
+	last, owner, create, event time.Duration
 }
 
 // once claims a block and times its route into the agents' kernels.
 func (p *probe) once(ctx context.Context) (sample, error) {
 	b := probeBlock(p.k)
 	p.k++
+	// A watch of its own, as an agent's: it sees the event when the API server sends it.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w, err := p.l.Client.IPAMBlocks().Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + names.BlockName(b)})
+	if err != nil {
+		return sample{}, fmt.Errorf("watch IPAMBlock %s: %w", names.BlockName(b), err)
+	}
+	defer w.Stop()
+	seen := make(chan time.Time, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added {
+				seen <- time.Now()
+				return
+			}
+		}
+	}()
 	t0, create, err := benchutil.ClaimBlock(ctx, p.l, p.owner.Name, b)
 	if err != nil {
 		return sample{}, err
@@ -64,6 +85,12 @@ func (p *probe) once(ctx context.Context) (sample, error) {
 		return sample{}, fmt.Errorf("block %s: blackhole at its owner %s: %w", b, p.owner.Name, err)
 	}
 	s := sample{owner: own[p.owner.Name].Sub(t0), create: create}
+	select {
+	case at := <-seen:
+		s.event = at.Sub(t0)
+	case <-time.After(10 * time.Second):
+		return sample{}, fmt.Errorf("block %s: no watch event", b)
+	}
 	for _, at := range got {
 		s.last = max(s.last, at.Sub(t0))
 	}
@@ -155,6 +182,9 @@ type agentCounters struct {
 	events        float64 // watch events received, every resource
 	snapshots     float64
 	snapshotTotal float64 // seconds
+	// felix's applies: how many, their time (seconds), and how many took over 50 ms (a
+	// route change that arrives meanwhile waits for the apply to end).
+	applies, applyTotal, appliesSlow float64
 }
 
 func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
@@ -162,9 +192,13 @@ func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
 	if err != nil {
 		return agentCounters{}, err
 	}
-	m := parseMetrics(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum")
+	m := parseMetrics(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum",
+		"tabby_felix_apply_duration_seconds_count", "tabby_felix_apply_duration_seconds_sum", "tabby_felix_apply_duration_seconds_bucket")
+	applies := sum(m["tabby_felix_apply_duration_seconds_count"], nil)
+	fast := sum(m["tabby_felix_apply_duration_seconds_bucket"], func(l map[string]string) bool { return l["le"] == "0.05" })
 	return agentCounters{events: sum(m["tabby_datastore_events_total"], nil),
-		snapshots: sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: sum(m["tabby_datastore_snapshot_seconds_sum"], nil)}, nil
+		snapshots: sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: sum(m["tabby_datastore_snapshot_seconds_sum"], nil),
+		applies: applies, applyTotal: sum(m["tabby_felix_apply_duration_seconds_sum"], nil), appliesSlow: applies - fast}, nil
 }
 
 func readAgents(ctx context.Context, ns []*lab.Node) ([]agentCounters, error) {

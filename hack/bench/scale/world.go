@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -64,10 +66,13 @@ type world struct {
 const spareNodes = 4
 
 // clients are the bench's own, without the lab's 200 QPS limit: building the world is tens of
-// thousands of writes.
+// thousands of writes. They have a connection of their own: client-go shares one HTTP/2
+// connection between clients of the same config, and the probe's writes (on the lab's client)
+// must not queue behind the churn's, which in a cluster come from a thousand nodes.
 func newWorld(cfg *rest.Config) (*world, error) {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 5000, 10000
+	c.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil } // a function: not shared
 	kube, err := kubernetes.NewForConfig(c)
 	if err != nil {
 		return nil, err

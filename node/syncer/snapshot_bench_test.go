@@ -1,0 +1,90 @@
+package syncer
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/tabbynet/tabby/apis/client"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// The cost of a snapshot after a pod was replaced on another node (the event a large cluster
+// sends every agent most), against the cluster's size: it must not grow with the number of
+// blocks. A full build of the same datastore is beside it. The syncer runs as in tabby-node,
+// over informer caches filled directly (no API server: their watch is not what is measured).
+func BenchmarkSnapshotPodReplaced(b *testing.B) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, n := range []int{100, 1000, 10000} {
+		c, err := client.New(&rest.Config{Host: "https://127.0.0.1:1"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := New(c, Config{NodeName: "n0", Logger: quiet})
+		store := s.blocks.GetStore()
+		var in Inputs
+		for i := range n {
+			blk := benchBlock(i, 1)
+			if err := store.Add(blk); err != nil {
+				b.Fatal(err)
+			}
+			in.Blocks = append(in.Blocks, blk)
+		}
+		in.NodeName = "n0"
+		rv := 1
+		b.Run(fmt.Sprintf("blocks=%d/incremental", n), func(b *testing.B) {
+			s.Snapshot()
+			// Two versions of other nodes' blocks (b0 is n0's own) a pod apart, applied in turn,
+			// made before the clock runs.
+			next := make([][2]*v1.IPAMBlock, 500)
+			for k := range next {
+				rv += 2
+				next[k] = [2]*v1.IPAMBlock{benchBlock(1+rv%(n-1), rv), benchBlock(1+rv%(n-1), rv+1)}
+			}
+			b.ReportAllocs()
+			k := 0
+			for b.Loop() {
+				blk := *next[k/2%len(next)][k%2] // shallow: the allocations are only read
+				k++
+				blk.ResourceVersion = "u" + strconv.Itoa(k) // a version the cache has not seen
+				if err := store.Update(&blk); err != nil {
+					b.Fatal(err)
+				}
+				s.mu.Lock()
+				s.pending |= ChangedBlocks
+				s.dirtyBlocks[blk.Name] = struct{}{}
+				s.mu.Unlock()
+				if snap := s.Snapshot(); snap.Changed != ChangedPodIPs {
+					b.Fatalf("changed %b, want the pods' addresses only", snap.Changed)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("blocks=%d/full", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Build(in, quiet)
+			}
+		})
+	}
+}
+
+// benchBlock is block i (of node n<i>, 30 pods on it), its pods renamed by version rv: a pod
+// replaced, as the CNI plugin's ADD and DEL leave it.
+func benchBlock(i, rv int) *v1.IPAMBlock {
+	blk := &v1.IPAMBlock{}
+	blk.Name, blk.ResourceVersion = fmt.Sprintf("b%d", i), strconv.Itoa(rv)
+	blk.Spec = v1.IPAMBlockSpec{CIDR: fmt.Sprintf("10.%d.%d.%d/26", 244+i/1024, i/4%256, i%4*64), Affinity: fmt.Sprintf("host:n%d", i),
+		Allocations: map[string]v1.Allocation{}}
+	for k := range 30 {
+		pod := fmt.Sprintf("p%d-%d", i, k)
+		if k == rv%30 {
+			pod = fmt.Sprintf("p%d-%d-v%d", i, k, rv)
+		}
+		blk.Spec.Allocations[strconv.Itoa(k)] = v1.Allocation{Handle: "k8s-pod-network.c" + pod, Namespace: "ns", Pod: pod, Node: fmt.Sprintf("n%d", i)}
+	}
+	return blk
+}
