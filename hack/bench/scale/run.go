@@ -115,7 +115,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  agents: labelled %s=agent, meshed with each other only (mesh off; %d BGPPeers select simulated racks); a NetworkPolicy on their pods admits app=a1 pods cluster-wide\n", agentLabel, o.peers)
 	fmt.Fprintf(out, "  churn: a pod replaced on a simulated node = pod create, IPAMBlock update (ADD), IPAMBlock update (DEL), pod delete\n")
 	fmt.Fprintf(out, "  node churn: an empty node joins a rack (Node with its status, BlockAffinity, IPAMBlock) and one leaves (the reverse), %d/s each\n", o.nodeRate)
-	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP)\n\n", agents[0].Name)
+	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP);\n    until the block's watch event reached a watch of the bench's own (the API server's part), and from it to the last kernel (tabby's)\n\n", agents[0].Name)
 	row(out, "figure", "measured", "target", "")
 	row(out, fmt.Sprintf("agents started → ready (%d at once)", o.agents), agentsUp.Round(time.Millisecond).String(), "", "")
 	// Just after ready an agent still finishes its start (its first IPAM rounds, the collection of
