@@ -130,6 +130,9 @@ type Felix struct {
 	bgpDirty map[netip.Prefix]struct{}
 	bgpSnap  map[netip.Prefix]netip.Addr
 	kick     chan struct{}
+	// changedAt: unix nanoseconds of the oldest input change no apply has taken yet (0: none),
+	// for the apply's lag (tabby_felix_apply_lag_seconds).
+	changedAt atomic.Int64
 	// updates carries the managers' messages (OnUpdate) to the loop.
 	updates updateQueue
 
@@ -257,6 +260,7 @@ func (f *Felix) changed(workloads bool) {
 
 // wake makes the loop run an apply soon; a wake already pending covers this one.
 func (f *Felix) wake() {
+	f.changedAt.CompareAndSwap(0, time.Now().UnixNano())
 	select {
 	case f.kick <- struct{}{}:
 	default:
@@ -482,6 +486,11 @@ func (f *Felix) apply(ctx context.Context) error {
 				f.pendingIfaces[name] = idx
 			}
 		}
+	}
+	// Taken before the inputs are: a change after it is this apply's or the next one's, and
+	// counts from its own time in the next.
+	if since := f.changedAt.Swap(0); since != 0 {
+		defer func() { f.metrics.ApplyLag.Observe(time.Since(time.Unix(0, since)).Seconds()) }()
 	}
 	in, workloadsChanged, otherChanged, bgpChanged := f.snapshot(f.wlIndex == nil)
 	f.updateRoutes(in, workloadsChanged, otherChanged, bgpChanged)

@@ -265,3 +265,37 @@ func TestBGPRouteOneByOne(t *testing.T) {
 		t.Fatalf("local block's route %v (programmed %v), want the blackhole", r, ok)
 	}
 }
+
+// An apply's lag runs from the oldest input change it takes, not from its own start: a change
+// that waited for the loop (behind a long apply, on a busy node) counts its wait; an apply with
+// no change of input (a timer's) is not a sample.
+func TestApplyLagCountsTheWait(t *testing.T) {
+	f, fk, _, _ := newFakeFelix(t)
+	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
+	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
+	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26")})
+	ctx := context.Background()
+	// The fake kernel has no ipip: tunl0's error is expected and beside the point.
+	_ = f.ApplyNow(ctx)
+	n0, _ := histogram(f.metrics.ApplyLag)
+	if n0 != 1 {
+		t.Fatalf("the first apply took a change: %d lag samples, want 1", n0)
+	}
+	_ = f.ApplyNow(ctx)
+	if n, _ := histogram(f.metrics.ApplyLag); n != n0 {
+		t.Fatalf("an apply with nothing changed made a lag sample (%d, were %d)", n, n0)
+	}
+	_, s0 := histogram(f.metrics.ApplyLag)
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	const wait = 30 * time.Millisecond
+	time.Sleep(wait) // the change waits for the loop
+	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.2.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	_ = f.ApplyNow(ctx)
+	if _, ok := fk.Route("10.244.2.0/26"); !ok {
+		t.Fatal("the second route was not applied")
+	}
+	n, s := histogram(f.metrics.ApplyLag)
+	if n != n0+1 || s-s0 < wait.Seconds() {
+		t.Fatalf("two changes, %v apart, in one apply: %d new samples of %.3f s, want one of at least %v (from the older)", wait, n-n0, s-s0, wait)
+	}
+}

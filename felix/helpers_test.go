@@ -21,3 +21,12 @@ func value(c prometheus.Metric) float64 {
 	}
 	return m.Counter.GetValue()
 }
+
+// histogram reads a histogram's count and sum.
+func histogram(h prometheus.Metric) (count uint64, sum float64) {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		return 0, -1
+	}
+	return m.Histogram.GetSampleCount(), m.Histogram.GetSampleSum()
+}

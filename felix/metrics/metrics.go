@@ -16,6 +16,7 @@ type Metrics struct {
 	RoutesProgrammed   *prometheus.GaugeVec
 	RouteFailures      prometheus.Gauge
 	ApplyDuration      prometheus.Histogram
+	ApplyLag           prometheus.Histogram
 	ResyncDuration     prometheus.Histogram
 	NetlinkErrors      prometheus.Counter
 	UnresolvedNextHops prometheus.Gauge
@@ -25,12 +26,16 @@ type Metrics struct {
 	SysctlErrors       prometheus.Counter
 }
 
+// Buckets are felix's latency buckets, in seconds; the datastore's lag has the same, so that the
+// two add up to an event's way from the watch to the kernel.
+var Buckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+
 // New creates the collectors and registers them on reg (a fresh registry when nil).
 func New(reg *prometheus.Registry) *Metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	buckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	buckets := Buckets
 	m := &Metrics{
 		Registry: reg,
 		RoutesProgrammed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tabby_felix_routes_programmed",
@@ -39,6 +44,9 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Desired routes felix could not program at the last apply."}),
 		ApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_apply_duration_seconds",
 			Help: "Time of one dataplane apply.", Buckets: buckets}),
+		ApplyLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_apply_lag_seconds",
+			Help:    "Time from a change of felix's inputs (the datastore's snapshot, a BGP route, a resync asked for) to the end of the apply that holds it, per apply, from its oldest change.",
+			Buckets: buckets}),
 		ResyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_resync_duration_seconds",
 			Help: "Time of one full resync against the kernel.", Buckets: buckets}),
 		NetlinkErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_netlink_errors_total",
@@ -54,7 +62,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		SysctlErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_sysctl_errors_total",
 			Help: "Failures to write a sysctl."}),
 	}
-	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ResyncDuration, m.NetlinkErrors,
+	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ApplyLag, m.ResyncDuration, m.NetlinkErrors,
 		m.UnresolvedNextHops, m.LastApply, m.TunnelErrors, m.WriteErrors, m.SysctlErrors)
 	return m
 }

@@ -72,7 +72,19 @@ type Env struct {
 	ServingCert string
 
 	procs   []*exec.Cmd
+	names   []string // procs' names: etcd, kube-apiserver
 	ownsDir bool
+}
+
+// Pid is the process id of name (etcd, kube-apiserver), 0 when it does not run: for a benchmark's
+// count of what the control plane spends.
+func (e *Env) Pid(name string) int {
+	for i, n := range e.names {
+		if n == name {
+			return e.procs[i].Process.Pid
+		}
+	}
+	return 0
 }
 
 // TB is the part of testing.TB Start needs.
@@ -304,7 +316,7 @@ func (e *Env) Stop() {
 			<-done
 		}
 	}
-	e.procs = nil
+	e.procs, e.names = nil, nil
 	if e.ownsDir {
 		_ = os.RemoveAll(e.Dir)
 	}
@@ -324,6 +336,7 @@ func (e *Env) spawn(name, bin string, args ...string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	e.procs = append(e.procs, cmd)
+	e.names = append(e.names, name)
 	return nil
 }
 

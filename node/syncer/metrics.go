@@ -1,12 +1,19 @@
 package syncer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	felixmetrics "github.com/tabbynet/tabby/felix/metrics"
+)
 
 // Metrics say what the datastore costs this node: the watch events it receives, by resource,
-// and the time a snapshot takes from the caches to the agents.
+// the time a snapshot takes from the caches to the agents, and how long an event waited for it.
 type Metrics struct {
 	events   *prometheus.CounterVec
 	snapshot prometheus.Histogram
+	lag      prometheus.Histogram
 }
 
 // NewMetrics registers the syncer's metrics with reg.
@@ -17,8 +24,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_datastore_snapshot_seconds",
 			Help:    "Time to build a snapshot of the datastore and hand it to felix and BGP.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_datastore_lag_seconds",
+			Help:    "Time from a watch event reaching tabby-node to felix and BGP being handed the snapshot that holds it, per snapshot, from its oldest event.",
+			Buckets: felixmetrics.Buckets}),
 	}
-	reg.MustRegister(m.events, m.snapshot)
+	reg.MustRegister(m.events, m.snapshot, m.lag)
 	return m
 }
 
@@ -29,8 +39,14 @@ func (m *Metrics) event(resource string) {
 	}
 }
 
-func (m *Metrics) observeSnapshot(seconds float64) {
-	if m != nil {
-		m.snapshot.Observe(seconds)
+// observeSnapshot records a snapshot handed to the agents at end, built from start, whose
+// oldest event arrived at since (zero: none, the first snapshot's or a kick's).
+func (m *Metrics) observeSnapshot(since, start, end time.Time) {
+	if m == nil {
+		return
+	}
+	m.snapshot.Observe(end.Sub(start).Seconds())
+	if !since.IsZero() {
+		m.lag.Observe(end.Sub(since).Seconds())
 	}
 }

@@ -37,7 +37,7 @@ func BenchmarkSnapshotPodReplaced(b *testing.B) {
 		in.NodeName = "n0"
 		rv := 1
 		b.Run(fmt.Sprintf("blocks=%d/incremental", n), func(b *testing.B) {
-			s.Snapshot()
+			s.snapshot()
 			// Two versions of other nodes' blocks (b0 is n0's own) a pod apart, applied in turn,
 			// made before the clock runs.
 			next := make([][2]*v1.IPAMBlock, 500)
@@ -58,7 +58,7 @@ func BenchmarkSnapshotPodReplaced(b *testing.B) {
 				s.pending |= ChangedBlocks
 				s.dirtyBlocks[blk.Name] = struct{}{}
 				s.mu.Unlock()
-				if snap := s.Snapshot(); snap.Changed != ChangedPodIPs {
+				if snap, _ := s.snapshot(); snap.Changed != ChangedPodIPs {
 					b.Fatalf("changed %b, want the pods' addresses only", snap.Changed)
 				}
 			}

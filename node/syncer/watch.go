@@ -30,6 +30,8 @@ type Syncer struct {
 
 	mu      sync.Mutex
 	pending Changes // what changed since the last snapshot
+	// since: when the oldest event of pending arrived (zero while none did), for the lag.
+	since time.Time
 	// dirtyBlocks: the IPAMBlocks that changed since the last snapshot, by informer key. A
 	// snapshot looks at these, not at every block: a pod replaced on one node of a thousand
 	// costs each agent one block, whatever the cluster's size.
@@ -71,8 +73,10 @@ func New(c *client.Client, cfg Config) *Syncer {
 	for i, inf := range s.informers() {
 		res, kind := resources[i], kinds[i]
 		changed := func(obj any) {
-			s.metrics.event(res)
 			s.mu.Lock()
+			if s.since.IsZero() {
+				s.since = time.Now()
+			}
 			s.pending |= kind
 			if kind == ChangedBlocks {
 				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -80,6 +84,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 				}
 			}
 			s.mu.Unlock()
+			s.metrics.event(res) // after since: whoever sees the count sees the lag's start
 			s.kick()
 		}
 		update := func(_, cur any) { changed(cur) }
@@ -164,28 +169,31 @@ func (s *Syncer) Run(ctx context.Context) error {
 				continue // a kick whose change the previous snapshot already took
 			}
 			start := time.Now()
-			s.onSnapshot(s.Snapshot())
+			snap, since := s.snapshot()
+			s.onSnapshot(snap)
 			end := time.Now()
 			pace.spent(end, end.Sub(start))
-			s.metrics.observeSnapshot(end.Sub(start).Seconds())
+			s.metrics.observeSnapshot(since, start, end)
 		}
 	}
 }
 
-// Snapshot builds the current snapshot from the caches, with what changed since the previous
+// snapshot builds the current snapshot from the caches, with what changed since the previous
 // one: only those inputs are listed and built again, the others are the previous snapshot's
 // (nothing modifies a snapshot once handed out). The blocks are listed for the first snapshot
 // only; after it, only the blocks that changed are read, and the blocks' part of the snapshot
 // is built again only when one of them moved a route. Only the Run loop calls it (the view cache
-// and the previous snapshot are its own).
-func (s *Syncer) Snapshot() Snapshot {
+// and the previous snapshot are its own). It also says when the oldest event it holds arrived:
+// zero for the first (its events waited for every cache to sync, not for a snapshot) and when
+// no event came (a kick).
+func (s *Syncer) snapshot() (Snapshot, time.Time) {
 	s.mu.Lock()
-	changed, dirty := s.pending, s.dirtyBlocks
-	s.pending, s.dirtyBlocks = 0, map[string]struct{}{}
+	changed, dirty, since := s.pending, s.dirtyBlocks, s.since
+	s.pending, s.dirtyBlocks, s.since = 0, map[string]struct{}{}, time.Time{}
 	s.mu.Unlock()
 	prev := s.prev
 	if prev == nil {
-		changed = ChangedAll
+		changed, since = ChangedAll, time.Time{}
 	}
 	in := Inputs{NodeName: s.nodeName}
 	listed := changed
@@ -214,7 +222,7 @@ func (s *Syncer) Snapshot() Snapshot {
 		s.cache.takeChanges()
 		snap.PodIPs = s.cache.podIPs()
 		s.prev = &snap
-		return snap
+		return snap, since
 	}
 	store := s.blocks.GetStore()
 	s.cache.updateBlocks(dirty, func(key string) *v1.IPAMBlock {
@@ -237,7 +245,7 @@ func (s *Syncer) Snapshot() Snapshot {
 	}
 	snap.Changed = changed
 	s.prev = &snap
-	return snap
+	return snap, since
 }
 
 // HasSynced tells whether every cache has synced.

@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +31,8 @@ type options struct {
 	window, idle, settle      time.Duration
 	parallel                  int
 	apiPods                   int
-	nodeRate                  int
+	nodeRate, watchers        int
+	watch                     map[string]bool // what the more agents' watches watch
 	tabbyBin                  string
 	hold                      time.Duration
 	profileDir                string
@@ -48,6 +51,8 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 20*time.Second, "idle window for the agents' CPU")
 	flag.DurationVar(&o.settle, "settle", 40*time.Second, "wait after the first idle window before the idle figure")
 	flag.IntVar(&o.parallel, "parallel", 32, "concurrent writers while building the datastore")
+	flag.IntVar(&o.watchers, "watchers", 100, "more agents' watches (IPAMBlocks and Pods, a connection each), in a run of the first churn rate after one without them: the API server's cost of sending every event to every agent (0: no such runs)")
+	watch := flag.String("watch", "ipamblocks,pods", "what those watches watch: ipamblocks, pods or both (what a tabby-node's watches receive under pod churn)")
 	flag.IntVar(&o.nodeRate, "node-rate", 1, "empty nodes joining, and leaving, per second, in a window of their own (0: none)")
 	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
 	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")
@@ -55,10 +60,18 @@ func main() {
 	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
 	o.log = benchutil.Logger(*verbose)
-	benchutil.Main("scale", validate(&o, *rates), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
+	benchutil.Main("scale", validate(&o, *rates, *watch), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
 }
 
-func validate(o *options, rates string) error {
+func validate(o *options, rates, watch string) error {
+	o.watch = map[string]bool{}
+	for _, w := range strings.Split(watch, ",") {
+		w = strings.TrimSpace(w)
+		if w != "ipamblocks" && w != "pods" {
+			return fmt.Errorf("-watch=%s: %q is not ipamblocks or pods", watch, w)
+		}
+		o.watch[w] = true
+	}
 	for _, r := range strings.Split(rates, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
 		if err != nil || n < 1 || n > 1000 {
@@ -81,9 +94,14 @@ func validate(o *options, rates string) error {
 		return fmt.Errorf("-node-rate=%d: want 0..10", o.nodeRate)
 	case o.settle < 0:
 		return fmt.Errorf("-settle=%v: want 0 or more", o.settle)
+	case o.watchers < 0 || o.watchers > 1000:
+		return fmt.Errorf("-watchers=%d: want 0..1000", o.watchers)
 	}
 	return nil
 }
+
+// watched says what the more agents' watches watch.
+func (o options) watched() string { return strings.Join(slices.Sorted(maps.Keys(o.watch)), " and ") }
 
 func row(w io.Writer, figure, value, target, verdict string) {
 	fmt.Fprintf(w, "%-58s %-34s %-14s %s\n", figure, value, target, verdict)

@@ -185,6 +185,8 @@ type agentCounters struct {
 	// felix's applies: how many, their time (seconds), and how many took over 50 ms (a
 	// route change that arrives meanwhile waits for the apply to end).
 	applies, applyTotal, appliesSlow float64
+	// lag: watch event → snapshot handed to felix and BGP; applyLag: felix's input → applied.
+	lag, applyLag buckets
 }
 
 func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
@@ -193,12 +195,14 @@ func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
 		return agentCounters{}, err
 	}
 	m := parseMetrics(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum",
-		"tabby_felix_apply_duration_seconds_count", "tabby_felix_apply_duration_seconds_sum", "tabby_felix_apply_duration_seconds_bucket")
+		"tabby_felix_apply_duration_seconds_count", "tabby_felix_apply_duration_seconds_sum", "tabby_felix_apply_duration_seconds_bucket",
+		"tabby_datastore_lag_seconds_bucket", "tabby_felix_apply_lag_seconds_bucket")
 	applies := sum(m["tabby_felix_apply_duration_seconds_count"], nil)
 	fast := sum(m["tabby_felix_apply_duration_seconds_bucket"], func(l map[string]string) bool { return l["le"] == "0.05" })
 	return agentCounters{events: sum(m["tabby_datastore_events_total"], nil),
 		snapshots: sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: sum(m["tabby_datastore_snapshot_seconds_sum"], nil),
-		applies: applies, applyTotal: sum(m["tabby_felix_apply_duration_seconds_sum"], nil), appliesSlow: applies - fast}, nil
+		applies: applies, applyTotal: sum(m["tabby_felix_apply_duration_seconds_sum"], nil), appliesSlow: applies - fast,
+		lag: readBuckets(m["tabby_datastore_lag_seconds_bucket"]), applyLag: readBuckets(m["tabby_felix_apply_lag_seconds_bucket"])}, nil
 }
 
 func readAgents(ctx context.Context, ns []*lab.Node) ([]agentCounters, error) {

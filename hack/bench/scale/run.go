@@ -35,6 +35,10 @@ type churnResult struct {
 	// felix, all agents: applies per agent per second, their mean, and how many took over 50 ms
 	applies, appliesSlow float64
 	apply                time.Duration
+	// every agent's lag histograms over the window (agentCounters)
+	lag, applyLag buckets
+	// the control plane's CPU over the window, % of a core (0: not known, an external lab)
+	apiCPU, etcdCPU float64
 }
 
 func run(ctx context.Context, o options, out io.Writer) (err error) {
@@ -115,7 +119,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  agents: labelled %s=agent, meshed with each other only (mesh off; %d BGPPeers select simulated racks); a NetworkPolicy on their pods admits app=a1 pods cluster-wide\n", agentLabel, o.peers)
 	fmt.Fprintf(out, "  churn: a pod replaced on a simulated node = pod create, IPAMBlock update (ADD), IPAMBlock update (DEL), pod delete\n")
 	fmt.Fprintf(out, "  node churn: an empty node joins a rack (Node with its status, BlockAffinity, IPAMBlock) and one leaves (the reverse), %d/s each\n", o.nodeRate)
-	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP);\n    until the block's watch event reached a watch of the bench's own (the API server's part), and from it to the last kernel (tabby's)\n\n", agents[0].Name)
+	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP);\n    until the block's watch event reached a watch of the bench's own (the API server's part), and from it to the last kernel (tabby's)\n", agents[0].Name)
+	fmt.Fprintf(out, "  in the agents: every event's time inside tabby-node from their metrics, the watch event to the snapshot handed off\n    (tabby_datastore_lag_seconds), and felix's from a change of its input to the end of the apply (tabby_felix_apply_lag_seconds)\n")
+	if o.watchers > 0 {
+		fmt.Fprintf(out, "  more agents: the first rate again, then with %d more watches of %s, a connection each as every tabby-node has, the events thrown away;\n    kube-apiserver's CPU against the run just before is what each agent costs it\n", o.watchers, o.watched())
+	}
+	fmt.Fprintln(out)
 	row(out, "figure", "measured", "target", "")
 	row(out, fmt.Sprintf("agents started → ready (%d at once)", o.agents), agentsUp.Round(time.Millisecond).String(), "", "")
 	// Just after ready an agent still finishes its start (its first IPAM rounds, the collection of
@@ -162,6 +171,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		r, err := measureChurn(ctx, p, agents, c, o.window, profile)
 		if err := reportLoad(out, fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved), r, err, r.rate >= 100); err != nil {
 			return fmt.Errorf("churn at %d/s: %w", rate, err)
+		}
+	}
+	if o.watchers > 0 {
+		if err := measureFanOut(ctx, out, p, agents, w, l, o, o.rates[0]); err != nil {
+			return err
 		}
 	}
 	if o.nodeRate > 0 && len(w.spare) > 0 {
@@ -240,6 +254,7 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 	if c != nil {
 		done0 = c.completed()
 	}
+	cp0 := controlPlaneCPU(p.l)
 	t0 := time.Now()
 	pctx, stopProbe := context.WithTimeout(ctx, window)
 	defer stopProbe()
@@ -264,6 +279,9 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 		got.err = errors.Join(got.err, fmt.Errorf("profiles: %w", perr))
 	}
 	elapsed := time.Since(t0)
+	cp1 := controlPlaneCPU(p.l)
+	r.apiCPU = (cp1[0] - cp0[0]).Seconds() / elapsed.Seconds() * 100
+	r.etcdCPU = (cp1[1] - cp0[1]).Seconds() / elapsed.Seconds() * 100
 	if c != nil {
 		r.achieved = float64(c.completed()-done0) / elapsed.Seconds()
 	}
@@ -272,7 +290,10 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 		return r, err
 	}
 	var ev, snaps, snapTime, applies, applyTime float64
+	r.lag, r.applyLag = buckets{}, buckets{}
 	for i := range agents {
+		r.lag.add(after[i].lag, before[i].lag)
+		r.applyLag.add(after[i].applyLag, before[i].applyLag)
 		ev += after[i].events - before[i].events
 		snaps += after[i].snapshots - before[i].snapshots
 		snapTime += after[i].snapshotTotal - before[i].snapshotTotal
@@ -304,10 +325,10 @@ func reportProbe(out io.Writer, label string, r churnResult, target bool) {
 		row(out, label+": block → other agents' kernels", "no sample", "", "MISSED")
 		return
 	}
-	var last, owner, bgp, create, event, tabby []time.Duration
+	var last, owner, bgp, create, event, tabby, toOwner []time.Duration
 	for _, s := range r.probe {
 		last, owner, bgp, create = append(last, s.last), append(owner, s.owner), append(bgp, s.last-s.owner), append(create, s.create)
-		event, tabby = append(event, s.event), append(tabby, s.last-s.event)
+		event, tabby, toOwner = append(event, s.event), append(tabby, s.last-s.event), append(toOwner, s.owner-s.event)
 	}
 	pcts := func(ds []time.Duration) string {
 		return fmt.Sprintf("p50 %s, p99 %s", ms(benchutil.Pct(ds, 50)), ms(benchutil.Pct(ds, 99)))
@@ -326,6 +347,7 @@ func reportProbe(out io.Writer, label string, r churnResult, target bool) {
 		tt, tv = "p99 < 100 ms", verdict(benchutil.Pct(tabby, 99) < 100*time.Millisecond)
 	}
 	row(out, label+":   watch event → last other agent's kernel (tabby)", pcts(tabby), tt, tv)
+	row(out, label+":   watch event → owner's kernel (its watch, then the agent)", pcts(toOwner), "", "")
 	row(out, label+":   owner's kernel → last other agent's (BGP)", pcts(bgp), "", "")
 }
 
@@ -337,9 +359,40 @@ func reportLoad(out io.Writer, label string, r churnResult, err error, target bo
 	}
 	reportUsage(out, label, r.usage, false)
 	row(out, label+": watch events per agent", fmt.Sprintf("%.0f /s", r.events), "", "")
+	if r.apiCPU > 0 {
+		row(out, label+": kube-apiserver CPU; etcd", fmt.Sprintf("%.0f %%; %.0f %% of a core", r.apiCPU, r.etcdCPU), "", "")
+	}
 	row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
 	row(out, label+": felix applies per agent; mean; over 50 ms (all agents)", fmt.Sprintf("%.1f /s; %d µs; %.0f", r.applies, r.apply.Microseconds(), r.appliesSlow), "", "")
+	row(out, label+": in the agents, every event: watch event → snapshot handed to felix and BGP", quantiles(r.lag), "", "")
+	row(out, label+":   felix: input → applied", quantiles(r.applyLag), "", "")
 	return nil
+}
+
+// controlPlaneCPU is the CPU kube-apiserver and etcd have used so far (zero in a lab on an
+// external control plane).
+func controlPlaneCPU(l *lab.Lab) [2]time.Duration {
+	var out [2]time.Duration
+	if l.Env == nil {
+		return out
+	}
+	for i, name := range []string{"kube-apiserver", "etcd"} {
+		if pid := l.Env.Pid(name); pid != 0 {
+			out[i], _ = benchutil.CPUTime(pid)
+		}
+	}
+	return out
+}
+
+// quantiles are a lag histogram's p50 and p99, as histogram_quantile estimates them, and how
+// many of its samples were over 50 ms.
+func quantiles(b buckets) string {
+	p50, ok := b.quantile(0.5)
+	if !ok {
+		return "no sample"
+	}
+	p99, _ := b.quantile(0.99)
+	return fmt.Sprintf("p50 %s, p99 %s (histogram); %.0f of %.0f over 50 ms", ms(p50), ms(p99), b.above(0.05), b.total())
 }
 
 func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool) {

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// buckets are a Prometheus histogram's cumulative counts by upper bound, in seconds (+Inf
+// last): the agents' lag metrics, which see every event of the churn where the probe sees
+// one block in 500 ms.
+type buckets map[float64]float64
+
+func readBuckets(ms []metric) buckets {
+	b := buckets{}
+	for _, m := range ms {
+		le, err := strconv.ParseFloat(m.labels["le"], 64) // "+Inf" parses
+		if err == nil {
+			b[le] += m.value
+		}
+	}
+	return b
+}
+
+// add adds o's counts to b, minus those of sub (a reading from before).
+func (b buckets) add(o, sub buckets) {
+	for le, n := range o {
+		b[le] += n - sub[le]
+	}
+}
+
+// quantile estimates the q-quantile as Prometheus's histogram_quantile does: linear within the
+// bucket that holds it; the largest finite bound when it falls in +Inf. ok is false without
+// samples.
+func (b buckets) quantile(q float64) (d time.Duration, ok bool) {
+	les := slices.Sorted(func(yield func(float64) bool) {
+		for le := range b {
+			if !yield(le) {
+				return
+			}
+		}
+	})
+	if len(les) == 0 || b[les[len(les)-1]] == 0 {
+		return 0, false
+	}
+	rank := q * b[les[len(les)-1]]
+	lower, below := 0.0, 0.0
+	for _, le := range les {
+		if b[le] >= rank {
+			if math.IsInf(le, 1) {
+				return time.Duration(lower * float64(time.Second)), true
+			}
+			frac := 0.0
+			if n := b[le] - below; n > 0 {
+				frac = (rank - below) / n
+			}
+			return time.Duration((lower + (le-lower)*frac) * float64(time.Second)), true
+		}
+		lower, below = le, b[le]
+	}
+	return 0, false
+}
+
+// total is the number of samples.
+func (b buckets) total() float64 { return b[math.Inf(1)] }
+
+// above is the number of samples over le, which must be one of the bounds.
+func (b buckets) above(le float64) float64 { return b.total() - b[le] }
