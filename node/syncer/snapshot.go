@@ -1,9 +1,9 @@
 // Package syncer turns the datastore (Nodes, IPPools, IPAM blocks, BGP objects, Secrets) into one
 // Snapshot of what this node's agents need: felix's workloads, blocks and pools, bird's nodes,
 // peers and prefixes. Build is pure: the informer side (watch.go) only collects objects and says
-// what changed. After its first snapshot the syncer reads only the IPAMBlocks that changed and
-// keeps each block's contribution, so that a pod replaced on another node costs an agent the
-// same in a cluster of 100 nodes as in one of 1,000 (BenchmarkSnapshotPodReplaced).
+// what changed. After its first snapshot the syncer reads only the IPAMBlocks and Nodes that
+// changed and keeps each block's contribution, so that a pod replaced on another node costs an
+// agent the same in a cluster of 100 nodes as in one of 1,000 (BenchmarkSnapshotPodReplaced).
 package syncer
 
 import (

@@ -187,9 +187,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 
 // snapshot builds the current snapshot from the caches, with what changed since the previous
 // one: only those inputs are listed and built again, the others are the previous snapshot's
-// (nothing modifies a snapshot once handed out). The blocks are listed for the first snapshot
-// only; after it, only the blocks that changed are read, and the blocks' part of the snapshot
-// is built again only when one of them moved a route. Only the Run loop calls it (the view cache
+// (nothing modifies a snapshot once handed out). The blocks and nodes are listed for the first
+// snapshot only; after it, only those that changed are read, and the blocks' part of the
+// snapshot is built again only when one of them moved a route. Only the Run loop calls it (the view cache
 // and the previous snapshot are its own). It also says when the oldest event it holds arrived:
 // zero for the first (its events waited for every cache to sync, not for a snapshot) and when
 // no event came (a kick).
