@@ -164,7 +164,9 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	if _, err := env.Kube.CoreV1().Nodes().Create(ctx, joined, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n1", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n1", metav1.DeleteOptions{})
+	})
 	has := func(sn Snapshot, name string) bool {
 		return slices.ContainsFunc(sn.Nodes, func(n NodeInfo) bool { return n.Name == name })
 	}

@@ -40,7 +40,7 @@ type Syncer struct {
 	// node joining a cluster of a thousand costs a snapshot one node, not a list and a sort.
 	dirtyNodes map[string]struct{}
 	cache      *viewCache
-	prev        *Snapshot
+	prev       *Snapshot
 }
 
 // Config says what to watch.
