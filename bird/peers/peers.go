@@ -177,13 +177,26 @@ func Compute(in Input) (Result, error) {
 		ClusterID:  local.RRClusterID,
 	}}
 	keepalive, hold := Timers(in.Config)
-	byAddr := map[netip.Addr]Node{}
-	for _, n := range in.Nodes {
-		for _, a := range []netip.Prefix{n.Address, n.Address6} {
-			if a.IsValid() {
-				byAddr[a.Addr()] = n
+	// nodeAt finds the tabby node an explicit BGPPeer's peerIP is. Its index is built on first
+	// use: with a thousand nodes it was over half of a computation (a Node change elsewhere in a
+	// large cluster), and most computations have no peerIP that opens on this node.
+	var byAddr map[netip.Addr]int
+	nodeAt := func(addr netip.Addr) (Node, bool) {
+		if byAddr == nil {
+			byAddr = make(map[netip.Addr]int, len(in.Nodes))
+			for i, n := range in.Nodes {
+				for _, a := range []netip.Prefix{n.Address, n.Address6} {
+					if a.IsValid() {
+						byAddr[a.Addr()] = i
+					}
+				}
 			}
 		}
+		i, ok := byAddr[addr]
+		if !ok {
+			return Node{}, false
+		}
+		return in.Nodes[i], true
 	}
 	// ourAddr is the address a session to a peer of that family starts from (invalid: none).
 	ourAddr := func(peer netip.Addr) netip.Addr {
@@ -295,7 +308,7 @@ func Compute(in Input) (Result, error) {
 			}
 			p := base
 			p.Address, p.Port, p.ASN = addr, port, bp.Spec.ASNumber
-			if n, ok := byAddr[addr]; ok {
+			if n, ok := nodeAt(addr); ok {
 				towardsNode(&p, n)
 			}
 			add(p)

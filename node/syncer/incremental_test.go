@@ -159,6 +159,30 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// A node joins, read alone: it is among the nodes, in name order, and only the nodes changed.
+	joined := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "changes-n1", Annotations: map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.21/24"}}}
+	if _, err := env.Kube.CoreV1().Nodes().Create(ctx, joined, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n1", metav1.DeleteOptions{})
+	})
+	has := func(sn Snapshot, name string) bool {
+		return slices.ContainsFunc(sn.Nodes, func(n NodeInfo) bool { return n.Name == name })
+	}
+	sn := wait("the node that joined", func(sn Snapshot) bool { return has(sn, "changes-n1") })
+	if sn.Changed != ChangedNodes || !slices.IsSortedFunc(sn.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) }) ||
+		sn.Local == nil || sn.Local.Name != "changes-n0" {
+		t.Fatalf("a node joined: changed %b, nodes %+v, local %+v; want only the nodes, sorted, this one local", sn.Changed, sn.Nodes, sn.Local)
+	}
+	if err := env.Kube.CoreV1().Nodes().Delete(ctx, "changes-n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sn = wait("the node gone", func(sn Snapshot) bool { return !has(sn, "changes-n1") })
+	if sn.Changed != ChangedNodes || !has(sn, "changes-n0") {
+		t.Fatalf("a node left: changed %b, nodes %+v", sn.Changed, sn.Nodes)
+	}
+
 	b := testBlock(200, "", 2)
 	b.Name = "changes-10-244-200-0-26"
 	b.Spec.CIDR = "10.244.200.0/26"
@@ -166,7 +190,7 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.IPAMBlocks().Delete(context.Background(), b.Name, metav1.DeleteOptions{}) })
-	sn := wait("the new block", func(sn Snapshot) bool {
+	sn = wait("the new block", func(sn Snapshot) bool {
 		for _, p := range sn.Routable {
 			if p.String() == "10.244.200.0/26" {
 				return true
@@ -344,5 +368,80 @@ func TestIncrementalBlocksMatchBuild(t *testing.T) {
 				snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads, want.LocalBlocks, want.Borrowed, want.Routable, want.Workloads)
 		}
 		prev = snap
+	}
+}
+
+// After its first snapshot the syncer reads only the Nodes that changed. Over random changes
+// (a node joins, leaves, is relabelled or readdressed, this node among them, a version that
+// changes nothing tabby reads), its nodes and local node are what Build gives from every node.
+func TestIncrementalNodesMatchBuild(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const nodeName = "n0"
+	nodes := map[string]*corev1.Node{}
+	rv := 1
+	mk := func(i int) *corev1.Node {
+		rv++
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), ResourceVersion: strconv.Itoa(rv),
+			Labels:      map[string]string{"rack": fmt.Sprintf("r%d", i%3)},
+			Annotations: map[string]string{v1.AnnotationBGPIPv4Address: fmt.Sprintf("198.51.100.%d/24", i+1)}}}
+	}
+	for i := range 8 {
+		nodes[fmt.Sprintf("n%d", i)] = mk(i)
+	}
+	inputs := func() Inputs {
+		in := Inputs{NodeName: nodeName}
+		for _, name := range slices.Sorted(maps.Keys(nodes)) {
+			in.Nodes = append(in.Nodes, nodes[name])
+		}
+		return in
+	}
+	c := newViewCache()
+	prev := build(inputs(), quiet, c)
+	rng := rand.New(rand.NewPCG(2, 26))
+	change := func() string {
+		i := rng.IntN(12)
+		name := fmt.Sprintf("n%d", i)
+		old, ok := nodes[name]
+		if !ok {
+			nodes[name] = mk(i)
+			return name
+		}
+		n := old.DeepCopy()
+		rv++
+		n.ResourceVersion = strconv.Itoa(rv)
+		switch rng.IntN(4) {
+		case 0:
+			delete(nodes, name)
+			return name
+		case 1:
+			n.Labels = map[string]string{"rack": fmt.Sprintf("r%d", rng.IntN(3))}
+		case 2:
+			n.Annotations = map[string]string{v1.AnnotationBGPIPv4Address: fmt.Sprintf("203.0.113.%d/24", rng.IntN(250)+1)}
+		case 3: // a new version that changes nothing tabby reads
+		}
+		nodes[name] = n
+		return name
+	}
+	for step := range 1000 {
+		dirty := map[string]struct{}{}
+		for range rng.IntN(4) { // none: a kick
+			dirty[change()] = struct{}{}
+		}
+		got := c.nextNodes(prev.Nodes, dirty, func(name string) *corev1.Node { return nodes[name] }, quiet)
+		local := localNode(got, nodeName)
+		want := Build(inputs(), quiet)
+		if len(got) != len(want.Nodes) || (len(got) > 0 && !reflect.DeepEqual(got, want.Nodes)) {
+			t.Fatalf("step %d: nodes\n got %+v\nwant %+v", step, got, want.Nodes)
+		}
+		if !reflect.DeepEqual(local, want.Local) {
+			t.Fatalf("step %d: local node %+v, want %+v", step, local, want.Local)
+		}
+		if len(prev.Nodes) > 0 && len(dirty) > 0 && len(got) > 0 && &got[0] == &prev.Nodes[0] {
+			t.Fatalf("step %d: the previous snapshot's nodes were changed in place", step)
+		}
+		prev.Nodes = got
+	}
+	if len(c.nodes) != len(nodes) {
+		t.Fatalf("the cache holds %d nodes, the datastore %d: deleted nodes are kept", len(c.nodes), len(nodes))
 	}
 }

@@ -36,8 +36,11 @@ type Syncer struct {
 	// snapshot looks at these, not at every block: a pod replaced on one node of a thousand
 	// costs each agent one block, whatever the cluster's size.
 	dirtyBlocks map[string]struct{}
-	cache       *viewCache
-	prev        *Snapshot
+	// dirtyNodes: the Nodes that changed since the last snapshot, by name; as for the blocks, a
+	// node joining a cluster of a thousand costs a snapshot one node, not a list and a sort.
+	dirtyNodes map[string]struct{}
+	cache      *viewCache
+	prev       *Snapshot
 }
 
 // Config says what to watch.
@@ -57,7 +60,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 		cfg.Logger = slog.Default()
 	}
 	s := &Syncer{nodeName: cfg.NodeName, log: cfg.Logger, onSnapshot: cfg.OnSnapshot, metrics: cfg.Metrics, changed: make(chan struct{}, 1), pending: ChangedAll,
-		dirtyBlocks: map[string]struct{}{}, cache: newViewCache()}
+		dirtyBlocks: map[string]struct{}{}, dirtyNodes: map[string]struct{}{}, cache: newViewCache()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
 	s.nodes = client.Informer(c.Nodes(), trim)
@@ -78,9 +81,13 @@ func New(c *client.Client, cfg Config) *Syncer {
 				s.since = time.Now()
 			}
 			s.pending |= kind
-			if kind == ChangedBlocks {
+			if kind == ChangedBlocks || kind == ChangedNodes {
 				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-					s.dirtyBlocks[key] = struct{}{}
+					if kind == ChangedBlocks {
+						s.dirtyBlocks[key] = struct{}{}
+					} else {
+						s.dirtyNodes[key] = struct{}{}
+					}
 				}
 			}
 			s.mu.Unlock()
@@ -180,16 +187,19 @@ func (s *Syncer) Run(ctx context.Context) error {
 
 // snapshot builds the current snapshot from the caches, with what changed since the previous
 // one: only those inputs are listed and built again, the others are the previous snapshot's
-// (nothing modifies a snapshot once handed out). The blocks are listed for the first snapshot
-// only; after it, only the blocks that changed are read, and the blocks' part of the snapshot
-// is built again only when one of them moved a route. Only the Run loop calls it (the view cache
+// (nothing modifies a snapshot once handed out). The blocks and nodes are listed for the first
+// snapshot only; after it, only those that changed are read, and the blocks' part of the
+// snapshot is built again only when one of them moved a route. Only the Run loop calls it (the view cache
 // and the previous snapshot are its own). It also says when the oldest event it holds arrived:
 // zero for the first (its events waited for every cache to sync, not for a snapshot) and when
 // no event came (a kick).
 func (s *Syncer) snapshot() (Snapshot, time.Time) {
 	s.mu.Lock()
-	changed, dirty, since := s.pending, s.dirtyBlocks, s.since
+	changed, dirty, dirtyNodes, since := s.pending, s.dirtyBlocks, s.dirtyNodes, s.since
 	s.pending, s.dirtyBlocks, s.since = 0, map[string]struct{}{}, time.Time{}
+	if len(dirtyNodes) > 0 {
+		s.dirtyNodes = map[string]struct{}{}
+	}
 	s.mu.Unlock()
 	prev := s.prev
 	if prev == nil {
@@ -197,8 +207,10 @@ func (s *Syncer) snapshot() (Snapshot, time.Time) {
 	}
 	in := Inputs{NodeName: s.nodeName}
 	listed := changed
-	if changed&ChangedNodes != 0 {
+	if prev == nil {
 		in.Nodes = list[*corev1.Node](s.nodes)
+	} else {
+		listed &^= ChangedNodes
 	}
 	if changed&ChangedPools != 0 {
 		in.Pools = list[*v1.IPPool](s.pools)
@@ -233,6 +245,14 @@ func (s *Syncer) snapshot() (Snapshot, time.Time) {
 	changed = changed&^(ChangedBlocks|ChangedPodIPs) | s.cache.nextBlocks(&snap, prev)
 	if changed&ChangedNodes == 0 {
 		snap.Nodes, snap.Local = prev.Nodes, prev.Local
+	} else {
+		nodes := s.nodes.GetStore()
+		snap.Nodes = s.cache.nextNodes(prev.Nodes, dirtyNodes, func(name string) *corev1.Node {
+			obj, _, _ := nodes.GetByKey(name)
+			n, _ := obj.(*corev1.Node)
+			return n
+		}, s.log)
+		snap.Local = localNode(snap.Nodes, s.nodeName)
 	}
 	if changed&ChangedPools == 0 {
 		snap.Pools = prev.Pools
