@@ -27,6 +27,7 @@ type fanOut struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	err    error // the first watch that failed or ended early
+	conns  []*http.Client
 }
 
 // startFanOut starts n watchers. Each watches from a recent resourceVersion (a list of one
@@ -57,6 +58,7 @@ func startFanOut(ctx context.Context, cfg *rest.Config, w *world, n int, what ma
 			f.stop()
 			return nil, err
 		}
+		f.conns = append(f.conns, hc)
 		for _, wa := range watches {
 			req, err := http.NewRequestWithContext(wctx, http.MethodGet, cfg.Host+wa.path, nil)
 			if err != nil {
@@ -92,10 +94,14 @@ func (f *fanOut) watch(hc *http.Client, req *http.Request) {
 	}
 }
 
-// stop ends the watches and says whether one failed before.
+// stop ends the watches, closes their connections (the runs after must not share the machine
+// with a hundred idle TLS connections) and says whether one failed before.
 func (f *fanOut) stop() error {
 	f.cancel()
 	f.wg.Wait()
+	for _, hc := range f.conns {
+		hc.CloseIdleConnections()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.err
