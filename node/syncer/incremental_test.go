@@ -291,13 +291,7 @@ func TestIncrementalBlocksMatchBuild(t *testing.T) {
 	}
 	rv := 1
 	rng := rand.New(rand.NewPCG(1, 14))
-	inputs := func() Inputs {
-		in := Inputs{NodeName: nodeName}
-		for _, name := range slices.Sorted(maps.Keys(blocks)) {
-			in.Blocks = append(in.Blocks, blocks[name])
-		}
-		return in
-	}
+	inputs := func() Inputs { return Inputs{NodeName: nodeName, Blocks: byKey(blocks)} }
 	c := newViewCache()
 	prev := build(inputs(), quiet, c)
 	c.takeChanges()
@@ -388,13 +382,7 @@ func TestIncrementalNodesMatchBuild(t *testing.T) {
 	for i := range 8 {
 		nodes[fmt.Sprintf("n%d", i)] = mk(i)
 	}
-	inputs := func() Inputs {
-		in := Inputs{NodeName: nodeName}
-		for _, name := range slices.Sorted(maps.Keys(nodes)) {
-			in.Nodes = append(in.Nodes, nodes[name])
-		}
-		return in
-	}
+	inputs := func() Inputs { return Inputs{NodeName: nodeName, Nodes: byKey(nodes)} }
 	c := newViewCache()
 	prev := build(inputs(), quiet, c)
 	rng := rand.New(rand.NewPCG(2, 26))
@@ -444,4 +432,13 @@ func TestIncrementalNodesMatchBuild(t *testing.T) {
 	if len(c.nodes) != len(nodes) {
 		t.Fatalf("the cache holds %d nodes, the datastore %d: deleted nodes are kept", len(c.nodes), len(nodes))
 	}
+}
+
+// byKey lists a test datastore's objects in name order.
+func byKey[T any](m map[string]T) []T {
+	out := make([]T, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
 }

@@ -81,13 +81,9 @@ func New(c *client.Client, cfg Config) *Syncer {
 				s.since = time.Now()
 			}
 			s.pending |= kind
-			if kind == ChangedBlocks || kind == ChangedNodes {
+			if keys := s.dirtyOf(kind); keys != nil {
 				if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-					if kind == ChangedBlocks {
-						s.dirtyBlocks[key] = struct{}{}
-					} else {
-						s.dirtyNodes[key] = struct{}{}
-					}
+					keys[key] = struct{}{}
 				}
 			}
 			s.mu.Unlock()
@@ -115,6 +111,29 @@ func New(c *client.Client, cfg Config) *Syncer {
 		})
 	}
 	return s
+}
+
+// dirtyOf is where the changed objects of kind are kept by key (nil: that kind is listed
+// whole); s.mu must be held.
+func (s *Syncer) dirtyOf(kind Changes) map[string]struct{} {
+	switch kind {
+	case ChangedBlocks:
+		return s.dirtyBlocks
+	case ChangedNodes:
+		return s.dirtyNodes
+	}
+	return nil
+}
+
+// takeKeys hands over the keys in *m (nil when there are none) and leaves an empty set for the
+// handlers; s.mu must be held. The handlers keep an empty set: most snapshots make no new map.
+func takeKeys(m *map[string]struct{}) map[string]struct{} {
+	out := *m
+	if len(out) == 0 {
+		return nil
+	}
+	*m = map[string]struct{}{}
+	return out
 }
 
 func (s *Syncer) informers() []cache.SharedIndexInformer {
@@ -195,11 +214,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 // no event came (a kick).
 func (s *Syncer) snapshot() (Snapshot, time.Time) {
 	s.mu.Lock()
-	changed, dirty, dirtyNodes, since := s.pending, s.dirtyBlocks, s.dirtyNodes, s.since
-	s.pending, s.dirtyBlocks, s.since = 0, map[string]struct{}{}, time.Time{}
-	if len(dirtyNodes) > 0 {
-		s.dirtyNodes = map[string]struct{}{}
-	}
+	changed, since := s.pending, s.since
+	dirty, dirtyNodes := takeKeys(&s.dirtyBlocks), takeKeys(&s.dirtyNodes)
+	s.pending, s.since = 0, time.Time{}
 	s.mu.Unlock()
 	prev := s.prev
 	if prev == nil {
