@@ -13,7 +13,7 @@ STATICCHECK_VERSION := v0.8.2
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
-BINARIES := tabby tabby-ipam tabby-node tabbyctl
+BINARIES := tabby tabby-ipam tabby-node tabby-typha tabbyctl
 
 .PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
 

@@ -108,7 +108,7 @@ func New(restCfg *rest.Config, cfg Config, log *slog.Logger) (_ *Typha, err erro
 		feeds[s.resource] = f
 		t.reflect = append(t.reflect, cache.NewReflectorWithOptions(s.lw, s.obj, f, cache.ReflectorOptions{Name: "typha/" + s.resource.Resource}))
 	}
-	srv := server.New(feeds, reviewer, server.NewMetrics(reg))
+	srv := server.New(feeds, reviewer, server.NewMetrics(reg), log)
 	defer func() {
 		if err != nil {
 			for _, l := range t.listeners {

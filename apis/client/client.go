@@ -54,6 +54,9 @@ type Client struct {
 	fan *Fanout
 	// timeout bounds each request but a watch's.
 	timeout time.Duration
+	// noRetry: a request that meets a closed connection fails at once, rather than after
+	// client-go's ten retries a second apart (tabby-typha's: the caller moves on).
+	noRetry bool
 }
 
 // LoadConfig finds a cluster the way kubectl does: an explicit kubeconfig path, else $KUBECONFIG,
@@ -175,6 +178,9 @@ func (c *Client) RequestTimeout() time.Duration { return c.timeout }
 func (r Resource[T, L]) on(req *rest.Request) *rest.Request {
 	if r.namespace != "" {
 		req = req.Namespace(r.namespace)
+	}
+	if r.cl.noRetry {
+		req = req.MaxRetries(0)
 	}
 	return req.Resource(r.plural)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ type Server struct {
 	feeds   map[string]served // by path: /api/v1/nodes, /apis/tabby.dev/v1/ipamblocks
 	auth    Authorizer
 	metrics *Metrics
+	log     *slog.Logger
 	// maxWatch bounds a watch's life when the client names none.
 	maxWatch time.Duration
 	// bookmarkEvery: a quiet watch that allows bookmarks gets one this often, as from the API
@@ -47,8 +49,8 @@ type served struct {
 }
 
 // New serves the feeds, by resource; auth may not be nil.
-func New(feeds map[schema.GroupVersionResource]*feed.Feed, auth Authorizer, m *Metrics) *Server {
-	s := &Server{feeds: map[string]served{}, auth: auth, metrics: m, maxWatch: 30 * time.Minute, bookmarkEvery: time.Minute}
+func New(feeds map[schema.GroupVersionResource]*feed.Feed, auth Authorizer, m *Metrics, log *slog.Logger) *Server {
+	s := &Server{feeds: map[string]served{}, auth: auth, metrics: m, log: log, maxWatch: 30 * time.Minute, bookmarkEvery: time.Minute}
 	for gvr, f := range feeds {
 		s.feeds[Path(gvr)] = served{feed: f, resource: gvr}
 	}
@@ -84,10 +86,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized("a bearer token is required (the agent's service account token)"))
 		return
 	}
+	start := time.Now()
 	if err := s.auth.Authorize(r.Context(), token, sv.resource); err != nil {
+		s.log.Info("refused", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 		writeStatus(w, err)
 		return
 	}
+	s.log.Debug("request", "path", r.URL.Path, "query", r.URL.RawQuery, "remote", r.RemoteAddr, "auth", time.Since(start))
 	q := r.URL.Query()
 	for _, sel := range []string{"labelSelector", "fieldSelector"} {
 		if q.Get(sel) != "" {
