@@ -75,6 +75,9 @@ func (l *Lab) startTyphas(ctx context.Context) error {
 	return nil
 }
 
+// TyphaCA is the CA that issued the replicas' certificate (their name: tabby-typha).
+func (l *Lab) TyphaCA() string { return l.typhaCA }
+
 // forward makes the replica reachable from node n (at TyphaPort+index), if it runs.
 func (t *Typha) forward(n *Node) error {
 	fwd, err := startForwarder(n.NS, strconv.Itoa(TyphaPort+t.index), t.API)
