@@ -48,8 +48,11 @@ type served struct {
 	resource schema.GroupVersionResource
 }
 
-// New serves the feeds, by resource; auth may not be nil.
+// New serves the feeds, by resource; auth may not be nil, m and log may.
 func New(feeds map[schema.GroupVersionResource]*feed.Feed, auth Authorizer, m *Metrics, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	s := &Server{feeds: map[string]served{}, auth: auth, metrics: m, log: log, maxWatch: 30 * time.Minute, bookmarkEvery: time.Minute}
 	for gvr, f := range feeds {
 		s.feeds[Path(gvr)] = served{feed: f, resource: gvr}
