@@ -50,6 +50,8 @@ type Fanout struct {
 	mu        sync.Mutex
 	downUntil time.Time
 	down      bool
+	// onTypha: by resource, whether its informer's last list or watch went through tabby-typha.
+	onTypha map[string]bool
 }
 
 // WithFanout returns a client whose informers of the FannedOut kinds go through tabby-typha
@@ -84,7 +86,7 @@ func (c *Client) WithFanout(api *rest.Config, cfg FanoutConfig) (*Client, error)
 	f := &Fanout{
 		typha:      t,
 		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking},
-		retryAfter: cfg.RetryAfter, log: cfg.Logger,
+		retryAfter: cfg.RetryAfter, log: cfg.Logger, onTypha: map[string]bool{},
 	}
 	out := *c
 	out.fan = f
@@ -157,11 +159,36 @@ func (c *Client) ServiceEndpoints(namespace, service, port string) func(context.
 // Fanout is the client's fan-out, nil when it has none.
 func (c *Client) Fanout() *Fanout { return c.fan }
 
-// ViaTypha tells whether the informers use tabby-typha now (false: the API server, for a while).
+// ViaTypha tells whether every informer's watch goes through tabby-typha now (false: one or more
+// is on the API server, or none has started).
 func (f *Fanout) ViaTypha() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for _, on := range f.onTypha {
+		if !on {
+			return false
+		}
+	}
+	return len(f.onTypha) > 0
+}
+
+// tryTypha tells whether the next list or watch should try tabby-typha: not within RetryAfter of
+// a failure.
+func (f *Fanout) tryTypha() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return !f.down || time.Now().After(f.downUntil)
+}
+
+// used records where resource's informer now lists and watches.
+func (f *Fanout) used(resource string, typha bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if typha && f.down {
+		f.log.Info("tabby-typha answers again", "resource", resource)
+		f.down = false
+	}
+	f.onTypha[resource] = typha
 }
 
 // failed records a failure of tabby-typha; false when err is the caller's own (its context ended)
@@ -179,15 +206,6 @@ func (f *Fanout) failed(ctx context.Context, resource string, err error) bool {
 	return true
 }
 
-func (f *Fanout) worked() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		f.log.Info("tabby-typha answers again")
-	}
-	f.down = false
-}
-
 // failover lists and watches one resource through tabby-typha, or the API server while it fails.
 type failover struct {
 	fan           *Fanout
@@ -199,31 +217,30 @@ type failover struct {
 func (l *failover) IsWatchListSemanticsUnSupported() bool { return l.noStream }
 
 func (l *failover) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	if l.fan.ViaTypha() {
-		obj, err := l.typha.ListWithContext(ctx, opts)
-		if err == nil {
-			l.fan.worked()
-			return obj, nil
-		}
-		if !l.fan.failed(ctx, l.resource, err) {
-			return nil, err
-		}
-	}
-	return l.direct.ListWithContext(ctx, opts)
+	return either(l, ctx, opts, l.typha.ListWithContext, l.direct.ListWithContext)
 }
 
 func (l *failover) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if l.fan.ViaTypha() {
-		w, err := l.typha.WatchWithContext(ctx, opts)
+	return either(l, ctx, opts, l.typha.WatchWithContext, l.direct.WatchWithContext)
+}
+
+// either calls typha, or direct when tabby-typha is out for a while or fails now.
+func either[T any](l *failover, ctx context.Context, opts metav1.ListOptions, typha, direct func(context.Context, metav1.ListOptions) (T, error)) (T, error) {
+	if l.fan.tryTypha() {
+		out, err := typha(ctx, opts)
 		if err == nil {
-			l.fan.worked()
-			return w, nil
+			l.fan.used(l.resource, true)
+			return out, nil
 		}
 		if !l.fan.failed(ctx, l.resource, err) {
-			return nil, err
+			return out, err
 		}
 	}
-	return l.direct.WatchWithContext(ctx, opts)
+	out, err := direct(ctx, opts)
+	if err == nil {
+		l.fan.used(l.resource, false)
+	}
+	return out, err
 }
 
 // The reflector asks for these too (older callers).

@@ -39,8 +39,9 @@ type churnResult struct {
 	lag, applyLag buckets
 	// the control plane's CPU over the window, % of a core (0: not known, an external lab)
 	apiCPU, etcdCPU float64
-	// tabby-typha's CPU over the window, all replicas (0: none runs)
-	typhaCPU float64
+	// tabby-typha's CPU over the window, all replicas (0: none runs), and the largest
+	// replica's RSS at its end, MB
+	typhaCPU, typhaRSS float64
 }
 
 func run(ctx context.Context, o options, out io.Writer) (err error) {
@@ -293,6 +294,11 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 	r.apiCPU = (cp1[0] - cp0[0]).Seconds() / elapsed.Seconds() * 100
 	r.etcdCPU = (cp1[1] - cp0[1]).Seconds() / elapsed.Seconds() * 100
 	r.typhaCPU = (cp1[2] - cp0[2]).Seconds() / elapsed.Seconds() * 100
+	for _, t := range p.l.Typhas {
+		if kb, err := benchutil.RSSKB(t.Pid()); err == nil {
+			r.typhaRSS = max(r.typhaRSS, float64(kb)/1000)
+		}
+	}
 	if c != nil {
 		r.achieved = float64(c.completed()-done0) / elapsed.Seconds()
 	}
@@ -374,7 +380,7 @@ func reportLoad(out io.Writer, label string, r churnResult, err error, target bo
 		row(out, label+": kube-apiserver CPU; etcd", fmt.Sprintf("%.0f %%; %.0f %% of a core", r.apiCPU, r.etcdCPU), "", "")
 	}
 	if r.typhaCPU > 0 {
-		row(out, label+": tabby-typha CPU", fmt.Sprintf("%.1f %% of a core", r.typhaCPU), "", "")
+		row(out, label+": tabby-typha CPU; RSS", fmt.Sprintf("%.1f %% of a core; %.1f MB", r.typhaCPU, r.typhaRSS), "", "")
 	}
 	row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
 	row(out, label+": felix applies per agent; mean; over 50 ms (all agents)", fmt.Sprintf("%.1f /s; %d µs; %.0f", r.applies, r.apply.Microseconds(), r.appliesSlow), "", "")
