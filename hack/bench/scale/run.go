@@ -132,7 +132,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if o.watchers > 0 {
 		fmt.Fprintf(out, "  more agents: the first rate again, then with %d more watches of %s, a connection each as every tabby-node has, the events thrown away;\n    kube-apiserver's CPU against the run just before is what each agent costs it\n", o.watchers, o.watched())
 		if o.typha > 0 {
-			fmt.Fprintf(out, "    then once more with those watches on the first tabby-typha replica: what each agent costs the API server and tabby-typha there\n")
+			fmt.Fprintf(out, "    then the same two runs with those watches on the first tabby-typha replica: what each agent costs the API server and tabby-typha there\n")
 		}
 	}
 	fmt.Fprintln(out)
