@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if fan := c.Fanout(); fan != nil {
 		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tabby_datastore_via_typha",
-			Help: "1 while the cluster-wide watches go through tabby-typha, 0 while they go to the API server directly (no replica answered)."},
+			Help: "1 while every cluster-wide watch goes through tabby-typha, 0 while one or more goes to the API server directly (no replica answered)."},
 			func() float64 {
 				if fan.ViaTypha() {
 					return 1
