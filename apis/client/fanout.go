@@ -46,6 +46,7 @@ type Fanout struct {
 	route      map[rest.Interface]rest.Interface // the API server's client of a group → tabby-typha's
 	retryAfter time.Duration
 	log        *slog.Logger
+	now        func() time.Time
 
 	mu        sync.Mutex
 	downUntil time.Time
@@ -86,7 +87,7 @@ func (c *Client) WithFanout(api *rest.Config, cfg FanoutConfig) (*Client, error)
 	f := &Fanout{
 		typha:      t,
 		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking},
-		retryAfter: cfg.RetryAfter, log: cfg.Logger, onTypha: map[string]bool{},
+		retryAfter: cfg.RetryAfter, log: cfg.Logger, now: time.Now, onTypha: map[string]bool{},
 	}
 	out := *c
 	out.fan = f
@@ -177,7 +178,7 @@ func (f *Fanout) ViaTypha() bool {
 func (f *Fanout) tryTypha() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.down || time.Now().After(f.downUntil)
+	return !f.down || f.now().After(f.downUntil)
 }
 
 // used records where resource's informer now lists and watches.
@@ -199,10 +200,10 @@ func (f *Fanout) failed(ctx context.Context, resource string, err error) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.down || time.Now().After(f.downUntil) {
+	if !f.down || f.now().After(f.downUntil) {
 		f.log.Warn("tabby-typha unusable: listing and watching the API server directly for a while", "resource", resource, "for", f.retryAfter, "err", err)
 	}
-	f.down, f.downUntil = true, time.Now().Add(f.retryAfter)
+	f.down, f.downUntil = true, f.now().Add(f.retryAfter)
 	return true
 }
 
