@@ -42,6 +42,9 @@ type Config struct {
 	// HealthAddr serves /livez and /readyz (ready: every feed has its first list); MetricsAddr
 	// /metrics. Empty disables either.
 	HealthAddr, MetricsAddr string
+	// MaxConnAge closes an agent's connection at a random age between it and twice it, so that
+	// agents spread over the replicas again after one restarted (0: never).
+	MaxConnAge time.Duration
 }
 
 // Validate checks the configuration before anything starts.
@@ -133,6 +136,7 @@ func New(restCfg *rest.Config, cfg Config, log *slog.Logger) (_ *Typha, err erro
 		t.servers = append(t.servers, &http.Server{Handler: h.mux, ReadHeaderTimeout: 5 * time.Second})
 	}
 	t.servers[0].TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	t.servers[0].ConnState = newConnAges(cfg.MaxConnAge, reg).state
 	return t, nil
 }
 

@@ -35,9 +35,9 @@ type replica struct {
 	stop         func()
 }
 
-func startTypha(t *testing.T, env *testenv.Env, cert, key string) *replica {
+func startTypha(t *testing.T, env *testenv.Env, cert, key string, connAge time.Duration) *replica {
 	t.Helper()
-	ty, err := typha.New(env.Config, typha.Config{Listen: "127.0.0.1:0", HealthAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", CertFile: cert, KeyFile: key},
+	ty, err := typha.New(env.Config, typha.Config{Listen: "127.0.0.1:0", HealthAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", CertFile: cert, KeyFile: key, MaxConnAge: connAge},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func has(inf cache.SharedIndexInformer, key string) func() bool {
 // tabby-typha counts one watch of each.
 func TestInformersThroughTypha(t *testing.T) {
 	env, ctx, ca, cert, key := setup(t)
-	r := startTypha(t, env, cert, key)
+	r := startTypha(t, env, cert, key, 0)
 	c, fan := agentClient(t, env, agentToken(t, ctx, env, "tabby-node", true), ca, &endpoints{addrs: []string{r.api}})
 
 	if _, err := env.Client.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
@@ -232,7 +232,7 @@ func TestInformersThroughTypha(t *testing.T) {
 // refused (it serves whole collections), an unknown path is 404.
 func TestTyphaRefuses(t *testing.T) {
 	env, ctx, ca, cert, key := setup(t)
-	r := startTypha(t, env, cert, key)
+	r := startTypha(t, env, cert, key, 0)
 	agent := agentToken(t, ctx, env, "tabby-node", true)
 	stranger := agentToken(t, ctx, env, "stranger", false)
 	pem, err := os.ReadFile(ca)
@@ -275,7 +275,7 @@ func TestTyphaRefuses(t *testing.T) {
 // no event is lost on the way.
 func TestAgentMovesBetweenReplicasWithoutListing(t *testing.T) {
 	env, ctx, ca, cert, key := setup(t)
-	a, b := startTypha(t, env, cert, key), startTypha(t, env, cert, key)
+	a, b := startTypha(t, env, cert, key, 0), startTypha(t, env, cert, key, 0)
 	eps := &endpoints{addrs: []string{a.api}}
 	c, fan := agentClient(t, env, agentToken(t, ctx, env, "tabby-node", true), ca, eps)
 	blocks := client.Informer(c.IPAMBlocks(), nil)
@@ -312,4 +312,25 @@ func TestAgentMovesBetweenReplicasWithoutListing(t *testing.T) {
 			t.Errorf("%s lost on the way", k)
 		}
 	}
+}
+
+// Connections have an age: agents that all landed on one replica (the other was restarting)
+// spread over both within a few ages, and their informers go on without a gap.
+func TestAgentsSpreadOverReplicas(t *testing.T) {
+	env, ctx, ca, cert, key := setup(t)
+	const age = 300 * time.Millisecond
+	a, b := startTypha(t, env, cert, key, age), startTypha(t, env, cert, key, age)
+	eps := &endpoints{addrs: []string{a.api}}
+	c, _ := agentClient(t, env, agentToken(t, ctx, env, "tabby-node", true), ca, eps)
+	blocks, pods := client.Informer(c.IPAMBlocks(), nil), client.Informer(c.Pods(""), nil)
+	run(t, ctx, blocks)
+	run(t, ctx, pods)
+	eps.set(a.api, b.api)
+	testwait.Until(t, "a watch on replica b", 20*time.Second, func() bool {
+		return b.metric(t, "tabby_typha_watches", "ipamblocks")+b.metric(t, "tabby_typha_watches", "pods") > 0
+	})
+	if _, err := env.Client.IPAMBlocks().Create(ctx, newBlock("after-spread", "10.244.9.0/26")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "a block created after the move", 10*time.Second, has(blocks, "after-spread"))
 }

@@ -229,6 +229,12 @@ func (l *failover) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 func either[T any](l *failover, ctx context.Context, opts metav1.ListOptions, typha, direct func(context.Context, metav1.ListOptions) (T, error)) (T, error) {
 	if l.fan.tryTypha() {
 		out, err := typha(ctx, opts)
+		var status apierrors.APIStatus
+		if err != nil && !errors.As(err, &status) && ctx.Err() == nil {
+			// A connection the replica closed (at its age, or as it stopped) fails the first
+			// request made on it; the next dials a replica afresh.
+			out, err = typha(ctx, opts)
+		}
 		if err == nil {
 			l.fan.used(l.resource, true)
 			return out, nil

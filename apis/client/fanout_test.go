@@ -30,10 +30,11 @@ func (s *fakeSource) listWatch() *cache.ListWatch {
 	}}
 }
 
-// Where an informer lists: tabby-typha while it answers; the API server, without asking
-// tabby-typha, for RetryAfter after it failed; tabby-typha again after that. A 410 is the watch
-// protocol, passed on (the informer lists again through tabby-typha), and so is the caller's own
-// cancellation: neither is tabby-typha failing.
+// Where an informer lists: tabby-typha while it answers; after a connection failure, tabby-typha
+// once more (a fresh connection), then the API server, without asking tabby-typha, for
+// RetryAfter; tabby-typha again after that. An API status is tabby-typha's answer: a 410 is the
+// watch protocol, passed on (the informer lists again through tabby-typha), any other goes to
+// the API server at once; the caller's own cancellation is passed on.
 func TestFailover(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	fan := &Fanout{retryAfter: 30 * time.Second, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: func() time.Time { return now }, onTypha: map[string]bool{}}
@@ -52,22 +53,22 @@ func TestFailover(t *testing.T) {
 		t.Error("after a list through tabby-typha: not on it")
 	}
 	typha.err = errors.New("connection refused")
-	list(2, 1, false)
+	list(3, 1, false)
 	if fan.ViaTypha() {
 		t.Error("after a fallback: still on tabby-typha")
 	}
 	now = now.Add(29 * time.Second)
-	list(2, 2, false) // within RetryAfter: tabby-typha not asked
+	list(3, 2, false) // within RetryAfter: tabby-typha not asked
 	now = now.Add(2 * time.Second)
 	typha.err = nil
-	list(3, 2, false)
+	list(4, 2, false)
 	if !fan.ViaTypha() {
 		t.Error("back on tabby-typha: not counted")
 	}
 	typha.err = apierrors.NewResourceExpired("too old")
-	list(4, 2, true)
+	list(5, 2, true)
 	typha.err = apierrors.NewTooManyRequests("busy", 1)
-	list(5, 3, false)
+	list(6, 3, false)
 	now = now.Add(time.Minute)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

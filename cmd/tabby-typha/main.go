@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -64,6 +65,7 @@ with the API server.`,
 	fs.StringVar(&cfg.KeyFile, "tls-key-file", "", "the certificate's private key (PEM)")
 	fs.StringVar(&cfg.HealthAddr, "health-addr", ":9098", "liveness/readiness HTTP address (/livez, /readyz); empty disables")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", ":9093", "Prometheus /metrics address; empty disables")
+	fs.DurationVar(&cfg.MaxConnAge, "max-connection-age", 15*time.Minute, "close an agent's connection at a random age between this and twice it, so that agents spread over the replicas again after one restarted (they resume where they were); 0: never")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return root
 }
