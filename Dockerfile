@@ -1,4 +1,5 @@
-# tabby image: tabby-node (agent, BGP, felix, IPAM service), tabbyctl, and the CNI plugins that
+# tabby image: tabby-node (agent, BGP, felix, IPAM service), tabby-typha (the fan-out tier),
+# tabbyctl, and the CNI plugins that
 # tabby-node's install-cni step copies onto the host.
 #
 #   docker build -t ghcr.io/tabbynet/tabby:$(git describe --tags) --build-arg VERSION=$(git describe --tags) .
@@ -20,7 +21,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends iptables ipset \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/bin/tabby-node /src/bin/tabbyctl /usr/local/bin/
+COPY --from=build /src/bin/tabby-node /src/bin/tabby-typha /src/bin/tabbyctl /usr/local/bin/
 # The plugins install-cni copies to the host's /opt/cni/bin (--src-bin-dir).
 COPY --from=build /src/bin/tabby /src/bin/tabby-ipam /opt/tabby/cni-bin/
 ENTRYPOINT ["/usr/local/bin/tabby-node"]

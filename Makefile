@@ -13,7 +13,7 @@ STATICCHECK_VERSION := v0.8.2
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
-BINARIES := tabby tabby-ipam tabby-node tabbyctl
+BINARIES := tabby tabby-ipam tabby-node tabby-typha tabbyctl
 
 .PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
 
@@ -138,10 +138,12 @@ bench-scale: deps controlplane tools build
 # once everything is removed.
 # FAMILIES=dual gives every pod an IPv4 and an IPv6 address; FAMILIES=ipv6 IPv6 only.
 FAMILIES ?= ipv4
+# tabby-typha replicas the demo's nodes watch through (make demo TYPHA=2).
+TYPHA ?= 0
 demo: deps controlplane tools build
 	@echo "demo: building the lab (seconds once the Go build cache is warm)"
 	@$(GO) build -o bin/lab ./hack/lab/cmd/lab
-	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) demo; rc=$$?; if [ $$rc -eq 130 ] || [ $$rc -eq 143 ] || [ $$rc -eq 129 ]; then exit 0; fi; exit $$rc
+	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) --typha $(TYPHA) demo; rc=$$?; if [ $$rc -eq 130 ] || [ $$rc -eq 143 ] || [ $$rc -eq 129 ]; then exit 0; fi; exit $$rc
 
 # Removes what a lab killed hard (SIGKILL, a crash) left behind: namespaces, links, processes.
 demo-clean:

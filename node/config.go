@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tabbynet/tabby/bird/autodetect"
@@ -36,6 +37,12 @@ type Config struct {
 	Pprof bool
 	// WorkloadGrace protects routes the CNI plugin made before felix learned of the pod.
 	WorkloadGrace time.Duration
+	// Typha is where the cluster-wide watches go: tabby-typha's Service (namespace/name, found
+	// from its EndpointSlices) or addresses (host:port,...); empty: the API server.
+	TyphaService    string
+	TyphaAddrs      []string
+	TyphaCAFile     string
+	TyphaServerName string
 }
 
 // Validate checks the configuration before anything starts.
@@ -57,6 +64,17 @@ func (c *Config) Validate() error {
 	}
 	if _, err := autodetect.ParseFamily(ipfamily.IPv6, c.BGPAddress6); err != nil {
 		return fmt.Errorf("--bgp-address6: %w", err)
+	}
+	if c.TyphaService != "" && len(c.TyphaAddrs) > 0 {
+		return fmt.Errorf("--typha-service=%s and --typha-addr=%s: name one way to find tabby-typha", c.TyphaService, strings.Join(c.TyphaAddrs, ","))
+	}
+	if c.TyphaService != "" {
+		if ns, name, ok := strings.Cut(c.TyphaService, "/"); !ok || ns == "" || name == "" {
+			return fmt.Errorf("--typha-service=%q: want namespace/name", c.TyphaService)
+		}
+	}
+	if (c.TyphaService != "" || len(c.TyphaAddrs) > 0) && c.TyphaCAFile == "" {
+		return fmt.Errorf("--typha-ca-file is required with tabby-typha: the agent verifies its certificate")
 	}
 	if c.BGPAddress == autodetect.None && (c.BGPAddress6 == autodetect.None || c.BGPAddress6 == "") {
 		// "" for IPv6 would let a Node without an IPv6 InternalIP start with no address at all.

@@ -67,8 +67,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if c, err = withTypha(c, restCfg, cfg, log); err != nil {
+		return err
+	}
 	a := &Agent{cfg: cfg, log: log, client: c, reg: prometheus.NewRegistry(), tunnelKick: make(chan struct{}, 1), firstSnap: make(chan struct{})}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if fan := c.Fanout(); fan != nil {
+		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tabby_datastore_via_typha",
+			Help: "1 while every cluster-wide watch goes through tabby-typha, 0 while one or more goes to the API server directly (no replica answered)."},
+			func() float64 {
+				if fan.ViaTypha() {
+					return 1
+				}
+				return 0
+			}))
+	}
 
 	self, err := a.waitForNode(ctx)
 	if err != nil {

@@ -63,7 +63,7 @@ func clusterVersion(ctx context.Context, c *client.Client) (string, string, erro
 	}
 	// tabby's client knows the core API only; a DaemonSet list is read as JSON.
 	raw, err := c.Core.Get().AbsPath("/apis/apps/v1/daemonsets").Param("labelSelector", "app.kubernetes.io/name=tabby").
-		SetHeader("Accept", runtime.ContentTypeJSON).DoRaw(ctx)
+		SetHeader("Accept", runtime.ContentTypeJSON).Timeout(c.RequestTimeout()).DoRaw(ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("list DaemonSets: %w", err)
 	}

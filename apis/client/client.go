@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,6 +48,15 @@ type Client struct {
 	// Core is the core API (/api/v1), Networking networking.k8s.io/v1; both speak protobuf, as
 	// client-go's generated clients do.
 	Core, Networking rest.Interface
+	// Discovery is discovery.k8s.io/v1 (EndpointSlices, to find tabby-typha).
+	Discovery rest.Interface
+	// fan, when set, is where informers of cluster-wide kinds list and watch first.
+	fan *Fanout
+	// timeout bounds each request but a watch's.
+	timeout time.Duration
+	// noRetry: a request that meets a closed connection fails at once, rather than after
+	// client-go's ten retries a second apart (tabby-typha's: the caller moves on).
+	noRetry bool
 }
 
 // LoadConfig finds a cluster the way kubectl does: an explicit kubeconfig path, else $KUBECONFIG,
@@ -76,9 +86,13 @@ func New(cfg *rest.Config) (*Client, error) {
 	if c.QPS == 0 {
 		c.QPS, c.Burst = 200, 400
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 30 * time.Second
+	// The config's Timeout would be the HTTP client's, which also cuts every watch: each informer
+	// of every agent watched again every 30 seconds. It bounds each request but a watch instead.
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
 	}
+	c.Timeout = 0
 	restClient, err := restClientFor(c, &v1.SchemeGroupVersion, "/apis", runtime.ContentTypeJSON, Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("tabby REST client: %w", err)
@@ -91,7 +105,11 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("networking API client: %w", err)
 	}
-	return &Client{REST: restClient, Core: core, Networking: networking}, nil
+	discovery, err := restClientFor(c, &discoveryv1.SchemeGroupVersion, "/apis", runtime.ContentTypeProtobuf, KubeScheme)
+	if err != nil {
+		return nil, fmt.Errorf("discovery API client: %w", err)
+	}
+	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, timeout: timeout}, nil
 }
 
 func restClientFor(c *rest.Config, gv *schema.GroupVersion, apiPath, contentType string, scheme *runtime.Scheme) (*rest.RESTClient, error) {
@@ -124,31 +142,36 @@ type Resource[T Object, L runtime.Object] struct {
 	newList   func() L
 	namespace string
 	custom    bool // one of tabby's CRDs (JSON), not a core resource (protobuf)
+	cl        *Client
 }
 
 func (c *Client) IPPools() Resource[*v1.IPPool, *v1.IPPoolList] {
-	return Resource[*v1.IPPool, *v1.IPPoolList]{c.REST, v1.ResourceIPPools, func() *v1.IPPool { return &v1.IPPool{} }, func() *v1.IPPoolList { return &v1.IPPoolList{} }, "", true}
+	return Resource[*v1.IPPool, *v1.IPPoolList]{c.REST, v1.ResourceIPPools, func() *v1.IPPool { return &v1.IPPool{} }, func() *v1.IPPoolList { return &v1.IPPoolList{} }, "", true, c}
 }
 
 func (c *Client) BGPConfigurations() Resource[*v1.BGPConfiguration, *v1.BGPConfigurationList] {
-	return Resource[*v1.BGPConfiguration, *v1.BGPConfigurationList]{c.REST, v1.ResourceBGPConfigurations, func() *v1.BGPConfiguration { return &v1.BGPConfiguration{} }, func() *v1.BGPConfigurationList { return &v1.BGPConfigurationList{} }, "", true}
+	return Resource[*v1.BGPConfiguration, *v1.BGPConfigurationList]{c.REST, v1.ResourceBGPConfigurations, func() *v1.BGPConfiguration { return &v1.BGPConfiguration{} }, func() *v1.BGPConfigurationList { return &v1.BGPConfigurationList{} }, "", true, c}
 }
 
 func (c *Client) BGPPeers() Resource[*v1.BGPPeer, *v1.BGPPeerList] {
-	return Resource[*v1.BGPPeer, *v1.BGPPeerList]{c.REST, v1.ResourceBGPPeers, func() *v1.BGPPeer { return &v1.BGPPeer{} }, func() *v1.BGPPeerList { return &v1.BGPPeerList{} }, "", true}
+	return Resource[*v1.BGPPeer, *v1.BGPPeerList]{c.REST, v1.ResourceBGPPeers, func() *v1.BGPPeer { return &v1.BGPPeer{} }, func() *v1.BGPPeerList { return &v1.BGPPeerList{} }, "", true, c}
 }
 
 func (c *Client) IPAMBlocks() Resource[*v1.IPAMBlock, *v1.IPAMBlockList] {
-	return Resource[*v1.IPAMBlock, *v1.IPAMBlockList]{c.REST, v1.ResourceIPAMBlocks, func() *v1.IPAMBlock { return &v1.IPAMBlock{} }, func() *v1.IPAMBlockList { return &v1.IPAMBlockList{} }, "", true}
+	return Resource[*v1.IPAMBlock, *v1.IPAMBlockList]{c.REST, v1.ResourceIPAMBlocks, func() *v1.IPAMBlock { return &v1.IPAMBlock{} }, func() *v1.IPAMBlockList { return &v1.IPAMBlockList{} }, "", true, c}
 }
 
 func (c *Client) BlockAffinities() Resource[*v1.BlockAffinity, *v1.BlockAffinityList] {
-	return Resource[*v1.BlockAffinity, *v1.BlockAffinityList]{c.REST, v1.ResourceBlockAffinities, func() *v1.BlockAffinity { return &v1.BlockAffinity{} }, func() *v1.BlockAffinityList { return &v1.BlockAffinityList{} }, "", true}
+	return Resource[*v1.BlockAffinity, *v1.BlockAffinityList]{c.REST, v1.ResourceBlockAffinities, func() *v1.BlockAffinity { return &v1.BlockAffinity{} }, func() *v1.BlockAffinityList { return &v1.BlockAffinityList{} }, "", true, c}
 }
 
 func (c *Client) IPAMHandles() Resource[*v1.IPAMHandle, *v1.IPAMHandleList] {
-	return Resource[*v1.IPAMHandle, *v1.IPAMHandleList]{c.REST, v1.ResourceIPAMHandles, func() *v1.IPAMHandle { return &v1.IPAMHandle{} }, func() *v1.IPAMHandleList { return &v1.IPAMHandleList{} }, "", true}
+	return Resource[*v1.IPAMHandle, *v1.IPAMHandleList]{c.REST, v1.ResourceIPAMHandles, func() *v1.IPAMHandle { return &v1.IPAMHandle{} }, func() *v1.IPAMHandleList { return &v1.IPAMHandleList{} }, "", true, c}
 }
+
+// RequestTimeout bounds a request made on REST, Core, Networking or Discovery directly (the
+// typed methods apply it themselves): Request.Timeout(c.RequestTimeout()).
+func (c *Client) RequestTimeout() time.Duration { return c.timeout }
 
 // on points req at the resource (and its namespace: the API server refuses a create naming the
 // empty one).
@@ -156,47 +179,55 @@ func (r Resource[T, L]) on(req *rest.Request) *rest.Request {
 	if r.namespace != "" {
 		req = req.Namespace(r.namespace)
 	}
+	if r.cl.noRetry {
+		req = req.MaxRetries(0)
+	}
 	return req.Resource(r.plural)
+}
+
+// call is on, with the client's timeout: every request but a watch.
+func (r Resource[T, L]) call(req *rest.Request) *rest.Request {
+	return r.on(req).Timeout(r.cl.timeout)
 }
 
 // Get fetches one object by name.
 func (r Resource[T, L]) Get(ctx context.Context, name string) (T, error) {
 	out := r.newObj()
-	err := r.on(r.rest.Get()).Name(name).Do(ctx).Into(out)
+	err := r.call(r.rest.Get()).Name(name).Do(ctx).Into(out)
 	return out, err
 }
 
 // List lists objects.
 func (r Resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
 	out := r.newList()
-	err := r.on(r.rest.Get()).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+	err := r.call(r.rest.Get()).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
 	return out, err
 }
 
 // Create creates obj; AlreadyExists when the name is taken.
 func (r Resource[T, L]) Create(ctx context.Context, obj T) (T, error) {
 	out := r.newObj()
-	err := r.on(r.rest.Post()).Body(obj).Do(ctx).Into(out)
+	err := r.call(r.rest.Post()).Body(obj).Do(ctx).Into(out)
 	return out, err
 }
 
 // Update replaces obj if its resourceVersion is still current (Conflict otherwise).
 func (r Resource[T, L]) Update(ctx context.Context, obj T) (T, error) {
 	out := r.newObj()
-	err := r.on(r.rest.Put()).Name(obj.GetName()).Body(obj).Do(ctx).Into(out)
+	err := r.call(r.rest.Put()).Name(obj.GetName()).Body(obj).Do(ctx).Into(out)
 	return out, err
 }
 
 // Patch applies a patch of the given type.
 func (r Resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte) (T, error) {
 	out := r.newObj()
-	err := r.on(r.rest.Patch(pt)).Name(name).Body(data).Do(ctx).Into(out)
+	err := r.call(r.rest.Patch(pt)).Name(name).Body(data).Do(ctx).Into(out)
 	return out, err
 }
 
 // Delete deletes by name; opts may carry a resourceVersion precondition.
 func (r Resource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return r.on(r.rest.Delete()).Name(name).Body(&opts).Do(ctx).Error()
+	return r.call(r.rest.Delete()).Name(name).Body(&opts).Do(ctx).Error()
 }
 
 // Watch watches the kind.
@@ -239,13 +270,27 @@ type listWatch struct{ *cache.ListWatch }
 
 func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
-// informerSource is what an informer of the resource lists and watches with.
+// informerSource is what an informer of the resource lists and watches with: through
+// tabby-typha first when the client has one and it serves the resource.
 func (r Resource[T, L]) informerSource() cache.ListerWatcher {
+	if fan := r.cl.fan; fan != nil && r.namespace == "" && FannedOut[r.plural] {
+		typha := r
+		typha.rest, typha.cl = fan.route[r.rest], fan.typha
+		return &failover{fan: fan, typha: typha.ListWatch(), direct: r.ListWatch(), noStream: r.custom, resource: r.plural}
+	}
+	return r.DirectSource()
+}
+
+// DirectSource is what an informer of the resource lists and watches the API server with.
+func (r Resource[T, L]) DirectSource() cache.ListerWatcher {
 	if r.custom {
 		return listWatch{r.ListWatch()}
 	}
 	return r.ListWatch()
 }
+
+// Plural is the resource's name in its API path.
+func (r Resource[T, L]) Plural() string { return r.plural }
 
 // NewObject returns an empty object of the kind, for informers.
 func (r Resource[T, L]) NewObject() T { return r.newObj() }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/hack/testenv"
@@ -81,5 +82,41 @@ func TestKubeKinds(t *testing.T) {
 	obj, ok, _ := inf.GetStore().GetByKey("kinds/deny")
 	if !ok || obj.(*networkingv1.NetworkPolicy).Labels["trimmed"] != "yes" {
 		t.Fatalf("informer holds %v (%v), want the trimmed policy", obj, ok)
+	}
+}
+
+// A watch outlives the client's request timeout: the timeout bounds requests, not watches (it
+// once was the HTTP client's, and every informer of every agent watched again every 30 s).
+func TestWatchOutlivesRequestTimeout(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Timeout = time.Second
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// Three times the timeout with nothing to send: the watch must stay open through it.
+	select {
+	case ev, ok := <-w.ResultChan():
+		t.Fatalf("the watch ended (%v, open %v) within three times the request timeout", ev.Type, ok)
+	case <-time.After(3 * cfg.Timeout):
+	}
+	if _, err := c.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok || ev.Type != watch.Added {
+			t.Fatalf("after the timeout: %v (open %v), want the node added", ev.Type, ok)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch never saw the node")
 	}
 }

@@ -2,15 +2,17 @@ package client
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// KubeScheme knows the Kubernetes kinds tabby reads: the core API and NetworkPolicy.
+// KubeScheme knows the Kubernetes kinds tabby reads: the core API, NetworkPolicy and
+// EndpointSlice.
 var KubeScheme = runtime.NewScheme()
 
 func init() {
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme} {
 		if err := add(KubeScheme); err != nil {
 			panic(err)
 		}
@@ -19,30 +21,30 @@ func init() {
 
 // Nodes is the cluster's Nodes.
 func (c *Client) Nodes() Resource[*corev1.Node, *corev1.NodeList] {
-	return Resource[*corev1.Node, *corev1.NodeList]{c.Core, "nodes", func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} }, "", false}
+	return Resource[*corev1.Node, *corev1.NodeList]{c.Core, "nodes", func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} }, "", false, c}
 }
 
 // Namespaces is the cluster's Namespaces.
 func (c *Client) Namespaces() Resource[*corev1.Namespace, *corev1.NamespaceList] {
-	return Resource[*corev1.Namespace, *corev1.NamespaceList]{c.Core, "namespaces", func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} }, "", false}
+	return Resource[*corev1.Namespace, *corev1.NamespaceList]{c.Core, "namespaces", func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} }, "", false, c}
 }
 
 // Pods is the Pods of a namespace ("": every namespace).
 func (c *Client) Pods(namespace string) Resource[*corev1.Pod, *corev1.PodList] {
-	return Resource[*corev1.Pod, *corev1.PodList]{c.Core, "pods", func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} }, namespace, false}
+	return Resource[*corev1.Pod, *corev1.PodList]{c.Core, "pods", func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} }, namespace, false, c}
 }
 
 // Secrets is the Secrets of a namespace.
 func (c *Client) Secrets(namespace string) Resource[*corev1.Secret, *corev1.SecretList] {
-	return Resource[*corev1.Secret, *corev1.SecretList]{c.Core, "secrets", func() *corev1.Secret { return &corev1.Secret{} }, func() *corev1.SecretList { return &corev1.SecretList{} }, namespace, false}
+	return Resource[*corev1.Secret, *corev1.SecretList]{c.Core, "secrets", func() *corev1.Secret { return &corev1.Secret{} }, func() *corev1.SecretList { return &corev1.SecretList{} }, namespace, false, c}
 }
 
 // ConfigMaps is the ConfigMaps of a namespace ("": every namespace).
 func (c *Client) ConfigMaps(namespace string) Resource[*corev1.ConfigMap, *corev1.ConfigMapList] {
-	return Resource[*corev1.ConfigMap, *corev1.ConfigMapList]{c.Core, "configmaps", func() *corev1.ConfigMap { return &corev1.ConfigMap{} }, func() *corev1.ConfigMapList { return &corev1.ConfigMapList{} }, namespace, false}
+	return Resource[*corev1.ConfigMap, *corev1.ConfigMapList]{c.Core, "configmaps", func() *corev1.ConfigMap { return &corev1.ConfigMap{} }, func() *corev1.ConfigMapList { return &corev1.ConfigMapList{} }, namespace, false, c}
 }
 
 // NetworkPolicies is the NetworkPolicies of a namespace ("": every namespace).
 func (c *Client) NetworkPolicies(namespace string) Resource[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList] {
-	return Resource[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList]{c.Networking, "networkpolicies", func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, func() *networkingv1.NetworkPolicyList { return &networkingv1.NetworkPolicyList{} }, namespace, false}
+	return Resource[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList]{c.Networking, "networkpolicies", func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, func() *networkingv1.NetworkPolicyList { return &networkingv1.NetworkPolicyList{} }, namespace, false, c}
 }

@@ -48,6 +48,12 @@ func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
 			fs.DurationVar(&cfg.ResyncInterval, "resync-interval", 90*time.Second, "felix's periodic full resync")
 			fs.DurationVar(&cfg.WorkloadGrace, "workload-grace", 10*time.Second, "how long felix keeps a CNI-made route it has not yet learned of")
 		}),
+		group("Fan-out (tabby-typha)", func(fs *pflag.FlagSet) {
+			fs.StringVar(&cfg.TyphaService, "typha-service", "", "watch the cluster-wide kinds through tabby-typha, found from this Service's EndpointSlices (namespace/name); empty: the API server")
+			fs.StringSliceVar(&cfg.TyphaAddrs, "typha-addr", nil, "tabby-typha's addresses (host:port,...) instead of --typha-service")
+			fs.StringVar(&cfg.TyphaCAFile, "typha-ca-file", "", "CA that issued tabby-typha's certificate (PEM)")
+			fs.StringVar(&cfg.TyphaServerName, "typha-server-name", "tabby-typha", "name tabby-typha's certificate is issued to")
+		}),
 		group("Health and observability", func(fs *pflag.FlagSet) {
 			fs.StringVar(&cfg.HealthAddr, "health-addr", ":9099", "liveness/readiness HTTP address (/livez, /readyz); empty disables")
 			fs.StringVar(&cfg.MetricsAddr, "metrics-addr", ":9091", "Prometheus metrics HTTP address (/metrics); empty disables")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -57,7 +60,8 @@ func startCluster(t *testing.T, o Options) *Cluster {
 // A pod on each node, created with the API as a user would, gets an address from tabby's pool;
 // the two reach each other across nodes and through a Service's ClusterIP (kube-proxy's DNAT
 // beside tabby's NAT outgoing), by address and by name through the cluster's DNS; deleting them
-// releases their addresses. And every tabby-node found its container's memory limit.
+// releases their addresses. And every tabby-node found its container's memory limit, and watches the
+// cluster-wide kinds through the chart's tabby-typha replicas.
 func TestPodsAcrossNodes(t *testing.T) {
 	c := startCluster(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -160,6 +164,39 @@ func TestPodsAcrossNodes(t *testing.T) {
 		t.Error(err)
 	}
 	checkMemoryLimit(ctx, t, c)
+	checkAgentsOnTypha(ctx, t, c)
+}
+
+// checkAgentsOnTypha: the chart's tabby-typha replicas serve, between them, every tabby-node's
+// watch of every cluster-wide kind (their /metrics, through the API server's proxy).
+func checkAgentsOnTypha(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	err := lab.Eventually(ctx, 30*time.Second, func(context.Context) error {
+		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-typha"})
+		if err != nil {
+			return err
+		}
+		watches := map[string]int{}
+		for _, p := range pods.Items {
+			raw, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).ProxyGet("http", p.Name, "9093", "/metrics", nil).DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("metrics of %s: %w", p.Name, err)
+			}
+			for _, m := range regexp.MustCompile(`(?m)^tabby_typha_watches\{resource="([a-z]+)"\} (\d+)$`).FindAllStringSubmatch(string(raw), -1) {
+				n, _ := strconv.Atoi(m[2])
+				watches[m[1]] += n
+			}
+		}
+		for res := range client.FannedOut {
+			if watches[res] != len(c.Nodes) {
+				return fmt.Errorf("%d tabby-typha pods serve %d watches of %s, want one per node (%d): %v", len(pods.Items), watches[res], res, len(c.Nodes), watches)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }
 
 // checkMemoryLimit: every tabby-node, run by the chart under its memory limit (256Mi), gives Go's

@@ -67,7 +67,7 @@ func (c *Cluster) waitTabbyReady(ctx context.Context, timeout time.Duration) err
 				return lab.Stop(n.kubelet.exitError())
 			}
 		}
-		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tabby"})
+		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-node"})
 		if err != nil {
 			return err
 		}

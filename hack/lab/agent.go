@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,9 @@ type Node struct {
 	LogPath    string
 
 	fwd *netnsfwd.Forwarder
+	// typhaFwd reach the tabby-typha replicas, by index (nil while the replica is down: a
+	// connection is refused, as to a pod that is gone).
+	typhaFwd []*netnsfwd.Forwarder
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -81,6 +85,13 @@ func (n *Node) AgentArgs() []string {
 	}
 	if n.Addr6.IsValid() {
 		args = append(args, "--bgp-address6="+nodeAddr6Method)
+	}
+	if len(n.lab.Typhas) > 0 {
+		var addrs []string
+		for i := range n.lab.Typhas {
+			addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(TyphaPort+i)))
+		}
+		args = append(args, "--typha-addr="+strings.Join(addrs, ","), "--typha-ca-file="+n.lab.typhaCA)
 	}
 	if n.lab.Opts.Families == IPv6Only {
 		// tabby sees an IPv6-only node: no IPv4 BGP address (the lab's links keep theirs).
@@ -273,6 +284,14 @@ func (n *Node) killAgent() {
 // teardown removes everything of the node (the agent must be stopped or it is killed).
 func (n *Node) teardown(ctx context.Context) {
 	n.killAgent()
+	n.mu.Lock()
+	for _, f := range n.typhaFwd {
+		if f != nil {
+			f.Close()
+		}
+	}
+	n.typhaFwd = nil
+	n.mu.Unlock()
 	if n.fwd != nil {
 		n.fwd.Close()
 		n.fwd = nil

@@ -52,6 +52,9 @@ func (l *Lab) Diagnostics(ctx context.Context) string {
 			fmt.Fprintf(&b, "tabby-node log (last 40 lines):\n%s\n", n.LogTail(40))
 		}
 	}
+	for _, t := range l.Typhas {
+		fmt.Fprintf(&b, "---- %s (pid %d) log (last 20 lines):\n%s\n", t.Name, t.Pid(), TailFile(t.LogPath, 20))
+	}
 	if r := l.router; r != nil {
 		out, err := ip(ctx, "-n", r.NS, "route")
 		fmt.Fprintf(&b, "---- router %s\nip route:\n%s%s", r.NS, out, errSuffix(err))

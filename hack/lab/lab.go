@@ -80,6 +80,9 @@ type Options struct {
 	// ReadyTimeout bounds the wait for a started tabby-node's /readyz (60 s when zero; a
 	// guest under software emulation needs more).
 	ReadyTimeout time.Duration
+	// Typha runs this many tabby-typha replicas, and every tabby-node watches through them
+	// (each node reaches replica i at 127.0.0.1:5473+i, as it reaches the API server).
+	Typha int
 	// Log receives progress; slog.Default() when nil.
 	Log *slog.Logger
 }
@@ -107,6 +110,9 @@ type Lab struct {
 	chart   *chartOutput
 	token   string
 	apiAddr string // host:port the forwarders dial
+	// Typhas are the tabby-typha replicas (Options.Typha), on the host; typhaCA verifies them.
+	Typhas  []*Typha
+	typhaCA string
 	log     *slog.Logger
 
 	// stubMu: one stub resync at a time. Two at once (nodes added side by side) interleave
@@ -182,6 +188,9 @@ func New(ctx context.Context, o Options) (_ *Lab, err error) {
 		}
 	}
 	if err := l.startControlPlane(ctx); err != nil {
+		return nil, err
+	}
+	if err := l.startTyphas(ctx); err != nil {
 		return nil, err
 	}
 	if err := l.buildUnderlay(ctx); err != nil {
@@ -330,6 +339,9 @@ func (l *Lab) findBinaries(ctx context.Context) error {
 	}
 	l.TabbyBin = abs
 	need := []string{"tabby", "tabby-node", "tabbyctl"}
+	if l.Opts.Typha > 0 {
+		need = append(need, "tabby-typha")
+	}
 	if l.Opts.Stub {
 		need = nil
 	}

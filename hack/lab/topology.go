@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/netnsfwd"
 	"github.com/tabbynet/tabby/hack/testenv"
 )
 
@@ -286,13 +287,19 @@ func (l *Lab) addNode(ctx context.Context, n *Node) (_ *Node, err error) {
 		// The API server is on the underlay, as in a real cluster.
 		err = testenv.WriteKubeconfig(n.Kubeconfig, l.Env.URL, l.token)
 	} else {
-		if n.fwd, err = startForwarder(n.NS, l.apiAddr); err != nil {
+		if n.fwd, err = startForwarder(n.NS, APIPort, l.apiAddr); err != nil {
 			return nil, fmt.Errorf("node %s: api forwarder: %w", n.Name, err)
 		}
 		err = testenv.WriteKubeconfig(n.Kubeconfig, "https://127.0.0.1:"+APIPort, l.token)
 	}
 	if err != nil {
 		return nil, err
+	}
+	n.typhaFwd = make([]*netnsfwd.Forwarder, len(l.Typhas))
+	for _, ty := range l.Typhas {
+		if err := ty.forward(n); err != nil {
+			return nil, err
+		}
 	}
 	if l.Opts.KubeletNodes {
 		l.mu.Lock()

@@ -166,7 +166,7 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 			env.Stop()
 		}
 	}()
-	ports, err := freePorts(o.BindAddress, 3)
+	ports, err := FreePorts(o.BindAddress, 3)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +404,8 @@ func waitFor(ctx context.Context, cond func() (bool, error)) error {
 	}
 }
 
-func freePorts(host string, n int) ([]int, error) {
+// FreePorts finds n free TCP ports on host (for a process the caller starts).
+func FreePorts(host string, n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/trim"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/felix/policy"
 )
@@ -144,9 +145,7 @@ func trimmer(sets *labelSets) cache.TransformFunc {
 		case *corev1.Namespace:
 			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: sets.intern(o.Labels), UID: o.UID, ResourceVersion: o.ResourceVersion}}, nil
 		case *networkingv1.NetworkPolicy:
-			o.ManagedFields = nil
-			o.Annotations = nil
-			return o, nil
+			return trim.Object(o)
 		}
 		return obj, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/trim"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/hack/testenv"
@@ -157,5 +159,20 @@ func TestPolicyWatcher(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(m.events.WithLabelValues("networkpolicies")); n < 2 {
 		t.Errorf("policy events counted: %v, want at least 2", n)
+	}
+}
+
+// What tabby-typha sends of a pod (trim.Pod) is all NetworkPolicy reads of it: the policy view of
+// the compact pod is the full pod's.
+func TestCompactPodKeepsWhatPolicyReads(t *testing.T) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"a": "b"}},
+		Spec: corev1.PodSpec{NodeName: "n1", HostNetwork: true, Containers: []corev1.Container{
+			{Name: "c", Image: "web:1", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
+			{Name: "side", Image: "side:1"}}},
+		Status: corev1.PodStatus{PodIP: "10.244.0.7"},
+	}
+	if got, want := PolicyPod(trim.Pod(p)), PolicyPod(p); !reflect.DeepEqual(got, want) {
+		t.Errorf("compact pod reads as %+v, want %+v", got, want)
 	}
 }

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/trim"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
@@ -63,14 +63,14 @@ func New(c *client.Client, cfg Config) *Syncer {
 		dirtyBlocks: map[string]struct{}{}, dirtyNodes: map[string]struct{}{}, cache: newViewCache()}
 	// The caches keep only what the snapshot reads: managedFields are often the larger part of an
 	// object, and a Node's images and conditions are of no use to tabby.
-	s.nodes = client.Informer(c.Nodes(), trim)
+	s.nodes = client.Informer(c.Nodes(), trim.Object)
 	if cfg.Namespace != "" {
-		s.secrets = client.Informer(c.Secrets(cfg.Namespace), trim)
+		s.secrets = client.Informer(c.Secrets(cfg.Namespace), trim.Object)
 	}
-	s.pools = client.Informer(c.IPPools(), trim)
-	s.blocks = client.Informer(c.IPAMBlocks(), trim)
-	s.configs = client.Informer(c.BGPConfigurations(), trim)
-	s.peers = client.Informer(c.BGPPeers(), trim)
+	s.pools = client.Informer(c.IPPools(), trim.Object)
+	s.blocks = client.Informer(c.IPAMBlocks(), trim.Object)
+	s.configs = client.Informer(c.BGPConfigurations(), trim.Object)
+	s.peers = client.Informer(c.BGPPeers(), trim.Object)
 	resources := []string{"nodes", "ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "secrets"}
 	kinds := []Changes{ChangedNodes, ChangedPools, ChangedBlocks, ChangedBGP, ChangedBGP, ChangedSecrets}
 	for i, inf := range s.informers() {
@@ -328,27 +328,4 @@ func list[T runtime.Object](inf cache.SharedIndexInformer) []T {
 		out = append(out, it.(T))
 	}
 	return out
-}
-
-// trim drops the parts of cached objects nothing in tabby reads.
-func trim(obj any) (any, error) {
-	if m, ok := obj.(interface {
-		SetManagedFields([]metav1.ManagedFieldsEntry)
-	}); ok {
-		m.SetManagedFields(nil)
-	}
-	if n, ok := obj.(*corev1.Node); ok {
-		// tabby reads a Node's name, labels, annotations, addresses and readiness; the rest of
-		// a kubelet's status is a kilobyte or more a node, a megabyte or more per agent at 1,000.
-		n.Status = corev1.NodeStatus{Addresses: n.Status.Addresses, Conditions: n.Status.Conditions}
-		// Readiness tells the IPAM garbage collector which nodes run (Nodes).
-		var ready []corev1.NodeCondition
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				ready = append(ready, corev1.NodeCondition{Type: c.Type, Status: c.Status})
-			}
-		}
-		n.Status.Conditions = ready
-	}
-	return obj, nil
 }

@@ -27,3 +27,17 @@ app.kubernetes.io/component: tabby-node
 {{- define "tabby.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}{{ default "tabby-node" .Values.serviceAccount.name }}{{- else -}}{{ default "default" .Values.serviceAccount.name }}{{- end -}}
 {{- end -}}
+
+{{- define "tabby.typhaName" -}}
+{{ include "tabby.fullname" . }}-typha
+{{- end -}}
+
+{{- define "tabby.typhaTLSSecret" -}}
+{{- default (printf "%s-tls" (include "tabby.typhaName" .)) .Values.typha.tlsSecret -}}
+{{- end -}}
+
+{{- define "tabby.typhaSelectorLabels" -}}
+app.kubernetes.io/name: tabby
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: tabby-typha
+{{- end -}}

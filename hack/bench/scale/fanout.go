@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -30,9 +31,21 @@ type fanOut struct {
 	conns  []*http.Client
 }
 
-// startFanOut starts n watchers. Each watches from a recent resourceVersion (a list of one
-// item), so that the API server serves it from its watch cache, without the initial objects.
-func startFanOut(ctx context.Context, cfg *rest.Config, w *world, n int, what map[string]bool) (*fanOut, error) {
+// typhaConfig is a watcher's way to a tabby-typha replica, as an agent's: TLS to the name
+// tabby-typha, the replica's address dialled.
+func typhaConfig(l *lab.Lab, t *lab.Typha) *rest.Config {
+	var d net.Dialer
+	return &rest.Config{Host: "https://tabby-typha", BearerToken: l.Config.BearerToken,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: l.TyphaCA(), ServerName: "tabby-typha"},
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, t.API)
+		}}
+}
+
+// startFanOut starts n watchers at cfg (the API server, or a tabby-typha: typha). Each watches
+// from a recent resourceVersion (a list of one item), so that it is served from a watch cache,
+// without the initial objects.
+func startFanOut(ctx context.Context, cfg *rest.Config, typha bool, w *world, n int, what map[string]bool) (*fanOut, error) {
 	blocks, err := w.client.IPAMBlocks().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("fan-out: list IPAMBlocks: %w", err)
@@ -46,13 +59,19 @@ func startFanOut(ctx context.Context, cfg *rest.Config, w *world, n int, what ma
 		watches = append(watches, struct{ path, accept string }{"/apis/tabby.dev/v1/ipamblocks?watch=1&allowWatchBookmarks=true&resourceVersion=" + url.QueryEscape(blocks.ResourceVersion), "application/json"})
 	}
 	if what["pods"] {
-		watches = append(watches, struct{ path, accept string }{"/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion=" + url.QueryEscape(pods.ResourceVersion), "application/vnd.kubernetes.protobuf;stream=watch"})
+		accept := "application/vnd.kubernetes.protobuf;stream=watch"
+		if typha {
+			accept = "application/json" // what tabby-typha serves
+		}
+		watches = append(watches, struct{ path, accept string }{"/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion=" + url.QueryEscape(pods.ResourceVersion), accept})
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	f := &fanOut{cancel: cancel}
 	for range n {
 		c := rest.CopyConfig(cfg)
-		c.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil } // a function: a connection of its own
+		// A function (a proxy, a dialer): client-go caches no transport for it, so each watcher
+		// has a connection of its own.
+		c.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
 		hc, err := rest.HTTPClientFor(c)
 		if err != nil {
 			f.stop()
@@ -119,30 +138,47 @@ func (c counter) Write(p []byte) (int, error) {
 }
 
 // measureFanOut runs a churn at rate without, then with, o.watchers more agents' watches, one
-// after the other: the API server's CPU moves from run to run (after the faster churn it is still
-// collecting its garbage), so the two are measured side by side.
+// after the other: the API server's CPU moves from run to run (after the faster churn, or the
+// watched run before, it is still collecting its garbage), so each watched run is measured beside
+// a run without them just before. With tabby-typha in the lab it does it twice: the watches on
+// the API server, then on the first replica.
 func measureFanOut(ctx context.Context, out io.Writer, p *probe, agents []*lab.Node, w *world, l *lab.Lab, o options, rate int) error {
-	plain, err := measureChurn(ctx, p, agents, &churn{w: w, rate: rate}, o.window, nil)
-	if err != nil {
-		return fmt.Errorf("fan-out, without the watches: %w", err)
+	type target struct {
+		name  string
+		cfg   *rest.Config
+		typha bool
 	}
-	f, err := startFanOut(ctx, l.Config, w, o.watchers, o.watch)
-	if err != nil {
-		return err
+	targets := []target{{"the API server", l.Config, false}}
+	if len(l.Typhas) > 0 {
+		targets = append(targets, target{"tabby-typha", typhaConfig(l, l.Typhas[0]), true})
 	}
-	b0 := f.received()
-	t0 := time.Now()
-	r, err := measureChurn(ctx, p, agents, &churn{w: w, rate: rate}, o.window, nil)
-	sent := float64(f.received()-b0) / time.Since(t0).Seconds()
-	err = errors.Join(err, f.stop())
-	label := fmt.Sprintf("churn %d/s (achieved %.0f/s), %d more agents' watches of %s", r.rate, r.achieved, o.watchers, o.watched())
-	if err := reportLoad(out, label, r, err, false); err != nil {
-		return fmt.Errorf("fan-out: %w", err)
-	}
-	row(out, label+": sent to those watches", fmt.Sprintf("%.1f MB/s, %.1f KB/s each", sent/1e6, sent/1e3/float64(o.watchers)), "", "")
-	if plain.apiCPU > 0 {
-		per := (r.apiCPU - plain.apiCPU) / float64(o.watchers) // % of a core per agent
-		row(out, label+": kube-apiserver CPU per agent's watches", fmt.Sprintf("%.3f %% of a core: %.0f %% against %.0f %% without them just before (%.1f cores for 1,000 agents)", per, r.apiCPU, plain.apiCPU, per*10), "", "")
+	for _, tg := range targets {
+		plain, err := measureChurn(ctx, p, agents, &churn{w: w, rate: rate}, o.window, nil)
+		if err != nil {
+			return fmt.Errorf("fan-out, without the watches: %w", err)
+		}
+		f, err := startFanOut(ctx, tg.cfg, tg.typha, w, o.watchers, o.watch)
+		if err != nil {
+			return err
+		}
+		b0 := f.received()
+		t0 := time.Now()
+		r, err := measureChurn(ctx, p, agents, &churn{w: w, rate: rate}, o.window, nil)
+		sent := float64(f.received()-b0) / time.Since(t0).Seconds()
+		err = errors.Join(err, f.stop())
+		label := fmt.Sprintf("churn %d/s (achieved %.0f/s), %d more agents' watches of %s on %s", r.rate, r.achieved, o.watchers, o.watched(), tg.name)
+		if err := reportLoad(out, label, r, err, false); err != nil {
+			return fmt.Errorf("fan-out: %w", err)
+		}
+		row(out, label+": sent to those watches", fmt.Sprintf("%.1f MB/s, %.1f KB/s each", sent/1e6, sent/1e3/float64(o.watchers)), "", "")
+		if plain.apiCPU > 0 {
+			per := (r.apiCPU - plain.apiCPU) / float64(o.watchers) // % of a core per agent
+			row(out, label+": kube-apiserver CPU per agent's watches", fmt.Sprintf("%.3f %% of a core: %.0f %% against %.0f %% without them just before (%.2f cores for 1,000 agents)", per, r.apiCPU, plain.apiCPU, per*10), "", "")
+		}
+		if tg.typha {
+			per := (r.typhaCPU - plain.typhaCPU) / float64(o.watchers)
+			row(out, label+": tabby-typha CPU per agent's watches", fmt.Sprintf("%.3f %% of a core: %.0f %% against %.0f %% without them just before (%.2f cores for 1,000 agents)", per, r.typhaCPU, plain.typhaCPU, per*10), "", "")
+		}
 	}
 	return nil
 }

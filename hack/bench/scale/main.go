@@ -32,6 +32,7 @@ type options struct {
 	parallel                  int
 	apiPods                   int
 	nodeRate, watchers        int
+	typha                     int             // tabby-typha replicas the agents watch through (0: none)
 	watch                     map[string]bool // what the more agents' watches watch
 	tabbyBin                  string
 	hold                      time.Duration
@@ -53,6 +54,7 @@ func main() {
 	flag.IntVar(&o.parallel, "parallel", 32, "concurrent writers while building the datastore")
 	flag.IntVar(&o.watchers, "watchers", 100, "more agents' watches (IPAMBlocks and Pods, a connection each), in a run of the first churn rate after one without them: the API server's cost of sending every event to every agent (0: no such runs)")
 	watch := flag.String("watch", "ipamblocks,pods", "what those watches watch: ipamblocks, pods or both (what a tabby-node's watches receive under pod churn)")
+	flag.IntVar(&o.typha, "typha", 1, "tabby-typha replicas the agents watch the cluster-wide kinds through (0: the API server directly)")
 	flag.IntVar(&o.nodeRate, "node-rate", 1, "empty nodes joining, and leaving, per second, in a window of their own (0: none)")
 	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
 	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")

@@ -39,6 +39,9 @@ type churnResult struct {
 	lag, applyLag buckets
 	// the control plane's CPU over the window, % of a core (0: not known, an external lab)
 	apiCPU, etcdCPU float64
+	// tabby-typha's CPU over the window, all replicas (0: none runs), and the largest
+	// replica's RSS at its end, MB
+	typhaCPU, typhaRSS float64
 }
 
 func run(ctx context.Context, o options, out io.Writer) (err error) {
@@ -49,7 +52,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if o.profileDir != "" {
 		args = append(args, "--pprof")
 	}
-	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: args})
+	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: args, Typha: o.typha})
 	if err != nil {
 		return fmt.Errorf("start lab: %w", err)
 	}
@@ -120,9 +123,17 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  churn: a pod replaced on a simulated node = pod create, IPAMBlock update (ADD), IPAMBlock update (DEL), pod delete\n")
 	fmt.Fprintf(out, "  node churn: an empty node joins a rack (Node with its status, BlockAffinity, IPAMBlock) and one leaves (the reverse), %d/s each\n", o.nodeRate)
 	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP);\n    until the block's watch event reached a watch of the bench's own (the API server's part), and from it to the last kernel (tabby's)\n", agents[0].Name)
+	if o.typha > 0 {
+		fmt.Fprintf(out, "  fan-out: the agents watch the cluster-wide kinds through %d tabby-typha replica(s) (-typha 0: the API server directly)\n", o.typha)
+	} else {
+		fmt.Fprintf(out, "  fan-out: none, the agents watch the API server directly (-typha N: through N tabby-typha replicas)\n")
+	}
 	fmt.Fprintf(out, "  in the agents: every event's time inside tabby-node from their metrics, the watch event to the snapshot handed off\n    (tabby_datastore_lag_seconds), and felix's from a change of its input to the end of the apply (tabby_felix_apply_lag_seconds)\n")
 	if o.watchers > 0 {
 		fmt.Fprintf(out, "  more agents: the first rate again, then with %d more watches of %s, a connection each as every tabby-node has, the events thrown away;\n    kube-apiserver's CPU against the run just before is what each agent costs it\n", o.watchers, o.watched())
+		if o.typha > 0 {
+			fmt.Fprintf(out, "    then the same two runs with those watches on the first tabby-typha replica: what each agent costs the API server and tabby-typha there\n")
+		}
 	}
 	fmt.Fprintln(out)
 	row(out, "figure", "measured", "target", "")
@@ -282,6 +293,12 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 	cp1 := controlPlaneCPU(p.l)
 	r.apiCPU = (cp1[0] - cp0[0]).Seconds() / elapsed.Seconds() * 100
 	r.etcdCPU = (cp1[1] - cp0[1]).Seconds() / elapsed.Seconds() * 100
+	r.typhaCPU = (cp1[2] - cp0[2]).Seconds() / elapsed.Seconds() * 100
+	for _, t := range p.l.Typhas {
+		if kb, err := benchutil.RSSKB(t.Pid()); err == nil {
+			r.typhaRSS = max(r.typhaRSS, float64(kb)/1000)
+		}
+	}
 	if c != nil {
 		r.achieved = float64(c.completed()-done0) / elapsed.Seconds()
 	}
@@ -362,6 +379,9 @@ func reportLoad(out io.Writer, label string, r churnResult, err error, target bo
 	if r.apiCPU > 0 {
 		row(out, label+": kube-apiserver CPU; etcd", fmt.Sprintf("%.0f %%; %.0f %% of a core", r.apiCPU, r.etcdCPU), "", "")
 	}
+	if r.typhaCPU > 0 {
+		row(out, label+": tabby-typha CPU; RSS", fmt.Sprintf("%.1f %% of a core; %.1f MB", r.typhaCPU, r.typhaRSS), "", "")
+	}
 	row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
 	row(out, label+": felix applies per agent; mean; over 50 ms (all agents)", fmt.Sprintf("%.1f /s; %d µs; %.0f", r.applies, r.apply.Microseconds(), r.appliesSlow), "", "")
 	row(out, label+": in the agents, every event: watch event → snapshot handed to felix and BGP", quantiles(r.lag), "", "")
@@ -369,16 +389,22 @@ func reportLoad(out io.Writer, label string, r churnResult, err error, target bo
 	return nil
 }
 
-// controlPlaneCPU is the CPU kube-apiserver and etcd have used so far (zero in a lab on an
-// external control plane).
-func controlPlaneCPU(l *lab.Lab) [2]time.Duration {
-	var out [2]time.Duration
+// controlPlaneCPU is the CPU kube-apiserver, etcd and the tabby-typha replicas have used so far
+// (zero in a lab on an external control plane, or without tabby-typha).
+func controlPlaneCPU(l *lab.Lab) [3]time.Duration {
+	var out [3]time.Duration
 	if l.Env == nil {
 		return out
 	}
 	for i, name := range []string{"kube-apiserver", "etcd"} {
 		if pid := l.Env.Pid(name); pid != 0 {
 			out[i], _ = benchutil.CPUTime(pid)
+		}
+	}
+	for _, t := range l.Typhas {
+		if pid := t.Pid(); pid != 0 {
+			cpu, _ := benchutil.CPUTime(pid)
+			out[2] += cpu
 		}
 	}
 	return out

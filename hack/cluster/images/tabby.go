@@ -18,6 +18,7 @@ import (
 var TabbyBinaries = map[string]string{
 	"/usr/local/bin/tabby-node":     "tabby-node",
 	"/usr/local/bin/tabbyctl":       "tabbyctl",
+	"/usr/local/bin/tabby-typha":    "tabby-typha",
 	"/opt/tabby/cni-bin/tabby":      "tabby",
 	"/opt/tabby/cni-bin/tabby-ipam": "tabby-ipam",
 }

@@ -24,6 +24,7 @@ func main() {
 	pods := fs.Int("pods", 2, "demo: pods per node")
 	stub := fs.Bool("stub", false, "demo: wire pods with the reference ptp/host-local plugins instead of tabby")
 	families := fs.String("families", "ipv4", "demo: the pods' address families: ipv4, dual (an address of each) or ipv6 (IPv6 only)")
+	typha := fs.Int("typha", 0, "demo: tabby-typha replicas the nodes watch through (0: the API server directly)")
 	verbose := fs.Bool("v", false, "debug logging")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: lab [flags] demo|cleanup\n")
@@ -45,7 +46,7 @@ func main() {
 	}
 	switch fs.Arg(0) {
 	case "demo":
-		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub, Families: fam})
+		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub, Families: fam, Typha: *typha})
 	case "cleanup":
 		err = app.Cleanup(ctx, os.Stdout)
 	default:

@@ -18,6 +18,8 @@ type DemoOptions struct {
 	Stub               bool
 	// Families: lab.DualStack or lab.IPv6Only give pods IPv6 addresses.
 	Families lab.Families
+	// Typha: tabby-typha replicas the nodes watch through (0: none).
+	Typha int
 }
 
 // Demo runs the README's first command: a mesh of nodes with pods, tabby's view of one node, a
@@ -25,7 +27,7 @@ type DemoOptions struct {
 func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 	start := time.Now()
 	fmt.Fprintf(w, "starting a %d-node tabby lab, %s (control plane, namespaces, tabby-node)...\n", o.Nodes, familiesName(o.Families))
-	l, err := lab.New(ctx, lab.Options{Stub: o.Stub, Families: o.Families})
+	l, err := lab.New(ctx, lab.Options{Stub: o.Stub, Families: o.Families, Typha: o.Typha})
 	if err != nil {
 		return err
 	}
@@ -97,6 +99,9 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 				fmt.Fprintln(w, r)
 			}
 		}
+	}
+	for _, t := range l.Typhas {
+		fmt.Fprintf(w, "\n%s serves the nodes' watches: curl -s http://%s/metrics | grep tabby_typha_watches\n", t.Name, t.Metrics)
 	}
 	for i, m := range matrices {
 		fmt.Fprintf(w, "\npod-to-pod ping matrix, %s:\n%s", titles[i], m)

@@ -1,4 +1,4 @@
-package syncer
+package trim
 
 import (
 	"reflect"
@@ -28,7 +28,7 @@ func TestTrimNode(t *testing.T) {
 			Images:   []corev1.ContainerImage{{Names: []string{"pause"}}},
 		},
 	}
-	out, err := trim(n)
+	out, err := Object(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,260 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// FannedOut is what tabby-typha serves, by resource: the cluster-wide collections every
+// tabby-node watches. An agent's informers of these list and watch through tabby-typha.
+var FannedOut = map[string]bool{
+	"nodes": true, "pods": true, "namespaces": true, "networkpolicies": true,
+	"ippools": true, "ipamblocks": true, "bgpconfigurations": true, "bgppeers": true,
+}
+
+// FanoutConfig says how to reach tabby-typha.
+type FanoutConfig struct {
+	// Endpoints lists the addresses (host:port) of the replicas; each connection dials one at
+	// random, another when it fails.
+	Endpoints func(ctx context.Context) ([]string, error)
+	// CAFile verifies tabby-typha's certificate, issued to ServerName.
+	CAFile, ServerName string
+	// RetryAfter is how long the API server is used directly after tabby-typha failed (0: 30s).
+	RetryAfter time.Duration
+	Logger     *slog.Logger
+}
+
+// Fanout sends an agent's informers of the FannedOut kinds to tabby-typha, and to the API server
+// while no replica answers. Both speak the API server's list and watch with its resource
+// versions, so an informer moves between them without listing again.
+type Fanout struct {
+	typha      *Client
+	route      map[rest.Interface]rest.Interface // the API server's client of a group → tabby-typha's
+	retryAfter time.Duration
+	log        *slog.Logger
+	now        func() time.Time
+
+	mu        sync.Mutex
+	downUntil time.Time
+	down      bool
+	// onTypha: by resource, whether its informer's last list or watch went through tabby-typha.
+	onTypha map[string]bool
+}
+
+// WithFanout returns a client whose informers of the FannedOut kinds go through tabby-typha
+// first. The agent's own bearer token (its service account's) authenticates it there.
+func (c *Client) WithFanout(api *rest.Config, cfg FanoutConfig) (*Client, error) {
+	if api.BearerToken == "" && api.BearerTokenFile == "" {
+		return nil, fmt.Errorf("tabby-typha: the API server's config has no bearer token to present (a service account's)")
+	}
+	if cfg.ServerName == "" {
+		return nil, fmt.Errorf("tabby-typha: no server name to verify its certificate against")
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	tc := &rest.Config{
+		// Host names the certificate; Dial picks the replica.
+		Host:            "https://" + cfg.ServerName,
+		BearerToken:     api.BearerToken,
+		BearerTokenFile: api.BearerTokenFile,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: cfg.CAFile, ServerName: cfg.ServerName},
+		UserAgent:       api.UserAgent,
+		QPS:             api.QPS, Burst: api.Burst,
+		Dial: dialAny(cfg.Endpoints),
+	}
+	t, err := New(tc)
+	if err != nil {
+		return nil, fmt.Errorf("tabby-typha client: %w", err)
+	}
+	f := &Fanout{
+		typha:      t,
+		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking},
+		retryAfter: cfg.RetryAfter, log: cfg.Logger, now: time.Now, onTypha: map[string]bool{},
+	}
+	out := *c
+	out.fan = f
+	return &out, nil
+}
+
+// dialAny dials one of the endpoints, in random order, each for at most two seconds.
+func dialAny(endpoints func(context.Context) ([]string, error)) func(ctx context.Context, network, _ string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		addrs, err := endpoints(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("find tabby-typha: %w", err)
+		}
+		if len(addrs) == 0 {
+			return nil, errors.New("find tabby-typha: no ready endpoint")
+		}
+		var errs []error
+		for _, i := range rand.Perm(len(addrs)) {
+			conn, err := d.DialContext(ctx, network, addrs[i])
+			if err == nil {
+				return conn, nil
+			}
+			errs = append(errs, err)
+		}
+		return nil, errors.Join(errs...)
+	}
+}
+
+// StaticEndpoints is a fixed list of replicas.
+func StaticEndpoints(addrs []string) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) { return addrs, nil }
+}
+
+// ServiceEndpoints finds the ready replicas behind a Service from its EndpointSlices, on the API
+// server: an agent needs neither cluster DNS nor a service proxy (both may need the pod network
+// it is bringing up) to reach tabby-typha.
+func (c *Client) ServiceEndpoints(namespace, service, port string) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		list := &discoveryv1.EndpointSliceList{}
+		opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service}
+		err := c.Discovery.Get().Namespace(namespace).Resource("endpointslices").VersionedParams(&opts, metav1.ParameterCodec).Timeout(c.timeout).Do(ctx).Into(list)
+		if err != nil {
+			return nil, fmt.Errorf("endpointslices of %s/%s: %w", namespace, service, err)
+		}
+		var out []string
+		for _, s := range list.Items {
+			var p int32
+			for _, sp := range s.Ports {
+				if sp.Port != nil && (sp.Name != nil && *sp.Name == port || len(s.Ports) == 1) {
+					p = *sp.Port
+				}
+			}
+			if p == 0 {
+				continue
+			}
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+					continue
+				}
+				for _, a := range e.Addresses {
+					out = append(out, net.JoinHostPort(a, fmt.Sprint(p)))
+				}
+			}
+		}
+		return out, nil
+	}
+}
+
+// Fanout is the client's fan-out, nil when it has none.
+func (c *Client) Fanout() *Fanout { return c.fan }
+
+// ViaTypha tells whether every informer's watch goes through tabby-typha now (false: one or more
+// is on the API server, or none has started).
+func (f *Fanout) ViaTypha() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, on := range f.onTypha {
+		if !on {
+			return false
+		}
+	}
+	return len(f.onTypha) > 0
+}
+
+// tryTypha tells whether the next list or watch should try tabby-typha: not within RetryAfter of
+// a failure.
+func (f *Fanout) tryTypha() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.down || f.now().After(f.downUntil)
+}
+
+// used records where resource's informer now lists and watches.
+func (f *Fanout) used(resource string, typha bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if typha && f.down {
+		f.log.Info("tabby-typha answers again", "resource", resource)
+		f.down = false
+	}
+	f.onTypha[resource] = typha
+}
+
+// failed records a failure of tabby-typha; false when err is the caller's own (its context ended)
+// or part of the watch protocol (410: the informer lists again, through tabby-typha).
+func (f *Fanout) failed(ctx context.Context, resource string, err error) bool {
+	if ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down || f.now().After(f.downUntil) {
+		f.log.Warn("tabby-typha unusable: listing and watching the API server directly for a while", "resource", resource, "for", f.retryAfter, "err", err)
+	}
+	f.down, f.downUntil = true, f.now().Add(f.retryAfter)
+	return true
+}
+
+// failover lists and watches one resource through tabby-typha, or the API server while it fails.
+type failover struct {
+	fan           *Fanout
+	typha, direct *cache.ListWatch
+	noStream      bool
+	resource      string
+}
+
+func (l *failover) IsWatchListSemanticsUnSupported() bool { return l.noStream }
+
+func (l *failover) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	return either(l, ctx, opts, l.typha.ListWithContext, l.direct.ListWithContext)
+}
+
+func (l *failover) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return either(l, ctx, opts, l.typha.WatchWithContext, l.direct.WatchWithContext)
+}
+
+// either calls typha, or direct when tabby-typha is out for a while or fails now.
+func either[T any](l *failover, ctx context.Context, opts metav1.ListOptions, typha, direct func(context.Context, metav1.ListOptions) (T, error)) (T, error) {
+	if l.fan.tryTypha() {
+		out, err := typha(ctx, opts)
+		var status apierrors.APIStatus
+		if err != nil && !errors.As(err, &status) && ctx.Err() == nil {
+			// A connection the replica closed (at its age, or as it stopped) fails the first
+			// request made on it; the next dials a replica afresh.
+			out, err = typha(ctx, opts)
+		}
+		if err == nil {
+			l.fan.used(l.resource, true)
+			return out, nil
+		}
+		if !l.fan.failed(ctx, l.resource, err) {
+			return out, err
+		}
+	}
+	out, err := direct(ctx, opts)
+	if err == nil {
+		l.fan.used(l.resource, false)
+	}
+	return out, err
+}
+
+// The reflector asks for these too (older callers).
+func (l *failover) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), opts)
+}
+
+func (l *failover) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return l.WatchWithContext(context.Background(), opts)
+}

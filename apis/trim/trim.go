@@ -1,0 +1,55 @@
+// Package trim cuts the objects tabby-node caches down to what it reads. The agent's informers
+// trim what they store, and tabby-typha trims what it sends: an agent then decodes a few hundred
+// bytes a pod, not the kilobytes of its spec and status.
+package trim
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Object is a cache.TransformFunc: obj keeps what tabby-node reads of it. Objects are trimmed in
+// place (an informer's are freshly decoded), except a Pod, which is rebuilt.
+func Object(obj any) (any, error) {
+	if m, ok := obj.(interface {
+		SetManagedFields([]metav1.ManagedFieldsEntry)
+	}); ok {
+		m.SetManagedFields(nil)
+	}
+	switch o := obj.(type) {
+	case *corev1.Node:
+		// tabby reads a Node's name, labels, annotations, addresses and readiness; the rest of
+		// a kubelet's status is a kilobyte or more a node, a megabyte or more per agent at 1,000.
+		o.Status = corev1.NodeStatus{Addresses: o.Status.Addresses, Conditions: o.Status.Conditions}
+		// Readiness tells the IPAM garbage collector which nodes run (Nodes).
+		var ready []corev1.NodeCondition
+		for _, c := range o.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = append(ready, corev1.NodeCondition{Type: c.Type, Status: c.Status})
+			}
+		}
+		o.Status.Conditions = ready
+	case *corev1.Pod:
+		return Pod(o), nil
+	case *networkingv1.NetworkPolicy:
+		// kubectl apply's last-applied-configuration is a second copy of the policy.
+		o.Annotations = nil
+	}
+	return obj, nil
+}
+
+// Pod is what NetworkPolicy reads of a pod cluster-wide: its name, labels, node, host network
+// and named ports.
+func Pod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+	}
+	for _, c := range p.Spec.Containers {
+		if len(c.Ports) > 0 {
+			out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Ports: c.Ports})
+		}
+	}
+	return out
+}
