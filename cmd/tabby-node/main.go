@@ -3,9 +3,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tabbynet/tabby/internal/cli"
 	"github.com/tabbynet/tabby/internal/memlimit"
 	"github.com/tabbynet/tabby/internal/version"
 	"github.com/tabbynet/tabby/node"
@@ -20,17 +19,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
-}
-
-func run(args []string) int {
-	root := newCommand()
-	root.SetArgs(args)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "tabby-node:", err)
-		return 1
-	}
-	return 0
+	os.Exit(cli.Main(newCommand(), os.Args[1:]))
 }
 
 // newCommand is the agent's command line: the agent itself, and install-cni.
@@ -54,7 +43,10 @@ service answers the tabby CNI plugin on a unix socket.`,
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
 			}
-			log := newLogger(logLevel)
+			log, err := cli.Logger(logLevel)
+			if err != nil {
+				return err
+			}
 			// Near the container's memory limit, collect harder rather than be killed: a
 			// route reflector's memory grows with its clients (160 MB at 1,000).
 			switch lim, from, err := memlimit.Apply(); {
@@ -98,12 +90,4 @@ service answers the tabby CNI plugin on a unix socket.`,
 		},
 	})
 	return root
-}
-
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }

@@ -3,9 +3,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,22 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tabbynet/tabby/internal/cli"
 	"github.com/tabbynet/tabby/internal/version"
 	"github.com/tabbynet/tabby/typha"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
-}
-
-func run(args []string) int {
-	root := newCommand()
-	root.SetArgs(args)
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "tabby-typha:", err)
-		return 1
-	}
-	return 0
+	os.Exit(cli.Main(newCommand(), os.Args[1:]))
 }
 
 func newCommand() *cobra.Command {
@@ -47,11 +35,10 @@ with the API server.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var l slog.Level
-			if err := l.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level=%q: %w", logLevel, err)
+			log, err := cli.Logger(logLevel)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			log.Info("tabby-typha starting", "version", version.Version)

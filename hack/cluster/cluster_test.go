@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/hack/promtext"
 )
 
 // startCluster brings a cluster up for one test and removes it when the test ends, printing
@@ -176,20 +175,20 @@ func checkAgentsOnTypha(ctx context.Context, t *testing.T, c *Cluster) {
 		if err != nil {
 			return err
 		}
-		watches := map[string]int{}
+		watches := map[string]float64{}
 		for _, p := range pods.Items {
 			raw, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).ProxyGet("http", p.Name, "9093", "/metrics", nil).DoRaw(ctx)
 			if err != nil {
 				return fmt.Errorf("metrics of %s: %w", p.Name, err)
 			}
-			for _, m := range regexp.MustCompile(`(?m)^tabby_typha_watches\{resource="([a-z]+)"\} (\d+)$`).FindAllStringSubmatch(string(raw), -1) {
-				n, _ := strconv.Atoi(m[2])
-				watches[m[1]] += n
+			const name = "tabby_typha_watches"
+			for res, n := range promtext.ByLabel(promtext.Parse(string(raw), name)[name], "resource") {
+				watches[res] += n
 			}
 		}
 		for res := range client.FannedOut {
-			if watches[res] != len(c.Nodes) {
-				return fmt.Errorf("%d tabby-typha pods serve %d watches of %s, want one per node (%d): %v", len(pods.Items), watches[res], res, len(c.Nodes), watches)
+			if watches[res] != float64(len(c.Nodes)) {
+				return fmt.Errorf("%d tabby-typha pods serve %v watches of %s, want one per node (%d): %v", len(pods.Items), watches[res], res, len(c.Nodes), watches)
 			}
 		}
 		return nil

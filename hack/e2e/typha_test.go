@@ -86,18 +86,20 @@ func addPod(t *testing.T, ctx context.Context, l *lab.Lab, name string, n *lab.N
 func requireTyphaWatches(t *testing.T, ctx context.Context, replicas []*lab.Typha, agents int) {
 	t.Helper()
 	err := lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+		sum := map[string]float64{}
+		for _, r := range replicas {
+			w, err := r.Watches(ctx)
+			if err != nil {
+				return err
+			}
+			for res, n := range w {
+				sum[res] += n
+			}
+		}
 		var off []string
 		for res := range client.FannedOut {
-			sum := 0
-			for _, r := range replicas {
-				n, err := r.Watches(ctx, res)
-				if err != nil {
-					return err
-				}
-				sum += n
-			}
-			if sum != agents {
-				off = append(off, fmt.Sprintf("%s: %d", res, sum))
+			if sum[res] != float64(agents) {
+				off = append(off, fmt.Sprintf("%s: %v", res, sum[res]))
 			}
 		}
 		if len(off) > 0 {

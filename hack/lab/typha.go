@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/tabbynet/tabby/hack/netnsfwd"
+	"github.com/tabbynet/tabby/hack/promtext"
 	"github.com/tabbynet/tabby/hack/testenv"
 )
 
@@ -200,25 +200,21 @@ func (t *Typha) Pid() int {
 	return t.cmd.Process.Pid
 }
 
-// Watches is how many watches of resource (pods, ipamblocks, ...) the replica serves now.
-func (t *Typha) Watches(ctx context.Context, resource string) (int, error) {
+// Watches is how many watches of each resource (pods, ipamblocks, ...) the replica serves now.
+func (t *Typha) Watches(ctx context.Context) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+t.Metrics+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s metrics: %w", t.Name, err)
+		return nil, fmt.Errorf("%s metrics: %w", t.Name, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	m := regexp.MustCompile(`(?m)^tabby_typha_watches\{resource="` + regexp.QuoteMeta(resource) + `"\} (\S+)$`).FindSubmatch(body)
-	if m == nil {
-		return 0, nil
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	return int(v), err
+	const name = "tabby_typha_watches"
+	return promtext.ByLabel(promtext.Parse(string(body), name)[name], "resource"), nil
 }

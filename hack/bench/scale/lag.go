@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/promtext"
 )
 
 // buckets are a Prometheus histogram's cumulative counts by upper bound, in seconds (+Inf
@@ -12,12 +14,12 @@ import (
 // one block in 500 ms.
 type buckets map[float64]float64
 
-func readBuckets(ms []metric) buckets {
+func readBuckets(ms []promtext.Sample) buckets {
 	b := buckets{}
 	for _, m := range ms {
-		le, err := strconv.ParseFloat(m.labels["le"], 64) // "+Inf" parses
+		le, err := strconv.ParseFloat(m.Labels["le"], 64) // "+Inf" parses
 		if err == nil {
-			b[le] += m.value
+			b[le] += m.Value
 		}
 	}
 	return b

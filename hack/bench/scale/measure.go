@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/hack/promtext"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -124,59 +121,6 @@ func (p *probe) samples(ctx context.Context, interval time.Duration) ([]sample, 
 	}
 }
 
-// metric is one sample of a Prometheus text exposition.
-type metric struct {
-	labels map[string]string
-	value  float64
-}
-
-// parseMetrics reads the samples of the named metrics.
-func parseMetrics(text string, want ...string) map[string][]metric {
-	out := map[string][]metric{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, _ := strings.Cut(line, "{")
-		labels := map[string]string{}
-		var value string
-		if rest == "" {
-			name, value, _ = strings.Cut(line, " ")
-		} else {
-			ls, v, _ := strings.Cut(rest, "} ")
-			value = v
-			for _, kv := range strings.Split(ls, ",") {
-				k, val, ok := strings.Cut(kv, "=")
-				if ok {
-					labels[k] = strings.Trim(val, `"`)
-				}
-			}
-		}
-		if !slices.Contains(want, name) {
-			continue
-		}
-		f, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			continue
-		}
-		out[name] = append(out[name], metric{labels: labels, value: f})
-	}
-	return out
-}
-
-func sum(ms []metric, keep func(map[string]string) bool) float64 {
-	var s float64
-	for _, m := range ms {
-		if keep == nil || keep(m.labels) {
-			s += m.value
-		}
-	}
-	return s
-}
-
 // agentCounters is what one agent's metrics say about its datastore side.
 type agentCounters struct {
 	events        float64 // watch events received, every resource
@@ -194,14 +138,14 @@ func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
 	if err != nil {
 		return agentCounters{}, err
 	}
-	m := parseMetrics(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum",
+	m := promtext.Parse(text, "tabby_datastore_events_total", "tabby_datastore_snapshot_seconds_count", "tabby_datastore_snapshot_seconds_sum",
 		"tabby_felix_apply_duration_seconds_count", "tabby_felix_apply_duration_seconds_sum", "tabby_felix_apply_duration_seconds_bucket",
 		"tabby_datastore_lag_seconds_bucket", "tabby_felix_apply_lag_seconds_bucket")
-	applies := sum(m["tabby_felix_apply_duration_seconds_count"], nil)
-	fast := sum(m["tabby_felix_apply_duration_seconds_bucket"], func(l map[string]string) bool { return l["le"] == "0.05" })
-	return agentCounters{events: sum(m["tabby_datastore_events_total"], nil),
-		snapshots: sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: sum(m["tabby_datastore_snapshot_seconds_sum"], nil),
-		applies: applies, applyTotal: sum(m["tabby_felix_apply_duration_seconds_sum"], nil), appliesSlow: applies - fast,
+	applies := promtext.Sum(m["tabby_felix_apply_duration_seconds_count"], nil)
+	fast := promtext.Sum(m["tabby_felix_apply_duration_seconds_bucket"], func(l map[string]string) bool { return l["le"] == "0.05" })
+	return agentCounters{events: promtext.Sum(m["tabby_datastore_events_total"], nil),
+		snapshots: promtext.Sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: promtext.Sum(m["tabby_datastore_snapshot_seconds_sum"], nil),
+		applies: applies, applyTotal: promtext.Sum(m["tabby_felix_apply_duration_seconds_sum"], nil), appliesSlow: applies - fast,
 		lag: readBuckets(m["tabby_datastore_lag_seconds_bucket"]), applyLag: readBuckets(m["tabby_felix_apply_lag_seconds_bucket"])}, nil
 }
 
@@ -224,11 +168,11 @@ func apiRequests(ctx context.Context, l *lab.Lab) (map[string]float64, error) {
 		return nil, fmt.Errorf("API server metrics: %w", err)
 	}
 	out := map[string]float64{}
-	for _, m := range parseMetrics(string(raw), "apiserver_request_total")["apiserver_request_total"] {
-		if m.labels["group"] != "tabby.dev" {
+	for _, m := range promtext.Parse(string(raw), "apiserver_request_total")["apiserver_request_total"] {
+		if m.Labels["group"] != "tabby.dev" {
 			continue
 		}
-		out[m.labels["verb"]+" "+m.labels["resource"]+" "+m.labels["code"]] += m.value
+		out[m.Labels["verb"]+" "+m.Labels["resource"]+" "+m.Labels["code"]] += m.Value
 	}
 	return out, nil
 }
