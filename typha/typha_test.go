@@ -224,7 +224,7 @@ func TestInformersThroughTypha(t *testing.T) {
 
 // tabby-typha serves only what the API server would: no token, a token the API server does not
 // know, or an identity that may not list a kind gets the API server's 401 or 403; a selector is
-// refused (it serves whole collections), an unknown path is 404.
+// refused (it serves whole collections), an unknown path is 404. Every answer is HTTP/1.1.
 func TestTyphaRefuses(t *testing.T) {
 	env, ctx, ca, cert, key := setup(t)
 	r := startTypha(t, env, cert, key, 0)
@@ -236,7 +236,8 @@ func TestTyphaRefuses(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "tabby-typha"}}}
+	// Offered HTTP/2, as client-go does, it answers HTTP/1.1 (typha.go says why).
+	hc := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "tabby-typha"}}}
 	for _, tc := range []struct {
 		name, path, token string
 		code              int
@@ -261,6 +262,9 @@ func TestTyphaRefuses(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.says) {
 			t.Errorf("%s: %d %s, want %d saying %q", tc.name, resp.StatusCode, body, tc.code, tc.says)
+		}
+		if resp.ProtoMajor != 1 {
+			t.Errorf("%s: answered over %s, want HTTP/1.1", tc.name, resp.Proto)
 		}
 	}
 }
