@@ -106,9 +106,16 @@ func New(restCfg *rest.Config, cfg Config, log *slog.Logger) (_ *Typha, err erro
 	t := &Typha{log: log}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	relists := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tabby_typha_relists_total",
+		Help: "Lists of a kind from the API server after the first (its watch's resourceVersion was gone); the agents got the difference as events."}, []string{"resource"})
+	reg.MustRegister(relists)
 	feeds := map[schema.GroupVersionResource]*feed.Feed{}
 	for _, s := range srcs {
-		f := feed.New(feed.Config{Kind: s.kind, Trim: trim.Object})
+		onRelist := func(events int) {
+			relists.WithLabelValues(s.resource.Resource).Inc()
+			log.Info("listed again from the API server; the agents' watches get the difference", "resource", s.resource.Resource, "events", events)
+		}
+		f := feed.New(feed.Config{Kind: s.kind, Trim: trim.Object, OnRelist: onRelist})
 		feeds[s.resource] = f
 		t.reflect = append(t.reflect, cache.NewReflectorWithOptions(s.lw, s.obj, f, cache.ReflectorOptions{Name: "typha/" + s.resource.Resource}))
 	}
