@@ -224,7 +224,7 @@ func TestInformersThroughTypha(t *testing.T) {
 
 // tabby-typha serves only what the API server would: no token, a token the API server does not
 // know, or an identity that may not list a kind gets the API server's 401 or 403; a selector is
-// refused (it serves whole collections), an unknown path is 404.
+// refused (it serves whole collections), an unknown path is 404. Every answer is HTTP/1.1.
 func TestTyphaRefuses(t *testing.T) {
 	env, ctx, ca, cert, key := setup(t)
 	r := startTypha(t, env, cert, key, 0)
@@ -236,7 +236,8 @@ func TestTyphaRefuses(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "tabby-typha"}}}
+	// Offered HTTP/2, as client-go does, it answers HTTP/1.1 (typha.go says why).
+	hc := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "tabby-typha"}}}
 	for _, tc := range []struct {
 		name, path, token string
 		code              int
@@ -261,6 +262,9 @@ func TestTyphaRefuses(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.says) {
 			t.Errorf("%s: %d %s, want %d saying %q", tc.name, resp.StatusCode, body, tc.code, tc.says)
+		}
+		if resp.ProtoMajor != 1 {
+			t.Errorf("%s: answered over %s, want HTTP/1.1", tc.name, resp.Proto)
 		}
 	}
 }
@@ -331,4 +335,45 @@ func TestAgentsSpreadOverReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, "a block created after the move", 45*time.Second, has(blocks, "after-spread"))
+}
+
+// A restart of the API server (an upgrade of the control plane) can make tabby-typha list a kind
+// again: the new API server's watch cache no longer reaches its watch's resourceVersion. The
+// agents' watches then go on with the difference (a block created, one deleted, while it was
+// down or since), and no agent lists again, which would be every node of the cluster at once.
+func TestRelistKeepsAgentsWatching(t *testing.T) {
+	env, ctx, ca, cert, key := setup(t)
+	r := startTypha(t, env, cert, key, 0)
+	c, _ := agentClient(t, env, agentToken(t, ctx, env, "tabby-node", true), ca, &endpoints{addrs: []string{r.api}})
+	blocks := client.Informer(c.IPAMBlocks(), nil)
+	run(t, ctx, blocks)
+	before, err := env.Client.IPAMBlocks().Create(ctx, newBlock("before", "10.244.1.0/26"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "the first block through tabby-typha", 10*time.Second, has(blocks, before.Name))
+	lists := r.metric(t, "tabby_typha_lists_total", "ipamblocks")
+
+	if err := env.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.IPAMBlocks().Delete(ctx, before.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := env.Client.IPAMBlocks().Create(ctx, newBlock("after", "10.244.2.0/26"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "the agent's cache after the restart: the new block, not the deleted one", 30*time.Second, func() bool {
+		return has(blocks, after.Name)() && !has(blocks, before.Name)()
+	})
+	testwait.Until(t, "tabby-typha's relist of ipamblocks", 30*time.Second, func() bool {
+		return r.metric(t, "tabby_typha_relists_total", "ipamblocks") > 0
+	})
+	if n := r.metric(t, "tabby_typha_lists_total", "ipamblocks") - lists; n != 0 {
+		t.Errorf("the agent listed %v more times: its watch should have gone on", n)
+	}
+	if n := r.metric(t, "tabby_typha_watches_expired_total", "ipamblocks"); n != 0 {
+		t.Errorf("%v watches ended with 410", n)
+	}
 }

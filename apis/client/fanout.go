@@ -33,7 +33,8 @@ type FanoutConfig struct {
 	Endpoints func(ctx context.Context) ([]string, error)
 	// CAFile verifies tabby-typha's certificate, issued to ServerName.
 	CAFile, ServerName string
-	// RetryAfter is how long the API server is used directly after tabby-typha failed (0: 30s).
+	// RetryAfter is how long the API server is used directly after tabby-typha failed (0: 30s),
+	// and how often (and up to half again) tabby-typha is asked meanwhile.
 	RetryAfter time.Duration
 	Logger     *slog.Logger
 }
@@ -53,6 +54,12 @@ type Fanout struct {
 	down      bool
 	// onTypha: by resource, whether its informer's last list or watch went through tabby-typha.
 	onTypha map[string]bool
+	// direct: the watches on the API server, ended when tabby-typha answers again; probing while
+	// a goroutine asks it.
+	direct  map[*directWatch]struct{}
+	probing bool
+	// probe is a request to tabby-typha that proves it serves this agent (a small list).
+	probe func(context.Context) error
 }
 
 // WithFanout returns a client whose informers of the FannedOut kinds go through tabby-typha
@@ -88,6 +95,10 @@ func (c *Client) WithFanout(api *rest.Config, cfg FanoutConfig) (*Client, error)
 		typha:      t,
 		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking},
 		retryAfter: cfg.RetryAfter, log: cfg.Logger, now: time.Now, onTypha: map[string]bool{},
+		probe: func(ctx context.Context) error {
+			_, err := t.BGPConfigurations().List(ctx, metav1.ListOptions{})
+			return err
+		},
 	}
 	out := *c
 	out.fan = f
@@ -222,7 +233,14 @@ func (l *failover) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 }
 
 func (l *failover) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return either(l, ctx, opts, l.typha.WatchWithContext, l.direct.WatchWithContext)
+	return either(l, ctx, opts, l.typha.WatchWithContext, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		w, err := l.direct.WatchWithContext(ctx, opts)
+		if err != nil || opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+			// A streaming list ends by itself in seconds; cut, it would make the informer list again.
+			return w, err
+		}
+		return l.fan.untilTyphaAnswers(w), nil
+	})
 }
 
 // either calls typha, or direct when tabby-typha is out for a while or fails now.
@@ -257,4 +275,77 @@ func (l *failover) List(opts metav1.ListOptions) (runtime.Object, error) {
 
 func (l *failover) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return l.WatchWithContext(context.Background(), opts)
+}
+
+// directWatch is a watch on the API server that ends when tabby-typha answers again.
+type directWatch struct {
+	watch.Interface
+	fan  *Fanout
+	once sync.Once
+}
+
+func (w *directWatch) Stop() {
+	w.once.Do(func() {
+		w.fan.mu.Lock()
+		delete(w.fan.direct, w)
+		w.fan.mu.Unlock()
+	})
+	w.Interface.Stop()
+}
+
+// untilTyphaAnswers keeps w, a watch on the API server, until tabby-typha answers again, then
+// ends it: its informer watches again, through tabby-typha, at its resourceVersion. Otherwise
+// every agent stayed on the API server, after an outage of every replica, until its watches
+// timed out (5 to 10 minutes), which at a thousand agents is the load tabby-typha exists to
+// take off it.
+func (f *Fanout) untilTyphaAnswers(w watch.Interface) watch.Interface {
+	dw := &directWatch{Interface: w, fan: f}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.direct == nil {
+		f.direct = map[*directWatch]struct{}{}
+	}
+	f.direct[dw] = struct{}{}
+	if !f.probing {
+		f.probing = true
+		go f.probeUntilBack()
+	}
+	return dw
+}
+
+// probeUntilBack asks tabby-typha every RetryAfter (and up to half that again, so that agents
+// cut off together do not come back together) while watches are on the API server. When it
+// answers, those watches end, each within a sixth of RetryAfter.
+func (f *Fanout) probeUntilBack() {
+	for {
+		time.Sleep(f.retryAfter + rand.N(f.retryAfter/2+1))
+		f.mu.Lock()
+		if len(f.direct) == 0 {
+			f.probing = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := f.probe(ctx)
+		cancel()
+		if err != nil {
+			f.log.Debug("tabby-typha still unusable", "err", err)
+			continue
+		}
+		f.mu.Lock()
+		f.down = false
+		back := make([]*directWatch, 0, len(f.direct))
+		for w := range f.direct {
+			back = append(back, w)
+		}
+		clear(f.direct)
+		f.probing = false
+		f.mu.Unlock()
+		f.log.Info("tabby-typha answers again: moving the watches back to it", "watches", len(back))
+		for _, w := range back {
+			time.AfterFunc(rand.N(f.retryAfter/6+1), w.Interface.Stop)
+		}
+		return
+	}
 }

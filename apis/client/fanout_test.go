@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -76,4 +78,91 @@ func TestFailover(t *testing.T) {
 	if _, err := l.ListWithContext(cctx, metav1.ListOptions{}); err == nil || direct.lists != 3 {
 		t.Errorf("a cancelled list: %v, %d direct lists; want the error, no fallback", err, direct.lists)
 	}
+}
+
+// After every replica failed, an informer's watch on the API server lasts until tabby-typha
+// answers again, not until it times out: the agent asks tabby-typha every RetryAfter and, once it
+// answers, ends its direct watches, so the informers watch through it again. A streaming list is
+// left to end by itself; a watch the informer ended itself is forgotten, and with none left the
+// agent stops asking.
+func TestWatchesReturnToTypha(t *testing.T) {
+	var typhaUp atomic.Bool
+	var probes atomic.Int32
+	fan := &Fanout{retryAfter: 20 * time.Millisecond, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, onTypha: map[string]bool{},
+		probe: func(context.Context) error {
+			probes.Add(1)
+			if !typhaUp.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		}}
+	var typhaWatches, directWatches atomic.Int32
+	var lastDirect atomic.Pointer[watch.FakeWatcher]
+	typha := &cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+		if !typhaUp.Load() {
+			return nil, errors.New("connection refused")
+		}
+		typhaWatches.Add(1)
+		return watch.NewFake(), nil
+	}}
+	direct := &cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+		directWatches.Add(1)
+		w := watch.NewFake()
+		lastDirect.Store(w)
+		return w, nil
+	}}
+	l := &failover{fan: fan, typha: typha, direct: direct, resource: "ipamblocks"}
+	ctx := context.Background()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 5s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	if _, err := l.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "10"}); err != nil {
+		t.Fatal(err)
+	}
+	held := lastDirect.Load()
+	yes := true
+	if _, err := l.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	streaming := lastDirect.Load()
+	if directWatches.Load() != 2 || typhaWatches.Load() != 0 {
+		t.Fatalf("with tabby-typha down: %d direct and %d tabby-typha watches, want 2 and 0", directWatches.Load(), typhaWatches.Load())
+	}
+	waitFor("three probes", func() bool { return probes.Load() >= 3 })
+	if held.IsStopped() {
+		t.Fatal("the direct watch ended while tabby-typha did not answer")
+	}
+
+	typhaUp.Store(true)
+	waitFor("end of the direct watch once tabby-typha answers", held.IsStopped)
+	if streaming.IsStopped() {
+		t.Error("a streaming list was cut: its informer would list again")
+	}
+	if _, err := l.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "11"}); err != nil {
+		t.Fatal(err)
+	}
+	if typhaWatches.Load() != 1 || directWatches.Load() != 2 || !fan.ViaTypha() {
+		t.Errorf("the watch after: %d tabby-typha and %d direct watches, via tabby-typha %v; want 1, 2 and true", typhaWatches.Load(), directWatches.Load(), fan.ViaTypha())
+	}
+
+	// A direct watch its informer ends (a timeout) is forgotten; with none left, the prober ends.
+	typhaUp.Store(false)
+	w, err := l.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "12"})
+	if err != nil || directWatches.Load() != 3 {
+		t.Fatalf("tabby-typha down again: %v, %d direct watches; want a third", err, directWatches.Load())
+	}
+	w.Stop()
+	waitFor("the prober to stop with no direct watch", func() bool {
+		fan.mu.Lock()
+		defer fan.mu.Unlock()
+		return !fan.probing
+	})
 }

@@ -6,6 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -219,6 +222,32 @@ func TestTemplateDefaults(t *testing.T) {
 }
 
 // An IPv6-only cluster: the IPv6 pool alone, valid as the API server's rules see it.
+// The certificate the chart makes for tabby-typha loads as tabby-typha loads it, is ECDSA (every
+// watch is a connection, and a handshake with RSA 2048 costs three times as much), and verifies
+// against the ca.crt the agents mount, for the name they ask for.
+func TestTemplateTyphaCertificate(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system"))
+	sec := decode[corev1.Secret](t, objs, "Secret/tabby-typha-tls")
+	pair, err := tls.X509KeyPair(sec.Data["tls.crt"], sec.Data["tls.key"])
+	if err != nil {
+		t.Fatalf("tls.crt and tls.key: %v", err)
+	}
+	if _, ok := pair.PrivateKey.(*ecdsa.PrivateKey); !ok {
+		t.Errorf("the serving key is %T, want ECDSA", pair.PrivateKey)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(sec.Data["ca.crt"]) {
+		t.Fatal("ca.crt holds no certificate")
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "tabby-typha", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the serving certificate against ca.crt: %v", err)
+	}
+}
+
 func TestTemplateIPv6Pool(t *testing.T) {
 	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "--set", "ipPool.create=false", "--set", "ipv6Pool.create=true"))
 	if _, ok := objs["IPPool/default-ipv4-ippool"]; ok {

@@ -17,21 +17,22 @@ import (
 // TestTypha: three tabby-nodes watch through two tabby-typha replicas. Pods are wired and reached
 // and every node holds exactly its routes; every agent's watch of every cluster-wide kind is on a
 // replica. One replica is killed: every watch moves to the other. The other is killed too: the
-// agents watch the API server directly. At each stage a pod added then is wired and reached, and a
-// NetworkPolicy written then isolates it and, deleted, lets it be reached again: the watches work
-// on whatever path the agents are on.
+// agents watch the API server directly. One is started again: every watch returns to it within a
+// minute (the agents ask every 30 to 45 s), not when the direct watches time out. At each stage a
+// pod added then is wired and reached, and a NetworkPolicy written then isolates it and, deleted,
+// lets it be reached again: the watches work on whatever path the agents are on.
 func TestTypha(t *testing.T) {
 	l := startLab(t, lab.Options{Typha: 2})
-	ctx := testCtx(t, 4*time.Minute)
+	ctx := testCtx(t, 6*time.Minute)
 	nodes := addNodes(t, ctx, l, nodeSpecs(3)...)
 	pods := addPodsPerNode(t, ctx, l, nodes, 1)
 	requireReach(t, ctx, "pod to pod", podEndpoints(pods), podEndpoints(pods), 30*time.Second)
 	requireRoutes(t, ctx, l, 10*time.Second)
-	requireTyphaWatches(t, ctx, l.Typhas, len(nodes))
+	requireTyphaWatches(t, ctx, l.Typhas, len(nodes), 20*time.Second)
 	requireViaTypha(t, ctx, nodes, 1)
 
 	l.Typhas[0].Stop()
-	requireTyphaWatches(t, ctx, l.Typhas[1:], len(nodes))
+	requireTyphaWatches(t, ctx, l.Typhas[1:], len(nodes), 20*time.Second)
 	pods = append(pods, addPod(t, ctx, l, "after-one", nodes[2]))
 	requireReach(t, ctx, "pod to pod, one replica left", podEndpoints(pods), podEndpoints(pods), 30*time.Second)
 	requireRoutes(t, ctx, l, 10*time.Second)
@@ -44,6 +45,16 @@ func TestTypha(t *testing.T) {
 	requireRoutes(t, ctx, l, 10*time.Second)
 	requireIsolation(t, ctx, l, pods[0], pods[len(pods)-1])
 	requireViaTypha(t, ctx, nodes, 0)
+
+	if err := l.Typhas[0].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	requireTyphaWatches(t, ctx, l.Typhas[:1], len(nodes), 60*time.Second)
+	requireViaTypha(t, ctx, nodes, 1)
+	pods = append(pods, addPod(t, ctx, l, "after-return", nodes[0]))
+	requireReach(t, ctx, "pod to pod, a replica back", podEndpoints(pods), podEndpoints(pods), 30*time.Second)
+	requireRoutes(t, ctx, l, 10*time.Second)
+	requireIsolation(t, ctx, l, pods[0], pods[len(pods)-1])
 }
 
 // requireIsolation writes a NetworkPolicy that denies every ingress to pod to and waits until
@@ -83,9 +94,10 @@ func addPod(t *testing.T, ctx context.Context, l *lab.Lab, name string, n *lab.N
 
 // requireTyphaWatches waits until the replicas serve, between them, agents watches of every kind
 // tabby-typha serves: one per agent and kind.
-func requireTyphaWatches(t *testing.T, ctx context.Context, replicas []*lab.Typha, agents int) {
+func requireTyphaWatches(t *testing.T, ctx context.Context, replicas []*lab.Typha, agents int, within time.Duration) {
 	t.Helper()
-	err := lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+	start := time.Now()
+	err := lab.Eventually(ctx, within, func(ctx context.Context) error {
 		sum := map[string]float64{}
 		for _, r := range replicas {
 			w, err := r.Watches(ctx)
@@ -110,6 +122,7 @@ func requireTyphaWatches(t *testing.T, ctx context.Context, replicas []*lab.Typh
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("every watch on %d replica(s) after %v", len(replicas), time.Since(start).Round(100*time.Millisecond))
 }
 
 // requireViaTypha waits until every agent reports tabby_datastore_via_typha = want.

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -73,6 +74,7 @@ type Env struct {
 
 	procs   []*exec.Cmd
 	names   []string // procs' names: etcd, kube-apiserver
+	apiArgs []string // kube-apiserver's binary and arguments, for a restart
 	ownsDir bool
 }
 
@@ -221,6 +223,7 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 			// still be creatable.
 			"--disable-admission-plugins=ServiceAccount")
 	}
+	env.apiArgs = append([]string{apiBin}, args...)
 	if err := env.spawn("kube-apiserver", apiBin, args...); err != nil {
 		return nil, err
 	}
@@ -302,19 +305,42 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
+// RestartAPIServer stops kube-apiserver and starts it again on the same port and etcd, as an
+// upgrade of the control plane does, and returns when the new one is ready. Its watch cache starts
+// empty: a watch from an older resourceVersion may then be told it is too old.
+func (e *Env) RestartAPIServer(ctx context.Context) error {
+	i := slices.Index(e.names, "kube-apiserver")
+	if i < 0 {
+		return fmt.Errorf("restart kube-apiserver: it does not run")
+	}
+	stop(e.procs[i])
+	e.procs, e.names = slices.Delete(e.procs, i, i+1), slices.Delete(e.names, i, i+1)
+	if err := e.spawn("kube-apiserver", e.apiArgs[0], e.apiArgs[1:]...); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, e.URL, e.Config.BearerToken); err != nil {
+		return fmt.Errorf("kube-apiserver not ready after a restart: %w (log: %s)", err, tail(filepath.Join(e.Dir, "kube-apiserver.log"), 10))
+	}
+	return nil
+}
+
+// stop ends p: SIGTERM, and SIGKILL after 5 s.
+func stop(p *exec.Cmd) {
+	_ = p.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = p.Process.Kill()
+		<-done
+	}
+}
+
 // Stop kills the processes and removes the data directory if Start made it.
 func (e *Env) Stop() {
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		p := e.procs[i]
-		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = p.Process.Kill()
-			<-done
-		}
+		stop(e.procs[i])
 	}
 	e.procs, e.names = nil, nil
 	if e.ownsDir {
@@ -323,7 +349,8 @@ func (e *Env) Stop() {
 }
 
 func (e *Env) spawn(name, bin string, args ...string) error {
-	logf, err := os.Create(filepath.Join(e.Dir, name+".log"))
+	// Appended: a restarted process's log follows the one before.
+	logf, err := os.OpenFile(filepath.Join(e.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ package feed
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,10 +31,6 @@ import (
 // the log): the client lists again, as from the API server's 410.
 var ErrGone = errors.New("resourceVersion too old")
 
-// ErrReset is the end of every open watch when the feed's own watch of the API server was
-// replaced by a new list: the events between are not in the log.
-var ErrReset = errors.New("feed relisted")
-
 // Config describes a feed.
 type Config struct {
 	// Kind is the objects' kind, written into each encoded object (a watch decoder needs it).
@@ -43,6 +40,8 @@ type Config struct {
 	// MaxEvents and MaxBytes bound the log (0: 10,000 events, 32 MiB). A watch from older than
 	// the log's first event is ErrGone.
 	MaxEvents, MaxBytes int
+	// OnRelist, when set, hears of each relist after the first list: how many events it made.
+	OnRelist func(events int)
 }
 
 // Feed is one resource: the objects and the log of events after its floor.
@@ -59,7 +58,6 @@ type Feed struct {
 	base     uint64
 	floor    uint64
 	logBytes int
-	epoch    uint64        // bumped at every Replace after the first: open watches end
 	notify   chan struct{} // closed at every change, then replaced
 	list     []byte        // the encoded list of the current state; nil when stale
 }
@@ -199,32 +197,93 @@ func (f *Feed) Add(obj any) error    { return f.apply("ADDED", obj) }
 func (f *Feed) Update(obj any) error { return f.apply("MODIFIED", obj) }
 func (f *Feed) Delete(obj any) error { return f.apply("DELETED", obj) }
 
-// Replace is a new list. Open watches end (ErrReset) and the log starts again at rv: the feed
-// cannot tell which events its own watch missed.
+// Replace is a new list. The first is the feed's state. A later one is a relist of the feed's
+// own watch (the API server no longer had its resourceVersion: it restarted, or etcd compacted
+// past it), and the difference between the state and the list goes into the log as events:
+// open watches go on, and an agent lists nothing. Ending them instead sent every agent of the
+// cluster back to list the kind at once, on every restart of the API server.
 func (f *Feed) Replace(items []any, rvs string) error {
 	rv, err := ParseRV(rvs)
 	if err != nil {
 		return fmt.Errorf("list of %s: %w", f.cfg.Kind.Kind, err)
 	}
 	objects := make(map[string][]byte, len(items))
+	versions := make(map[string]uint64, len(items))
 	for _, obj := range items {
-		key, _, raw, err := f.encode(obj)
+		key, orv, raw, err := f.encode(obj)
 		if err != nil {
 			return err
 		}
-		objects[key] = raw
+		objects[key], versions[key] = raw, orv
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.synced {
-		f.epoch++
+	if !f.synced {
+		f.synced = true
+		f.objects, f.rv, f.floor = objects, rv, rv
+		f.changed()
+		return nil
 	}
-	f.synced = true
-	f.objects, f.rv, f.floor = objects, rv, rv
-	f.base += uint64(len(f.events))
-	f.events, f.logBytes = nil, 0
-	f.changed()
+	// The feed holds every change up to f.rv, so what changed since has a later resourceVersion
+	// (the max() keeps the log in order whatever the list says).
+	rv = max(rv, f.rv)
+	var diff []event
+	for key, raw := range objects {
+		old, ok := f.objects[key]
+		switch {
+		case !ok:
+			diff = append(diff, event{rv: max(versions[key], f.rv), frame: Frame("ADDED", raw)})
+		case !bytes.Equal(old, raw):
+			diff = append(diff, event{rv: max(versions[key], f.rv), frame: Frame("MODIFIED", raw)})
+		}
+	}
+	slices.SortStableFunc(diff, func(a, b event) int { return cmp.Compare(a.rv, b.rv) })
+	var gone []string
+	for key := range f.objects {
+		if _, ok := objects[key]; !ok {
+			gone = append(gone, key)
+		}
+	}
+	slices.Sort(gone)
+	for _, key := range gone {
+		old := f.objects[key]
+		// When it went is unknown: at the list's resourceVersion, as a watch reports a deletion
+		// at its own (a client resumes from the last event's).
+		raw, err := withResourceVersion(old, rv)
+		if err != nil {
+			return fmt.Errorf("relist of %s: %s: %w", f.cfg.Kind.Kind, key, err)
+		}
+		diff = append(diff, event{rv: rv, frame: Frame("DELETED", raw)})
+	}
+	f.objects = objects
+	for _, ev := range diff {
+		f.append(ev)
+	}
+	if rv > f.rv {
+		f.rv = rv
+		f.changed()
+	}
+	if f.cfg.OnRelist != nil {
+		f.cfg.OnRelist(len(diff))
+	}
 	return nil
+}
+
+// withResourceVersion is the encoded object raw with its metadata.resourceVersion set to rv.
+func withResourceVersion(raw []byte, rv uint64) ([]byte, error) {
+	var obj, meta map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(obj["metadata"], &meta); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	meta["resourceVersion"] = json.RawMessage(strconv.Quote(strconv.FormatUint(rv, 10)))
+	var err error
+	if obj["metadata"], err = json.Marshal(meta); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
 }
 
 // UpdateResourceVersion takes a bookmark's resourceVersion: nothing changed up to it. The
@@ -290,7 +349,6 @@ type Cursor struct {
 	f     *Feed
 	next  uint64 // sequence number of the next event to hand out
 	after uint64 // hand out only events after this resourceVersion
-	epoch uint64
 }
 
 // Since opens a cursor on the events after rv; ErrGone when the log does not reach back to rv.
@@ -309,7 +367,7 @@ func (f *Feed) Since(rv uint64) (*Cursor, error) {
 		}
 		return 0
 	})
-	return &Cursor{f: f, next: f.base + uint64(i), after: rv, epoch: f.epoch}, nil
+	return &Cursor{f: f, next: f.base + uint64(i), after: rv}, nil
 }
 
 // Snapshot is the current state, as ADDED frames, and a cursor on the events after it.
@@ -320,7 +378,7 @@ func (f *Feed) Snapshot() ([][]byte, uint64, *Cursor) {
 	for _, raw := range f.objects {
 		frames = append(frames, Frame("ADDED", raw))
 	}
-	return frames, f.rv, &Cursor{f: f, next: f.base + uint64(len(f.events)), after: f.rv, epoch: f.epoch}
+	return frames, f.rv, &Cursor{f: f, next: f.base + uint64(len(f.events)), after: f.rv}
 }
 
 // WaitFor waits until the state is at rv or later; false when ctx ends first.
@@ -341,15 +399,11 @@ func (f *Feed) WaitFor(ctx context.Context, rv uint64) bool {
 }
 
 // Next returns the next events' frames, waiting for one until ctx ends (nil, ctx.Err()) or
-// idle fires (nil, nil). ErrGone: the reader fell behind the log; ErrReset: the feed relisted.
+// idle fires (nil, nil). ErrGone: the reader fell behind the log.
 func (c *Cursor) Next(ctx context.Context, idle <-chan time.Time) ([][]byte, error) {
 	f := c.f
 	for {
 		f.mu.Lock()
-		if c.epoch != f.epoch {
-			f.mu.Unlock()
-			return nil, ErrReset
-		}
 		if c.next < f.base {
 			f.mu.Unlock()
 			return nil, ErrGone
@@ -386,7 +440,7 @@ func (c *Cursor) CaughtUp() (uint64, bool) {
 	f := c.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if c.epoch != f.epoch || c.next != f.base+uint64(len(f.events)) {
+	if c.next != f.base+uint64(len(f.events)) {
 		return 0, false
 	}
 	return f.rv, true

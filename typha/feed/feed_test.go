@@ -96,7 +96,7 @@ func TestSinceServesTheEventsAfter(t *testing.T) {
 	}
 }
 
-// A reader that falls behind the log, or a feed that lists again, ends the watch.
+// A reader that falls behind the log ends its watch (Gone: the client lists again).
 func TestCursorEnds(t *testing.T) {
 	f := newFeed(t, 2)
 	slow, err := f.Since(10)
@@ -111,25 +111,55 @@ func TestCursorEnds(t *testing.T) {
 	if _, err := slow.Next(context.Background(), nil); !errors.Is(err, ErrGone) {
 		t.Errorf("a reader behind the log: %v, want ErrGone", err)
 	}
-	c, err := f.Since(13)
+}
+
+// A relist of the feed's own watch goes to open watches as the difference: what was added or
+// changed, in resourceVersion order, then what went, at the list's resourceVersion (a client
+// resumes from its last event's). The watches go on, the log keeps what it had, and a list that
+// changes nothing sends nothing.
+func TestRelistSendsTheDifference(t *testing.T) {
+	f := newFeed(t, 100) // a@5, at 10
+	for i, name := range []string{"b", "c", "d"} {
+		if err := f.Add(block(name, 11+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting, err := f.Since(13)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { _, err := c.Next(context.Background(), nil); done <- err }()
-	if err := f.Replace([]any{block("a", 30)}, "30"); err != nil {
+	behind, err := f.Since(11)
+	if err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan [][]byte, 1)
+	go func() { fr, _ := waiting.Next(context.Background(), nil); done <- fr }()
+	if err := f.Replace([]any{block("a", 5), block("b", 20), block("e", 18)}, "25"); err != nil {
+		t.Fatal(err)
+	}
+	diff := "ADDED e@18,MODIFIED b@20,DELETED c@25,DELETED d@25"
 	select {
-	case err := <-done:
-		if !errors.Is(err, ErrReset) {
-			t.Errorf("after a relist: %v, want ErrReset", err)
+	case fr := <-done:
+		if got := strings.Join(names(t, fr), ","); got != diff {
+			t.Errorf("a waiting watch after the relist: %s, want %s", got, diff)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("a waiting watch did not end at the relist")
+		t.Fatal("a waiting watch got nothing from the relist")
 	}
-	if _, err := f.Since(13); !errors.Is(err, ErrGone) {
-		t.Errorf("since 13 after a relist at 30: %v, want ErrGone", err)
+	if got, want := strings.Join(names(t, next(t, behind)), ","), "ADDED c@12,ADDED d@13,"+diff; got != want {
+		t.Errorf("a watch from 11: %s, want %s", got, want)
+	}
+	if rv, ok := waiting.CaughtUp(); !ok || rv != 25 {
+		t.Errorf("caught up: %d %v, want 25", rv, ok)
+	}
+	if err := f.Replace([]any{block("a", 5), block("b", 20), block("e", 18)}, "25"); err != nil {
+		t.Fatal(err)
+	}
+	if rv, ok := waiting.CaughtUp(); !ok || rv != 25 {
+		t.Errorf("a relist that changes nothing: caught up %d %v, want 25, nothing to send", rv, ok)
+	}
+	if _, err := f.Since(11); err != nil {
+		t.Errorf("since 11 after the relists: %v", err)
 	}
 }
 

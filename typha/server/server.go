@@ -195,7 +195,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, sv served) {
 	for {
 		frames, err := cur.Next(ctx, idle)
 		switch {
-		case errors.Is(err, feed.ErrGone), errors.Is(err, feed.ErrReset):
+		case errors.Is(err, feed.ErrGone):
 			// The client watches again from its resourceVersion, or lists (410).
 			s.metrics.expired(sv.resource.Resource)
 			st := apierrors.NewResourceExpired(fmt.Sprintf("watch of %s ended: %s", sv.resource.Resource, err)).ErrStatus
