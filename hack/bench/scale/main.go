@@ -32,6 +32,7 @@ type options struct {
 	parallel                  int
 	apiPods                   int
 	nodeRate, watchers        int
+	blocksOnlyRate            int             // a churn of IPAMBlock updates alone, per second (0: none)
 	typha                     int             // tabby-typha replicas the agents watch through (0: none)
 	watch                     map[string]bool // what the more agents' watches watch
 	tabbyBin                  string
@@ -55,6 +56,7 @@ func main() {
 	flag.IntVar(&o.watchers, "watchers", 100, "more agents' watches (IPAMBlocks and Pods, a connection each), in a run of the first churn rate after one without them: the API server's cost of sending every event to every agent (0: no such runs)")
 	watch := flag.String("watch", "ipamblocks,pods", "what those watches watch: ipamblocks, pods or both (what a tabby-node's watches receive under pod churn)")
 	flag.IntVar(&o.typha, "typha", 1, "tabby-typha replicas the agents watch the cluster-wide kinds through (0: the API server directly)")
+	flag.IntVar(&o.blocksOnlyRate, "blocks-only-rate", 100, "pod replacements per second as IPAM writes them, the two IPAMBlock updates without the Pod objects' create and delete, in a run of their own (0: none)")
 	flag.IntVar(&o.nodeRate, "node-rate", 1, "empty nodes joining, and leaving, per second, in a window of their own (0: none)")
 	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
 	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")
@@ -98,6 +100,8 @@ func validate(o *options, rates, watch string) error {
 		return fmt.Errorf("-settle=%v: want 0 or more", o.settle)
 	case o.watchers < 0 || o.watchers > 1000:
 		return fmt.Errorf("-watchers=%d: want 0..1000", o.watchers)
+	case o.blocksOnlyRate < 0 || o.blocksOnlyRate > 1000:
+		return fmt.Errorf("-blocks-only-rate=%d: want 0..1000", o.blocksOnlyRate)
 	}
 	return nil
 }

@@ -121,6 +121,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  datastore: %s; built in %v\n", held, buildTook.Round(time.Second))
 	fmt.Fprintf(out, "  agents: labelled %s=agent, meshed with each other only (mesh off; %d BGPPeers select simulated racks); a NetworkPolicy on their pods admits app=a1 pods cluster-wide\n", agentLabel, o.peers)
 	fmt.Fprintf(out, "  churn: a pod replaced on a simulated node = pod create, IPAMBlock update (ADD), IPAMBlock update (DEL), pod delete\n")
+	if o.blocksOnlyRate > 0 {
+		fmt.Fprintf(out, "  then %d/s of IPAMBlock updates only: the same replacements with the Pod objects left alone (half the API server's writes)\n", o.blocksOnlyRate)
+	}
 	fmt.Fprintf(out, "  node churn: an empty node joins a rack (Node with its status, BlockAffinity, IPAMBlock) and one leaves (the reverse), %d/s each\n", o.nodeRate)
 	fmt.Fprintf(out, "  probe: every 500 ms a block claimed for %s (BlockAffinity + IPAMBlock, as IPAM does), until the route is in the last other agent's kernel,\n    timed from the start of the IPAMBlock Create call; and the legs: until the owner's blackhole, and from it to the others (BGP);\n    until the block's watch event reached a watch of the bench's own (the API server's part), and from it to the last kernel (tabby's)\n", agents[0].Name)
 	if o.typha > 0 {
@@ -182,6 +185,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		r, err := measureChurn(ctx, p, agents, c, o.window, profile)
 		if err := reportLoad(out, fmt.Sprintf("churn %d/s (achieved %.0f/s)", r.rate, r.achieved), r, err, r.rate >= 100); err != nil {
 			return fmt.Errorf("churn at %d/s: %w", rate, err)
+		}
+	}
+	if rate := o.blocksOnlyRate; rate > 0 {
+		r, err := measureChurn(ctx, p, agents, &churn{w: w, rate: rate, blocksOnly: true}, o.window, nil)
+		if err := reportLoad(out, fmt.Sprintf("churn %d/s, IPAMBlock updates only (achieved %.0f/s)", r.rate, r.achieved), r, err, r.rate >= 100); err != nil {
+			return fmt.Errorf("churn of IPAMBlock updates at %d/s: %w", rate, err)
 		}
 	}
 	if o.watchers > 0 {
