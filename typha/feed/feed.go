@@ -164,25 +164,26 @@ func (f *Feed) apply(typ string, obj any) error {
 	return nil
 }
 
-// append adds ev to the log, drops the oldest events past the bounds and wakes the watches; f.mu
-// must be held.
-func (f *Feed) append(ev event) {
-	if ev.rv > f.rv {
-		f.rv = ev.rv
+// append adds evs to the log, drops the oldest events past the bounds and wakes the watches
+// once; f.mu must be held.
+func (f *Feed) append(evs ...event) {
+	for _, ev := range evs {
+		f.rv = max(f.rv, ev.rv)
+		f.logBytes += len(ev.frame)
 	}
-	f.events = append(f.events, ev)
-	f.logBytes += len(ev.frame)
+	f.events = append(f.events, evs...)
 	drop := 0
 	for len(f.events)-drop > f.cfg.MaxEvents || (f.logBytes > f.cfg.MaxBytes && len(f.events)-drop > 1) {
 		f.floor = f.events[drop].rv
 		f.logBytes -= len(f.events[drop].frame)
+		// Readers copy frames out under f.mu and hold no slice of the log: the dropped slots
+		// are cleared (their frames freed) and the log resliced, not copied, at every event of
+		// a full log; append moves the rest to a new array when it grows.
+		f.events[drop] = event{}
 		drop++
 	}
-	if drop > 0 {
-		// A new array: readers hold slices of the old one.
-		f.events = slices.Clone(f.events[drop:])
-		f.base += uint64(drop)
-	}
+	f.events = f.events[drop:]
+	f.base += uint64(drop)
 	f.changed()
 }
 
@@ -256,8 +257,8 @@ func (f *Feed) Replace(items []any, rvs string) error {
 		diff = append(diff, event{rv: rv, frame: Frame("DELETED", raw)})
 	}
 	f.objects = objects
-	for _, ev := range diff {
-		f.append(ev)
+	if len(diff) > 0 {
+		f.append(diff...)
 	}
 	if rv > f.rv {
 		f.rv = rv

@@ -105,7 +105,8 @@ func (c *churn) replace(ctx context.Context, sn *simNode) (err error) {
 		}
 	}()
 	p := sn.newPod()
-	if !c.blocksOnly {
+	p.noObject = c.blocksOnly
+	if !p.noObject {
 		if err := c.w.createPod(ctx, sn, p); err != nil {
 			return err
 		}
@@ -126,7 +127,9 @@ func (c *churn) replace(ctx context.Context, sn *simNode) (err error) {
 		return fmt.Errorf("release in %s: %w", b.Name, err)
 	}
 	sn.obj = got
-	if c.blocksOnly {
+	// A churn of IPAMBlock updates alone leaves Pod objects as they are; a later full churn
+	// skips the pods such a churn made no object for.
+	if c.blocksOnly || old.noObject {
 		return nil
 	}
 	zero := int64(0)

@@ -51,6 +51,7 @@ type simNode struct {
 type simPod struct {
 	ns, name string
 	ordinal  int
+	noObject bool // its address only: a churn of IPAMBlock updates alone made no Pod object
 }
 
 type world struct {
