@@ -25,6 +25,12 @@ import (
 // are IPv6 addresses. It returns a vtysh for the daemon.
 func frrToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uint32, neighbors ...netip.Addr) (vtysh func(cmd string) string) {
 	t.Helper()
+	return startFRRToR(t, netns, routerID, as, nodeAS, false, neighbors)
+}
+
+// startFRRToR is frrToR; mpBGP activates IPv6 unicast on the IPv4 sessions too.
+func startFRRToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uint32, mpBGP bool, neighbors []netip.Addr) (vtysh func(cmd string) string) {
+	t.Helper()
 	u, err := user.Lookup("frr")
 	if err != nil {
 		t.Fatalf("FRR is not installed (no user frr; hack/install-deps.sh installs it): %v", err)
@@ -45,7 +51,7 @@ func frrToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uint32, 
 	for _, fam := range []string{"ipv4", "ipv6"} {
 		fmt.Fprintf(&b, " address-family %s unicast\n", fam)
 		for _, nb := range neighbors {
-			if nb.Is6() == (fam == "ipv6") {
+			if nb.Is6() == (fam == "ipv6") || mpBGP && fam == "ipv6" {
 				fmt.Fprintf(&b, "  neighbor %s activate\n", nb)
 			}
 		}

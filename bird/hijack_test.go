@@ -41,6 +41,13 @@ type birdToR struct {
 
 func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) string) {
 	t.Helper()
+	birdc, _ = r.startLogged(t, netns)
+	return birdc
+}
+
+// startLogged is start, with BIRD's log (every class) readable through log.
+func (r birdToR) startLogged(t *testing.T, netns string) (birdc func(args ...string) string, log func() string) {
+	t.Helper()
 	if _, err := exec.LookPath("bird"); err != nil {
 		t.Fatalf("bird2 is not installed (hack/install-deps.sh installs it): %v", err)
 	}
@@ -75,12 +82,15 @@ func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) s
 	case !r.IPv6:
 		channel6 = ""
 	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "bird.log")
 	conf := fmt.Sprintf(`
+log %[4]q all;
 router id %[1]s;
 protocol device { }
 protocol static announced { ipv4; %[2]s }
 protocol static announced6 { ipv6; %[3]s }
-`, r.Addr, statics.String(), statics6.String())
+`, r.Addr, statics.String(), statics6.String(), logPath)
 	for i, nb := range append([]netip.Addr{neighbor}, r.More...) {
 		name := "node"
 		if i > 0 {
@@ -99,7 +109,6 @@ protocol bgp %[1]s {
 }
 `, name, local, r.AS, nb, r.NodeAS, opts, channel4, channel6)
 	}
-	dir := t.TempDir()
 	cfg, sock := filepath.Join(dir, "bird.conf"), filepath.Join(dir, "bird.ctl")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -112,9 +121,12 @@ protocol bgp %[1]s {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return func(args ...string) string {
-		out, _ := exec.Command("birdc", append([]string{"-s", sock}, args...)...).CombinedOutput()
-		return string(out)
-	}
+			out, _ := exec.Command("birdc", append([]string{"-s", sock}, args...)...).CombinedOutput()
+			return string(out)
+		}, func() string {
+			b, _ := os.ReadFile(logPath)
+			return string(b)
+		}
 }
 
 // hijackCluster is a route reflector (node201) with two clients (node21 owns the block a ToR

@@ -109,7 +109,7 @@ func (b *Bird) reconcile(ctx context.Context) error {
 		}
 	}
 	// Policy: pools, our prefixes, and which peers are external routers.
-	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services}
+	pol := speaker.Policy{Pools: sortedPrefixes(pools), Local: sortedPrefixes(local), Services: services, Address6: want.Address6.Addr()}
 	for _, p := range res.Peers {
 		if p.Node == "" {
 			pol.External = append(pol.External, p.Address)
@@ -117,8 +117,12 @@ func (b *Bird) reconcile(ctx context.Context) error {
 				pol.FirstAS = append(pol.FirstAS, speaker.PeerAS{Address: p.Address, ASN: p.ASN})
 			}
 		}
-		if p.KeepOriginalNextHop && !p.IBGP() {
+		switch {
+		case p.IBGP():
+		case p.KeepOriginalNextHop:
 			pol.KeepNextHop = append(pol.KeepNextHop, p.Address)
+		default:
+			pol.NextHopSelf = append(pol.NextHopSelf, p.Address)
 		}
 		if p.Sibling {
 			pol.Siblings = append(pol.Siblings, p.Address)

@@ -15,15 +15,16 @@ import (
 
 // Names of tabby's GoBGP policy objects (visible with `gobgp policy` on the local API).
 const (
-	setPools    = "tabby-pools"
-	setLocal    = "tabby-local"
-	setServices = "tabby-services"
-	setExternal = "tabby-external"
-	setLearned  = "tabby-learned-external"
-	setKeepNH   = "tabby-keep-next-hop"
-	setSiblings = "tabby-sibling-reflectors"
-	setFromSib  = "tabby-learned-sibling"
-	setExplain  = "tabby-explained"
+	setPools       = "tabby-pools"
+	setLocal       = "tabby-local"
+	setServices    = "tabby-services"
+	setExternal    = "tabby-external"
+	setLearned     = "tabby-learned-external"
+	setKeepNH      = "tabby-keep-next-hop"
+	setNextHopSelf = "tabby-next-hop-self"
+	setSiblings    = "tabby-sibling-reflectors"
+	setFromSib     = "tabby-learned-sibling"
+	setExplain     = "tabby-explained"
 	// ExternalLocalPref is the LOCAL_PREF of every route learned from an external router: below
 	// the default 100 of the cluster's own, so a node's own announcement of its block wins over
 	// any external path for it on every node and reflector, before AS-path length is looked at
@@ -174,6 +175,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	sets = append(sets,
 		neighbors(setExternal, p.External),
 		neighbors(setKeepNH, p.KeepNextHop),
+		neighbors(setNextHopSelf, p.NextHopSelf),
 		neighbors(setSiblings, p.Siblings),
 		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
 		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
@@ -210,7 +212,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
 	}))}
-	exp := &api.Policy{Name: "tabby-export", Statements: bothFamilies([]*api.Statement{
+	exp := &api.Policy{Name: "tabby-export", Statements: slices.Concat(bothFamilies([]*api.Statement{
 		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		// On export the neighbor set matches the receiving peer. A policy reject (unlike
@@ -225,6 +227,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
 		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
+	}), nextHopSelf6(p, stripSibling), bothFamilies([]*api.Statement{
 		// Only a sibling's copy carries the tag: every other route goes out unmodified, the
 		// copy all clients of a reflector share, built and serialised once (bird/doc.go,
 		// Scale).
@@ -232,7 +235,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
 		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
-	})}
+	}))}
 	// SetPolicies replaces sets and policies but ignores assignments: assign separately.
 	if err := g.srv.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: sets, Policies: []*api.Policy{imp, exp}}); err != nil {
 		return fmt.Errorf("set import/export policy: %w", err)
@@ -251,7 +254,8 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	// from those alone.
 	last := g.lastPolicy
 	g.lastPolicy = &p
-	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
+	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) ||
+		!slices.Equal(last.NextHopSelf, p.NextHopSelf) || last.Address6 != p.Address6 || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
 		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_DIRECTION_BOTH}); err != nil {
 			return fmt.Errorf("re-apply policy: %w", err)
 		}
@@ -261,6 +265,22 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		return nil
 	}
 	return g.reapplyImportFromExternal(ctx, p.External)
+}
+
+// nextHopSelf6 is the export statement that makes this node the next hop of the IPv6 pool
+// routes it passes on to an eBGP peer (p.NextHopSelf), as it already is of its own blocks. GoBGP
+// rewrites a relayed route's next hop to the session's local address, an IPv4 address on an
+// IPv4 session (BIRD: "Invalid NEXT_HOP attribute - mismatched address family", and the route is
+// dropped). Only the global address is sent: a reflector relays routes of nodes on other links,
+// for which no link-local address of ours would be right (RFC 2545 section 3). Without an IPv6
+// address no session carries IPv6 (apiPeer), so there is nothing to rewrite.
+func nextHopSelf6(p Policy, strip *api.CommunityAction) []*api.Statement {
+	if !p.Address6.IsValid() || len(p.NextHopSelf) == 0 {
+		return nil
+	}
+	return []*api.Statement{{Name: setName6("tabby-export-pools-next-hop-self"),
+		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: setNextHopSelf}, PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: setName6(setPools)}},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Address: p.Address6.String()}, Community: strip}}}
 }
 
 // patchPrefixSets brings the local and explained prefix sets from last to p with the prefixes

@@ -49,6 +49,13 @@ type Policy struct {
 	// KeepNextHop are the eBGP peers (BGPPeer keepOriginalNextHop) that get routes with their
 	// next hop unchanged instead of this node.
 	KeepNextHop []netip.Addr
+	// NextHopSelf are the other eBGP peers: what this node passes on to them carries this node
+	// as next hop. GoBGP would put the session's local address there, which on an IPv4 session
+	// is an IPv4 address that no router accepts for an IPv6 route (RFC 4760, RFC 2545): IPv6
+	// routes get Address6 instead.
+	NextHopSelf []netip.Addr
+	// Address6 is this node's IPv6 BGP address (invalid: none, and then no session carries IPv6).
+	Address6 netip.Addr
 	// Siblings are the other route reflectors of this node's cluster: what they send is tagged
 	// and made less preferred, and never sent to a sibling (see bird/doc.go).
 	Siblings []netip.Addr
@@ -64,7 +71,8 @@ type Policy struct {
 // Equal compares two policies field by field.
 func (a Policy) Equal(b Policy) bool {
 	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.Services, b.Services) &&
-		slices.Equal(a.External, b.External) && slices.Equal(a.KeepNextHop, b.KeepNextHop) && slices.Equal(a.Siblings, b.Siblings) &&
+		slices.Equal(a.External, b.External) && slices.Equal(a.KeepNextHop, b.KeepNextHop) &&
+		slices.Equal(a.NextHopSelf, b.NextHopSelf) && a.Address6 == b.Address6 && slices.Equal(a.Siblings, b.Siblings) &&
 		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS)
 }
 

@@ -46,10 +46,11 @@ type Session struct {
 	conn net.Conn
 	wmu  sync.Mutex
 
-	mu     sync.Mutex
-	notifs []Notification
-	closed chan struct{}
-	err    error
+	mu      sync.Mutex
+	notifs  []Notification
+	updates []Received
+	closed  chan struct{}
+	err     error
 }
 
 // Config says who the test peer is.
@@ -58,10 +59,17 @@ type Config struct {
 	Port          uint16 // 0: 179
 	ASN           uint32
 	HoldTime      uint16 // 0: 9
+	// IPv6 offers IPv6 unicast beside IPv4 unicast (MP-BGP over one session).
+	IPv6 bool
+	// GracefulRestart announces the capability (RFC 4724, restart time 120 s) for the families
+	// offered: a speaker sends End-of-RIB only to a peer that announces it.
+	GracefulRestart bool
+	// RouterID is the BGP identifier; zero: Local, which must then be IPv4.
+	RouterID netip.Addr
 }
 
-// Dial connects from Local to Remote, exchanges OPENs (4-octet AS, IPv4 unicast, route
-// refresh) and KEEPALIVEs, and returns once the session is Established on our side.
+// Dial connects from Local to Remote, exchanges OPENs (4-octet AS, IPv4 unicast, IPv6 unicast
+// if asked, route refresh) and KEEPALIVEs, and returns once the session is Established on our side.
 func Dial(ctx context.Context, c Config) (*Session, error) {
 	if c.Port == 0 {
 		c.Port = 179
@@ -120,7 +128,21 @@ func openBody(c Config) []byte {
 		65, 4, 0, 0, 0, 0, // 4-octet AS
 	}
 	binary.BigEndian.PutUint32(caps[len(caps)-4:], c.ASN)
-	rid := c.Local.As4()
+	if c.IPv6 {
+		caps = append(caps, 1, 4, 0, 2, 0, 1) // multiprotocol IPv6 unicast
+	}
+	if c.GracefulRestart {
+		gr := []byte{64, 6, 0, 120, 0, 1, 1, 0} // restart time 120 s; IPv4 unicast
+		if c.IPv6 {
+			gr = append(gr, 0, 2, 1, 0)
+			gr[1] += 4
+		}
+		caps = append(caps, gr...)
+	}
+	if !c.RouterID.IsValid() {
+		c.RouterID = c.Local
+	}
+	rid := c.RouterID.As4()
 	b := []byte{4, 0, 0, 0, 0, rid[0], rid[1], rid[2], rid[3], byte(2 + len(caps)), 2, byte(len(caps))}
 	binary.BigEndian.PutUint16(b[1:], as2)
 	binary.BigEndian.PutUint16(b[3:], c.HoldTime)
@@ -184,9 +206,18 @@ func (s *Session) readLoop() {
 			s.mu.Unlock()
 			return
 		}
-		if typ == MsgNotification {
+		switch typ {
+		case MsgNotification:
 			s.mu.Lock()
 			s.notifs = append(s.notifs, parseNotification(body))
+			s.mu.Unlock()
+		case MsgUpdate:
+			u, err := ParseUpdate(body)
+			if err != nil {
+				u = Received{Err: err}
+			}
+			s.mu.Lock()
+			s.updates = append(s.updates, u)
 			s.mu.Unlock()
 		}
 	}
