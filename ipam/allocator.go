@@ -14,7 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/ipfamily"
@@ -119,7 +119,7 @@ type cached[T any] struct {
 }
 
 type poolSet struct {
-	pools []ippool.Pool
+	pools []model.Pool
 	bad   []string
 }
 
@@ -180,7 +180,7 @@ func (a *Allocator) fresh(at time.Time) bool {
 }
 
 // pools lists and parses the IPPools, from the cache when it is fresh and force is false.
-func (a *Allocator) pools(ctx context.Context, force bool) ([]ippool.Pool, []string, error) {
+func (a *Allocator) pools(ctx context.Context, force bool) ([]model.Pool, []string, error) {
 	if a.cfg.Pools != nil && !force {
 		if items, ok := a.cfg.Pools(); ok {
 			pools, bad := parsePools(items)
@@ -206,7 +206,7 @@ func (a *Allocator) listBlocks(ctx context.Context) ([]v1.IPAMBlock, error) {
 	return a.store.ListBlocks(ctx)
 }
 
-func (a *Allocator) readPools(ctx context.Context) ([]ippool.Pool, []string, error) {
+func (a *Allocator) readPools(ctx context.Context) ([]model.Pool, []string, error) {
 	items, err := a.store.ListPools(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list IPPools: %w", err)
@@ -379,13 +379,13 @@ type choice struct {
 	block    netip.Prefix
 	obj      *v1.IPAMBlock
 	ordinal  int
-	pool     ippool.Pool
+	pool     model.Pool
 	borrowed bool
 }
 
 // pick finds a free address: in the node's affine blocks, else in a block it claims, else (unless
 // StrictAffinity) in another node's block.
-func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []ippool.Pool) (choice, error) {
+func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []model.Pool) (choice, error) {
 	if c, ok := ns.pickAffine(pools); ok {
 		return c, nil
 	}
@@ -416,7 +416,7 @@ func (a *Allocator) pick(ctx context.Context, ns *nodeState, pools []ippool.Pool
 	return choice{}, exhausted(pools, a.cfg.StrictAffinity)
 }
 
-func exhausted(pools []ippool.Pool, strict bool) error {
+func exhausted(pools []model.Pool, strict bool) error {
 	var cidrs []string
 	for _, p := range pools {
 		cidrs = append(cidrs, p.CIDR.String())
@@ -431,13 +431,13 @@ func exhausted(pools []ippool.Pool, strict bool) error {
 	return fmt.Errorf("pool %s %w: no free block and no free address to borrow", s, ErrPoolExhausted)
 }
 
-func (ns *nodeState) pickAffine(pools []ippool.Pool) (choice, bool) {
+func (ns *nodeState) pickAffine(pools []model.Pool) (choice, bool) {
 	return ns.pickAffineIn(pools, nil)
 }
 
 // pickAffineIn is pickAffine seeing the blocks a batch is about to write (pending) instead of
 // their cached copies, so two requests of one batch never get the same ordinal.
-func (ns *nodeState) pickAffineIn(pools []ippool.Pool, pending map[netip.Prefix]*blockWrite) (choice, bool) {
+func (ns *nodeState) pickAffineIn(pools []model.Pool, pending map[netip.Prefix]*blockWrite) (choice, bool) {
 	cidrs := make([]netip.Prefix, 0, len(ns.blocks))
 	for c := range ns.blocks {
 		cidrs = append(cidrs, c)
@@ -463,7 +463,7 @@ func (ns *nodeState) pickAffineIn(pools []ippool.Pool, pending map[netip.Prefix]
 // claim creates a free block of p for the node, the lowest one. Creating the IPAMBlock is the
 // claim: of two nodes racing for one block exactly one Create succeeds, the other moves on to the
 // next free block.
-func (a *Allocator) claim(ctx context.Context, ns *nodeState, p ippool.Pool, blocks []v1.IPAMBlock) (choice, bool, error) {
+func (a *Allocator) claim(ctx context.Context, ns *nodeState, p model.Pool, blocks []v1.IPAMBlock) (choice, bool, error) {
 	var used []netip.Prefix
 	for i := range blocks {
 		if c, err := parseBlockCIDR(&blocks[i]); err == nil && p.CIDR.Overlaps(c) {
@@ -509,7 +509,7 @@ func (a *Allocator) ensureAffinity(ctx context.Context, node string, c netip.Pre
 
 // borrow finds a free address in another node's block of one of the pools, taking from the
 // block with the most free addresses so borrowers spread out instead of colliding.
-func borrow(node string, pools []ippool.Pool, blocks []v1.IPAMBlock) (choice, bool) {
+func borrow(node string, pools []model.Pool, blocks []v1.IPAMBlock) (choice, bool) {
 	best, bestFree := choice{}, 0
 	for _, p := range pools {
 		for i := range blocks {

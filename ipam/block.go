@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 )
@@ -133,6 +133,6 @@ func affinityNode(b *v1.IPAMBlock) string {
 func poolSize(p netip.Prefix) *big.Int { return new(big.Int).Lsh(big.NewInt(1), uint(hostBits(p))) }
 
 // maxBlocks is the number of blocks a pool can be cut into.
-func maxBlocks(p ippool.Pool) *big.Int {
+func maxBlocks(p model.Pool) *big.Int {
 	return new(big.Int).Lsh(big.NewInt(1), uint(p.BlockSize-p.CIDR.Bits()))
 }

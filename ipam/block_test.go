@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
@@ -87,7 +87,7 @@ func TestSelectPools(t *testing.T) {
 		mk("off", "10.244.2.0/24", "", true),
 		mk("any", "10.244.3.0/24", "", false),
 	})
-	names := func(ps []ippool.Pool) string {
+	names := func(ps []model.Pool) string {
 		var s []string
 		for _, p := range ps {
 			s = append(s, p.Name)

@@ -9,7 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
@@ -28,7 +28,7 @@ import (
 type assignOp struct {
 	ctx   context.Context
 	r     Request
-	pools []ippool.Pool
+	pools []model.Pool
 
 	attempt int   // lost compare-and-swaps so far
 	lastErr error // the last of them

@@ -11,7 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/internal/ipfamily"
@@ -19,7 +19,7 @@ import (
 
 // parsePools parses every pool, sorted by name; a malformed pool is skipped with its error kept
 // for the "why no pool" message (the API server's validation makes this rare).
-func parsePools(items []v1.IPPool) (pools []ippool.Pool, bad []string) {
+func parsePools(items []v1.IPPool) (pools []model.Pool, bad []string) {
 	for i := range items {
 		p, errs := validation.ParseIPPool(&items[i])
 		if len(errs) > 0 {
@@ -33,7 +33,7 @@ func parsePools(items []v1.IPPool) (pools []ippool.Pool, bad []string) {
 }
 
 // whyNot explains why the pool cannot serve a request of family fam on a node, or "" when it can.
-func whyNot(p ippool.Pool, fam ipfamily.Family, labels map[string]string) string {
+func whyNot(p model.Pool, fam ipfamily.Family, labels map[string]string) string {
 	switch {
 	case p.Family() != fam:
 		return fmt.Sprintf("%s (an %s pool: the request is for %s)", p.Name, p.Family(), fam)
@@ -46,19 +46,19 @@ func whyNot(p ippool.Pool, fam ipfamily.Family, labels map[string]string) string
 }
 
 // poolFor finds the pool containing a block or address.
-func poolFor(pools []ippool.Pool, p netip.Prefix) (ippool.Pool, bool) {
+func poolFor(pools []model.Pool, p netip.Prefix) (model.Pool, bool) {
 	for _, pl := range pools {
 		if pl.CIDR.Overlaps(p) && pl.CIDR.Bits() <= p.Bits() {
 			return pl, true
 		}
 	}
-	return ippool.Pool{}, false
+	return model.Pool{}, false
 }
 
 // choosePools picks the pools a request may allocate from: the explicit ones (the request's, else
 // the pod's annotation, else its namespace's), narrowed to the enabled pools selecting the node;
 // without explicit pools, every enabled pool selecting the node.
-func (a *Allocator) choosePools(ctx context.Context, r Request) ([]ippool.Pool, error) {
+func (a *Allocator) choosePools(ctx context.Context, r Request) ([]model.Pool, error) {
 	all, bad, err := a.pools(ctx, false)
 	if err != nil {
 		return nil, err
@@ -78,9 +78,9 @@ func (a *Allocator) choosePools(ctx context.Context, r Request) ([]ippool.Pool, 
 }
 
 // selectPools is choosePools' decision, free of I/O: the pools of family fam.
-func selectPools(all []ippool.Pool, bad []string, fam ipfamily.Family, nodeName string, labels map[string]string, explicit []string, source string) ([]ippool.Pool, error) {
+func selectPools(all []model.Pool, bad []string, fam ipfamily.Family, nodeName string, labels map[string]string, explicit []string, source string) ([]model.Pool, error) {
 	if len(explicit) == 0 {
-		var out []ippool.Pool
+		var out []model.Pool
 		var why []string
 		for _, p := range all {
 			if w := whyNot(p, fam, labels); w != "" {
@@ -98,11 +98,11 @@ func selectPools(all []ippool.Pool, bad []string, fam ipfamily.Family, nodeName 
 		}
 		return out, nil
 	}
-	var out []ippool.Pool
+	var out []model.Pool
 	var why []string
 	for _, want := range explicit {
 		want = strings.TrimSpace(want)
-		idx := slices.IndexFunc(all, func(p ippool.Pool) bool { return p.Name == want || p.CIDR.String() == want })
+		idx := slices.IndexFunc(all, func(p model.Pool) bool { return p.Name == want || p.CIDR.String() == want })
 		if idx < 0 {
 			why = append(why, fmt.Sprintf("%s (no such IPPool)", want))
 			continue
@@ -112,7 +112,7 @@ func selectPools(all []ippool.Pool, bad []string, fam ipfamily.Family, nodeName 
 			why = append(why, w)
 			continue
 		}
-		if !slices.ContainsFunc(out, func(q ippool.Pool) bool { return q.Name == p.Name }) {
+		if !slices.ContainsFunc(out, func(q model.Pool) bool { return q.Name == p.Name }) {
 			out = append(out, p)
 		}
 	}

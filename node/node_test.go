@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird"
@@ -17,7 +17,7 @@ import (
 )
 
 func TestNeedsTunnel(t *testing.T) {
-	pool := func(mode v1.IPIPMode, sel string, disabled bool) ippool.Pool {
+	pool := func(mode v1.IPIPMode, sel string, disabled bool) model.Pool {
 		p, errs := validation.ParseIPPool(&v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", IPIPMode: mode, NodeSelector: sel, Disabled: disabled}})
 		if len(errs) > 0 {
 			t.Fatal(errs)
@@ -30,11 +30,11 @@ func TestNeedsTunnel(t *testing.T) {
 		s    syncer.Snapshot
 		want bool
 	}{
-		{"no local node yet", syncer.Snapshot{Pools: []ippool.Pool{pool(v1.IPIPModeAlways, "", false)}}, false},
-		{"never", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeNever, "", false)}}, false},
-		{"cross-subnet selects us", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true},
-		{"always, other zone", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeAlways, "zone == 'y'", false)}}, false},
-		{"always but disabled", syncer.Snapshot{Local: local, Pools: []ippool.Pool{pool(v1.IPIPModeAlways, "", true)}}, false},
+		{"no local node yet", syncer.Snapshot{Pools: []model.Pool{pool(v1.IPIPModeAlways, "", false)}}, false},
+		{"never", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeNever, "", false)}}, false},
+		{"cross-subnet selects us", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true},
+		{"always, other zone", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeAlways, "zone == 'y'", false)}}, false},
+		{"always but disabled", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeAlways, "", true)}}, false},
 	} {
 		if got := needsTunnel(tc.s); got != tc.want {
 			t.Errorf("%s: needsTunnel = %v, want %v", tc.name, got, tc.want)

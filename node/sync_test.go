@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
@@ -47,7 +47,7 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 		Changed:  syncer.ChangedAll, // handed over again in full every time: felix must see that nothing changed
 		NodeName: "n1",
 		Local:    &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")},
-		Pools: []ippool.Pool{
+		Pools: []model.Pool{
 			{Name: "b", CIDR: netip.MustParsePrefix("10.245.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
 			{Name: "a", CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
 		},
@@ -74,7 +74,7 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	// The next event: the same pools, blocks and node (as new slices, in another order), one pod more.
 	next := snap
 	next.Local = &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")}
-	next.Pools = []ippool.Pool{snap.Pools[1], snap.Pools[0]}
+	next.Pools = []model.Pool{snap.Pools[1], snap.Pools[0]}
 	next.LocalBlocks = []netip.Prefix{snap.LocalBlocks[1], snap.LocalBlocks[0]}
 	next.Workloads = append(append([]syncer.Workload(nil), snap.Workloads...), syncer.Workload{IP: netip.MustParseAddr("10.244.1.60"), Interface: "cali0123456789a"})
 	replaces, dels, links := fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkList")

@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/selector"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/ipfamily"
@@ -85,10 +85,10 @@ func selectorErr(path *field.Path, expr string) *field.Error {
 
 // ParseIPPool validates an IPPool and returns it parsed, defaults applied: the one place a pool's
 // spec is read. Every error names its field; the pool is valid only when there is none.
-func ParseIPPool(p *v1.IPPool) (ippool.Pool, field.ErrorList) {
+func ParseIPPool(p *v1.IPPool) (model.Pool, field.ErrorList) {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	out := ippool.Pool{Name: p.Name, IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled, NodeSelector: p.Spec.NodeSelector}
+	out := model.Pool{Name: p.Name, IPIPMode: p.Spec.IPIPMode, NATOutgoing: p.Spec.NATOutgoing, Disabled: p.Spec.Disabled, NodeSelector: p.Spec.NodeSelector}
 	cidr, err := ParseCIDR(p.Spec.CIDR)
 	if err != nil {
 		errs = append(errs, field.Invalid(spec.Child("cidr"), p.Spec.CIDR, err.Error()))
@@ -100,7 +100,7 @@ func ParseIPPool(p *v1.IPPool) (ippool.Pool, field.ErrorList) {
 	if fam == ipfamily.Unknown {
 		fam = ipfamily.IPv4
 	}
-	def, lo, hi := ippool.BlockSizes(fam)
+	def, lo, hi := model.BlockSizes(fam)
 	out.BlockSize = p.Spec.BlockSize
 	if out.BlockSize == 0 {
 		out.BlockSize = def
@@ -127,7 +127,7 @@ func ParseIPPool(p *v1.IPPool) (ippool.Pool, field.ErrorList) {
 	}
 	out.Selector = sel
 	if len(errs) > 0 {
-		return ippool.Pool{}, errs
+		return model.Pool{}, errs
 	}
 	return out, nil
 }

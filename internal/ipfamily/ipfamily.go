@@ -100,3 +100,23 @@ func (f Family) NameSuffix() string {
 	}
 	return ""
 }
+
+// Pair holds one value per family, in place of an X and X6 field pair: p.Get(ipfamily.IPv6).
+// It is comparable when T is.
+type Pair[T any] [2]T
+
+func (f Family) index() int {
+	if f == IPv6 {
+		return 1
+	}
+	return 0
+}
+
+// Get returns f's value (IPv4's for Unknown).
+func (p Pair[T]) Get(f Family) T { return p[f.index()] }
+
+// Set sets f's value.
+func (p *Pair[T]) Set(f Family, v T) { p[f.index()] = v }
+
+// PairOf is a pair from an IPv4 and an IPv6 value.
+func PairOf[T any](v4, v6 T) Pair[T] { return Pair[T]{v4, v6} }

@@ -18,7 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/tabbynet/tabby/apis/ippool"
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
@@ -78,7 +78,7 @@ type Snapshot struct {
 	NodeName    string
 	Local       *NodeInfo // nil until this node's Node object is seen
 	Nodes       []NodeInfo
-	Pools       []ippool.Pool // the valid IPPools, sorted by name
+	Pools       []model.Pool // the valid IPPools, sorted by name
 	LocalBlocks []netip.Prefix
 	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
 	// Routable is what IPAM explains inside the pools, cluster-wide: every block's prefix and
@@ -133,7 +133,7 @@ func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
 		}
 		s.Pools = append(s.Pools, pool)
 	}
-	slices.SortFunc(s.Pools, func(a, b ippool.Pool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Pools, func(a, b model.Pool) int { return strings.Compare(a.Name, b.Name) })
 
 	views := make([]blockView, 0, len(in.Blocks))
 	for _, b := range in.Blocks {

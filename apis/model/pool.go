@@ -1,9 +1,4 @@
-// Package ippool is an IPPool as the code inside tabby uses it: parsed once where the object comes
-// from the API (apis/validation.ParseIPPool, called by the node's syncer, the IPAM allocator and
-// tabbyctl), with its defaults filled in, and passed inward as a value. Nothing past that edge
-// parses spec.cidr again, and the family is the prefix's, never a separate field that could
-// disagree with it.
-package ippool
+package model
 
 import (
 	"net/netip"
@@ -13,7 +8,10 @@ import (
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// Pool is a valid IPPool, defaults applied.
+// Pool is a valid IPPool, defaults applied: parsed once where the object comes from the API
+// (apis/validation.ParseIPPool, called by the node's syncer, the IPAM allocator and tabbyctl).
+// Nothing past that edge parses spec.cidr again, and the family is the prefix's, never a
+// separate field that could disagree with it.
 type Pool struct {
 	Name string
 	// CIDR is canonical (no host bits set); its family is the pool's.

@@ -1,0 +1,9 @@
+// Package model is tabby's one parsed view of the cluster: the Node, Pool, Block and Workload
+// that every component works with, parsed and validated once where the API object enters tabby
+// (apis/validation, as MetalLB's config.For does), with per-family values kept in an
+// ipfamily.Pair rather than in X/X6 field pairs; and the typed changes of that view
+// (updates.go) that the node's syncer sends to the agents' managers.
+//
+// Nothing here imports netlink, GoBGP or client-go: the model is plain values that a table test
+// can build by hand.
+package model

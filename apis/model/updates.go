@@ -1,0 +1,74 @@
+package model
+
+import (
+	"net/netip"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
+)
+
+// The changes below flow from the node's syncer (and, for learned routes, from the BGP agent)
+// into the agents' managers, in the order they happened, one object each: a manager's
+// OnUpdate(msg any) keeps what concerns it and ignores the rest, and its
+// CompleteDeferredWork applies what changed. Nobody sends a whole list again: a pod on another
+// node is one BlockUpdate, not a snapshot of the cluster. A receiver may keep a message's
+// values but never modify what they point to (maps, slices, API objects): the sender shares
+// them.
+
+// NodeUpdate: a node joined or something tabby reads of it changed. This node's own Node comes
+// this way too: a manager compares Name with its own.
+type NodeUpdate struct{ Node Node }
+
+// NodeRemove: the node is gone.
+type NodeRemove struct{ Name string }
+
+// PoolUpdate: a valid IPPool was created or changed.
+type PoolUpdate struct{ Pool Pool }
+
+// PoolRemove: the pool is gone, or it is no longer valid.
+type PoolRemove struct{ Name string }
+
+// BlockUpdate: an IPAM block was claimed or changed what it routes (its node, its borrowed
+// addresses).
+type BlockUpdate struct{ Block Block }
+
+// BlockRemove: the block was released.
+type BlockRemove struct{ CIDR netip.Prefix }
+
+// WorkloadUpdate: a pod on this node got its addresses, or they changed.
+type WorkloadUpdate struct{ Workload Workload }
+
+// WorkloadRemove: the pod behind this host veth has no address left on this node.
+type WorkloadRemove struct{ Interface string }
+
+// BGPConfigurationUpdate: the cluster's BGPConfiguration (the one named default); nil when
+// there is none (defaults). Validated: an invalid one is sent as nil.
+type BGPConfigurationUpdate struct{ Config *v1.BGPConfiguration }
+
+// BGPPeerUpdate: a valid BGPPeer was created or changed.
+type BGPPeerUpdate struct{ Peer *v1.BGPPeer }
+
+// BGPPeerRemove: the BGPPeer is gone, or it is no longer valid.
+type BGPPeerRemove struct{ Name string }
+
+// SecretUpdate: a Secret of tabby-node's namespace (BGP passwords refer to them).
+type SecretUpdate struct {
+	Name string
+	Data map[string][]byte
+}
+
+// SecretRemove: the Secret is gone.
+type SecretRemove struct{ Name string }
+
+// RouteUpdate: the BGP speaker's best path to a prefix inside a pool, learned from a peer.
+type RouteUpdate struct {
+	Prefix  netip.Prefix
+	NextHop netip.Addr
+}
+
+// RouteRemove: no path to the prefix is left.
+type RouteRemove struct{ Prefix netip.Prefix }
+
+// InSync: every object of the datastore has been sent once since the agent started. Until
+// then a manager adds and replaces but removes nothing it did not add itself: a restart must
+// not take away what the kernel carries on the strength of half the cluster.
+type InSync struct{}
