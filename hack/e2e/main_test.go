@@ -1,8 +1,8 @@
 // Package e2e holds tabby's end-to-end tests: real clusters built by hack/lab (real
 // kube-apiserver and etcd, tabby-node in node namespaces, pods wired by the tabby CNI plugin
-// through libcni, FRR as ToR) and asserted by behaviour: pings, kernel routes, BGP sessions,
-// packet captures. They need root, the control plane (`make controlplane`) and the binaries
-// (`make build`, TABBY_BIN); `make e2e` provides all three. Skipped only under -short.
+// through libcni, FRR or BIRD2 as ToR) and asserted by behaviour: pings, kernel routes, BGP
+// sessions, packet captures. They need root, the control plane (`make controlplane`) and the
+// binaries (`make build`, TABBY_BIN); `make e2e` provides all three. Skipped only under -short.
 package e2e
 
 import (

@@ -15,12 +15,12 @@ import (
 )
 
 // Router is the lab's router namespace: every node's default gateway, "the internet" behind it,
-// and optionally a real BGP router (FRR) playing the top-of-rack switch.
+// and optionally a real BGP router (FRR or BIRD2) playing the top-of-rack switch.
 type Router struct {
 	lab     *Lab
 	NS      string
 	Subnets []Subnet
-	kind    string // "" (plain router) or "frr"
+	kind    string // "" (plain router), "frr" or "bird": one BGP daemon per router
 	dir     string
 	logPath string
 	procs   []*exec.Cmd
@@ -28,6 +28,9 @@ type Router struct {
 
 // Endpoint of the router (its address on subnet A).
 func (r *Router) Endpoint() Endpoint { return Endpoint{Name: "router", NS: r.NS, IP: RouterA} }
+
+// Endpoint6 is the router at its IPv6 address on subnet A (a lab with IPv6).
+func (r *Router) Endpoint6() Endpoint { return Endpoint{Name: "router", NS: r.NS, IP: RouterA6} }
 
 // InternetEndpoint is "the internet" host behind the router.
 func (l *Lab) InternetEndpoint() Endpoint {
@@ -143,6 +146,101 @@ func (r *Router) StartFRR(ctx context.Context, o FRROptions) error {
 	})
 }
 
+// BIRDOptions configure BIRD2 as the ToR.
+type BIRDOptions struct {
+	ASN       uint32 // the ToR's AS (default DefaultToRASN)
+	Neighbors []BGPNeighbor
+}
+
+// StartBIRD runs BIRD2 in the router namespace as the ToR: eBGP with every neighbour, IPv4
+// unicast and, in a lab with IPv6, IPv6 unicast on the same IPv4 sessions (MP-BGP; an IPv6
+// neighbour carries IPv6 alone). It accepts every route and announces none, and installs what it
+// learns in the router's kernel, so that the router forwards pod traffic natively. Its log has
+// every class: a route BIRD refuses (an unusable next hop, a malformed attribute) is said there
+// and nowhere else.
+func (r *Router) StartBIRD(ctx context.Context, o BIRDOptions) error {
+	if r.kind != "" {
+		return fmt.Errorf("router already runs %s", r.kind)
+	}
+	if _, err := exec.LookPath("bird"); err != nil {
+		return fmt.Errorf("BIRD2 is not installed: run `make deps`: %w", err)
+	}
+	if o.ASN == 0 {
+		o.ASN = DefaultToRASN
+	}
+	r.dir = filepath.Join(r.lab.Dir, "bird")
+	r.logPath = filepath.Join(r.dir, "bird.log")
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return fmt.Errorf("BIRD directory: %w", err)
+	}
+	ipv6 := r.lab.Opts.Families.IPv6()
+	var b strings.Builder
+	fmt.Fprintf(&b, "log %q all;\nrouter id %s;\nprotocol device { }\n", r.logPath, RouterA)
+	b.WriteString("protocol kernel kernel4 { ipv4 { import none; export all; }; }\n")
+	if ipv6 {
+		b.WriteString("protocol kernel kernel6 { ipv6 { import none; export all; }; }\n")
+	}
+	for i, nb := range o.Neighbors {
+		local, err := r.localAddr(nb.Addr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "protocol bgp peer%d {\n\tlocal %s as %d;\n\tneighbor %s as %d;\n", i+1, local, o.ASN, nb.Addr, nb.ASN)
+		// Sessions come up as soon as the nodes dial, not after BIRD's default connect delay.
+		b.WriteString("\tconnect delay time 1;\n\tconnect retry time 1;\n")
+		if nb.Password != "" {
+			fmt.Fprintf(&b, "\tpassword %q;\n", nb.Password)
+		}
+		if nb.Addr.Is4() {
+			b.WriteString("\tipv4 { import all; export none; };\n")
+		}
+		if ipv6 || nb.Addr.Is6() {
+			b.WriteString("\tipv6 { import all; export none; };\n")
+		}
+		b.WriteString("}\n")
+	}
+	conf := filepath.Join(r.dir, "bird.conf")
+	if err := os.WriteFile(conf, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("BIRD config: %w", err)
+	}
+	// A config BIRD refuses makes it exit at once, which only its output would tell: check first.
+	if _, err := run(ctx, "bird", "-p", "-c", conf); err != nil {
+		return fmt.Errorf("BIRD refuses %s:\n%s: %w", conf, b.String(), err)
+	}
+	r.kind = "bird"
+	if err := r.spawn("bird", []string{"bird", "-f", "-c", conf, "-s", r.birdSocket(), "-P", filepath.Join(r.dir, "bird.pid")}); err != nil {
+		return err
+	}
+	return Eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		_, err := r.Status(ctx)
+		return err
+	})
+}
+
+// localAddr is the router's address on the subnet of neighbour a: the address the nodes have
+// as the BGPPeer's peerIP.
+func (r *Router) localAddr(a netip.Addr) (netip.Addr, error) {
+	for _, s := range r.Subnets {
+		switch {
+		case s.Prefix().Contains(a):
+			return s.Gateway(), nil
+		case s.Prefix6().Contains(a):
+			return s.Gateway6(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("BGP neighbour %s is on none of the router's subnets", a)
+}
+
+func (r *Router) birdSocket() string { return filepath.Join(r.dir, "bird.ctl") }
+
+// Birdc runs a BIRD command (`birdc show route all`: Birdc(ctx, "show", "route", "all")).
+func (r *Router) Birdc(ctx context.Context, args ...string) (string, error) {
+	if r.kind != "bird" {
+		return "", fmt.Errorf("the router runs no BIRD")
+	}
+	return run(ctx, "birdc", append([]string{"-s", r.birdSocket()}, args...)...)
+}
+
 func touchOwned(path string, uid, gid int) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
@@ -183,7 +281,25 @@ func (r *Router) Vtysh(ctx context.Context, command string) (string, error) {
 
 // Status is the BGP summary of the router's BGP daemon.
 func (r *Router) Status(ctx context.Context) (string, error) {
-	return r.Vtysh(ctx, "show bgp summary")
+	switch r.kind {
+	case "frr":
+		return r.Vtysh(ctx, "show bgp summary")
+	case "bird":
+		return r.Birdc(ctx, "show", "protocols")
+	}
+	return "", fmt.Errorf("the router runs no BGP daemon")
+}
+
+// Log is the log of the router's BGP daemon.
+func (r *Router) Log() (string, error) {
+	if r.kind == "" {
+		return "", fmt.Errorf("the router runs no BGP daemon")
+	}
+	b, err := os.ReadFile(r.logPath)
+	if err != nil {
+		return "", fmt.Errorf("%s log: %w", r.kind, err)
+	}
+	return string(b), nil
 }
 
 // Routes of the router's kernel table.
