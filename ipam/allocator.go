@@ -50,7 +50,7 @@ type Config struct {
 	// API server. A cached list may lag, which costs at most a retry: the node's own blocks it
 	// disagrees on are read again (mergeBlocks), a block is claimed by a create, and an address
 	// is written with a compare-and-swap on a deep copy. Without it a node's first claim lists
-	// every block of the cluster (at 1,000 nodes, 20 MB decoded for one pod's ADD).
+	// and decodes every block of the cluster for one pod's ADD.
 	Blocks func() (blocks []v1.IPAMBlock, ok bool)
 }
 
@@ -325,8 +325,8 @@ func backoff(ctx context.Context, attempt int) {
 	if attempt == 0 {
 		return
 	}
-	// Up to 32 ms: ten CNI processes of the direct path releasing in one block under load
-	// (each round a GET and an update) kept colliding through 20 attempts with a 16 ms cap.
+	// Up to 32 ms: CNI processes of the direct path releasing in one block under load (each
+	// round a GET and an update) need the room to stop colliding within the attempts allowed.
 	d := time.Duration(rand.Int64N(int64(min(attempt, 16)) * int64(2*time.Millisecond)))
 	select {
 	case <-ctx.Done():

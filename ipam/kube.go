@@ -29,8 +29,8 @@ func NewKubeStore(c *client.Client) *KubeStore { return &KubeStore{c: c} }
 // ListsFromCache has the API server answer the lists of pools, blocks, affinities and handles
 // from its watch cache (resourceVersion "0") instead of with a consistent read. A consistent list
 // waits until the watch cache has caught up with etcd, which after writes to other resources
-// takes up to the cache's 100 ms progress tick: measured as a flat ~80 ms on every CNI call of
-// the direct path, a fresh process whose first list that is. The allocator does not rely on
+// takes up to the cache's 100 ms progress tick, on every CNI call of the direct path (a fresh
+// process whose first list that is). The allocator does not rely on
 // fresh lists: every write is a compare-and-swap or a create, and a stale view only costs a
 // retry; the repairs it makes when it loads a node are checked with a GET first.
 func (s *KubeStore) ListsFromCache() *KubeStore {

@@ -3,9 +3,9 @@
 // the API server would serve it, each event encoded once (feed) and sent to many (server).
 //
 // Without it every agent holds its own watches on the API server, which writes each event to
-// each agent: at 1,000 nodes and 10 pod replacements a second, 1.7-3.8 cores of the API server's
-// (hack/bench/scale). With it, the API server serves one watch per replica, and the writes to the
-// agents are the replicas' (0.2 % of a core per agent at that churn), which scale out.
+// each agent, so the API server's CPU grows with the nodes times the churn. With it, the API
+// server serves one watch per replica, and the writes to the agents are the replicas', which
+// scale out.
 package typha
 
 import (
@@ -145,9 +145,7 @@ func New(restCfg *rest.Config, cfg Config, log *slog.Logger) (_ *Typha, err erro
 	// HTTP/1.1, though the agents offer HTTP/2: a watch is then a connection of its own, and an
 	// event one TLS record written to it. Over HTTP/2 the agent also answered each event with a
 	// WINDOW_UPDATE, which tabby-typha read and passed to the connection's goroutine: four system
-	// calls and two goroutine hand-offs per event and agent instead of two. It cost 0.16-0.21 % of
-	// a core per agent at 10 pod replacements a second, and 0.10 % over HTTP/1.1
-	// (hack/bench/scale, two runs each way).
+	// calls and two goroutine hand-offs per event and agent instead of two.
 	t.servers[0].TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	t.servers[0].ConnState = newConnAges(cfg.MaxConnAge, reg).state
 	return t, nil

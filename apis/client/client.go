@@ -5,9 +5,8 @@
 // (apierrors.IsConflict).
 //
 // It does not link client-go's clientset: that registers every API group of Kubernetes, and
-// every tabby-node carried the code and pages of all of them (a 62 MB binary against 34, and
-// 16 MB more of resident pages per agent, measured). Tests and tools that need other kinds build
-// a clientset themselves.
+// every tabby-node would carry the code and resident pages of all of them. Tests and tools that
+// need other kinds build a clientset themselves.
 package client
 
 import (
@@ -87,7 +86,8 @@ func New(cfg *rest.Config) (*Client, error) {
 		c.QPS, c.Burst = 200, 400
 	}
 	// The config's Timeout would be the HTTP client's, which also cuts every watch: each informer
-	// of every agent watched again every 30 seconds. It bounds each request but a watch instead.
+	// of every agent would watch again at every timeout. It bounds each request but a watch
+	// instead.
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -249,8 +249,8 @@ func (r Resource[T, L]) ListWatch() *cache.ListWatch {
 }
 
 // Informer is an informer of the resource with no indexes (a namespace index is a set of keys per
-// namespace: at 30,000 pods, 4 MB of every agent's heap, and nothing in tabby looks objects up by
-// namespace); transform, when not nil, trims each object before it is stored.
+// namespace, held in every agent's heap for every pod of the cluster, and nothing in tabby looks
+// objects up by namespace); transform, when not nil, trims each object before it is stored.
 func Informer[T Object, L runtime.Object](r Resource[T, L], transform cache.TransformFunc) cache.SharedIndexInformer {
 	inf := cache.NewSharedIndexInformer(r.informerSource(), r.newObj(), 0, cache.Indexers{})
 	if transform != nil {
@@ -261,11 +261,10 @@ func Informer[T Object, L runtime.Object](r Resource[T, L], transform cache.Tran
 }
 
 // listWatch is a ListWatch that has the reflector list and then watch, rather than ask for a
-// streaming list (WatchList, on by default in client-go's informers). Against the API server
-// tabby tests with, a streaming list of a custom resource took a second to end where the core
-// resources took 10 ms, so tabby-node's caches synced, and its BGP sessions started, a second
-// late; a list and a watch sync them in 10-60 ms. The core resources keep streaming: a list of
-// 30,000 pods decoded at once left tabby-node at 258 MB instead of 92 (hack/bench/scale).
+// streaming list (WatchList, on by default in client-go's informers). The API server ends a
+// streaming list of a custom resource late, so tabby-node's caches synced, and its BGP sessions
+// started, late; a list and a watch sync them at once. The core resources keep streaming: a
+// large cluster's pods decoded as one list would multiply tabby-node's memory.
 type listWatch struct{ *cache.ListWatch }
 
 func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }

@@ -85,8 +85,8 @@ func TestKubeKinds(t *testing.T) {
 	}
 }
 
-// A watch outlives the client's request timeout: the timeout bounds requests, not watches (it
-// once was the HTTP client's, and every informer of every agent watched again every 30 s).
+// A watch outlives the client's request timeout: the timeout bounds requests, not watches (as
+// the HTTP client's timeout, it would make every informer of every agent watch again each time).
 func TestWatchOutlivesRequestTimeout(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -48,7 +48,7 @@ service answers the tabby CNI plugin on a unix socket.`,
 				return err
 			}
 			// Near the container's memory limit, collect harder rather than be killed: a
-			// route reflector's memory grows with its clients (160 MB at 1,000).
+			// route reflector's memory grows with its clients.
 			switch lim, from, err := memlimit.Apply(); {
 			case err != nil:
 				log.Warn("no Go memory limit from the cgroup", "err", err)

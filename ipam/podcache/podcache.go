@@ -4,9 +4,8 @@
 // the moment the kubelet does, long before the kubelet has set up the sandbox and called the
 // plugin. A pod the cache has not seen is read from the API server (ipam.Config.PodAnnotations).
 //
-// It is a typed informer over tabby's own client (a metadata-only informer linked client-go's
-// metadata client and cost every agent 7 MB of resident binary pages, measured); each pod is cut
-// down to its metadata as it arrives.
+// It is a typed informer over tabby's own client (a metadata-only informer would link client-go's
+// metadata client into every agent); each pod is cut down to its metadata as it arrives.
 package podcache
 
 import (
