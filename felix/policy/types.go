@@ -11,13 +11,13 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// Key names a namespaced object.
-type Key struct{ Namespace, Name string }
-
-func (k Key) String() string { return k.Namespace + "/" + k.Name }
+// Key names a namespaced object: a pod or a NetworkPolicy. It is the model's PodKey, so a
+// workload of the change stream names its pod as policy does.
+type Key = model.PodKey
 
 // Protocol is a NetworkPolicy port protocol: "TCP", "UDP" or "SCTP".
 type Protocol string
