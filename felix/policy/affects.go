@@ -21,7 +21,7 @@ func (c *Calculator) Affects(pod *Pod) bool {
 		for d, rules := range p.rules {
 			for _, r := range rules {
 				for _, pe := range r.peers {
-					if pe.kind == peerPods && c.selectsPod(pe.pods, pod) {
+					if pe.kind == peerPods && c.selectsPod(&pe.pods, pod) {
 						return true
 					}
 				}
