@@ -1,8 +1,10 @@
-// Package policy is tabby's NetworkPolicy calculator: a pure function from pods, namespaces and
+// Package policy is tabby's NetworkPolicy calculation: from pods, namespaces and
 // networking.k8s.io/v1 NetworkPolicies to the iptables chains and ipsets that enforce them on
-// one node. It imports no netlink, runs no command and keeps no state; felix's policy manager
-// feeds it and hands its output to the writers. See README.md in this folder for the design
-// (chain layout, set naming, what is and is not policed).
+// one node. It imports no netlink and runs no command. Calculator is the whole calculation, a
+// pure function of an Input (tabbyctl's, and the reference); State is the same rendering kept up
+// to date change by change, which felix's policy manager feeds and whose differences it hands
+// to the writers. See README.md in this folder for the design (chain layout, set naming, what
+// is and is not policed, what a change recomputes).
 package policy
 
 import (
