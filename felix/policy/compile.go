@@ -24,9 +24,8 @@ import (
 // Render, Explain and Verdict agree on every interpretation of the API objects, including
 // what to do with an object the API server should have rejected. It never changes after
 // NewCalculator and holds the Input's maps, pods and policies by reference: Render, Explain and
-// Verdict read them, so the caller must not modify them before its last such call. Affects
-// reads only what NewCalculator compiled (felix keeps its calculator for that alone and goes on
-// changing its maps).
+// Verdict read them, so the caller must not modify them before its last such call. It is the
+// whole-cluster calculation: tabbyctl's, and the reference State is tested against.
 type Calculator struct {
 	pods     []*Pod // sorted by Key; every pod, host network included
 	podByKey map[Key]*Pod
@@ -38,8 +37,6 @@ type Calculator struct {
 	nsLabels     map[string]labels.Set
 	policies     []*compiledPolicy // sorted by Key
 	endpoints    []Endpoint        // usable ones, sorted by Interface
-	// endpointPods: every endpoint's pod, usable or not yet (its Pod object not seen).
-	endpointPods map[Key]bool
 	problems     []string
 }
 
@@ -196,10 +193,6 @@ func NewCalculator(in Input) *Calculator {
 	}
 	slices.SortFunc(c.policies, func(a, b *compiledPolicy) int { return compareKeys(a.key, b.key) })
 	c.endpoints = c.usableEndpoints(in.Endpoints)
-	c.endpointPods = make(map[Key]bool, len(in.Endpoints))
-	for _, ep := range in.Endpoints {
-		c.endpointPods[ep.Pod] = true
-	}
 	slices.Sort(c.problems)
 	c.problems = slices.Compact(c.problems)
 	return c
