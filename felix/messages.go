@@ -42,7 +42,9 @@ type PodIPsUpdate struct{ IPs map[policy.Key][]netip.Addr }
 // (an address is in at most one of the two).
 type PodIPsDelta struct{ Removed, Added []policy.PodAddr }
 
-// EndpointsUpdate: the pods on this node and their host veths.
+// EndpointsUpdate: the pods on this node and their host veths, the whole list. The policy
+// manager also takes this node's workloads one by one, as the model's WorkloadUpdate and
+// WorkloadRemove (with the model's InSync once all were sent), the change stream's way.
 type EndpointsUpdate struct{ Endpoints []policy.Endpoint }
 
 // PolicyInSync: every pod, namespace and NetworkPolicy has been sent once. Until then the

@@ -36,20 +36,20 @@ func TestApplyAddrs(t *testing.T) {
 // input's map is left as it was.
 func TestCalculatorMendsPodKeys(t *testing.T) {
 	a, b := mkPod("ns/a", "10.244.0.1"), mkPod("ns/b", "10.244.0.2")
-	in := Input{Pods: map[Key]*Pod{{"ns", "a"}: a, {"ns", "renamed"}: b, {"ns", "gone"}: nil}}
+	in := Input{Pods: map[Key]*Pod{{Namespace: "ns", Name: "a"}: a, {Namespace: "ns", Name: "renamed"}: b, {Namespace: "ns", Name: "gone"}: nil}}
 	c := NewCalculator(in)
-	for _, k := range []Key{{"ns", "renamed"}, {"ns", "a"}} {
+	for _, k := range []Key{{Namespace: "ns", Name: "renamed"}, {Namespace: "ns", Name: "a"}} {
 		if !c.Explain(k).Known {
 			t.Errorf("pod %s unknown to the calculator", k)
 		}
 	}
-	if c.Explain(Key{"ns", "b"}).Known || c.Explain(Key{"ns", "gone"}).Known {
+	if c.Explain(Key{Namespace: "ns", Name: "b"}).Known || c.Explain(Key{Namespace: "ns", Name: "gone"}).Known {
 		t.Error("a pod known under a key it was not stored under, or a nil one")
 	}
 	if len(c.Problems()) != 1 || !strings.Contains(c.Problems()[0], "stored under key ns/renamed") {
 		t.Errorf("problems %q, want the mended key named", c.Problems())
 	}
-	if in.Pods[Key{"ns", "renamed"}].Key != (Key{"ns", "b"}) {
+	if in.Pods[Key{Namespace: "ns", Name: "renamed"}].Key != (Key{Namespace: "ns", Name: "b"}) {
 		t.Error("the input's pod was modified")
 	}
 }
@@ -63,7 +63,7 @@ func TestInputIPs(t *testing.T) {
 	)
 	move := func(a netip.Addr) netip.Addr { b := a.As16(); b[13] += 100; return netip.AddrFrom16(b).Unmap() }
 	moved := in
-	moved.IPs = map[Key][]netip.Addr{{"prod", "stranger"}: {netip.MustParseAddr("10.200.9.9")}}
+	moved.IPs = map[Key][]netip.Addr{{Namespace: "prod", Name: "stranger"}: {netip.MustParseAddr("10.200.9.9")}}
 	var addrs []netip.Addr
 	for k, p := range in.Pods {
 		for _, a := range p.IPs {
@@ -97,11 +97,11 @@ func TestInputAddrs(t *testing.T) {
 		t.Errorf("without IPs: %v, want the pod's own %v", got, web.IPs)
 	}
 	moved := []netip.Addr{netip.MustParseAddr("10.244.7.7")}
-	in.IPs = map[Key][]netip.Addr{web.Key: moved, {"prod", "stranger"}: moved}
+	in.IPs = map[Key][]netip.Addr{web.Key: moved, {Namespace: "prod", Name: "stranger"}: moved}
 	if got := in.Addrs(web.Key); !slices.Equal(got, moved) {
 		t.Errorf("with IPs: %v, want %v", got, moved)
 	}
-	if got := in.Addrs(Key{"prod", "stranger"}); got != nil {
+	if got := in.Addrs(Key{Namespace: "prod", Name: "stranger"}); got != nil {
 		t.Errorf("a pod not in Pods: %v, want none", got)
 	}
 }

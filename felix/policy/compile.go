@@ -24,9 +24,8 @@ import (
 // Render, Explain and Verdict agree on every interpretation of the API objects, including
 // what to do with an object the API server should have rejected. It never changes after
 // NewCalculator and holds the Input's maps, pods and policies by reference: Render, Explain and
-// Verdict read them, so the caller must not modify them before its last such call. Affects
-// reads only what NewCalculator compiled (felix keeps its calculator for that alone and goes on
-// changing its maps).
+// Verdict read them, so the caller must not modify them before its last such call. It is the
+// whole-cluster calculation: tabbyctl's, and the reference State is tested against.
 type Calculator struct {
 	pods     []*Pod // sorted by Key; every pod, host network included
 	podByKey map[Key]*Pod
@@ -38,8 +37,6 @@ type Calculator struct {
 	nsLabels     map[string]labels.Set
 	policies     []*compiledPolicy // sorted by Key
 	endpoints    []Endpoint        // usable ones, sorted by Interface
-	// endpointPods: every endpoint's pod, usable or not yet (its Pod object not seen).
-	endpointPods map[Key]bool
 	problems     []string
 }
 
@@ -57,13 +54,18 @@ func (d direction) String() string {
 	return "ingress"
 }
 
+// compiledPolicy is one NetworkPolicy compiled; it never changes (a changed policy is compiled
+// again), so a chain rendered from it can be compared by the policies' identity.
 type compiledPolicy struct {
 	key Key
+	src *networkingv1.NetworkPolicy
 	// selector is nil when spec.podSelector is invalid: the policy then selects no pod (the
 	// API server rejects such a selector, so this only guards against a hand-made input).
 	selector labels.Selector
 	applies  [2]bool // per direction, from policyTypes (explicit or implied)
 	rules    [2][]compiledRule
+	// problems: what compiling it had to ignore.
+	problems []string
 }
 
 type compiledRule struct {
@@ -96,12 +98,33 @@ type podSelection struct {
 	nsSel     labels.Selector
 	podSel    labels.Selector
 	id        string
+	setName   ipfamily.Pair[string] // its hash:ip set in each family
+}
+
+// selects tells whether s picks pod; nsLabels gives a namespace's labels (asked only for a
+// namespaceSelector).
+func (s *podSelection) selects(pod *Pod, nsLabels func(string) labels.Set) bool {
+	if pod.HostNetwork {
+		return false
+	}
+	if s.nsSel == nil {
+		if pod.Namespace != s.namespace {
+			return false
+		}
+	} else if !s.nsSel.Matches(nsLabels(pod.Namespace)) {
+		return false
+	}
+	return s.podSel.Matches(labels.Set(pod.Labels))
 }
 
 type ipBlock struct {
 	cidr   netip.Prefix
 	except []netip.Prefix // sorted, deduplicated, same family as cidr
 	id     string
+	// setName and members are its hash:net set, in cidr's family; no members: it matches no
+	// address and renders no rule.
+	setName string
+	members []string
 }
 
 type portKind uint8
@@ -117,6 +140,7 @@ type portSpec struct {
 	kind     portKind
 	from, to uint16
 	name     string
+	setName  ipfamily.Pair[string] // a named port's hash:ip,port set in each family
 }
 
 // NewCalculator compiles in. Problems lists what it had to ignore.
@@ -163,14 +187,12 @@ func NewCalculator(in Input) *Calculator {
 		if np == nil {
 			continue
 		}
-		c.policies = append(c.policies, c.compilePolicy(k, np))
+		cp := compilePolicy(k, np)
+		c.policies = append(c.policies, cp)
+		c.problems = append(c.problems, cp.problems...)
 	}
 	slices.SortFunc(c.policies, func(a, b *compiledPolicy) int { return compareKeys(a.key, b.key) })
 	c.endpoints = c.usableEndpoints(in.Endpoints)
-	c.endpointPods = make(map[Key]bool, len(in.Endpoints))
-	for _, ep := range in.Endpoints {
-		c.endpointPods[ep.Pod] = true
-	}
 	slices.Sort(c.problems)
 	c.problems = slices.Compact(c.problems)
 	return c
@@ -208,11 +230,12 @@ func compareKeys(a, b Key) int {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
-func (c *Calculator) compilePolicy(k Key, np *networkingv1.NetworkPolicy) *compiledPolicy {
-	cp := &compiledPolicy{key: k}
+// compilePolicy compiles np, stored under k; what it has to ignore is in its problems.
+func compilePolicy(k Key, np *networkingv1.NetworkPolicy) *compiledPolicy {
+	cp := &compiledPolicy{key: k, src: np}
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 	if err != nil {
-		c.problemf("policy %s: spec.podSelector: %v; the policy selects no pod", k, err)
+		cp.problemf("policy %s: spec.podSelector: %v; the policy selects no pod", k, err)
 	} else {
 		cp.selector = sel
 	}
@@ -227,29 +250,34 @@ func (c *Calculator) compilePolicy(k Key, np *networkingv1.NetworkPolicy) *compi
 		case networkingv1.PolicyTypeEgress:
 			cp.applies[egress] = true
 		default:
-			c.problemf("policy %s: spec.policyTypes[%d]: unknown type %q ignored", k, i, t)
+			cp.problemf("policy %s: spec.policyTypes[%d]: unknown type %q ignored", k, i, t)
 		}
 	}
 	for i, r := range np.Spec.Ingress {
 		field := fmt.Sprintf("spec.ingress[%d]", i)
-		cp.rules[ingress] = append(cp.rules[ingress], c.compileRule(k, field, "from", r.From, r.Ports))
+		cp.rules[ingress] = append(cp.rules[ingress], cp.compileRule(field, "from", r.From, r.Ports))
 	}
 	for i, r := range np.Spec.Egress {
 		field := fmt.Sprintf("spec.egress[%d]", i)
-		cp.rules[egress] = append(cp.rules[egress], c.compileRule(k, field, "to", r.To, r.Ports))
+		cp.rules[egress] = append(cp.rules[egress], cp.compileRule(field, "to", r.To, r.Ports))
 	}
 	return cp
 }
 
-func (c *Calculator) compileRule(k Key, field, peersField string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) compiledRule {
+func (cp *compiledPolicy) problemf(format string, args ...any) {
+	cp.problems = append(cp.problems, fmt.Sprintf(format, args...))
+}
+
+func (cp *compiledPolicy) compileRule(field, peersField string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort) compiledRule {
+	k := cp.key
 	r := compiledRule{allPeers: len(peers) == 0, allPorts: len(ports) == 0}
 	for i := range peers {
-		r.peers = append(r.peers, c.compilePeer(k, fmt.Sprintf("%s.%s[%d]", field, peersField, i), &peers[i]))
+		r.peers = append(r.peers, cp.compilePeer(fmt.Sprintf("%s.%s[%d]", field, peersField, i), &peers[i]))
 	}
 	for i := range ports {
 		p, err := compilePort(&ports[i])
 		if err != nil {
-			c.problemf("policy %s: %s.ports[%d]: %v; the port matches nothing", k, field, i, err)
+			cp.problemf("policy %s: %s.ports[%d]: %v; the port matches nothing", k, field, i, err)
 			continue
 		}
 		r.ports = append(r.ports, p)
@@ -257,9 +285,10 @@ func (c *Calculator) compileRule(k Key, field, peersField string, peers []networ
 	return r
 }
 
-func (c *Calculator) compilePeer(k Key, field string, p *networkingv1.NetworkPolicyPeer) peer {
+func (cp *compiledPolicy) compilePeer(field string, p *networkingv1.NetworkPolicyPeer) peer {
+	k := cp.key
 	fail := func(format string, args ...any) peer {
-		c.problemf("policy %s: %s: %s; the peer matches nothing", k, field, fmt.Sprintf(format, args...))
+		cp.problemf("policy %s: %s: %s; the peer matches nothing", k, field, fmt.Sprintf(format, args...))
 		return peer{kind: peerInvalid}
 	}
 	if p.IPBlock != nil {
@@ -293,6 +322,9 @@ func (c *Calculator) compilePeer(k Key, field string, p *networkingv1.NetworkPol
 	} else {
 		s.namespace = k.Namespace
 		s.id = "ns=" + strconv.Quote(k.Namespace) + " pods=" + strconv.Quote(s.podSel.String())
+	}
+	for _, fam := range ipfamily.All {
+		s.setName.Set(fam, setName(setKindPods, fam, s.id))
 	}
 	return peer{kind: peerPods, pods: s}
 }
@@ -340,6 +372,10 @@ func compileIPBlock(b *networkingv1.IPBlock) (ipBlock, error) {
 		parts = append(parts, "!"+e.String())
 	}
 	out.id = strings.Join(parts, " ")
+	out.members = blockMembers(out)
+	if len(out.members) > 0 {
+		out.setName = setName(setKindCIDR, ipfamily.OfPrefix(cidr), out.id)
+	}
 	return out, nil
 }
 
@@ -381,6 +417,9 @@ func compilePort(p *networkingv1.NetworkPolicyPort) (portSpec, error) {
 			return portSpec{}, fmt.Errorf("port: empty name")
 		}
 		ps.kind, ps.name = portNamed, p.Port.StrVal
+		for _, fam := range ipfamily.All {
+			ps.setName.Set(fam, namedPortSetName(ps.name, ps.proto, fam))
+		}
 	default:
 		from := p.Port.IntVal
 		to := from
@@ -520,30 +559,9 @@ func (c *Calculator) selecting(pod *Pod, d direction) []*compiledPolicy {
 }
 
 // selectsPod tells whether a pod-selection peer picks pod.
-func (c *Calculator) selectsPod(s podSelection, pod *Pod) bool {
-	if pod.HostNetwork {
-		return false
-	}
-	if s.nsSel == nil {
-		if pod.Namespace != s.namespace {
-			return false
-		}
-	} else if !s.nsSel.Matches(c.namespaceLabels(pod.Namespace)) {
-		return false
-	}
-	return s.podSel.Matches(labels.Set(pod.Labels))
+func (c *Calculator) selectsPod(s *podSelection, pod *Pod) bool {
+	return s.selects(pod, c.namespaceLabels)
 }
 
 // addrs is pod's addresses: Input.IPs's, else its own.
 func (c *Calculator) addrs(pod *Pod) []netip.Addr { return addrsOf(c.ips, pod) }
-
-// podIPs is pod's addresses of family fam, unmapped.
-func (c *Calculator) podIPs(pod *Pod, fam ipfamily.Family) []netip.Addr {
-	var out []netip.Addr
-	for _, ip := range c.addrs(pod) {
-		if ip = ip.Unmap(); ip.IsValid() && ipfamily.OfAddr(ip) == fam {
-			out = append(out, ip)
-		}
-	}
-	return out
-}

@@ -25,7 +25,7 @@ func kv(pairs ...string) map[string]string {
 
 func mkPod(key string, ips string, labels ...string) *Pod {
 	ns, name, _ := strings.Cut(key, "/")
-	p := &Pod{Key: Key{ns, name}, Labels: kv(labels...)}
+	p := &Pod{Key: Key{Namespace: ns, Name: name}, Labels: kv(labels...)}
 	for _, ip := range strings.Fields(ips) {
 		p.IPs = append(p.IPs, netip.MustParseAddr(ip))
 	}
@@ -136,7 +136,7 @@ func mkInput(nss []*Namespace, pods []*Pod, pols []*networkingv1.NetworkPolicy, 
 		in.Pods[p.Key] = p
 	}
 	for _, p := range pols {
-		in.Policies[Key{p.Namespace, p.Name}] = p
+		in.Policies[Key{Namespace: p.Namespace, Name: p.Name}] = p
 	}
 	for _, p := range local {
 		in.Endpoints = append(in.Endpoints, Endpoint{Interface: iface(p.Key), Pod: p.Key})

@@ -35,18 +35,15 @@ func setName(kind byte, fam ipfamily.Family, id string) string {
 }
 
 // podSet is the hash:ip set of the pods s selects, in this family.
-func (r *renderer) podSet(s podSelection) string {
-	name := setName(setKindPods, r.fam, s.id)
+func (r *renderer) podSet(s *podSelection) string {
+	name := s.setName.Get(r.fam)
 	if _, ok := r.out.IPSets[name]; ok {
 		return name
 	}
 	var members []string
 	for _, pod := range r.c.pods {
-		if !r.c.selectsPod(s, pod) {
-			continue
-		}
-		for _, ip := range r.c.podIPs(pod, r.fam) {
-			members = append(members, ip.String())
+		if r.c.selectsPod(s, pod) {
+			members = appendAddrMembers(members, r.c.addrs(pod), r.fam)
 		}
 	}
 	r.addSet(name, "hash:ip", members)
@@ -55,17 +52,18 @@ func (r *renderer) podSet(s podSelection) string {
 
 // blockSet is the hash:net set of b, or false when b is of the other family or matches no
 // address at all.
-func (r *renderer) blockSet(b ipBlock) (string, bool) {
-	if ipfamily.OfPrefix(b.cidr) != r.fam {
+func (r *renderer) blockSet(b *ipBlock) (string, bool) {
+	if !b.renders(r.fam) {
 		return "", false
 	}
-	members := blockMembers(b)
-	if len(members) == 0 {
-		return "", false
-	}
-	name := setName(setKindCIDR, r.fam, b.id)
-	r.addSet(name, "hash:net", members)
-	return name, true
+	r.addSet(b.setName, "hash:net", slices.Clone(b.members))
+	return b.setName, true
+}
+
+// renders tells whether b has a set in family fam: it is of that family and matches some
+// address.
+func (b *ipBlock) renders(fam ipfamily.Family) bool {
+	return len(b.members) > 0 && ipfamily.OfPrefix(b.cidr) == fam
 }
 
 // blockMembers renders b for hash:net, where the most specific entry containing an address
@@ -107,38 +105,71 @@ func netMember(p netip.Prefix) string {
 }
 
 // namedPortSet is the hash:ip,port set of every pod-network pod's address with its port
-// named name for proto. It is shared by every egress rule using that name; the rule
+// named as ps names it. It is shared by every egress rule using that name; the rule
 // intersects it with its peers' sets.
-func (r *renderer) namedPortSet(name string, proto Protocol) string {
-	setID := strconv.Quote(name) + "/" + string(proto)
-	set := setName(setKindNamedPort, r.fam, setID)
+func (r *renderer) namedPortSet(ps *portSpec) string {
+	set := ps.setName.Get(r.fam)
 	if _, ok := r.out.IPSets[set]; ok {
 		return set
 	}
-	p, _ := iptablesProtocol(proto)
 	var members []string
 	for _, pod := range r.c.pods {
-		if pod.HostNetwork {
-			continue
-		}
-		ports := resolveNamedPort(pod, name, proto)
-		for _, ip := range r.c.podIPs(pod, r.fam) {
-			for _, port := range ports {
-				members = append(members, ip.String()+","+p+":"+strconv.Itoa(int(port)))
-			}
-		}
+		members = appendNamedPortMembers(members, pod, r.c.addrs(pod), ps.name, ps.proto, r.fam)
 	}
 	r.addSet(set, "hash:ip,port", members)
 	return set
 }
 
+func namedPortSetName(name string, proto Protocol, fam ipfamily.Family) string {
+	return setName(setKindNamedPort, fam, strconv.Quote(name)+"/"+string(proto))
+}
+
+// appendAddrMembers appends a pod's addresses of family fam as hash:ip members. A pod's members
+// are a function of its addresses alone, so the incremental calculation can take away exactly
+// what it once added.
+func appendAddrMembers(members []string, addrs []netip.Addr, fam ipfamily.Family) []string {
+	for _, ip := range addrs {
+		if ip = ip.Unmap(); ip.IsValid() && ipfamily.OfAddr(ip) == fam {
+			members = append(members, ip.String())
+		}
+	}
+	return members
+}
+
+// appendNamedPortMembers appends a pod's (address, protocol:port) members for its ports named
+// name for proto, of family fam; none for a host-network pod.
+func appendNamedPortMembers(members []string, pod *Pod, addrs []netip.Addr, name string, proto Protocol, fam ipfamily.Family) []string {
+	if pod.HostNetwork {
+		return members
+	}
+	ports := resolveNamedPort(pod, name, proto)
+	if len(ports) == 0 {
+		return members
+	}
+	p, _ := iptablesProtocol(proto)
+	for _, ip := range addrs {
+		if ip = ip.Unmap(); !ip.IsValid() || ipfamily.OfAddr(ip) != fam {
+			continue
+		}
+		for _, port := range ports {
+			members = append(members, ip.String()+","+p+":"+strconv.Itoa(int(port)))
+		}
+	}
+	return members
+}
+
 func (r *renderer) addSet(name, typ string, members []string) {
+	r.out.IPSets[name] = IPSet{Type: typ, Family: r.fam, Members: sortedMembers(members)}
+}
+
+// sortedMembers sorts members in place and drops duplicates; never nil.
+func sortedMembers(members []string) []string {
 	slices.Sort(members)
 	members = slices.Compact(members)
 	if members == nil {
 		members = []string{}
 	}
-	r.out.IPSets[name] = IPSet{Type: typ, Family: r.fam, Members: members}
+	return members
 }
 
 // IsSetName tells whether name is a policy ipset (of either family), so a writer can find

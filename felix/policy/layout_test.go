@@ -197,9 +197,9 @@ func TestEndpointsThatCannotBePoliced(t *testing.T) {
 		{Interface: "calitoolongname00", Pod: podDB.Key},
 		{Interface: "eth0", Pod: podDB.Key},
 		{Interface: "cali0000000000a", Pod: podDB.Key},
-		{Interface: "cali0000000000a", Pod: podAPI.Key},    // two pods, one interface
-		{Interface: "cali0000000000b", Pod: Key{"x", "y"}}, // not known yet
-		{Interface: "cali0000000000c", Pod: podAgent.Key},  // host network
+		{Interface: "cali0000000000a", Pod: podAPI.Key},                     // two pods, one interface
+		{Interface: "cali0000000000b", Pod: Key{Namespace: "x", Name: "y"}}, // not known yet
+		{Interface: "cali0000000000c", Pod: podAgent.Key},                   // host network
 	}
 	c := NewCalculator(in)
 	r := c.Render(ipfamily.IPv4)

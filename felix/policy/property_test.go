@@ -196,7 +196,7 @@ func (g *generator) input() Input {
 	}
 	n := 4 + g.pick(6)
 	for i := range n {
-		p := &Pod{Key: Key{oneOf(g, genNamespaces...), fmt.Sprintf("p%d", i)}, Labels: map[string]string{}}
+		p := &Pod{Key: Key{Namespace: oneOf(g, genNamespaces...), Name: fmt.Sprintf("p%d", i)}, Labels: map[string]string{}}
 		if g.chance(0.8) {
 			p.Labels["app"] = oneOf(g, "web", "db", "api")
 		}
@@ -229,7 +229,7 @@ func (g *generator) input() Input {
 	}
 	for i := range 1 + g.pick(4) {
 		np := g.policy(fmt.Sprintf("np%d", i))
-		in.Policies[Key{np.Namespace, np.Name}] = np
+		in.Policies[Key{Namespace: np.Namespace, Name: np.Name}] = np
 	}
 	return in
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/internal/ipfamily"
@@ -53,15 +54,12 @@ func Compute(in Input, fam ipfamily.Family) Rendered { return NewCalculator(in).
 // The rule text is what iptables-save prints back, so a writer can compare it with the
 // kernel's as is.
 func (c *Calculator) Render(fam ipfamily.Family) Rendered {
-	if fam != ipfamily.IPv4 && fam != ipfamily.IPv6 {
-		// A programming error: set names and members would be of no family.
-		panic(fmt.Sprintf("policy: Render for %v", fam))
-	}
+	checkFamily(fam)
 	r := &renderer{
 		c:   c,
 		fam: fam,
 		out: Rendered{
-			Chains: map[string][]string{ChainForward: append([]string(nil), forwardRules...)},
+			Chains: map[string][]string{ChainForward: slices.Clone(forwardRules)},
 			IPSets: map[string]IPSet{},
 		},
 	}
@@ -74,16 +72,23 @@ func (c *Calculator) Render(fam ipfamily.Family) Rendered {
 			from = append(from, r.dispatch(ep.Interface, pod, egress))
 			to = append(to, r.dispatch(ep.Interface, pod, ingress))
 		}
-		// Default drop for a workload not programmed yet, so a new pod gets no traffic
-		// before its policy is in place.
-		from = append(from, "-i "+workloads+" -j DROP")
-		to = append(to, "-o "+workloads+" -j DROP")
+		from = append(from, dispatchDrop(egress))
+		to = append(to, dispatchDrop(ingress))
 	}
 	r.out.Chains[ChainFromWorkload] = from
 	r.out.Chains[ChainToWorkload] = to
 	return r.out
 }
 
+func checkFamily(fam ipfamily.Family) {
+	if fam != ipfamily.IPv4 && fam != ipfamily.IPv6 {
+		// A programming error: set names and members would be of no family.
+		panic(fmt.Sprintf("policy: Render for %v", fam))
+	}
+}
+
+// renderer renders a Calculator's chains, computing each set's members from the whole input
+// the first time a rule names it.
 type renderer struct {
 	c   *Calculator
 	fam ipfamily.Family
@@ -93,19 +98,67 @@ type renderer struct {
 // dispatch renders the dispatch rule of one endpoint in direction d, and its chain if any
 // policy selects the pod in that direction.
 func (r *renderer) dispatch(iface string, pod *Pod, d direction) string {
-	flag, chain := "-i", FromWorkloadPrefix+iface
-	if d == ingress {
-		flag, chain = "-o", ToWorkloadPrefix+iface
-	}
 	pols := r.c.selecting(pod, d)
 	if len(pols) == 0 {
-		return flag + " " + iface + " -j RETURN"
+		return dispatchRule(iface, d, false)
 	}
+	r.out.Chains[endpointChain(iface, d)] = chainRules(pod, pols, d, r)
+	return dispatchRule(iface, d, true)
+}
+
+// The rendering below is shared by the whole calculation (Calculator) and the incremental one
+// (State): both produce the same text from the same compiled policies; they differ only in
+// how they find which policies select a pod and what a set holds.
+
+// setNamer names the set a rule matches and notes that a chain uses it.
+type setNamer interface {
+	// podSet is the hash:ip set of the pods s selects.
+	podSet(s *podSelection) string
+	// blockSet is the hash:net set of b, or false when b matches no address of this family.
+	blockSet(b *ipBlock) (string, bool)
+	// namedPortSet is the hash:ip,port set of every pod-network pod's port named as ps names
+	// it.
+	namedPortSet(ps *portSpec) string
+}
+
+// endpointChain is the name of an endpoint's chain in direction d.
+func endpointChain(iface string, d direction) string {
+	if d == ingress {
+		return ToWorkloadPrefix + iface
+	}
+	return FromWorkloadPrefix + iface
+}
+
+// dispatchRule is an endpoint's rule in the dispatch chain of direction d: to its own chain
+// when some policy selects its pod in that direction, else back (open).
+func dispatchRule(iface string, d direction, policed bool) string {
+	flag := "-i "
+	if d == ingress {
+		flag = "-o "
+	}
+	if !policed {
+		return flag + iface + " -j RETURN"
+	}
+	return flag + iface + " -g " + endpointChain(iface, d)
+}
+
+// dispatchDrop ends a dispatch chain while policy is in force: a workload not programmed yet
+// gets no traffic before its policy is in place.
+func dispatchDrop(d direction) string {
+	if d == ingress {
+		return "-o " + workloads + " -j DROP"
+	}
+	return "-i " + workloads + " -j DROP"
+}
+
+// chainRules is the chain of an endpoint whose pod pols (in Key order, at least one) select in
+// direction d.
+func chainRules(pod *Pod, pols []*compiledPolicy, d direction, sets setNamer) []string {
 	var rules []string
 	seen := map[string]bool{}
 	for _, p := range pols {
-		for _, rule := range p.rules[d] {
-			for _, line := range r.ruleLines(pod, d, rule) {
+		for i := range p.rules[d] {
+			for _, line := range ruleLines(pod, d, &p.rules[d][i], sets) {
 				// Identical rules of different policies are kept once: the chain only says
 				// what is allowed, not by whom (Explain does).
 				if !seen[line] {
@@ -117,8 +170,7 @@ func (r *renderer) dispatch(iface string, pod *Pod, d direction) string {
 	}
 	// An allow returns rather than accepts, so a packet between two pods of this node is
 	// still checked against the other pod's chain of the other direction.
-	r.out.Chains[chain] = append(rules, "-j DROP")
-	return flag + " " + iface + " -g " + chain
+	return append(rules, "-j DROP")
 }
 
 // portMatch is one port entry as rule text: the protocol for -p, the match after the set
@@ -130,8 +182,9 @@ type portMatch struct {
 }
 
 // ruleLines renders one NetworkPolicy rule as the cross product of its peers and ports; none
-// when a list is non-empty but nothing in it can match in this family.
-func (r *renderer) ruleLines(pod *Pod, d direction, rule compiledRule) []string {
+// when a list is non-empty but nothing in it can match in this family. Every set a peer or a
+// port names is used, even when the rule renders no line.
+func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []string {
 	dir := "src"
 	if d == egress {
 		dir = "dst"
@@ -140,12 +193,13 @@ func (r *renderer) ruleLines(pod *Pod, d direction, rule compiledRule) []string 
 	if rule.allPeers {
 		peers = []string{""}
 	}
-	for _, p := range rule.peers {
+	for i := range rule.peers {
+		p := &rule.peers[i]
 		switch p.kind {
 		case peerPods:
-			peers = append(peers, "-m set --match-set "+r.podSet(p.pods)+" "+dir)
+			peers = append(peers, "-m set --match-set "+sets.podSet(&p.pods)+" "+dir)
 		case peerBlock:
-			if name, ok := r.blockSet(p.block); ok {
+			if name, ok := sets.blockSet(&p.block); ok {
 				peers = append(peers, "-m set --match-set "+name+" "+dir)
 			}
 		}
@@ -154,7 +208,8 @@ func (r *renderer) ruleLines(pod *Pod, d direction, rule compiledRule) []string 
 	if rule.allPorts {
 		ports = []portMatch{{}}
 	}
-	for _, ps := range rule.ports {
+	for i := range rule.ports {
+		ps := &rule.ports[i]
 		proto, _ := iptablesProtocol(ps.proto)
 		switch ps.kind {
 		case portAll:
@@ -171,7 +226,7 @@ func (r *renderer) ruleLines(pod *Pod, d direction, rule compiledRule) []string 
 			}
 			// Egress: the name means each destination pod's own port, which only a set of
 			// (address, protocol:port) can say in one rule.
-			ports = append(ports, portMatch{set: "-m set --match-set " + r.namedPortSet(ps.name, ps.proto) + " dst,dst"})
+			ports = append(ports, portMatch{set: "-m set --match-set " + sets.namedPortSet(ps) + " dst,dst"})
 		}
 	}
 	var out []string

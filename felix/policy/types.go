@@ -1,8 +1,10 @@
-// Package policy is tabby's NetworkPolicy calculator: a pure function from pods, namespaces and
+// Package policy is tabby's NetworkPolicy calculation: from pods, namespaces and
 // networking.k8s.io/v1 NetworkPolicies to the iptables chains and ipsets that enforce them on
-// one node. It imports no netlink, runs no command and keeps no state; felix's policy manager
-// feeds it and hands its output to the writers. See README.md in this folder for the design
-// (chain layout, set naming, what is and is not policed).
+// one node. It imports no netlink and runs no command. Calculator is the whole calculation, a
+// pure function of an Input (tabbyctl's, and the reference); State is the same rendering kept up
+// to date change by change, which felix's policy manager feeds and whose differences it hands
+// to the writers. See README.md in this folder for the design (chain layout, set naming, what
+// is and is not policed, what a change recomputes).
 package policy
 
 import (
@@ -11,13 +13,13 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// Key names a namespaced object.
-type Key struct{ Namespace, Name string }
-
-func (k Key) String() string { return k.Namespace + "/" + k.Name }
+// Key names a namespaced object: a pod or a NetworkPolicy. It is the model's PodKey, so a
+// workload of the change stream names its pod as policy does.
+type Key = model.PodKey
 
 // Protocol is a NetworkPolicy port protocol: "TCP", "UDP" or "SCTP".
 type Protocol string

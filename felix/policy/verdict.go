@@ -160,7 +160,7 @@ func (c *Calculator) ruleAllows(rule compiledRule, d direction, local *Pod, pkt 
 		}
 		switch p.kind {
 		case peerPods:
-			peerOK = slices.ContainsFunc(c.podsAt(remote), func(rp *Pod) bool { return c.selectsPod(p.pods, rp) })
+			peerOK = slices.ContainsFunc(c.podsAt(remote), func(rp *Pod) bool { return c.selectsPod(&p.pods, rp) })
 		case peerBlock:
 			peerOK = p.block.contains(remote)
 		}

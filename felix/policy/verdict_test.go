@@ -18,12 +18,12 @@ func TestExplain(t *testing.T) {
 		want Explanation
 	}{
 		{podWeb.Key, Explanation{Pod: podWeb.Key, Known: true,
-			Ingress: []Key{{"prod", "a-all"}, {"prod", "z-web-in"}}, Egress: []Key{{"prod", "a-all"}}}},
+			Ingress: []Key{{Namespace: "prod", Name: "a-all"}, {Namespace: "prod", Name: "z-web-in"}}, Egress: []Key{{Namespace: "prod", Name: "a-all"}}}},
 		{podDB.Key, Explanation{Pod: podDB.Key, Known: true,
-			Ingress: []Key{{"prod", "a-all"}}, Egress: []Key{{"prod", "a-all"}, {"prod", "db-out"}}}},
+			Ingress: []Key{{Namespace: "prod", Name: "a-all"}}, Egress: []Key{{Namespace: "prod", Name: "a-all"}, {Namespace: "prod", Name: "db-out"}}}},
 		{podMon.Key, Explanation{Pod: podMon.Key, Known: true}},
 		{podAgent.Key, Explanation{Pod: podAgent.Key, Known: true, HostNetwork: true}},
-		{Key{"prod", "gone"}, Explanation{Pod: Key{"prod", "gone"}}},
+		{Key{Namespace: "prod", Name: "gone"}, Explanation{Pod: Key{Namespace: "prod", Name: "gone"}}},
 	}
 	for _, tc := range cases {
 		if got := Explain(in, tc.pod); !reflect.DeepEqual(got, tc.want) {
@@ -85,9 +85,9 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 	d := Verdict(in, Packet{ip("10.0.1.3"), ip("10.0.1.1"), "TCP", 8080})
-	want := &RuleRef{Policy: Key{"prod", "web-in"}, Rule: 0}
+	want := &RuleRef{Policy: Key{Namespace: "prod", Name: "web-in"}, Rule: 0}
 	if d.Egress.Pod == nil || *d.Egress.Pod != podAPI.Key || !reflect.DeepEqual(d.Ingress.AllowedBy, want) ||
-		!reflect.DeepEqual(d.Ingress.Policies, []Key{{"prod", "web-in"}}) {
+		!reflect.DeepEqual(d.Ingress.Policies, []Key{{Namespace: "prod", Name: "web-in"}}) {
 		t.Errorf("sides: %+v", d)
 	}
 }
