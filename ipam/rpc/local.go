@@ -188,7 +188,7 @@ func (l *Local) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) 
 }
 
 func fromIPAM(a ipam.Assignment) api.Assignment {
-	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, IPIPMode: string(a.IPIPMode), Borrowed: a.Borrowed}
+	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, IPIP: a.IPIP, Borrowed: a.Borrowed}
 }
 
 // classify wraps an allocator error with its kind, told by the allocator's sentinels.

@@ -21,7 +21,7 @@ func (f fake) Assign(_ context.Context, r *api.AssignRequest) (*api.AssignReply,
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &api.AssignReply{Assignment: api.Assignment{IP: netip.MustParseAddr("10.244.0.7"), Block: netip.MustParsePrefix("10.244.0.0/26"), Pool: "p", IPIPMode: "Always"}}, nil
+	return &api.AssignReply{Assignment: api.Assignment{IP: netip.MustParseAddr("10.244.0.7"), Block: netip.MustParsePrefix("10.244.0.0/26"), Pool: "p", IPIP: true}}, nil
 }
 func (f fake) Release(context.Context, *api.ReleaseRequest) (*api.ReleaseReply, error) {
 	return &api.ReleaseReply{}, f.err
@@ -59,7 +59,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Assignment.IP.String() != "10.244.0.7" || r.Assignment.Block.String() != "10.244.0.0/26" || r.Assignment.IPIPMode != "Always" {
+	if r.Assignment.IP.String() != "10.244.0.7" || r.Assignment.Block.String() != "10.244.0.0/26" || !r.Assignment.IPIP {
 		t.Fatalf("assignment %+v", r.Assignment)
 	}
 	g, err := c.GC(context.Background(), &api.GCRequest{Node: "a", Network: "n"})

@@ -36,11 +36,13 @@ type AssignRequest struct {
 
 // Assignment is one address held by a handle.
 type Assignment struct {
-	IP       netip.Addr   `json:"ip"`
-	Block    netip.Prefix `json:"block"`
-	Pool     string       `json:"pool"`
-	IPIPMode string       `json:"ipipMode,omitempty"` // v1.IPIPMode of the pool
-	Borrowed bool         `json:"borrowed,omitempty"`
+	IP    netip.Addr   `json:"ip"`
+	Block netip.Prefix `json:"block"`
+	Pool  string       `json:"pool"`
+	// IPIP: traffic from other nodes to this address may arrive IPIP-encapsulated (the pool's
+	// model.Pool.IPIP), so the pod's MTU leaves room for the outer IPv4 header.
+	IPIP     bool `json:"ipip,omitempty"`
+	Borrowed bool `json:"borrowed,omitempty"`
 }
 
 // AssignReply carries the assignment.
