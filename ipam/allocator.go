@@ -86,10 +86,11 @@ func (r Request) family() ipfamily.Family {
 
 // Assignment is an address held by a handle.
 type Assignment struct {
-	IP       netip.Addr
-	Block    netip.Prefix
-	Pool     string
-	IPIPMode v1.IPIPMode
+	IP    netip.Addr
+	Block netip.Prefix
+	Pool  string
+	// IPIP is the pool's model.Pool.IPIP: traffic to the address may arrive encapsulated.
+	IPIP bool
 	// Borrowed: the block is affine to another node; this node advertises the /32.
 	Borrowed bool
 	// Node that allocated the address (Lookup fills it in).

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/tabbynet/tabby/apis/names"
-	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
@@ -74,7 +73,7 @@ func TestDualStackHandle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v4.IP.String() != "10.244.0.0" || v6.IP.String() != "fd00:10:244::" || v6.Block.String() != "fd00:10:244::/122" || v6.Pool != "v6" || v6.IPIPMode != v1.IPIPModeNever {
+	if v4.IP.String() != "10.244.0.0" || v6.IP.String() != "fd00:10:244::" || v6.Block.String() != "fd00:10:244::/122" || v6.Pool != "v6" || v6.IPIP {
 		t.Fatalf("dual stack: %+v / %+v", v4, v6)
 	}
 	for _, r := range []ipam.Request{r4, r6, r4} {

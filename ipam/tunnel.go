@@ -29,7 +29,7 @@ func (a *Allocator) EnsureTunnelAddress(ctx context.Context, node string) (netip
 	// addresses still need the tunnel, but only enabled pools give a new address.
 	var ipip, usable []string
 	for _, p := range pools {
-		if p.IPIPMode == v1.IPIPModeNever || !p.Matches(n.Labels) {
+		if !p.IPIP() || !p.Matches(n.Labels) {
 			continue
 		}
 		ipip = append(ipip, p.Name)

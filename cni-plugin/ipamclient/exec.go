@@ -16,8 +16,8 @@ import (
 
 // ExecEnv, when set in tabby-ipam's environment, names a Service method that tabby-ipam serves
 // once on stdin/stdout instead of acting as a CNI plugin. The tabby binary does not link the
-// Kubernetes client (its init alone cost ~10 ms per exec, paid by every ADD and DEL); its direct
-// path, only used when tabby-node does not answer, runs the allocator in tabby-ipam instead.
+// Kubernetes client (its init alone costs more than the rest of an ADD, at every ADD and DEL):
+// its direct path, only used when tabby-node does not answer, runs the allocator in tabby-ipam.
 const ExecEnv = "TABBY_IPAM_EXEC"
 
 // ExecOpener is the tabby binary's direct path: every call runs binary (found in CNI_PATH, else
@@ -26,9 +26,9 @@ func ExecOpener(binary string) DirectOpener {
 	return func(_ context.Context, kubeconfig string, strict bool) (api.Service, error) {
 		path, err := findBinary(binary)
 		if err != nil {
-			return nil, fmt.Errorf("%w: direct IPAM path needs %s: %v", api.ErrUnavailable, binary, err)
+			return api.Service{}, fmt.Errorf("%w: direct IPAM path needs %s: %v", api.ErrUnavailable, binary, err)
 		}
-		return &execService{path: path, kubeconfig: kubeconfig, strict: strict}, nil
+		return api.Connect(&execTransport{path: path, kubeconfig: kubeconfig, strict: strict}), nil
 	}
 }
 
@@ -49,12 +49,13 @@ func findBinary(name string) (string, error) {
 	return "", fmt.Errorf("not found in %s", strings.Join(dirs, ":"))
 }
 
-type execService struct {
+// execTransport runs one call per exec of tabby-ipam, in api's wire format on stdin and stdout.
+type execTransport struct {
 	path, kubeconfig string
 	strict           bool
 }
 
-func (e *execService) call(ctx context.Context, method string, req, resp any) error {
+func (e *execTransport) Invoke(ctx context.Context, method string, req, resp any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -71,34 +72,14 @@ func (e *execService) call(ctx context.Context, method string, req, resp any) er
 	runErr := cmd.Run()
 	var r api.Reply
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		return fmt.Errorf("%s %s: %v (no reply: %v) %s", e.path, method, runErr, err, strings.TrimSpace(stderr.String()))
+		err = fmt.Errorf("%s %s: %v (no reply: %v) %s", e.path, method, runErr, err, strings.TrimSpace(stderr.String()))
+		if cerr := ctx.Err(); cerr != nil {
+			// Killed at the invocation's deadline: the kubelet should try again.
+			return fmt.Errorf("%w (%w)", err, cerr)
+		}
+		return err
 	}
 	return r.Decode(resp)
-}
-
-func (e *execService) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
-	out := new(api.AssignReply)
-	return out, e.call(ctx, "Assign", r, out)
-}
-
-func (e *execService) Release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
-	out := new(api.ReleaseReply)
-	return out, e.call(ctx, "Release", r, out)
-}
-
-func (e *execService) Lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
-	out := new(api.LookupReply)
-	return out, e.call(ctx, "Lookup", r, out)
-}
-
-func (e *execService) Ready(ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply, error) {
-	out := new(api.ReadyReply)
-	return out, e.call(ctx, "Ready", r, out)
-}
-
-func (e *execService) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
-	out := new(api.GCReply)
-	return out, e.call(ctx, "GC", r, out)
 }
 
 // ServeExec answers one ExecEnv call: decode the request from stdin, run method on the Service
@@ -113,5 +94,5 @@ func ServeExec(ctx context.Context, method string, open DirectOpener, stdin io.R
 	if err != nil {
 		return reply(nil, err)
 	}
-	return reply(api.Dispatch(ctx, svc, method, req.Body))
+	return reply(api.Dispatch(ctx, api.InProcess(svc), method, req.Body))
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // DirectOpener builds the in-process Service from a kubeconfig path. It is a variable so the
-// plugins' unit tests can run without an API server; the binaries use api.OpenLocal.
+// plugins' unit tests can run without an API server; tabby-ipam uses rpc.OpenLocal, tabby
+// ExecOpener.
 type DirectOpener func(ctx context.Context, kubeconfig string, strictAffinity bool) (api.Service, error)
 
 // Options choose the paths.
@@ -26,12 +27,13 @@ type Options struct {
 	Log            *slog.Logger
 }
 
-// Conn is a Service that tries the socket first and falls back once, for the rest of the
-// invocation, when nothing answers there.
+// Conn is the plugins' Service: every method tries the socket first and falls back once, for
+// the rest of the invocation, when nothing answers there. Calls are made one at a time.
 type Conn struct {
+	api.Service
 	opts   Options
 	sock   *api.Client
-	direct api.Service
+	direct api.Transport
 	// Path says which path served the last call: "socket" or "direct" (logged, and asserted by
 	// tests).
 	Path string
@@ -43,6 +45,7 @@ func Open(opts Options) *Conn {
 		opts.Log = slog.Default()
 	}
 	c := &Conn{opts: opts}
+	c.Service = api.Connect(c)
 	if opts.Socket != "" && opts.Socket != "none" {
 		if s, err := api.Dial(opts.Socket); err == nil {
 			c.sock = s
@@ -61,9 +64,10 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-func (c *Conn) do(ctx context.Context, call func(api.Service) error) error {
+// Invoke is the fallback, under every method of the Conn's Service.
+func (c *Conn) Invoke(ctx context.Context, method string, req, resp any) error {
 	if c.sock != nil {
-		err := call(c.sock)
+		err := c.sock.Invoke(ctx, method, req, resp)
 		if !api.IsNoServer(err) {
 			c.Path = "socket"
 			return err
@@ -83,35 +87,8 @@ func (c *Conn) do(ctx context.Context, call func(api.Service) error) error {
 			}
 			return fmt.Errorf("%w: kubeconfig %q: %v", api.ErrUnavailable, c.opts.Kubeconfig, err)
 		}
-		c.direct = d
+		c.direct = api.InProcess(d)
 	}
 	c.Path = "direct"
-	return call(c.direct)
+	return c.direct.Invoke(ctx, method, req, resp)
 }
-
-func (c *Conn) Assign(ctx context.Context, r *api.AssignRequest) (out *api.AssignReply, err error) {
-	err = c.do(ctx, func(s api.Service) (e error) { out, e = s.Assign(ctx, r); return })
-	return out, err
-}
-
-func (c *Conn) Release(ctx context.Context, r *api.ReleaseRequest) (out *api.ReleaseReply, err error) {
-	err = c.do(ctx, func(s api.Service) (e error) { out, e = s.Release(ctx, r); return })
-	return out, err
-}
-
-func (c *Conn) Lookup(ctx context.Context, r *api.LookupRequest) (out *api.LookupReply, err error) {
-	err = c.do(ctx, func(s api.Service) (e error) { out, e = s.Lookup(ctx, r); return })
-	return out, err
-}
-
-func (c *Conn) Ready(ctx context.Context, r *api.ReadyRequest) (out *api.ReadyReply, err error) {
-	err = c.do(ctx, func(s api.Service) (e error) { out, e = s.Ready(ctx, r); return })
-	return out, err
-}
-
-func (c *Conn) GC(ctx context.Context, r *api.GCRequest) (out *api.GCReply, err error) {
-	err = c.do(ctx, func(s api.Service) (e error) { out, e = s.GC(ctx, r); return })
-	return out, err
-}
-
-var _ api.Service = (*Conn)(nil)

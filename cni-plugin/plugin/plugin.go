@@ -24,13 +24,6 @@ import (
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
-// The pool IPIP modes that put pod traffic in a tunnel (v1.IPIPModeAlways, v1.IPIPModeCrossSubnet;
-// held equal by a test, not imported: see dataplane.RouteProtocol).
-const (
-	IPIPModeAlways      = "Always"
-	IPIPModeCrossSubnet = "CrossSubnet"
-)
-
 // Plugin holds what differs between the binary and tests: how the direct IPAM path is built.
 type Plugin struct {
 	Direct ipamclient.DirectOpener
@@ -209,9 +202,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	}
 	asgs := ar.reply.All()
 	inv.att.IPs = addrsOf(asgs)
-	if inv.conf.MTU == 0 && slices.ContainsFunc(asgs, func(a api.Assignment) bool {
-		return a.IP.Is4() && (a.IPIPMode == IPIPModeAlways || a.IPIPMode == IPIPModeCrossSubnet)
-	}) {
+	if inv.conf.MTU == 0 && slices.ContainsFunc(asgs, func(a api.Assignment) bool { return a.IPIP }) {
 		inv.att.MTU = uplinkMTU - 20 // the outer IPv4 header
 		if err := pair.SetMTU(inv.att.MTU); err != nil {
 			return dataplaneError("set pod MTU", err)

@@ -292,30 +292,40 @@ func TestFailuresLeaveNothing(t *testing.T) {
 		h.assertClean("API server unreachable")
 	})
 
-	t.Run("pool exhausted", func(t *testing.T) {
-		h.t = t
-		name := "tiny-" + randSuffix()
-		if _, err := env.Client.IPPools().Create(ctx, &v1.IPPool{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       v1.IPPoolSpec{CIDR: "10.244.200.0/31", BlockSize: 31, IPIPMode: v1.IPIPModeNever},
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { env.Client.IPPools().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-		// Fill it with another network's handles (cleaned up below).
-		a := ipam.New(ipam.NewKubeStore(env.Client), ipam.Config{})
-		for i := range 2 {
-			hd := "filler-" + randSuffix() + "." + string(rune('a'+i))
-			if _, err := a.Assign(ctx, ipam.Request{Handle: hd, Node: h.nodeName, Pools: []string{name}}); err != nil {
-				t.Fatalf("fill pool: %v", err)
+	// A full pool is the same CNI error whichever transport carried the allocator's answer:
+	// tabby-ipam's exec (no tabby-node), or tabby-node's socket.
+	for _, path := range []string{"direct", "socket"} {
+		t.Run("pool exhausted/"+path, func(t *testing.T) {
+			h.t = t
+			name := "tiny-" + randSuffix()
+			if _, err := env.Client.IPPools().Create(ctx, &v1.IPPool{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       v1.IPPoolSpec{CIDR: "10.244.200.0/31", BlockSize: 31, IPIPMode: v1.IPIPModeNever},
+			}); err != nil {
+				t.Fatal(err)
 			}
-			t.Cleanup(func() { a.ReleaseHandle(context.Background(), hd) })
-		}
-		p := h.newPod("full")
-		list := h.list("1.1.0", h.tabbyConf(map[string]any{"ipam": map[string]any{"type": "tabby-ipam", "pools": []string{name}}}))
-		expect(t, h.add(list, p), cnierr.PoolExhausted, "exhausted")
-		h.assertClean("pool exhausted")
-	})
+			t.Cleanup(func() { env.Client.IPPools().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+			// Fill it with another network's handles (cleaned up below).
+			a := ipam.New(ipam.NewKubeStore(env.Client), ipam.Config{})
+			for i := range 2 {
+				hd := "filler-" + randSuffix() + "." + string(rune('a'+i))
+				if _, err := a.Assign(ctx, ipam.Request{Handle: hd, Node: h.nodeName, Pools: []string{name}}); err != nil {
+					t.Fatalf("fill pool: %v", err)
+				}
+				t.Cleanup(func() { a.ReleaseHandle(context.Background(), hd) })
+			}
+			conf := map[string]any{"ipam": map[string]any{"type": "tabby-ipam", "pools": []string{name}}}
+			if path == "socket" {
+				// A dead kubeconfig: only tabby-node can have answered.
+				socket, stop := h.serveIPAM()
+				defer stop()
+				conf["ipamSocket"], conf["kubeconfig"] = socket, h.deadKubeconfig()
+			}
+			p := h.newPod("full-" + path)
+			expect(t, h.add(h.list("1.1.0", h.tabbyConf(conf)), p), cnierr.PoolExhausted, "exhausted")
+			h.assertClean("pool exhausted via " + path)
+		})
+	}
 
 	t.Run("bad config", func(t *testing.T) {
 		h.t = t

@@ -1,7 +1,7 @@
-// Package grpcjson carries gRPC over tabby-node's local unix sockets with a JSON codec, so the
-// services (IPAM for the CNI plugin, BGP status for tabbyctl) are plain Go structs with
-// hand-written service descriptors: no protoc in the build, and messages readable on the wire
-// when debugging with strace or socat.
+// Package grpcjson carries gRPC over a local unix socket with a JSON codec, so a service (the BGP
+// status for tabbyctl) is plain Go structs with a hand-written service descriptor: no protoc in
+// the build, and messages readable on the wire when debugging with strace or socat. The IPAM
+// service does not use it (ipam/rpc/api: the CNI binary links no gRPC).
 package grpcjson
 
 import (

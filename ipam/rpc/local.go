@@ -17,14 +17,23 @@ import (
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
-// Local is the api.Service over an allocator in this process: what tabby-node serves, and what the
-// plugins run themselves when tabby-node does not answer.
-type Local struct {
-	alloc *ipam.Allocator
+// NewLocal is the IPAM service over an allocator in this process: what tabby-node serves, and
+// what the plugins run themselves when tabby-node does not answer. Every field of api.Service is
+// implemented here, by a method of local below.
+func NewLocal(alloc *ipam.Allocator) api.Service {
+	l := &local{alloc: alloc}
+	return api.Service{
+		Assign:  l.assign,
+		Release: l.release,
+		Lookup:  l.lookup,
+		Ready:   l.ready,
+		GC:      l.gc,
+	}
 }
 
-// NewLocal wraps an allocator.
-func NewLocal(alloc *ipam.Allocator) *Local { return &Local{alloc: alloc} }
+type local struct {
+	alloc *ipam.Allocator
+}
 
 // NewServer is tabby-node's IPAM service over its allocator:
 //
@@ -33,7 +42,7 @@ func NewLocal(alloc *ipam.Allocator) *Local { return &Local{alloc: alloc} }
 //	go srv.Serve(l)
 func NewServer(alloc *ipam.Allocator) *Server { return NewServerFor(NewLocal(alloc)) }
 
-func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
+func (l *local) assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
 	if r.Handle == "" || r.Node == "" {
 		return nil, fmt.Errorf("%w: assign needs a handle and a node (handle %q, node %q)", api.ErrInvalid, r.Handle, r.Node)
 	}
@@ -80,7 +89,7 @@ func (l *Local) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignRe
 	return reply, nil
 }
 
-func (l *Local) Release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
+func (l *local) release(ctx context.Context, r *api.ReleaseRequest) (*api.ReleaseReply, error) {
 	if r.Handle == "" {
 		return nil, fmt.Errorf("%w: release needs a handle", api.ErrInvalid)
 	}
@@ -106,7 +115,7 @@ func (l *Local) Release(ctx context.Context, r *api.ReleaseRequest) (*api.Releas
 	return out, nil
 }
 
-func (l *Local) Lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
+func (l *local) lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupReply, error) {
 	if err := l.alloc.LoadNode(ctx, r.Node); err != nil {
 		return nil, classify(err)
 	}
@@ -121,18 +130,18 @@ func (l *Local) Lookup(ctx context.Context, r *api.LookupRequest) (*api.LookupRe
 	return out, nil
 }
 
-func (l *Local) Ready(ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply, error) {
+func (l *local) ready(ctx context.Context, r *api.ReadyRequest) (*api.ReadyReply, error) {
 	if err := l.alloc.Ready(ctx, r.Node); err != nil {
 		return nil, classify(err)
 	}
 	return &api.ReadyReply{}, nil
 }
 
-// GC releases the node's handles of the network that the runtime does not list. Candidates are
+// gc releases the node's handles of the network that the runtime does not list. Candidates are
 // the allocations in blocks that name the node, and the handles annotated with the node (a crash
 // between the handle write and the block write of a borrowed address leaves a handle without
 // allocation).
-func (l *Local) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
+func (l *local) gc(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) {
 	if r.Node == "" || r.Network == "" {
 		return nil, fmt.Errorf("%w: GC needs a node and a network (node %q, network %q)", api.ErrInvalid, r.Node, r.Network)
 	}
@@ -188,7 +197,7 @@ func (l *Local) GC(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) 
 }
 
 func fromIPAM(a ipam.Assignment) api.Assignment {
-	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, IPIPMode: string(a.IPIPMode), Borrowed: a.Borrowed}
+	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, IPIP: a.IPIP, Borrowed: a.Borrowed}
 }
 
 // classify wraps an allocator error with its kind, told by the allocator's sentinels.

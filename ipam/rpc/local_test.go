@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"reflect"
 	"syscall"
 	"testing"
 
@@ -11,6 +12,24 @@ import (
 	"github.com/tabbynet/tabby/ipam/ipamtest"
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
+
+// The implementation side of "adding a method": a field of api.Service that NewLocal leaves nil
+// would reach tabby-node and the direct path as "not implemented". The client side needs
+// nothing per method (api TestEveryMethodCrossesTheSocket).
+func TestLocalImplementsEveryMethod(t *testing.T) {
+	svc := reflect.ValueOf(NewLocal(ipam.New(ipamtest.NewStore(), ipam.Config{})))
+	for i := range svc.NumField() {
+		if svc.Field(i).IsNil() {
+			t.Errorf("api.Service.%s has no implementation in NewLocal", svc.Type().Field(i).Name)
+		}
+	}
+	direct := reflect.ValueOf(lockedWrites(NewLocal(ipam.New(ipamtest.NewStore(), ipam.Config{})), t.TempDir()+"/lock"))
+	for i := range direct.NumField() {
+		if direct.Field(i).IsNil() {
+			t.Errorf("the direct path lost api.Service.%s", direct.Type().Field(i).Name)
+		}
+	}
+}
 
 // classify maps the allocator's sentinels to the service's kinds (decision logic over the ipam
 // fake store).

@@ -10,14 +10,15 @@ import (
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
-// OpenLocal builds a Local over the API server named by a kubeconfig path ("" = the usual
-// lookup): the plugins' direct path. Pools and node labels are read once per invocation anyway,
-// so the allocator's cache settings do not matter here. Lists come from the API server's watch cache
-// (KubeStore.ListsFromCache): a consistent one cost each invocation ~80 ms.
+// OpenLocal builds the service (NewLocal) over the API server named by a kubeconfig path ("" =
+// the usual lookup): the plugins' direct path. Pools and node labels are read once per
+// invocation anyway, so the allocator's cache settings do not matter here. Lists come from the
+// API server's watch cache (KubeStore.ListsFromCache): a consistent one is a read of etcd that
+// every invocation would wait for.
 func OpenLocal(_ context.Context, kubeconfig string, strictAffinity bool) (api.Service, error) {
 	cfg, err := client.LoadConfig(kubeconfig, "")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", api.ErrInvalid, err)
+		return api.Service{}, fmt.Errorf("%w: %v", api.ErrInvalid, err)
 	}
 	// A CNI invocation must fail (and be retried by the kubelet) rather than hang on a dead
 	// API server.
@@ -26,7 +27,8 @@ func OpenLocal(_ context.Context, kubeconfig string, strictAffinity bool) (api.S
 	}
 	c, err := client.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", api.ErrInvalid, err)
+		return api.Service{}, fmt.Errorf("%w: %v", api.ErrInvalid, err)
 	}
-	return &nodeLocked{Service: NewLocal(ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{StrictAffinity: strictAffinity})), path: DirectLockPath}, nil
+	alloc := ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{StrictAffinity: strictAffinity})
+	return lockedWrites(NewLocal(alloc), DirectLockPath), nil
 }

@@ -14,16 +14,16 @@ import (
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
-// Server serves an api.Service on a unix socket, in api's wire format (wire.go). tabby-node
-// builds it with NewServer(allocator):
+// Server serves an api.Service on a unix socket, in api's wire format (api/wire.go), every
+// method by its name. tabby-node builds it with NewServer(allocator):
 //
 //	l, _ := rpc.Listen(api.DefaultSocket)
 //	srv := rpc.NewServer(alloc)
 //	go srv.Serve(l)
 //	defer srv.Stop()
 type Server struct {
-	svc api.Service
-	log *slog.Logger
+	methods api.Transport // the service's, called in this process
+	log     *slog.Logger
 
 	closing atomic.Bool
 	mu      sync.Mutex
@@ -33,9 +33,9 @@ type Server struct {
 	calls   atomic.Int32
 }
 
-// NewServerFor serves any api.Service (tests and the benchmark use it with Local).
+// NewServerFor serves any api.Service (tests serve fakes with it).
 func NewServerFor(svc api.Service) *Server {
-	return &Server{svc: svc, log: slog.Default().With("component", "ipam-rpc"), conns: map[net.Conn]struct{}{}}
+	return &Server{methods: api.InProcess(svc), log: slog.Default().With("component", "ipam-rpc"), conns: map[net.Conn]struct{}{}}
 }
 
 // Listen opens the service's socket (replacing a stale one), mode 0600.
@@ -129,15 +129,30 @@ func (s *Server) call(req api.Request) api.Reply {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	out, err := api.Dispatch(ctx, s.svc, req.Method, req.Body)
-	key := api.Key(req.Method, req.Body)
-	if err != nil {
-		s.log.Warn("ipam call failed", "method", req.Method, "key", key, "took", time.Since(start), "err", err)
-	} else {
-		s.log.Debug("ipam call", "method", req.Method, "key", key, "took", time.Since(start))
+	out, err := api.Dispatch(ctx, s.methods, req.Method, req.Body)
+	switch {
+	case err != nil:
+		s.log.Warn("ipam call failed", "method", req.Method, "key", subject(req.Body), "took", time.Since(start), "err", err)
+	case s.log.Enabled(ctx, slog.LevelDebug): // spares every call a second decode of its body
+		s.log.Debug("ipam call", "method", req.Method, "key", subject(req.Body), "took", time.Since(start))
 	}
 	return api.NewReply(out, err)
 }
 
 // callTimeout bounds one call on tabby-node's side.
 const callTimeout = 60 * time.Second
+
+// subject names a call's subject in logs: its handle, else its node (and network).
+func subject(body json.RawMessage) string {
+	var k struct {
+		Handle, Node, Network string
+	}
+	_ = json.Unmarshal(body, &k)
+	switch {
+	case k.Handle != "":
+		return k.Handle
+	case k.Network != "":
+		return k.Node + "/" + k.Network
+	}
+	return k.Node
+}

@@ -14,29 +14,26 @@ import (
 	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
-// fake answers from a table; a unit test of the wire and the error kinds, not of IPAM.
-type fake struct{ err error }
-
-func (f fake) Assign(_ context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
-	if f.err != nil {
-		return nil, f.err
+// fake answers every method from a table, or fails with err: a unit test of the wire and the
+// error kinds, not of IPAM.
+func fake(err error) api.Service {
+	return api.Service{
+		Assign: func(context.Context, *api.AssignRequest) (*api.AssignReply, error) {
+			if err != nil {
+				return nil, err
+			}
+			return &api.AssignReply{Assignment: api.Assignment{IP: netip.MustParseAddr("10.244.0.7"), Block: netip.MustParsePrefix("10.244.0.0/26"), Pool: "p", IPIP: true}}, nil
+		},
+		Release: func(context.Context, *api.ReleaseRequest) (*api.ReleaseReply, error) { return &api.ReleaseReply{}, err },
+		Lookup:  func(context.Context, *api.LookupRequest) (*api.LookupReply, error) { return &api.LookupReply{}, err },
+		Ready:   func(context.Context, *api.ReadyRequest) (*api.ReadyReply, error) { return &api.ReadyReply{}, err },
+		GC: func(context.Context, *api.GCRequest) (*api.GCReply, error) {
+			return &api.GCReply{Released: []string{"n.x"}}, err
+		},
 	}
-	return &api.AssignReply{Assignment: api.Assignment{IP: netip.MustParseAddr("10.244.0.7"), Block: netip.MustParsePrefix("10.244.0.0/26"), Pool: "p", IPIPMode: "Always"}}, nil
-}
-func (f fake) Release(context.Context, *api.ReleaseRequest) (*api.ReleaseReply, error) {
-	return &api.ReleaseReply{}, f.err
-}
-func (f fake) Lookup(context.Context, *api.LookupRequest) (*api.LookupReply, error) {
-	return &api.LookupReply{}, f.err
-}
-func (f fake) Ready(context.Context, *api.ReadyRequest) (*api.ReadyReply, error) {
-	return &api.ReadyReply{}, f.err
-}
-func (f fake) GC(context.Context, *api.GCRequest) (*api.GCReply, error) {
-	return &api.GCReply{Released: []string{"n.x"}}, f.err
 }
 
-func serve(t *testing.T, svc api.Service) string {
+func serve(t testing.TB, svc api.Service) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "ipam.sock")
 	l, err := rpc.Listen(sock)
@@ -50,7 +47,7 @@ func serve(t *testing.T, svc api.Service) string {
 }
 
 func TestRoundTrip(t *testing.T) {
-	c, err := api.Dial(serve(t, fake{}))
+	c, err := api.Dial(serve(t, fake(nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +56,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Assignment.IP.String() != "10.244.0.7" || r.Assignment.Block.String() != "10.244.0.0/26" || r.Assignment.IPIPMode != "Always" {
+	if r.Assignment.IP.String() != "10.244.0.7" || r.Assignment.Block.String() != "10.244.0.0/26" || !r.Assignment.IPIP {
 		t.Fatalf("assignment %+v", r.Assignment)
 	}
 	g, err := c.GC(context.Background(), &api.GCRequest{Node: "a", Network: "n"})
@@ -70,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestErrorKindsCrossTheWire(t *testing.T) {
 	for _, kind := range []error{api.ErrUnavailable, api.ErrExhausted, api.ErrNoPool, api.ErrInvalid} {
-		c, err := api.Dial(serve(t, fake{err: errors.Join(kind, errors.New("detail"))}))
+		c, err := api.Dial(serve(t, fake(errors.Join(kind, errors.New("detail")))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,27 +103,31 @@ func TestNoServer(t *testing.T) {
 
 // slow blocks Assign until released or its context ends, and records how it ended.
 type slow struct {
-	fake
 	release chan struct{}
 	ended   chan error
 }
 
-func (s *slow) Assign(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
-	select {
-	case <-s.release:
-		s.ended <- nil
-		return s.fake.Assign(ctx, r)
-	case <-ctx.Done():
-		s.ended <- ctx.Err()
-		return nil, ctx.Err()
+func (s *slow) service() api.Service {
+	svc := fake(nil)
+	assign := svc.Assign
+	svc.Assign = func(ctx context.Context, r *api.AssignRequest) (*api.AssignReply, error) {
+		select {
+		case <-s.release:
+			s.ended <- nil
+			return assign(ctx, r)
+		case <-ctx.Done():
+			s.ended <- ctx.Err()
+			return nil, ctx.Err()
+		}
 	}
+	return svc
 }
 
 // The caller's deadline crosses the wire: a plugin that gives up ends the server's call too (an
 // Assign then cleans up after itself rather than finishing unseen).
 func TestDeadlineReachesServer(t *testing.T) {
 	s := &slow{release: make(chan struct{}), ended: make(chan error, 1)}
-	c, err := api.Dial(serve(t, s))
+	c, err := api.Dial(serve(t, s.service()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestConcurrentCallsAndGracefulStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &slow{release: make(chan struct{}), ended: make(chan error, 20)}
-	srv := rpc.NewServerFor(s)
+	srv := rpc.NewServerFor(s.service())
 	go srv.Serve(l)
 	c, err := api.Dial(sock)
 	if err != nil {

@@ -12,10 +12,12 @@ import (
 	"time"
 )
 
-// Client reaches tabby-node's IPAM service over its unix socket. Errors wrap the same kinds as
-// Local's (ErrExhausted, ErrUnavailable...), plus ErrNoServer when nothing answers the socket.
-// It is safe for concurrent use: each call takes an idle connection or opens one.
+// Client reaches tabby-node's IPAM service over its unix socket: a Service, and the Transport
+// under it. Errors wrap the same kinds as the service's (ErrExhausted, ErrUnavailable...), plus
+// ErrNoServer when nothing answers the socket. It is safe for concurrent use: each call takes an
+// idle connection or opens one.
 type Client struct {
+	Service
 	socket string
 	mu     sync.Mutex
 	idle   []*clientConn
@@ -33,7 +35,9 @@ func Dial(socket string) (*Client, error) {
 	if _, err := os.Stat(socket); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoServer, err)
 	}
-	return &Client{socket: socket}, nil
+	c := &Client{socket: socket}
+	c.Service = Connect(c)
+	return c, nil
 }
 
 // Close closes the idle connections.
@@ -65,10 +69,10 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	return &clientConn{Conn: conn, r: bufio.NewReader(conn)}, nil
 }
 
-// call sends one request and reads its reply. Anything that goes wrong on the way (refused,
+// Invoke sends one request and reads its reply. Anything that goes wrong on the way (refused,
 // reset, no reply before the deadline) is ErrNoServer: the caller falls back to the API server,
 // and Assign's idempotence makes a call the server did carry out harmless to repeat.
-func (c *Client) call(ctx context.Context, method string, req, resp any) error {
+func (c *Client) Invoke(ctx context.Context, method string, req, resp any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("%w: encode %s request: %v", ErrInvalid, method, err)
@@ -119,30 +123,5 @@ func (c *Client) call(ctx context.Context, method string, req, resp any) error {
 	return r.Decode(resp)
 }
 
-func (c *Client) Assign(ctx context.Context, r *AssignRequest) (*AssignReply, error) {
-	out := new(AssignReply)
-	return out, c.call(ctx, "Assign", r, out)
-}
-
-func (c *Client) Release(ctx context.Context, r *ReleaseRequest) (*ReleaseReply, error) {
-	out := new(ReleaseReply)
-	return out, c.call(ctx, "Release", r, out)
-}
-
-func (c *Client) Lookup(ctx context.Context, r *LookupRequest) (*LookupReply, error) {
-	out := new(LookupReply)
-	return out, c.call(ctx, "Lookup", r, out)
-}
-
-func (c *Client) Ready(ctx context.Context, r *ReadyRequest) (*ReadyReply, error) {
-	out := new(ReadyReply)
-	return out, c.call(ctx, "Ready", r, out)
-}
-
-func (c *Client) GC(ctx context.Context, r *GCRequest) (*GCReply, error) {
-	out := new(GCReply)
-	return out, c.call(ctx, "GC", r, out)
-}
-
-// IsNoServer tells whether err means "nobody answered the socket" (fall back to Local).
+// IsNoServer tells whether err means "nobody answered the socket" (fall back to the direct path).
 func IsNoServer(err error) bool { return errors.Is(err, ErrNoServer) }

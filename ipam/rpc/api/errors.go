@@ -15,6 +15,7 @@ var (
 	ErrNoPool = errors.New("no usable IP pool")
 	// ErrInvalid: the request itself is wrong (empty handle, unknown pool...).
 	ErrInvalid = errors.New("invalid IPAM request")
-	// ErrNoServer: tabby-node's socket is absent or does not answer; callers fall back to Local.
+	// ErrNoServer: tabby-node's socket is absent or does not answer; callers fall back to the
+	// direct path.
 	ErrNoServer = errors.New("tabby-node IPAM service not reachable")
 )

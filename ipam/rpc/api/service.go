@@ -1,18 +1,80 @@
-// Package api is the contract of tabby-node's IPAM service (ipam/rpc): messages, the Service
-// interface, the error kinds, and the unix-socket Client. It is kept free of Kubernetes client
-// code on purpose: the tabby CNI binary imports it, and every package linked into that binary is
-// paid for at each exec (client-go's init alone cost ~10 ms per invocation, measured).
+// Package api is the contract of tabby's IPAM service: the Service (one typed field per method),
+// its messages, its error kinds, and the transports that carry a call to where it runs. It is
+// kept free of Kubernetes client code on purpose: the tabby CNI binary imports it, and every
+// package linked into that binary is paid for at each exec (client-go's init alone costs more
+// than the rest of an ADD).
 //
-// The wire format is newline-delimited JSON (wire.go).
+// A Service is reached the same way whichever side it runs on:
+//
+//	svc := api.Connect(transport) // every method over a Transport
+//	r, err := svc.Assign(ctx, &api.AssignRequest{...})
+//
+// The transports are tabby-node's unix socket (Dial; served by ipam/rpc's Server), the tabby
+// plugin's exec of tabby-ipam (cni-plugin/ipamclient), and this process (InProcess, over
+// ipam/rpc.NewLocal: the allocator itself). They carry every field of Service by its name, so
+// none of them changes when a method is added.
+//
+// # Adding a method
+//
+// Say Drain, which releases what a node holds. Here, in this file: its messages, and its field
+// in Service.
+//
+//	type DrainRequest struct {
+//		Node string `json:"node"`
+//	}
+//	type DrainReply struct {
+//		Released []string `json:"released,omitempty"`
+//	}
+//	// in Service:
+//	// Drain releases what a node holds.
+//	Drain Func[DrainRequest, DrainReply]
+//
+// In ipam/rpc/local.go: its implementation, and its entry in NewLocal's Service literal. Its
+// errors wrap one kind of errors.go (classify does it for the allocator's sentinels): the kind
+// crosses every transport, and cni-plugin/cnierr maps it to a CNI error code.
+//
+//	func (l *local) drain(ctx context.Context, r *api.DrainRequest) (*api.DrainReply, error) {
+//		...
+//	}
+//	// in NewLocal:
+//	Drain: l.drain,
+//
+// Then call it on any Service. The plugins' (ipamclient.Conn) tries tabby-node's socket and
+// falls back to the direct path by itself:
+//
+//	r, err := inv.ipam.Drain(ctx, &api.DrainRequest{Node: node})
+//
+// Nothing else: no client, server, dispatch, fallback or exec code. The contract and the
+// implementation are two files because they are the two sides of the socket: this package is
+// linked into the CNI binary, the implementation needs the allocator and the Kubernetes client.
+// ipam/rpc's TestLocalImplementsEveryMethod fails while a field of Service has no
+// implementation; api's TestEveryMethodCrossesTheSocket carries the new one without being told.
+//
+// On the wire (wire.go) a call is one line of JSON and its reply another.
 package api
 
 import (
-	"context"
 	"net/netip"
 )
 
 // DefaultSocket is where tabby-node serves IPAM and where the CNI plugins look for it.
 const DefaultSocket = "/var/run/tabby/ipam.sock"
+
+// Service is what the plugins need from IPAM: a field per method, named as on the wire. Every
+// field is a Func; a nil one is a method this side does not implement (its callers get
+// ErrInvalid).
+type Service struct {
+	// Assign gives a container attachment its addresses, one per family; idempotent by handle.
+	Assign Func[AssignRequest, AssignReply]
+	// Release gives back every address of a handle; releasing nothing is not an error.
+	Release Func[ReleaseRequest, ReleaseReply]
+	// Lookup lists the addresses a handle holds.
+	Lookup Func[LookupRequest, LookupReply]
+	// Ready fails when no address could be allocated on the node now.
+	Ready Func[ReadyRequest, ReadyReply]
+	// GC releases a node's handles of a network that the runtime no longer lists.
+	GC Func[GCRequest, GCReply]
+}
 
 // AssignRequest asks for the addresses of a container attachment: one per family.
 type AssignRequest struct {
@@ -36,11 +98,13 @@ type AssignRequest struct {
 
 // Assignment is one address held by a handle.
 type Assignment struct {
-	IP       netip.Addr   `json:"ip"`
-	Block    netip.Prefix `json:"block"`
-	Pool     string       `json:"pool"`
-	IPIPMode string       `json:"ipipMode,omitempty"` // v1.IPIPMode of the pool
-	Borrowed bool         `json:"borrowed,omitempty"`
+	IP    netip.Addr   `json:"ip"`
+	Block netip.Prefix `json:"block"`
+	Pool  string       `json:"pool"`
+	// IPIP: traffic from other nodes to this address may arrive IPIP-encapsulated (the pool's
+	// model.Pool.IPIP), so the pod's MTU leaves room for the outer IPv4 header.
+	IPIP     bool `json:"ipip,omitempty"`
+	Borrowed bool `json:"borrowed,omitempty"`
 }
 
 // AssignReply carries the assignment.
@@ -115,14 +179,4 @@ type GCRequest struct {
 // GCReply lists the handles released.
 type GCReply struct {
 	Released []string `json:"released,omitempty"`
-}
-
-// Service is what the plugins need from IPAM, whichever way it is reached: the unix-socket
-// Client, rpc.Local (an allocator in the caller's process), or the plugins' exec fallback.
-type Service interface {
-	Assign(ctx context.Context, r *AssignRequest) (*AssignReply, error)
-	Release(ctx context.Context, r *ReleaseRequest) (*ReleaseReply, error)
-	Lookup(ctx context.Context, r *LookupRequest) (*LookupReply, error)
-	Ready(ctx context.Context, r *ReadyRequest) (*ReadyReply, error)
-	GC(ctx context.Context, r *GCRequest) (*GCReply, error)
 }

@@ -10,9 +10,9 @@ import (
 
 // The wire: one JSON Request, one JSON Reply, newline-delimited. Over tabby-node's unix socket a
 // connection carries any number of calls in turn; the plugins' exec fallback sends one on stdin
-// and reads one on stdout. A plain protocol instead of gRPC: every CNI ADD and DEL execs the
-// plugin, and gRPC's package initialisation and HTTP/2 handshake cost that exec about a
-// millisecond of its ~10.
+// and reads one on stdout. Neither gRPC nor HTTP: every CNI ADD and DEL execs the plugin, which
+// makes one or two calls on a new connection, and both cost that exec more than the call itself
+// (package initialisation, a handshake, header parsing).
 
 // Request is one call.
 type Request struct {
@@ -94,46 +94,3 @@ type kindError struct {
 
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.kind }
-
-// Dispatch decodes body as method's request and calls svc.
-func Dispatch(ctx context.Context, svc Service, method string, body json.RawMessage) (any, error) {
-	call := func(in any, f func() (any, error)) (any, error) {
-		if err := json.Unmarshal(body, in); err != nil {
-			return nil, fmt.Errorf("%w: decode %s request: %v", ErrInvalid, method, err)
-		}
-		return f()
-	}
-	switch method {
-	case "Assign":
-		r := new(AssignRequest)
-		return call(r, func() (any, error) { return svc.Assign(ctx, r) })
-	case "Release":
-		r := new(ReleaseRequest)
-		return call(r, func() (any, error) { return svc.Release(ctx, r) })
-	case "Lookup":
-		r := new(LookupRequest)
-		return call(r, func() (any, error) { return svc.Lookup(ctx, r) })
-	case "Ready":
-		r := new(ReadyRequest)
-		return call(r, func() (any, error) { return svc.Ready(ctx, r) })
-	case "GC":
-		r := new(GCRequest)
-		return call(r, func() (any, error) { return svc.GC(ctx, r) })
-	}
-	return nil, fmt.Errorf("%w: %q is not a method", ErrInvalid, method)
-}
-
-// Key names a call's subject in logs.
-func Key(method string, body json.RawMessage) string {
-	var k struct {
-		Handle, Node, Network string
-	}
-	_ = json.Unmarshal(body, &k)
-	switch {
-	case k.Handle != "":
-		return k.Handle
-	case k.Network != "":
-		return k.Node + "/" + k.Network
-	}
-	return k.Node
-}
