@@ -257,7 +257,7 @@
 //
 // A peer's malformed UPDATE must never take the node down: GoBGP runs inside tabby-node, and a
 // panic there is the agent's death. TestMalformedUpdates opens a real session from a raw BGP
-// speaker (hack/bgpwire, no BGP library) and sends 17 malformed messages next to a
+// speaker (internal/bgpwire, no BGP library) and sends 17 malformed messages next to a
 // healthy session; GoBGP v4.8.0 does, as measured:
 //
 //	a message of an undefined type (7)                   session reset, NOTIFICATION 1/3

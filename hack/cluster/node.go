@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // Node is a lab node run by a real kubelet and containerd. Two kubelets on one machine must not

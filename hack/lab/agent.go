@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/netnsfwd"
+	"github.com/tabbynet/tabby/internal/netnsfwd"
 )
 
 // Node is a lab node: a namespace on a subnet, with tabby-node running in it.

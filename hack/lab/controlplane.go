@@ -24,7 +24,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	v1 "github.com/tabbynet/tabby/apis/v1"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // Namespace is where tabby-node runs (BGP password Secrets live here).

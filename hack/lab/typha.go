@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/netnsfwd"
-	"github.com/tabbynet/tabby/hack/promtext"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/netnsfwd"
+	"github.com/tabbynet/tabby/internal/promtext"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // TyphaPort is where a node reaches the first tabby-typha replica (the next ones: +1, +2).
