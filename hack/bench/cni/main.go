@@ -5,7 +5,7 @@
 // the code tabby-node runs, over a real API server) and directly against the API server.
 //
 // Everything happens inside network namespaces this program makes (a "node" in which libcni runs
-// the plugins as a runtime would, and one per pod); it needs root. Run: go run ./hack/bench/cni
+// the plugins as a runtime would, and one per pod); it needs root. Run: go run -C hack ./bench/cni
 package main
 
 import (

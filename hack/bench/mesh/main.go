@@ -5,7 +5,7 @@
 // remove that route everywhere, block by block and for all blocks at once; tabby-node's RSS and
 // CPU at idle with 19 peers; and, for reference, BIRD2 daemons in the same namespaces doing the
 // same from a static route added or removed. Everything it makes is removed at the end, on
-// failure and on Ctrl-C. Run as root: go run ./hack/bench/mesh
+// failure and on Ctrl-C. Run as root: go run -C hack ./bench/mesh
 package main
 
 import (

@@ -5,7 +5,7 @@
 // are a light BGP injector in one namespace, one address and router ID per client, learned by
 // the reflectors from N Node objects. It prints the figures side by side with their targets.
 // Everything it makes is removed at the end, on failure and on Ctrl-C.
-// Run as root: go run ./hack/bench/rrscale -clients=50 (a quick run).
+// Run as root: go run -C hack ./bench/rrscale -clients=50 (a quick run).
 package main
 
 import (

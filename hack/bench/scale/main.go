@@ -4,7 +4,7 @@
 // explicit BGP peers per rack), and a few real tabby-nodes run in it, in their own network
 // namespaces and BGP sessions. Then pods churn across the simulated nodes at 10/s and 100/s
 // while a probe times a block of one agent to the kernels of the others. Everything it makes is
-// removed at the end, on failure and on Ctrl-C. Run as root: go run ./hack/bench/scale
+// removed at the end, on failure and on Ctrl-C. Run as root: go run -C hack ./bench/scale
 package main
 
 import (
