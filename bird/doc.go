@@ -283,7 +283,7 @@
 // here: v3 resets on the family check before treat-as-withdraw and its TreatAsWithdraw drops
 // the attributes the v4 crashes then validated.
 //
-// # Benchmark (go run ./hack/bench/bird: one host, 2 cores, tabby and BIRD2 in the same run)
+// # Benchmark (go run -C hack ./bench/bird: one host, 2 cores, tabby and BIRD2 in the same run)
 //
 //	GoBGP v3.37.0 (2026-11-21)  tabby all-seen p50/p99   BIRD2 2.0.12 all-seen p50/p99   (two runs)
 //	full mesh, 20 speakers      2.0-2.4 ms / 9-11 ms     1.7-1.9 ms / 39-46 ms

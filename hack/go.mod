@@ -1,3 +1,6 @@
+// The lab, its e2e tests, the benchmarks and the real cluster: a module of their own, so that
+// the product's go.mod lists only what the product links. No go.work joins the two: in a
+// workspace the product's builds and `go mod graph` would see the lab's requirements too.
 module github.com/tabbynet/tabby/hack
 
 go 1.26.0

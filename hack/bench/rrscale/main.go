@@ -29,7 +29,6 @@ type options struct {
 	settle       time.Duration
 	holdTime     time.Duration
 	bird2        bool
-	hold         time.Duration
 	profile      string
 	profileFor   time.Duration
 	heapProfile  string
