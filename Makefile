@@ -14,6 +14,9 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/tabbynet/tabby/internal/version.Version=$(VERSION)
 BINARIES := tabby tabby-ipam tabby-node tabby-typha tabbyctl
+# The lab, its e2e tests, the benchmarks and the real cluster are their own Go module in hack/
+# (it runs this checkout's product through a replace): `./...` at the root leaves them out, so
+# every Go command for them runs there (go <command> -C hack).
 
 .PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
 
@@ -67,21 +70,24 @@ conformance-deps: cluster-deps
 
 # A 2-node cluster with tabby installed by helm from charts/tabby; stops on Ctrl-C.
 cluster: cluster-deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/cluster/cmd/cluster up
+	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster up
 
 # Removes what a killed `make cluster` (or lab) left behind.
 cluster-clean:
-	$(GO) run ./hack/cluster/cmd/cluster clean
+	$(GO) run -C hack ./cluster/cmd/cluster clean
 
 # The upstream sig-network e2e subset against that cluster; ends with `conformance: N passed, …`.
 conformance: conformance-deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/cluster/cmd/cluster conformance
+	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster conformance
 
-# Unit + integration tests: the real API server, real netns, real iptables (root).
+# Unit + integration tests: the real API server, real netns, real iptables (root); the product's
+# module, then the lab's (hack/), then the oracle's.
 test: deps controlplane tools build cluster-deps
 	bash hack/check-generated.sh
 	$(GO) vet ./...
+	$(GO) vet -C hack ./...
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -p 2 -timeout 25m ./...
+	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -p 2 -timeout 25m ./...
 	cd third_party/gobgp && $(GO) test -count=1 ./pkg/server/ ./internal/pkg/table/ # tabby's changes to GoBGP (TABBY.md)
 	$(NETPOL_ORACLE_TEST)
 	@$(MAKE) --no-print-directory fuzz
@@ -96,26 +102,29 @@ fuzz:
 
 unit:
 	$(GO) test -count=1 -short ./...
+	$(GO) test -C hack -count=1 -short ./...
 
 lint: 
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -C hack ./...
 	@GOBIN=$(CACHE_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) || { echo "lint: staticcheck $(STATICCHECK_VERSION) did not install" >&2; exit 1; }
 	$(CACHE_BIN)/staticcheck ./...
+	cd hack && $(CACHE_BIN)/staticcheck ./...
 	@echo "lint: gofmt, go vet and staticcheck $(STATICCHECK_VERSION): ok"
 
 e2e: deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -v ./hack/e2e/...
+	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -timeout 30m -v ./e2e/...
 
-# The NetworkPolicy oracle is its own Go module (hack/netpol/README.md): `./...` above skips it.
+# The NetworkPolicy oracle is its own Go module (hack/netpol/README.md): neither `./...` above reaches it.
 NETPOL_ORACLE_TEST = cd hack/netpol/oracle && GOWORK=off GOFLAGS=-mod=mod $(GO) test -count=1 ./...
 
 # NetworkPolicy enforcement judged against the oracle: its own tests, the case tables against
 # upstream's, then the lab tests (truth table, pod-start race, restarts under policy, harness).
 netpol: deps controlplane tools build
 	$(NETPOL_ORACLE_TEST)
-	$(GO) test -count=1 ./hack/netpol/
-	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNetworkPolicy|TestPolicy' ./hack/e2e/
+	$(GO) test -C hack -count=1 ./netpol/
+	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -timeout 30m -v -run 'TestNetworkPolicy|TestPolicy' ./e2e/
 
 bench: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin SKIP_BENCHES="$(SCALE_BENCHES)" bash hack/bench.sh
@@ -128,9 +137,9 @@ SCALE_BENCHES := scale rrscale
 bench-scale: deps controlplane tools build
 	@status=0; \
 	echo "=== bench-scale: scale ==="; \
-	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/bench/scale $(SCALE_ARGS) || { echo "bench scale FAILED" >&2; status=1; }; \
+	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./bench/scale $(SCALE_ARGS) || { echo "bench scale FAILED" >&2; status=1; }; \
 	echo "=== bench-scale: rrscale ==="; \
-	TABBY_BIN=$(CURDIR)/bin $(GO) run ./hack/bench/rrscale $(RRSCALE_ARGS) || { echo "bench rrscale FAILED" >&2; status=1; }; \
+	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./bench/rrscale $(RRSCALE_ARGS) || { echo "bench rrscale FAILED" >&2; status=1; }; \
 	exit $$status
 
 # The lab runs as its own binary, not under `go run` (which exits 1 when Ctrl-C reaches it, so a
@@ -142,12 +151,12 @@ FAMILIES ?= ipv4
 TYPHA ?= 0
 demo: deps controlplane tools build
 	@echo "demo: building the lab (seconds once the Go build cache is warm)"
-	@$(GO) build -o bin/lab ./hack/lab/cmd/lab
+	@$(GO) build -C hack -o $(CURDIR)/bin/lab ./lab/cmd/lab
 	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) --typha $(TYPHA) demo; rc=$$?; if [ $$rc -eq 130 ] || [ $$rc -eq 143 ] || [ $$rc -eq 129 ]; then exit 0; fi; exit $$rc
 
 # Removes what a lab killed hard (SIGKILL, a crash) left behind: namespaces, links, processes.
 demo-clean:
-	$(GO) run ./hack/lab/cmd/lab cleanup
+	$(GO) run -C hack ./lab/cmd/lab cleanup
 
 chart: $(HELM)
 	$(HELM) lint charts/tabby

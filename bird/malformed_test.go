@@ -10,7 +10,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
-	"github.com/tabbynet/tabby/hack/bgpwire"
+	"github.com/tabbynet/tabby/internal/bgpwire"
 )
 
 // malformedCases are UPDATEs no correct router sends. The first three are the published

@@ -14,7 +14,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
-	"github.com/tabbynet/tabby/hack/bgpwire"
+	"github.com/tabbynet/tabby/internal/bgpwire"
 )
 
 // nextHopCluster is a dual-stack cluster with the mesh off: two route reflectors of one cluster

@@ -23,8 +23,8 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	v1 "github.com/tabbynet/tabby/apis/v1"
-	"github.com/tabbynet/tabby/hack/promtext"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/promtext"
+	"github.com/tabbynet/tabby/internal/testenv"
 	"github.com/tabbynet/tabby/internal/testwait"
 	"github.com/tabbynet/tabby/typha"
 )

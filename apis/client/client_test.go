@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tabbynet/tabby/apis/client"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 	"github.com/tabbynet/tabby/internal/testwait"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // TestAPIServerAgrees runs the shared case table through the real API server: the CRD schema must

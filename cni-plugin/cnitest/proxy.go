@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/tabbynet/tabby/hack/netnsfwd"
+	"github.com/tabbynet/tabby/internal/netnsfwd"
 )
 
 // Proxy forwards TCP connections made inside the node namespace to an address reachable from the

@@ -21,7 +21,8 @@ import (
 	"time"
 
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/proc"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // Options describe a cluster.
@@ -52,7 +53,7 @@ type Cluster struct {
 
 	opts        Options
 	log         *slog.Logger
-	controllers []*proc
+	controllers []*proc.Proc
 	mntDir      string
 	mu          sync.Mutex
 	madeDirs    []string // mount points made on the host
@@ -235,7 +236,7 @@ func (c *Cluster) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		for _, p := range c.controllers {
-			p.stop(5 * time.Second)
+			_ = p.Stop(syscall.SIGTERM, 5*time.Second) // a component that needed SIGKILL is gone all the same
 		}
 		if c.mntDir != "" {
 			if err := syscall.Unmount(c.mntDir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/promtext"
+	"github.com/tabbynet/tabby/internal/promtext"
 )
 
 // startCluster brings a cluster up for one test and removes it when the test ends, printing

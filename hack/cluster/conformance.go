@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // ConformanceFocus selects the upstream sig-network conformance tests: the pod network

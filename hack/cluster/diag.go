@@ -28,7 +28,7 @@ func (c *Cluster) Diagnostics(ctx context.Context) string {
 		}
 	}
 	for _, p := range c.controllers {
-		fmt.Fprintf(&b, "---- %s log (last 15 lines)\n%s\n", p.name, lab.TailFile(p.log, 15))
+		fmt.Fprintf(&b, "---- %s log (last 15 lines)\n%s\n", p.Name, lab.TailFile(p.Log, 15))
 	}
 	for _, n := range c.Nodes {
 		for _, name := range []string{"containerd", "kubelet", "kube-proxy"} {

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // Release is the Helm release name of tabby.
@@ -47,8 +47,8 @@ func (c *Cluster) InstallTabby(ctx context.Context) error {
 func (c *Cluster) waitNodesRegistered(ctx context.Context) error {
 	return lab.Eventually(ctx, 2*time.Minute, func(context.Context) error {
 		for _, n := range c.Nodes {
-			if !n.kubelet.running() {
-				return lab.Stop(n.kubelet.exitError())
+			if !n.kubelet.Running() {
+				return lab.Stop(n.kubelet.ExitError())
 			}
 			if _, err := c.Lab.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("node %s not registered: %w", n.Name, err)
@@ -63,8 +63,8 @@ func (c *Cluster) waitNodesRegistered(ctx context.Context) error {
 func (c *Cluster) waitTabbyReady(ctx context.Context, timeout time.Duration) error {
 	return lab.Eventually(ctx, timeout, func(context.Context) error {
 		for _, n := range c.Nodes {
-			if !n.kubelet.running() {
-				return lab.Stop(n.kubelet.exitError())
+			if !n.kubelet.Running() {
+				return lab.Stop(n.kubelet.ExitError())
 			}
 		}
 		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-node"})

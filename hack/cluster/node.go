@@ -8,10 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/proc"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // Node is a lab node run by a real kubelet and containerd. Two kubelets on one machine must not
@@ -30,9 +32,9 @@ type Node struct {
 	ContainerdSock string
 
 	cluster    *Cluster
-	containerd *proc
-	kubelet    *proc
-	proxy      *proc
+	containerd *proc.Proc
+	kubelet    *proc.Proc
+	proxy      *proc.Proc
 }
 
 // privatePaths are the host paths a node has its own copy of, by directory under Root. They are
@@ -198,8 +200,8 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return err
 	}
 	return lab.Eventually(ctx, 60*time.Second, func(context.Context) error {
-		if !n.containerd.running() {
-			return lab.Stop(n.containerd.exitError())
+		if !n.containerd.Running() {
+			return lab.Stop(n.containerd.ExitError())
 		}
 		_, err := n.ctr(ctx, "version")
 		return err
@@ -277,7 +279,7 @@ func (n *Node) startKubelet() (err error) {
 // startComponent writes a component's configuration file into the node's root and starts the
 // component (a binary of the cache) in the node's namespaces with --config=<file> and args, its
 // log beside the configuration.
-func (n *Node) startComponent(name, file, config string, env []string, args ...string) (*proc, error) {
+func (n *Node) startComponent(name, file, config string, env []string, args ...string) (*proc.Proc, error) {
 	cfg := filepath.Join(n.Root, file)
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		return nil, err
@@ -352,13 +354,13 @@ conntrack:
 // containers (every process in the node's cgroups), then containerd and its shims (every process
 // left in the node's mount namespace).
 func (n *Node) stop(ctx context.Context) error {
-	n.kubelet.stop(5 * time.Second)
-	n.proxy.stop(5 * time.Second)
+	_ = n.kubelet.Stop(syscall.SIGTERM, 5*time.Second) // a component that needed SIGKILL is gone all the same
+	_ = n.proxy.Stop(syscall.SIGTERM, 5*time.Second)
 	var errs []error
 	if err := removeCgroups(n.CgroupRoot); err != nil {
 		errs = append(errs, err)
 	}
-	n.containerd.stop(5 * time.Second)
+	_ = n.containerd.Stop(syscall.SIGTERM, 5*time.Second)
 	if err := killMountNS(n.MountNS); err != nil {
 		errs = append(errs, err)
 	}

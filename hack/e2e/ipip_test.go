@@ -16,7 +16,7 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/hack/qemu"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // The build machine's kernel has no ipip driver, so the cross-subnet IPIP scenario runs in a

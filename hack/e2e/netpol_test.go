@@ -20,7 +20,7 @@ import (
 //	TABBY_NETPOL_DEADLINE    per step, from the API writes to agreement (default 15s)
 //	TABBY_NETPOL_MAX_FAILED  cases allowed to fail before the rest are skipped (default 3, 0: never)
 //
-// One case: go test ./hack/e2e -run 'TestNetworkPolicy$/default-deny-ingress' -v
+// One case: go test -C hack ./e2e -run 'TestNetworkPolicy$/default-deny-ingress' -v
 const (
 	// A denied probe costs this much; an allowed one a millisecond on the lab's veths.
 	probeTimeout = 400 * time.Millisecond

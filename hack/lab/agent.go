@@ -2,14 +2,11 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,7 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/netnsfwd"
+	"github.com/tabbynet/tabby/internal/netnsfwd"
+	"github.com/tabbynet/tabby/internal/proc"
 )
 
 // Node is a lab node: a namespace on a subnet, with tabby-node running in it.
@@ -42,9 +40,8 @@ type Node struct {
 	typhaFwd []*netnsfwd.Forwarder
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	exit   error
+	agent  *proc.Proc // nil while tabby-node does not run
+	last   *proc.Proc // the latest tabby-node started, running or not
 	starts int
 }
 
@@ -112,46 +109,34 @@ func (n *Node) Start(ctx context.Context) error {
 func (n *Node) spawn() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd != nil {
-		return fmt.Errorf("node %s: tabby-node already runs (pid %d)", n.Name, n.cmd.Process.Pid)
+	if n.agent != nil && n.agent.Running() {
+		return fmt.Errorf("node %s: tabby-node already runs (pid %d)", n.Name, n.agent.Pid())
 	}
-	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
 	n.starts++
-	fmt.Fprintf(logf, "==== lab: start #%d of tabby-node at %s\n", n.starts, time.Now().Format(time.RFC3339Nano))
 	bin := filepath.Join(n.lab.TabbyBin, "tabby-node")
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.NS, bin}, n.AgentArgs()...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "NODE_NAME="+n.Name)
 	// `ip netns exec` execs the agent in place, so signals reach it. It dies with the lab.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("node %s: start tabby-node: %w", n.Name, err)
+	p, err := proc.Start("tabby-node", append([]string{"ip", "netns", "exec", n.NS, bin}, n.AgentArgs()...), proc.Options{
+		Log: n.LogPath, Header: fmt.Sprintf("lab: start #%d of tabby-node", n.starts), Env: []string{"NODE_NAME=" + n.Name},
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	exited := make(chan struct{})
-	n.cmd, n.exited = cmd, exited
-	go func() {
-		err := cmd.Wait()
-		n.mu.Lock()
-		n.exit = err
-		if n.cmd == cmd {
-			n.cmd = nil
-		}
-		n.mu.Unlock()
-		close(exited)
-	}()
+	n.agent, n.last = p, p
 	return nil
 }
 
-// Running tells whether tabby-node runs.
-func (n *Node) Running() bool {
+// running is the agent's process while it runs, else nil.
+func (n *Node) running() *proc.Proc {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.cmd != nil
+	if n.agent != nil && !n.agent.Running() {
+		n.agent = nil
+	}
+	return n.agent
 }
+
+// Running tells whether tabby-node runs.
+func (n *Node) Running() bool { return n.running() != nil }
 
 // WaitReady polls the agent's /readyz (from inside the namespace) until it answers 200.
 func (n *Node) WaitReady(ctx context.Context) error {
@@ -162,8 +147,12 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	n.mu.Lock()
-	exited := n.exited
+	started := n.last
 	n.mu.Unlock()
+	if started == nil {
+		return fmt.Errorf("node %s: tabby-node was never started", n.Name)
+	}
+	exited := started.Exited()
 	hc := n.httpClient()
 	var last string
 	for {
@@ -228,39 +217,31 @@ func (n *Node) MetricsPath(ctx context.Context, path string) ([]byte, error) {
 
 // PID is the running agent's process ID (0 when it does not run).
 func (n *Node) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return 0
+	if p := n.running(); p != nil {
+		return p.Pid()
 	}
-	return n.cmd.Process.Pid
+	return 0
 }
 
 func (n *Node) exitErr() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.exit
+	if n.last == nil {
+		return nil
+	}
+	return n.last.Err()
 }
 
 // signal sends sig to the agent and waits up to wait for it to exit (then SIGKILL).
 func (n *Node) signal(sig syscall.Signal, wait time.Duration) error {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.mu.Unlock()
-	if cmd == nil {
+	p := n.running()
+	if p == nil {
 		return nil
 	}
-	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("node %s: signal tabby-node: %w", n.Name, err)
+	if err := p.Stop(sig, wait); err != nil {
+		return fmt.Errorf("node %s: %w; log tail:\n%s", n.Name, err, n.LogTail(20))
 	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(wait):
-		_ = cmd.Process.Kill()
-		<-exited
-		return fmt.Errorf("node %s: tabby-node did not exit %s after %v: killed; log tail:\n%s", n.Name, wait, sig, n.LogTail(20))
-	}
+	return nil
 }
 
 // Stop sends SIGTERM (tabby-node's configured shutdown: restart-style by default) and waits.
@@ -303,19 +284,4 @@ func (n *Node) teardown(ctx context.Context) {
 func (n *Node) LogTail(lines int) string { return TailFile(n.LogPath, lines) }
 
 // TailFile is the last lines of a file (its error's text if it cannot be read).
-func TailFile(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	cnt := 0
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == '\n' && i != len(b)-1 {
-			cnt++
-			if cnt >= lines {
-				return string(b[i+1:])
-			}
-		}
-	}
-	return string(b)
-}
+func TailFile(path string, lines int) string { return proc.Tail(path, lines) }

@@ -15,16 +15,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tabbynet/tabby/apis/client"
 	v1 "github.com/tabbynet/tabby/apis/v1"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // Namespace is where tabby-node runs (BGP password Secrets live here).
@@ -38,20 +34,12 @@ const DefaultPool6Name = "default-ipv6-ippool"
 
 func (l *Lab) startControlPlane(ctx context.Context) error {
 	if ext := l.Opts.External; ext != nil {
-		l.token = ext.Token
-		l.Config = &rest.Config{Host: ext.URL, BearerToken: ext.Token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
-		l.Kubecfg = filepath.Join(l.Dir, "kubeconfig")
-		if err := testenv.WriteKubeconfig(l.Kubecfg, ext.URL, ext.Token); err != nil {
+		env, err := testenv.Connect(l.Dir, ext.URL, ext.Token)
+		if err != nil {
 			return err
 		}
-		var err error
+		l.Config, l.Client, l.Kube, l.Kubecfg, l.token = env.Config, env.Client, env.Kube, env.Kubeconfig, ext.Token
 		if l.apiAddr, err = apiTarget(ext.URL); err != nil {
-			return err
-		}
-		if l.Client, err = client.New(l.Config); err != nil {
-			return err
-		}
-		if l.Kube, err = kubernetes.NewForConfig(l.Config); err != nil {
 			return err
 		}
 		l.Chart = "external control plane: objects installed by its owner"
@@ -109,7 +97,7 @@ func (l *Lab) installClusterObjects(ctx context.Context) error {
 		out = &chartOutput{}
 	} else {
 		l.Chart = "charts/tabby"
-		if err := applyCRDs(ctx, l.Config, out.CRDs); err != nil {
+		if err := testenv.ApplyCRDs(ctx, l.Config, out.CRDs); err != nil {
 			return err
 		}
 	}
@@ -255,55 +243,6 @@ func stripComments(s string) string {
 		}
 	}
 	return b.String()
-}
-
-func applyCRDs(ctx context.Context, cfg *rest.Config, crds []apiextv1.CustomResourceDefinition) error {
-	cs, err := apiext.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	for i := range crds {
-		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crds[i], metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create CRD %s: %w", crds[i].Name, err)
-		}
-	}
-	for _, c := range crds {
-		if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
-			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		}); err != nil {
-			return fmt.Errorf("CRD %s not established: %w", c.Name, err)
-		}
-	}
-	return nil
-}
-
-// poll calls cond every interval until it holds or ctx ends; the error keeps cond's last error.
-func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-			}
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-	}
 }
 
 // repoDir finds the tabby checkout: Options.RepoDir, else the nearest parent of the working

@@ -3,7 +3,7 @@ package lab
 import (
 	"net"
 
-	"github.com/tabbynet/tabby/hack/netnsfwd"
+	"github.com/tabbynet/tabby/internal/netnsfwd"
 )
 
 // APIPort is where the API server answers inside every node namespace.

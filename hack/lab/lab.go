@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tabbynet/tabby/apis/client"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // Addresses of the lab network (never 192.0.2.0/24: the test machines' own uplink).

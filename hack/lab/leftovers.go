@@ -25,7 +25,7 @@ var (
 )
 
 // CleanupCommand is what a user runs to remove a dead lab's leftovers.
-const CleanupCommand = "go run ./hack/lab/cmd/lab cleanup"
+const CleanupCommand = "make demo-clean"
 
 // owner identifies the process that owns a lab: its pid and start time (so a recycled pid is
 // not mistaken for the owner).

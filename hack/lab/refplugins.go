@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // RefPluginsVersion is the containernetworking/plugins release the lab uses for loopback and

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tabbynet/tabby/internal/proc"
 )
 
 // Router is the lab's router namespace: every node's default gateway, "the internet" behind it,
@@ -23,7 +24,7 @@ type Router struct {
 	kind    string // "" (plain router), "frr" or "bird": one BGP daemon per router
 	dir     string
 	logPath string
-	procs   []*exec.Cmd
+	procs   []*proc.Proc
 }
 
 // Endpoint of the router (its address on subnet A).
@@ -251,21 +252,13 @@ func touchOwned(path string, uid, gid int) error {
 }
 
 func (r *Router) spawn(name string, argv []string) error {
-	logf, err := os.OpenFile(filepath.Join(r.dir, name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := proc.Start(name, append([]string{"ip", "netns", "exec", r.NS}, argv...), proc.Options{Log: filepath.Join(r.dir, name+".out")})
 	if err != nil {
-		return err
+		return fmt.Errorf("router %s: %w", r.NS, err)
 	}
-	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", r.NS}, argv...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s in %s: %w", name, r.NS, err)
-	}
-	r.procs = append(r.procs, cmd)
+	r.procs = append(r.procs, p)
 	r.lab.onClose(func(context.Context) error {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = p.Stop(syscall.SIGKILL, time.Minute)
 		return nil
 	})
 	return nil

@@ -7,16 +7,16 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/netnsfwd"
-	"github.com/tabbynet/tabby/hack/promtext"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/netnsfwd"
+	"github.com/tabbynet/tabby/internal/proc"
+	"github.com/tabbynet/tabby/internal/promtext"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // TyphaPort is where a node reaches the first tabby-typha replica (the next ones: +1, +2).
@@ -33,9 +33,8 @@ type Typha struct {
 	args                 []string
 	bin                  string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu sync.Mutex
+	p  *proc.Proc // nil while stopped
 }
 
 // startTyphas starts Options.Typha replicas with a certificate of the lab's making, and waits
@@ -131,27 +130,18 @@ func (t *Typha) Start(ctx context.Context) error {
 
 func (t *Typha) start(ctx context.Context) error {
 	t.mu.Lock()
-	if t.cmd != nil {
+	if t.p != nil {
 		t.mu.Unlock()
 		return fmt.Errorf("%s already runs", t.Name)
 	}
-	logf, err := os.OpenFile(t.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := proc.Start(t.Name, append([]string{t.bin}, t.args...), proc.Options{Log: t.LogPath})
 	if err != nil {
 		t.mu.Unlock()
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command(t.bin, t.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.mu.Unlock()
-		return fmt.Errorf("start %s: %w", t.Name, err)
-	}
-	done := make(chan struct{})
-	t.cmd, t.done = cmd, done
-	go func() { _ = cmd.Wait(); close(done) }()
+	t.p = p
 	t.mu.Unlock()
+	done := p.Exited()
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -180,24 +170,20 @@ func (t *Typha) start(ctx context.Context) error {
 func (t *Typha) Stop() {
 	t.unforward()
 	t.mu.Lock()
-	cmd, done := t.cmd, t.done
-	t.cmd = nil
+	p := t.p
+	t.p = nil
 	t.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
+	_ = p.Stop(syscall.SIGKILL, time.Minute)
 }
 
 // Pid is the replica's process id, 0 when it does not run.
 func (t *Typha) Pid() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cmd == nil {
+	if t.p == nil {
 		return 0
 	}
-	return t.cmd.Process.Pid
+	return t.p.Pid()
 }
 
 // Watches is how many watches of each resource (pods, ipamblocks, ...) the replica serves now.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/gc"
 )

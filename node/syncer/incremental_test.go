@@ -24,7 +24,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/policy"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 func testBlock(i int, rv string, pods int) *v1.IPAMBlock {

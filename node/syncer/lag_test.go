@@ -13,7 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // An event that arrives while the agents are still busy with the previous snapshot waits for

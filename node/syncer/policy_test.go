@@ -20,7 +20,7 @@ import (
 	"github.com/tabbynet/tabby/apis/trim"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/felix/policy"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 type recorder struct {

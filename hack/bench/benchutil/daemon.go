@@ -1,73 +1,78 @@
 package benchutil
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/internal/proc"
 )
 
-// Daemon is a reference daemon a benchmark started (BIRD2 in a node's namespace): its name for
-// messages, its process, and a channel closed once the process has been waited for.
-type Daemon struct {
-	Name   string
-	Cmd    *exec.Cmd
-	Exited <-chan struct{}
+// BIRD2 is a reference BIRD2 daemon a benchmark runs in a lab node's namespace. Its files are
+// in Dir, named after the node: <node>.conf (the benchmark writes it), .ctl, .pid and .log.
+type BIRD2 struct {
+	Node *lab.Node
+	Dir  string
+	p    *proc.Proc
 }
 
-// StopDaemons sends every daemon SIGTERM at once, then waits for each; one still running after
-// grace is killed, and said so in the error.
-func StopDaemons(ds []Daemon, grace time.Duration) error {
-	for _, d := range ds {
-		if d.Cmd != nil && d.Cmd.Process != nil {
-			_ = d.Cmd.Process.Signal(syscall.SIGTERM)
-		}
+// Path is the daemon's file with extension ext (".conf").
+func (b *BIRD2) Path(ext string) string { return filepath.Join(b.Dir, b.Node.Name+ext) }
+
+// Start runs bird in the foreground in the node's namespace with the config at Path(".conf").
+// The process dies with the benchmark (the lab kills whatever is left in its namespaces too).
+func (b *BIRD2) Start() error {
+	p, err := proc.Start("BIRD2 at "+b.Node.Name,
+		[]string{"ip", "netns", "exec", b.Node.NS, "bird", "-f", "-c", b.Path(".conf"), "-s", b.Path(".ctl"), "-P", b.Path(".pid")},
+		proc.Options{Log: b.Path(".log")})
+	if err != nil {
+		return err
 	}
-	var errs []error
-	for _, d := range ds {
-		if d.Cmd == nil || d.Cmd.Process == nil {
-			continue
-		}
-		select {
-		case <-d.Exited:
-		case <-time.After(grace):
-			_ = d.Cmd.Process.Kill()
-			<-d.Exited
-			errs = append(errs, fmt.Errorf("%s ignored SIGTERM: killed", d.Name))
-		}
-	}
-	return errors.Join(errs...)
+	b.p = p
+	return nil
 }
 
-// LogTail is "; <name> log: <the last 1,000 bytes of path>", or "" when there is none: what a
+// Pid is the daemon's process id, 0 before Start.
+func (b *BIRD2) Pid() int {
+	if b.p == nil {
+		return 0
+	}
+	return b.p.Pid()
+}
+
+// Configure makes the daemon read its config again (`birdc configure`).
+func (b *BIRD2) Configure(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "birdc", "-s", b.Path(".ctl"), "configure").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Reconfigured") {
+		return fmt.Errorf("birdc configure at %s: %v: %s", b.Node.Name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// LogTail is "; <node> log: <the last 1,000 bytes of its log>", or "" when there is none: what a
 // failure message appends so the daemon's own words come with it.
-func LogTail(name, path string) string {
-	out, err := os.ReadFile(path)
+func (b *BIRD2) LogTail() string {
+	out, err := os.ReadFile(b.Path(".log"))
 	if err != nil || len(out) == 0 {
 		return ""
 	}
-	return "; " + name + " log: " + strings.TrimSpace(string(out[max(0, len(out)-1000):]))
+	return "; " + b.Node.Name + " log: " + strings.TrimSpace(string(out[max(0, len(out)-1000):]))
 }
 
-// StartBIRD2 runs bird in the foreground in namespace netns with the config at conf, its
-// control socket at ctl and pid file at pid, its output in logPath. The process dies with the
-// benchmark (the lab kills whatever is left in its namespaces too).
-func StartBIRD2(name, netns, conf, ctl, pid, logPath string) (Daemon, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return Daemon{}, err
+// StopBIRD2 sends every started daemon SIGTERM at once, then waits for each; one still running
+// after grace is killed, and said so in the error.
+func StopBIRD2(bs []*BIRD2, grace time.Duration) error {
+	var ps []*proc.Proc
+	for _, b := range bs {
+		if b != nil && b.p != nil {
+			ps = append(ps, b.p)
+		}
 	}
-	defer logf.Close()
-	cmd := exec.Command("ip", "netns", "exec", netns, "bird", "-f", "-c", conf, "-s", ctl, "-P", pid)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return Daemon{}, fmt.Errorf("start BIRD2 in %s: %w", netns, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	return Daemon{Name: name, Cmd: cmd, Exited: exited}, nil
+	return proc.StopAll(ps, syscall.SIGTERM, grace)
 }

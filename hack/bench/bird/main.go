@@ -1,7 +1,7 @@
 // Command bird benchmarks tabby's BGP agent (bird, embedded GoBGP) in one run, inside a private
 // network namespace: update propagation in a 20-node full mesh and in a 2-route-reflector
 // topology (18 clients), and one speaker's RSS and CPU at idle with 19 peers (a child process).
-// Run as root: go run ./hack/bench/bird
+// Run as root: go run -C hack ./bench/bird
 package main
 
 import (

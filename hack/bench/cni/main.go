@@ -5,7 +5,7 @@
 // the code tabby-node runs, over a real API server) and directly against the API server.
 //
 // Everything happens inside network namespaces this program makes (a "node" in which libcni runs
-// the plugins as a runtime would, and one per pod); it needs root. Run: go run ./hack/bench/cni
+// the plugins as a runtime would, and one per pod); it needs root. Run: go run -C hack ./bench/cni
 package main
 
 import (
@@ -33,7 +33,7 @@ import (
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/cni-plugin/cnitest"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
 	"github.com/tabbynet/tabby/ipam/rpc"

@@ -23,11 +23,7 @@ import (
 
 // birdNode is one BIRD2 daemon in a lab node's namespace.
 type birdNode struct {
-	node    *lab.Node
-	conf    string
-	sock    string
-	cmd     *exec.Cmd
-	exited  <-chan struct{}
+	*benchutil.BIRD2
 	statics []netip.Prefix
 }
 
@@ -65,19 +61,18 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 	}()
 	start := time.Now()
 	for i, n := range c.nodes {
-		b := &birdNode{node: n, conf: filepath.Join(dir, n.Name+".conf"), sock: filepath.Join(dir, n.Name+".ctl"),
-			statics: []netip.Prefix{blockAt(200, i)}}
+		b := &birdNode{BIRD2: &benchutil.BIRD2{Node: n, Dir: dir}, statics: []netip.Prefix{blockAt(200, i)}}
 		if err := b.writeConfig(c.topo, c.nodes); err != nil {
 			return res, 0, err
 		}
-		if err := b.start(dir); err != nil {
+		if err := b.Start(); err != nil {
 			return res, 0, err
 		}
 		birds[i] = b
 	}
 	for i, b := range birds {
-		if _, err := w.Arrived(ctx, 60*time.Second, blockAt(200, i), b.node.IP(), othersThan(c.nodes, b.node)); err != nil {
-			return res, 0, fmt.Errorf("BIRD2 %s convergence: %w%s", c.topo.name, err, b.logTail(dir))
+		if _, err := w.Arrived(ctx, 60*time.Second, blockAt(200, i), b.Node.IP(), othersThan(c.nodes, b.Node)); err != nil {
+			return res, 0, fmt.Errorf("BIRD2 %s convergence: %w%s", c.topo.name, err, b.LogTail())
 		}
 	}
 	up = time.Since(start)
@@ -93,12 +88,12 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 			return res, up, err
 		}
 		t0 := time.Now()
-		if err := owner.configure(ctx); err != nil {
+		if err := owner.Configure(ctx); err != nil {
 			return res, up, err
 		}
-		got, err := w.Arrived(ctx, 10*time.Second, p, owner.node.IP(), othersThan(c.nodes, owner.node))
+		got, err := w.Arrived(ctx, 10*time.Second, p, owner.Node.IP(), othersThan(c.nodes, owner.Node))
 		if err != nil {
-			return res, up, fmt.Errorf("BIRD2 static %s at %s: %w", p, owner.node.Name, err)
+			return res, up, fmt.Errorf("BIRD2 static %s at %s: %w", p, owner.Node.Name, err)
 		}
 		res.last = append(res.last, spread(got, t0, &res.each))
 	}
@@ -110,12 +105,12 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 			return res, up, err
 		}
 		t0 := time.Now()
-		if err := owner.configure(ctx); err != nil {
+		if err := owner.Configure(ctx); err != nil {
 			return res, up, err
 		}
-		got, err := w.Withdrawn(ctx, 10*time.Second, p, othersThan(c.nodes, owner.node))
+		got, err := w.Withdrawn(ctx, 10*time.Second, p, othersThan(c.nodes, owner.Node))
 		if err != nil {
-			return res, up, fmt.Errorf("BIRD2 static %s removed at %s: %w", p, owner.node.Name, err)
+			return res, up, fmt.Errorf("BIRD2 static %s removed at %s: %w", p, owner.Node.Name, err)
 		}
 		res.gone = append(res.gone, spread(got, t0, &res.goneEach))
 	}
@@ -130,13 +125,13 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 		if err := b.writeConfig(c.topo, c.nodes); err != nil {
 			return res, up, err
 		}
-		if err := b.configure(ctx); err != nil {
+		if err := b.Configure(ctx); err != nil {
 			return res, up, err
 		}
 	}
 	for _, p := range added {
-		if _, err := w.Arrived(ctx, 20*time.Second, p, owners[p].node.IP(), othersThan(c.nodes, owners[p].node)); err != nil {
-			return res, up, fmt.Errorf("BIRD2 static %s added again at %s: %w", p, owners[p].node.Name, err)
+		if _, err := w.Arrived(ctx, 20*time.Second, p, owners[p].Node.IP(), othersThan(c.nodes, owners[p].Node)); err != nil {
+			return res, up, fmt.Errorf("BIRD2 static %s added again at %s: %w", p, owners[p].Node.Name, err)
 		}
 	}
 	t1 := time.Now()
@@ -148,7 +143,7 @@ func bird2Run(ctx context.Context, c *cluster, blocks int) (res propagation, up 
 		if err := b.writeConfig(c.topo, c.nodes); err != nil {
 			return res, up, err
 		}
-		if err := b.configure(ctx); err != nil {
+		if err := b.Configure(ctx); err != nil {
 			return res, up, err
 		}
 	}
@@ -194,7 +189,7 @@ func stopAgents(ctx context.Context, nodes []*lab.Node) error {
 // writeConfig renders the daemon's whole configuration; BIRD2 re-reads it on `configure`.
 func (b *birdNode) writeConfig(t topo, nodes []*lab.Node) error {
 	var s strings.Builder
-	me := b.node.IP()
+	me := b.Node.IP()
 	fmt.Fprintf(&s, `router id %s;
 protocol device { scan time 10; }
 protocol kernel { ipv4 { export all; }; learn; }
@@ -211,7 +206,7 @@ template bgp mesh {
 	ipv4 { import all; export where net ~ [ 10.244.0.0/16+ ]; };
 }
 `, me)
-	self := slices.Index(nodes, b.node)
+	self := slices.Index(nodes, b.Node)
 	for j, n := range nodes {
 		extra := ""
 		switch {
@@ -225,40 +220,19 @@ template bgp mesh {
 		}
 		fmt.Fprintf(&s, "protocol bgp %s from mesh { neighbor %s as 64512;%s }\n", strings.ReplaceAll(n.Name, "-", "_"), n.IP(), extra)
 	}
-	if err := os.WriteFile(b.conf, []byte(s.String()), 0o644); err != nil {
-		return fmt.Errorf("BIRD2 config for %s: %w", b.node.Name, err)
+	if err := os.WriteFile(b.Path(".conf"), []byte(s.String()), 0o644); err != nil {
+		return fmt.Errorf("BIRD2 config for %s: %w", b.Node.Name, err)
 	}
 	return nil
-}
-
-func (b *birdNode) start(dir string) error {
-	d, err := benchutil.StartBIRD2("BIRD2 at "+b.node.Name, b.node.NS, b.conf, b.sock, filepath.Join(dir, b.node.Name+".pid"), filepath.Join(dir, b.node.Name+".log"))
-	if err != nil {
-		return err
-	}
-	b.cmd, b.exited = d.Cmd, d.Exited
-	return nil
-}
-
-func (b *birdNode) configure(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, "birdc", "-s", b.sock, "configure").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Reconfigured") {
-		return fmt.Errorf("birdc configure at %s: %v: %s", b.node.Name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-func (b *birdNode) logTail(dir string) string {
-	return benchutil.LogTail(b.node.Name, filepath.Join(dir, b.node.Name+".log"))
 }
 
 // stopBirds ends every daemon (SIGTERM, then SIGKILL) and waits for it.
 func stopBirds(birds []*birdNode) error {
-	var ds []benchutil.Daemon
+	var bs []*benchutil.BIRD2
 	for _, b := range birds {
 		if b != nil {
-			ds = append(ds, benchutil.Daemon{Name: "BIRD2 at " + b.node.Name, Cmd: b.cmd, Exited: b.exited})
+			bs = append(bs, b.BIRD2)
 		}
 	}
-	return benchutil.StopDaemons(ds, 5*time.Second)
+	return benchutil.StopBIRD2(bs, 5*time.Second)
 }

@@ -5,7 +5,7 @@
 // remove that route everywhere, block by block and for all blocks at once; tabby-node's RSS and
 // CPU at idle with 19 peers; and, for reference, BIRD2 daemons in the same namespaces doing the
 // same from a static route added or removed. Everything it makes is removed at the end, on
-// failure and on Ctrl-C. Run as root: go run ./hack/bench/mesh
+// failure and on Ctrl-C. Run as root: go run -C hack ./bench/mesh
 package main
 
 import (
@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
@@ -26,31 +25,27 @@ type options struct {
 	blocks   int
 	idle     time.Duration
 	bird2    bool
-	hold     time.Duration
-	tabbyBin string
 	profiles string
-	log      *slog.Logger
+	benchutil.LabFlags
 }
 
 func main() {
 	var o options
-	verbose := flag.Bool("v", false, "log the lab's progress")
+	o.Register()
 	flag.IntVar(&o.nodes, "nodes", 20, "nodes per cluster")
 	flag.IntVar(&o.blocks, "blocks", 50, "blocks measured per topology")
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window for tabby-node's CPU")
 	flag.BoolVar(&o.bird2, "bird2", true, "measure BIRD2 in the same namespaces")
-	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long (for a look at its logs) before removing it")
 	flag.StringVar(&o.profiles, "profiles", "", "write every agent's CPU profile while the blocks are deleted one at a time into this directory (<topology>-<node>.cpu)")
-	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
-	o.log = benchutil.Logger(*verbose)
 	benchutil.Main("mesh", validate(o), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
 }
 
 func validate(o options) error {
+	if err := benchutil.NeedRoot("bench"); err != nil {
+		return err
+	}
 	switch {
-	case os.Geteuid() != 0:
-		return errors.New("needs root (network namespaces): run as root or through `make bench`")
 	case o.nodes < 4 || o.nodes > 100:
 		return fmt.Errorf("-nodes=%d: want 4..100", o.nodes)
 	case o.blocks < 1 || o.blocks > 200:
@@ -147,13 +142,7 @@ func phase(ctx context.Context, o options, t topo, fn func(*cluster) error) (err
 		return fmt.Errorf("%s: %w", t.name, err)
 	}
 	if err := fn(c); err != nil {
-		if o.hold > 0 {
-			fmt.Fprintf(os.Stderr, "%s failed: %v\nlab %s kept for %v (state in %s; Ctrl-C removes it)\n", t.name, err, c.lab.ID, o.hold, c.lab.Dir)
-			select {
-			case <-ctx.Done():
-			case <-time.After(o.hold):
-			}
-		}
+		o.HoldFailed(ctx, c.lab, fmt.Sprintf("%s failed: %v", t.name, err))
 		return fmt.Errorf("%s: %w", t.name, err)
 	}
 	return nil
@@ -164,15 +153,6 @@ func ratio(a, b time.Duration) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-
-func verdict(ok bool) string {
-	if ok {
-		return "ok"
-	}
-	return "MISSED"
 }
 
 func report(w io.Writer, o options, r results, took time.Duration) {
@@ -199,20 +179,20 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 		fmt.Fprintf(w, "%-50s %12s %12s %12s  %s\n", name, a, b, target, v)
 	}
 	prop := func(label string, p propagation) {
-		p99 := percentile(p.last, 99)
-		row(label+": block → last node", ms(percentile(p.last, 50)), ms(p99), "p99 < 250 ms", verdict(p99 < 250*time.Millisecond))
-		row(label+": block → each node", ms(percentile(p.each, 50)), ms(percentile(p.each, 99)), "", "")
-		row(label+": IPAMBlock Create call", ms(percentile(p.create, 50)), ms(percentile(p.create, 99)), "", "")
+		p99 := benchutil.Pct(p.last, 99)
+		row(label+": block → last node", benchutil.Ms(benchutil.Pct(p.last, 50)), benchutil.Ms(p99), "p99 < 250 ms", benchutil.Verdict(p99 < 250*time.Millisecond))
+		row(label+": block → each node", benchutil.Ms(benchutil.Pct(p.each, 50)), benchutil.Ms(benchutil.Pct(p.each, 99)), "", "")
+		row(label+": IPAMBlock Create call", benchutil.Ms(benchutil.Pct(p.create, 50)), benchutil.Ms(benchutil.Pct(p.create, 99)), "", "")
 		if len(p.gone) > 0 {
-			row(label+": block deleted → gone, last node", ms(percentile(p.gone, 50)), ms(percentile(p.gone, 99)), "", "")
-			row(label+": block deleted → gone, each node", ms(percentile(p.goneEach, 50)), ms(percentile(p.goneEach, 99)), "", "")
-			row(label+": IPAMBlock Delete call", ms(percentile(p.del, 50)), ms(percentile(p.del, 99)), "", "")
-			row(label+": agents' CPU per block deleted, all", ms(p.cpuPerDelete), "", "", "IPAMBlock and BlockAffinity deleted, the route gone")
+			row(label+": block deleted → gone, last node", benchutil.Ms(benchutil.Pct(p.gone, 50)), benchutil.Ms(benchutil.Pct(p.gone, 99)), "", "")
+			row(label+": block deleted → gone, each node", benchutil.Ms(benchutil.Pct(p.goneEach, 50)), benchutil.Ms(benchutil.Pct(p.goneEach, 99)), "", "")
+			row(label+": IPAMBlock Delete call", benchutil.Ms(benchutil.Pct(p.del, 50)), benchutil.Ms(benchutil.Pct(p.del, 99)), "", "")
+			row(label+": agents' CPU per block deleted, all", benchutil.Ms(p.cpuPerDelete), "", "", "IPAMBlock and BlockAffinity deleted, the route gone")
 		}
 		if p.withdrawErr != nil {
 			row(label+": withdrawal of all blocks", "-", "-", "all gone", "FAILED (below)")
 		} else {
-			row(label+": withdrawal of all blocks", fmt.Sprintf("%s (%s)", ms(p.withdraw), ms(p.deletes)), "", "all gone", "ok")
+			row(label+": withdrawal of all blocks", fmt.Sprintf("%s (%s)", benchutil.Ms(p.withdraw), benchutil.Ms(p.deletes)), "", "all gone", "ok")
 		}
 	}
 	prop(fmt.Sprintf("tabby mesh %d", o.nodes), r.mesh)
@@ -232,9 +212,9 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 		rm, rx := benchutil.MedianMax(rss)
 		am, ax := benchutil.MedianMax(anon)
 		cm, cx := benchutil.MedianMax(cpu)
-		row(fmt.Sprintf("tabby-node RSS, %d peers (%d agents)", peers, len(rss)), fmt.Sprintf("%.1f MB", float64(rm)/1024), fmt.Sprintf("%.1f MB (%s)", float64(rx)/1024, maxNode), "< 60 MB", verdict(float64(rx)/1024 < 60))
+		row(fmt.Sprintf("tabby-node RSS, %d peers (%d agents)", peers, len(rss)), fmt.Sprintf("%.1f MB", float64(rm)/1024), fmt.Sprintf("%.1f MB (%s)", float64(rx)/1024, maxNode), "< 60 MB", benchutil.Verdict(float64(rx)/1024 < 60))
 		row("  of which the agent's own (RssAnon)", fmt.Sprintf("%.1f MB", float64(am)/1024), fmt.Sprintf("%.1f MB", float64(ax)/1024), "", "the rest: the binary's pages, shared by every agent on a host")
-		row(fmt.Sprintf("tabby-node CPU idle, %d peers", peers), fmt.Sprintf("%.2f %%", cm), fmt.Sprintf("%.2f %%", cx), "< 1 %", verdict(cx < 1))
+		row(fmt.Sprintf("tabby-node CPU idle, %d peers", peers), fmt.Sprintf("%.2f %%", cm), fmt.Sprintf("%.2f %%", cx), "< 1 %", benchutil.Verdict(cx < 1))
 	}
 	birdRows := func(label string, b *bird2Result, tabby propagation) {
 		switch {
@@ -242,17 +222,17 @@ func report(w io.Writer, o options, r results, took time.Duration) {
 		case b.err != nil:
 			row("BIRD2 "+label, "-", "-", "", "not measured: "+b.err.Error())
 		default:
-			row("BIRD2 "+label+": static → last node", ms(percentile(b.res.last, 50)), ms(percentile(b.res.last, 99)), "(reference)", "")
-			row("BIRD2 "+label+": static → each node", ms(percentile(b.res.each, 50)), ms(percentile(b.res.each, 99)), "", "")
-			row("BIRD2 "+label+": static removed → gone, last", ms(percentile(b.res.gone, 50)), ms(percentile(b.res.gone, 99)), "", "")
-			row("BIRD2 "+label+": withdrawal of all", ms(b.res.withdraw), "", "", "")
+			row("BIRD2 "+label+": static → last node", benchutil.Ms(benchutil.Pct(b.res.last, 50)), benchutil.Ms(benchutil.Pct(b.res.last, 99)), "(reference)", "")
+			row("BIRD2 "+label+": static → each node", benchutil.Ms(benchutil.Pct(b.res.each, 50)), benchutil.Ms(benchutil.Pct(b.res.each, 99)), "", "")
+			row("BIRD2 "+label+": static removed → gone, last", benchutil.Ms(benchutil.Pct(b.res.gone, 50)), benchutil.Ms(benchutil.Pct(b.res.gone, 99)), "", "")
+			row("BIRD2 "+label+": withdrawal of all", benchutil.Ms(b.res.withdraw), "", "", "")
 			times := func(a, b time.Duration) string { return fmt.Sprintf("%.1f×", ratio(a, b)) }
-			row("tabby/BIRD2 "+label+", last node", times(percentile(tabby.last, 50), percentile(b.res.last, 50)),
-				times(percentile(tabby.last, 99), percentile(b.res.last, 99)), "", "")
+			row("tabby/BIRD2 "+label+", last node", times(benchutil.Pct(tabby.last, 50), benchutil.Pct(b.res.last, 50)),
+				times(benchutil.Pct(tabby.last, 99), benchutil.Pct(b.res.last, 99)), "", "")
 			if tabby.withdrawErr == nil {
-				row("tabby/BIRD2 "+label+", withdrawal per block", times(percentile(tabby.gone, 50), percentile(b.res.gone, 50)),
-					times(percentile(tabby.gone, 99), percentile(b.res.gone, 99)), "< 2×", verdict(percentile(tabby.gone, 50) < 2*percentile(b.res.gone, 50)))
-				row("tabby/BIRD2 "+label+", withdrawal of all", times(tabby.withdraw, b.res.withdraw), "", "< 2×", verdict(tabby.withdraw < 2*b.res.withdraw))
+				row("tabby/BIRD2 "+label+", withdrawal per block", times(benchutil.Pct(tabby.gone, 50), benchutil.Pct(b.res.gone, 50)),
+					times(benchutil.Pct(tabby.gone, 99), benchutil.Pct(b.res.gone, 99)), "< 2×", benchutil.Verdict(benchutil.Pct(tabby.gone, 50) < 2*benchutil.Pct(b.res.gone, 50)))
+				row("tabby/BIRD2 "+label+", withdrawal of all", times(tabby.withdraw, b.res.withdraw), "", "< 2×", benchutil.Verdict(tabby.withdraw < 2*b.res.withdraw))
 			}
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,7 +69,7 @@ func startCluster(ctx context.Context, o options, t topo) (_ *cluster, err error
 	if o.profiles != "" {
 		args = append(args, "--pprof")
 	}
-	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: args})
+	l, err := lab.New(ctx, o.Lab(lab.Options{AgentArgs: args}))
 	if err != nil {
 		return nil, fmt.Errorf("start lab: %w", err)
 	}
@@ -260,14 +259,4 @@ func spread(at map[string]time.Time, t0 time.Time, each *[]time.Duration) time.D
 		last = max(last, d)
 	}
 	return last
-}
-
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(p/100*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }

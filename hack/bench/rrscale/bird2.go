@@ -13,16 +13,10 @@ import (
 
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
-	"github.com/tabbynet/tabby/hack/lab"
 )
 
 // birdRR is one BIRD2 reflector in a reflector node's namespace.
-type birdRR struct {
-	node   *lab.Node
-	dir    string
-	cmd    *exec.Cmd
-	exited <-chan struct{}
-}
+type birdRR struct{ *benchutil.BIRD2 }
 
 // bird2Phase runs BIRD2 as both reflectors in the same namespaces, with the same cluster ID,
 // timers, clients and kernel export as tabby, and measures the same figures.
@@ -38,7 +32,7 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 	}
 	birds := make([]*birdRR, len(w.rrs))
 	for i, n := range w.rrs {
-		birds[i] = &birdRR{node: n, dir: dir}
+		birds[i] = &birdRR{&benchutil.BIRD2{Node: n, Dir: dir}}
 		if err := birds[i].writeConfig(w, i); err != nil {
 			r.err = err
 			return r
@@ -46,7 +40,7 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 	}
 	t0 := time.Now()
 	for _, b := range birds {
-		if err := b.start(); err != nil {
+		if err := b.Start(); err != nil {
 			r.err = errors.Join(err, stopBirds(birds))
 			return r
 		}
@@ -54,7 +48,7 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 	pids := func() []int {
 		var out []int
 		for _, b := range birds {
-			out = append(out, b.cmd.Process.Pid)
+			out = append(out, b.Pid())
 		}
 		return out
 	}
@@ -69,7 +63,7 @@ func (w *world) bird2Phase(ctx context.Context) (r result) {
 		r.status, r.err = timeCalls(ctx, "BIRD2 status", birds[0].status)
 	}
 	if r.err != nil {
-		r.err = fmt.Errorf("%w%s", r.err, birds[0].logTail())
+		r.err = fmt.Errorf("%w%s", r.err, birds[0].LogTail())
 	}
 	t1 := time.Now()
 	r.stopErr = stopBirds(birds)
@@ -94,7 +88,7 @@ template bgp common {
 template bgp rrclient from common {
 	rr client; rr cluster id %s;
 }
-`, peers.RouterID(peers.Node{Name: b.node.Name}), me, asn, int(w.o.hold9().Seconds()), int(w.o.hold9().Seconds())/3, rrClusterID)
+`, peers.RouterID(peers.Node{Name: b.Node.Name}), me, asn, int(w.o.hold9().Seconds()), int(w.o.hold9().Seconds())/3, rrClusterID)
 	for j, a := range w.rrAddrs {
 		if j == self {
 			continue
@@ -108,24 +102,13 @@ template bgp rrclient from common {
 	for i, a := range w.clients {
 		fmt.Fprintf(&s, "protocol bgp c%d from rrclient { neighbor %s as %d; }\n", i+1, a, asn)
 	}
-	return os.WriteFile(b.path(".conf"), []byte(s.String()), 0o644)
-}
-
-func (b *birdRR) path(ext string) string { return filepath.Join(b.dir, b.node.Name+ext) }
-
-func (b *birdRR) start() error {
-	d, err := benchutil.StartBIRD2("BIRD2 at "+b.node.Name, b.node.NS, b.path(".conf"), b.path(".ctl"), b.path(".pid"), b.path(".log"))
-	if err != nil {
-		return err
-	}
-	b.cmd, b.exited = d.Cmd, d.Exited
-	return nil
+	return os.WriteFile(b.Path(".conf"), []byte(s.String()), 0o644)
 }
 
 // status is the operator's look at the daemon's sessions, with their routes imported and
 // exported.
 func (b *birdRR) status(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, "birdc", "-s", b.path(".ctl"), "show", "protocols", "all").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "birdc", "-s", b.Path(".ctl"), "show", "protocols", "all").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("birdc show protocols all: %w: %s", err, out)
 	}
@@ -135,17 +118,13 @@ func (b *birdRR) status(ctx context.Context) error {
 	return nil
 }
 
-func (b *birdRR) logTail() string {
-	return benchutil.LogTail(b.node.Name, b.path(".log"))
-}
-
 // stopBirds ends every daemon (SIGTERM, then SIGKILL) and waits for it.
 func stopBirds(birds []*birdRR) error {
-	var ds []benchutil.Daemon
+	var bs []*benchutil.BIRD2
 	for _, b := range birds {
 		if b != nil {
-			ds = append(ds, benchutil.Daemon{Name: "BIRD2 at " + b.node.Name, Cmd: b.cmd, Exited: b.exited})
+			bs = append(bs, b.BIRD2)
 		}
 	}
-	return benchutil.StopDaemons(ds, 10*time.Second)
+	return benchutil.StopBIRD2(bs, 10*time.Second)
 }

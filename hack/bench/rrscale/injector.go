@@ -19,8 +19,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
 
-	"github.com/tabbynet/tabby/hack/bgpwire"
 	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/internal/bgpwire"
 )
 
 // injector is N BGP clients in one namespace: one listening socket, one source address per

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/tabbynet/tabby/hack/bgpwire"
+	"github.com/tabbynet/tabby/internal/bgpwire"
 )
 
 // An UPDATE the injector sends is one it reads back: the same prefixes, next hop and family.

@@ -5,7 +5,7 @@
 // are a light BGP injector in one namespace, one address and router ID per client, learned by
 // the reflectors from N Node objects. It prints the figures side by side with their targets.
 // Everything it makes is removed at the end, on failure and on Ctrl-C.
-// Run as root: go run ./hack/bench/rrscale -clients=50 (a quick run).
+// Run as root: go run -C hack ./bench/rrscale -clients=50 (a quick run).
 package main
 
 import (
@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -30,18 +29,16 @@ type options struct {
 	settle       time.Duration
 	holdTime     time.Duration
 	bird2        bool
-	hold         time.Duration
 	profile      string
 	profileFor   time.Duration
 	heapProfile  string
-	tabbyBin     string
 	closeTimeout time.Duration
-	log          *slog.Logger
+	benchutil.LabFlags
 }
 
 func main() {
 	var o options
-	verbose := flag.Bool("v", false, "log the lab's progress")
+	o.Register()
 	flag.IntVar(&o.clients, "clients", 1000, "BGP clients of the two reflectors, one block each")
 	flag.IntVar(&o.samples, "samples", 20, "new blocks measured one at a time")
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window for the reflectors' CPU after convergence")
@@ -49,21 +46,19 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 10*time.Second, "after convergence, wait this long for every block on every session (both reflectors)")
 	flag.DurationVar(&o.holdTime, "hold-time", 0, "BGP hold time between nodes for both reflector implementations (0: tabby's default, 9s)")
 	flag.BoolVar(&o.bird2, "bird2", true, "measure BIRD2 as the reflectors too")
-	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep the tabby lab this long (for its logs) before removing it when it failed, reset sessions or left routes unsent")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the first tabby reflector from its start to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 30*time.Second, "length of that profile")
 	flag.StringVar(&o.heapProfile, "heapprofile", "", "write a heap profile of the first tabby reflector after the idle window to this file (and FILE.txt: as text, with the runtime's memory statistics; FILE.goroutines.txt: its goroutines)")
-	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
 	o.closeTimeout = time.Minute
-	o.log = benchutil.Logger(*verbose)
 	benchutil.Main("rrscale", validate(o), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
 }
 
 func validate(o options) error {
+	if err := benchutil.NeedRoot("bench-scale"); err != nil {
+		return err
+	}
 	switch {
-	case os.Geteuid() != 0:
-		return errors.New("needs root (network namespaces): run as root or through `make bench-scale`")
 	case o.clients < 2 || o.clients > 5000:
 		return fmt.Errorf("-clients=%d: want 2..5000", o.clients)
 	case o.samples < 1 || o.samples > 1000:
@@ -110,7 +105,6 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-func msec(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 func mb(kb int) string            { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
 
 func report(w io.Writer, o options, t result, b *result, setup, took time.Duration) {
@@ -271,38 +265,38 @@ func report(w io.Writer, o options, t result, b *result, setup, took time.Durati
 		return func(r *result) time.Duration { return benchutil.Pct(r.last, p) }
 	}
 	if len(t.last) > 0 || len(b.last) > 0 {
-		durRow(fmt.Sprintf("new block → all %d clients p50", n-1), pct(50), msec, 0, "")
+		durRow(fmt.Sprintf("new block → all %d clients p50", n-1), pct(50), benchutil.Ms, 0, "")
 		if len(t.last) < o.samples {
 			tv := "-"
 			if len(t.last) > 0 {
-				tv = msec(pct(99)(&t))
+				tv = benchutil.Ms(pct(99)(&t))
 			}
-			row(fmt.Sprintf("new block → all %d clients p99", n-1), tv, msec(pct(99)(b)), 0, "p99 < 1 s, ≤ 2× BIRD2",
+			row(fmt.Sprintf("new block → all %d clients p99", n-1), tv, benchutil.Ms(pct(99)(b)), 0, "p99 < 1 s, ≤ 2× BIRD2",
 				fmt.Sprintf("MISSED: %d of %d samples arrived (below)", len(t.last), o.samples))
 		} else {
-			durRow(fmt.Sprintf("new block → all %d clients p99", n-1), pct(99), msec, time.Second, "p99 < 1 s, ≤ 2× BIRD2")
+			durRow(fmt.Sprintf("new block → all %d clients p99", n-1), pct(99), benchutil.Ms, time.Second, "p99 < 1 s, ≤ 2× BIRD2")
 		}
 		each := func(p int) func(*result) time.Duration {
 			return func(r *result) time.Duration { return benchutil.Pct(r.each, p) }
 		}
-		durRow("new block → each client p50", each(50), msec, 0, "")
+		durRow("new block → each client p50", each(50), benchutil.Ms, 0, "")
 	}
 	if len(t.gone) > 0 || len(b.gone) > 0 {
 		gone := func(p int) func(*result) time.Duration {
 			return func(r *result) time.Duration { return benchutil.Pct(r.gone, p) }
 		}
-		durRow(fmt.Sprintf("block withdrawn → gone at all %d clients p50", n-1), gone(50), msec, 0, "")
-		durRow(fmt.Sprintf("block withdrawn → gone at all %d clients p99", n-1), gone(99), msec, time.Second, "≤ 2× BIRD2")
+		durRow(fmt.Sprintf("block withdrawn → gone at all %d clients p50", n-1), gone(50), benchutil.Ms, 0, "")
+		durRow(fmt.Sprintf("block withdrawn → gone at all %d clients p99", n-1), gone(99), benchutil.Ms, time.Second, "≤ 2× BIRD2")
 		goneEach := func(p int) func(*result) time.Duration {
 			return func(r *result) time.Duration { return benchutil.Pct(r.goneEach, p) }
 		}
-		durRow("block withdrawn → gone at each client p50", goneEach(50), msec, 0, "")
+		durRow("block withdrawn → gone at each client p50", goneEach(50), benchutil.Ms, 0, "")
 	}
 	p50 := func(get func(*result) []time.Duration) func(*result) time.Duration {
 		return func(r *result) time.Duration { return benchutil.Pct(get(r), 50) }
 	}
-	durRow(fmt.Sprintf("status of a reflector, p50 of %d", statusCalls), p50(func(r *result) []time.Duration { return r.status }), msec, 0, "")
-	durRow(fmt.Sprintf("metrics scrape of a reflector, p50 of %d", statusCalls), p50(func(r *result) []time.Duration { return r.scrape }), msec, 0, "")
+	durRow(fmt.Sprintf("status of a reflector, p50 of %d", statusCalls), p50(func(r *result) []time.Duration { return r.status }), benchutil.Ms, 0, "")
+	durRow(fmt.Sprintf("metrics scrape of a reflector, p50 of %d", statusCalls), p50(func(r *result) []time.Duration { return r.scrape }), benchutil.Ms, 0, "")
 	durRow("RR stop, SIGTERM → both exited (tabby: graceful)", func(r *result) time.Duration { return r.stopped }, secs, 0, "")
 	for _, e := range []struct {
 		name string

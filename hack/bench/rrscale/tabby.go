@@ -88,12 +88,8 @@ func (w *world) tabbyPhase(ctx context.Context) (r result) {
 			fmt.Fprintln(os.Stderr, "profile:", err)
 		}
 	}
-	if (r.err != nil || r.missingBoth > 0 || r.resets > 0) && w.o.hold > 0 && ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "tabby: error %v; %d routes missing on some session; %d sessions reset\nlab %s kept for %v (logs in %s; Ctrl-C removes it)\n", r.err, r.missingBoth, r.resets, w.lab.ID, w.o.hold, w.lab.Dir)
-		select {
-		case <-ctx.Done():
-		case <-time.After(w.o.hold):
-		}
+	if r.err != nil || r.missingBoth > 0 || r.resets > 0 {
+		w.o.HoldFailed(ctx, w.lab, fmt.Sprintf("tabby: error %v; %d routes missing on some session; %d sessions reset", r.err, r.missingBoth, r.resets))
 	}
 	r.stopped, r.stopErr = w.stopTabby(ctx)
 	return r

@@ -66,7 +66,7 @@ func startWorld(ctx context.Context, o options) (_ *world, err error) {
 	if o.profile != "" || o.heapProfile != "" {
 		args = append(args, "--pprof")
 	}
-	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, Families: lab.IPv6Only, AgentArgs: args})
+	l, err := lab.New(ctx, o.Lab(lab.Options{Families: lab.IPv6Only, AgentArgs: args}))
 	if err != nil {
 		return nil, fmt.Errorf("start lab: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/promtext"
+	"github.com/tabbynet/tabby/internal/promtext"
 )
 
 // buckets are a Prometheus histogram's cumulative counts by upper bound, in seconds (+Inf

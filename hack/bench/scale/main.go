@@ -4,16 +4,14 @@
 // explicit BGP peers per rack), and a few real tabby-nodes run in it, in their own network
 // namespaces and BGP sessions. Then pods churn across the simulated nodes at 10/s and 100/s
 // while a probe times a block of one agent to the kernels of the others. Everything it makes is
-// removed at the end, on failure and on Ctrl-C. Run as root: go run ./hack/bench/scale
+// removed at the end, on failure and on Ctrl-C. Run as root: go run -C hack ./bench/scale
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -35,15 +33,13 @@ type options struct {
 	blocksOnlyRate            int             // a churn of IPAMBlock updates alone, per second (0: none)
 	typha                     int             // tabby-typha replicas the agents watch through (0: none)
 	watch                     map[string]bool // what the more agents' watches watch
-	tabbyBin                  string
-	hold                      time.Duration
 	profileDir                string
-	log                       *slog.Logger
+	benchutil.LabFlags
 }
 
 func main() {
 	var o options
-	verbose := flag.Bool("v", false, "log the lab's progress")
+	o.Register()
 	rates := flag.String("rates", "10,100", "pod replacements per second across the cluster, one run each")
 	flag.IntVar(&o.nodes, "nodes", 1000, "simulated nodes in the datastore")
 	flag.IntVar(&o.podsPerNode, "pods-per-node", 30, "pods (and allocations in its block) per simulated node")
@@ -60,10 +56,7 @@ func main() {
 	flag.IntVar(&o.nodeRate, "node-rate", 1, "empty nodes joining, and leaving, per second, in a window of their own (0: none)")
 	flag.IntVar(&o.apiPods, "api-pods", 20, "pods added and deleted through tabby-node to count API requests per pod")
 	flag.StringVar(&o.profileDir, "profiles", "", "write the first agent's heap and CPU profiles (idle, and under each churn rate) into this directory")
-	flag.DurationVar(&o.hold, "hold-on-failure", 0, "keep a failed lab this long before removing it")
-	flag.StringVar(&o.tabbyBin, "tabby-bin", os.Getenv("TABBY_BIN"), "directory with tabby-node (default <repo>/bin)")
 	flag.Parse()
-	o.log = benchutil.Logger(*verbose)
 	benchutil.Main("scale", validate(&o, *rates, *watch), func(ctx context.Context) error { return run(ctx, o, os.Stdout) })
 }
 
@@ -83,9 +76,10 @@ func validate(o *options, rates, watch string) error {
 		}
 		o.rates = append(o.rates, n)
 	}
+	if err := benchutil.NeedRoot("bench-scale"); err != nil {
+		return err
+	}
 	switch {
-	case os.Geteuid() != 0:
-		return errors.New("needs root (network namespaces): run as root or through `make bench-scale`")
 	case o.nodes < 1 || o.nodes > 1000:
 		return fmt.Errorf("-nodes=%d: want 1..1000", o.nodes)
 	case o.podsPerNode < 1 || o.podsPerNode > 60:
@@ -111,13 +105,4 @@ func (o options) watched() string { return strings.Join(slices.Sorted(maps.Keys(
 
 func row(w io.Writer, figure, value, target, verdict string) {
 	fmt.Fprintf(w, "%-58s %-34s %-14s %s\n", figure, value, target, verdict)
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-
-func verdict(ok bool) string {
-	if ok {
-		return "ok"
-	}
-	return "MISSED"
 }

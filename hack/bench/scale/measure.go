@@ -15,7 +15,7 @@ import (
 	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/promtext"
+	"github.com/tabbynet/tabby/internal/promtext"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 

@@ -52,14 +52,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if o.profileDir != "" {
 		args = append(args, "--pprof")
 	}
-	l, err := lab.New(ctx, lab.Options{TabbyBin: o.tabbyBin, Log: o.log, AgentArgs: args, Typha: o.typha})
+	l, err := lab.New(ctx, o.Lab(lab.Options{AgentArgs: args, Typha: o.typha}))
 	if err != nil {
 		return fmt.Errorf("start lab: %w", err)
 	}
 	defer func() {
-		if err != nil && o.hold > 0 && ctx.Err() == nil {
-			fmt.Fprintf(out, "failed: keeping lab %s for %v\n", l.ID, o.hold)
-			time.Sleep(o.hold)
+		if err != nil {
+			o.HoldFailed(ctx, l, fmt.Sprintf("failed: %v", err))
 		}
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -165,7 +164,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	row(out, "full snapshot build (the first; syncer.Build, in process)", fmt.Sprintf("%s, %d allocs, %.1f MB", ms(time.Duration(build.NsPerOp())), build.AllocsPerOp(), float64(build.AllocedBytesPerOp())/1e6), "", "")
+	row(out, "full snapshot build (the first; syncer.Build, in process)", fmt.Sprintf("%s, %d allocs, %.1f MB", benchutil.Ms(time.Duration(build.NsPerOp())), build.AllocsPerOp(), float64(build.AllocedBytesPerOp())/1e6), "", "")
 	var others []string
 	for _, n := range agents[1:] {
 		others = append(others, n.Name)
@@ -213,7 +212,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 
-	row(out, "API server requests per pod ADD+DEL (through tabby-node)", fmt.Sprintf("%.2f", perPod), "<= 3", verdict(perPod <= 3))
+	row(out, "API server requests per pod ADD+DEL (through tabby-node)", fmt.Sprintf("%.2f", perPod), "<= 3", benchutil.Verdict(perPod <= 3))
 	fmt.Fprintf(out, "  of which: %s\n", breakdown)
 	fmt.Fprintf(out, "\nwhole benchmark: %v\n", time.Since(start).Round(time.Second))
 	return nil
@@ -357,12 +356,12 @@ func reportProbe(out io.Writer, label string, r churnResult, target bool) {
 		event, tabby, toOwner = append(event, s.event), append(tabby, s.last-s.event), append(toOwner, s.owner-s.event)
 	}
 	pcts := func(ds []time.Duration) string {
-		return fmt.Sprintf("p50 %s, p99 %s", ms(benchutil.Pct(ds, 50)), ms(benchutil.Pct(ds, 99)))
+		return fmt.Sprintf("p50 %s, p99 %s", benchutil.Ms(benchutil.Pct(ds, 50)), benchutil.Ms(benchutil.Pct(ds, 99)))
 	}
 	p99 := benchutil.Pct(last, 99)
 	t, v := "", ""
 	if target {
-		t, v = "p99 < 100 ms", verdict(p99 < 100*time.Millisecond)
+		t, v = "p99 < 100 ms", benchutil.Verdict(p99 < 100*time.Millisecond)
 	}
 	row(out, label+": block → other agents' kernels", fmt.Sprintf("%s (n=%d)", pcts(last), len(last)), t, v)
 	row(out, label+":   to the owner's own kernel (its blackhole)", pcts(owner), "", "")
@@ -370,7 +369,7 @@ func reportProbe(out io.Writer, label string, r churnResult, target bool) {
 	row(out, label+":   until the block's watch event (API server)", pcts(event), "", "")
 	tt, tv := "", ""
 	if target {
-		tt, tv = "p99 < 100 ms", verdict(benchutil.Pct(tabby, 99) < 100*time.Millisecond)
+		tt, tv = "p99 < 100 ms", benchutil.Verdict(benchutil.Pct(tabby, 99) < 100*time.Millisecond)
 	}
 	row(out, label+":   watch event → last other agent's kernel (tabby)", pcts(tabby), tt, tv)
 	row(out, label+":   watch event → owner's kernel (its watch, then the agent)", pcts(toOwner), "", "")
@@ -391,7 +390,7 @@ func reportLoad(out io.Writer, label string, r churnResult, err error, target bo
 	if r.typhaCPU > 0 {
 		row(out, label+": tabby-typha CPU; RSS", fmt.Sprintf("%.1f %% of a core; %.1f MB", r.typhaCPU, r.typhaRSS), "", "")
 	}
-	row(out, label+": snapshot, mean per rebuild", ms(r.snapshot), "", "")
+	row(out, label+": snapshot, mean per rebuild", benchutil.Ms(r.snapshot), "", "")
 	row(out, label+": felix applies per agent; mean; over 50 ms (all agents)", fmt.Sprintf("%.1f /s; %d µs; %.0f", r.applies, r.apply.Microseconds(), r.appliesSlow), "", "")
 	row(out, label+": in the agents, every event: watch event → snapshot handed to felix and BGP", quantiles(r.lag), "", "")
 	row(out, label+":   felix: input → applied", quantiles(r.applyLag), "", "")
@@ -427,7 +426,7 @@ func quantiles(b buckets) string {
 		return "no sample"
 	}
 	p99, _ := b.quantile(0.99)
-	return fmt.Sprintf("p50 %s, p99 %s (histogram); %.0f of %.0f over 50 ms", ms(p50), ms(p99), b.above(0.05), b.total())
+	return fmt.Sprintf("p50 %s, p99 %s (histogram); %.0f of %.0f over 50 ms", benchutil.Ms(p50), benchutil.Ms(p99), b.above(0.05), b.total())
 }
 
 func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool) {
@@ -441,7 +440,7 @@ func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool
 	_, cx := benchutil.MedianMax(cpu)
 	rt, rv, ct, cv := "", "", "", ""
 	if targets {
-		rt, rv, ct, cv = "< 100 MB", verdict(rx < 100*1024), "< 1 %", verdict(cx < 1)
+		rt, rv, ct, cv = "< 100 MB", benchutil.Verdict(rx < 100*1024), "< 1 %", benchutil.Verdict(cx < 1)
 	}
 	row(out, label+": agent RSS, max (own memory, RssAnon)", fmt.Sprintf("%.1f MB (%.1f MB)", float64(rx)/1024, float64(ax)/1024), rt, rv)
 	row(out, label+": agent CPU, max", fmt.Sprintf("%.2f %% of a core", cx), ct, cv)

@@ -33,7 +33,7 @@ const (
 const pausePackage = "github.com/tabbynet/tabby/hack/cluster/pause"
 
 // BuildPause builds the pause command, static, into dir and returns the binary's path. It runs
-// the go command, so the working directory must be inside tabby's module.
+// the go command, so the working directory must be inside the lab's module (hack/).
 func BuildPause(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "pause")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pausePackage)

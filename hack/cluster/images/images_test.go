@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tabbynet/tabby/hack/cluster/image"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 // unpack writes img's archive and unpacks its layer into a new directory, which it returns.

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/tabbynet/tabby/hack/cluster"
-	"github.com/tabbynet/tabby/hack/testenv"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 func main() {

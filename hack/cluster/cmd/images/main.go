@@ -1,10 +1,10 @@
 // Command images writes the cluster's container images as OCI archives for
 // `ctr -n k8s.io images import`: pause.tar, tabby.tar, agnhost.tar and coredns.tar in -out.
 //
-//	go run ./hack/cluster/cmd/images -out DIR -tabby-bin bin -agnhost PATH -coredns PATH -tabby-tag TAG
+//	go run -C hack ./cluster/cmd/images -out DIR -agnhost PATH -coredns PATH -tabby-tag TAG
 //
-// Run it from tabby's module (it builds the pause command); tabby's binaries come from
-// `make build`. The chart's image.tag must be -tabby-tag.
+// Run it from the lab's module, hack/ (it builds the pause command); tabby's binaries come from
+// `make build` (<repo>/bin unless -tabby-bin or TABBY_BIN says otherwise). The chart's image.tag must be -tabby-tag.
 package main
 
 import (
@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/tabbynet/tabby/hack/cluster/images"
+	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/internal/testenv"
 )
 
 func main() {
@@ -28,9 +30,9 @@ func main() {
 
 func run() error {
 	out := flag.String("out", "", "directory to write the archives to (created if missing)")
-	tabbyBin := flag.String("tabby-bin", envOr("TABBY_BIN", "bin"), "directory of make build's binaries")
-	agnhost := flag.String("agnhost", filepath.Join(cacheDir(), "bin", "agnhost"), "the static agnhost binary")
-	coredns := flag.String("coredns", filepath.Join(cacheDir(), "bin", "coredns-"+images.CoreDNSVersion), "the static coredns binary")
+	tabbyBin := flag.String("tabby-bin", os.Getenv("TABBY_BIN"), "directory of make build's binaries (default <repo>/bin)")
+	agnhost := flag.String("agnhost", filepath.Join(testenv.BinDir(), "agnhost"), "the static agnhost binary")
+	coredns := flag.String("coredns", filepath.Join(testenv.BinDir(), "coredns-"+images.CoreDNSVersion), "the static coredns binary")
 	tag := flag.String("tabby-tag", "", "tag of the tabby image (default: git describe, as make build's VERSION)")
 	only := flag.String("only", strings.Join(images.DefaultImages, ","), "comma-separated images to write")
 	gz := flag.Bool("gzip", false, "compress the layers (smaller archives, slower to write and import)")
@@ -38,6 +40,13 @@ func run() error {
 	if *out == "" || flag.NArg() != 0 {
 		flag.Usage()
 		return fmt.Errorf("-out is required")
+	}
+	if *tabbyBin == "" {
+		repo, err := lab.FindRepo()
+		if err != nil {
+			return fmt.Errorf("-tabby-bin not given: %w", err)
+		}
+		*tabbyBin = filepath.Join(repo, "bin")
 	}
 	if *tag == "" {
 		v, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
@@ -58,20 +67,4 @@ func run() error {
 		fmt.Printf("%s\t%s\t%.1f MB\n", a.Ref, a.Path, float64(a.Size)/1e6)
 	}
 	return nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// cacheDir is $TABBY_CACHE, by default ~/.cache/tabby, as in the Makefile.
-func cacheDir() string {
-	if d := os.Getenv("TABBY_CACHE"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "tabby")
 }

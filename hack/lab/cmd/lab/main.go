@@ -1,8 +1,8 @@
 // Command lab runs a tabby cluster in network namespaces on this machine.
 //
-//	go run ./hack/lab/cmd/lab demo      # 3 nodes, 2 pods each, a ping matrix; Ctrl-C ends it
-//	go run ./hack/lab/cmd/lab --families dual demo   # the same, dual-stack: a matrix per family
-//	go run ./hack/lab/cmd/lab cleanup   # remove what a lab killed hard left behind (make demo-clean)
+//	go run -C hack ./lab/cmd/lab demo      # 3 nodes, 2 pods each, a ping matrix; Ctrl-C ends it
+//	go run -C hack ./lab/cmd/lab --families dual demo   # the same, dual-stack: a matrix per family
+//	go run -C hack ./lab/cmd/lab cleanup   # remove what a lab killed hard left behind (make demo-clean)
 package main
 
 import (

@@ -18,12 +18,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +36,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/apis/crds"
+	"github.com/tabbynet/tabby/internal/proc"
 )
 
 // Options tune a control plane.
@@ -72,18 +70,17 @@ type Env struct {
 	// ServingCert is the API server's self-signed serving certificate: the cluster's root CA.
 	ServingCert string
 
-	procs   []*exec.Cmd
-	names   []string // procs' names: etcd, kube-apiserver
-	apiArgs []string // kube-apiserver's binary and arguments, for a restart
+	procs   []*proc.Proc // etcd, kube-apiserver
+	apiArgs []string     // kube-apiserver's binary and arguments, for a restart
 	ownsDir bool
 }
 
 // Pid is the process id of name (etcd, kube-apiserver), 0 when it does not run: for a benchmark's
 // count of what the control plane spends.
 func (e *Env) Pid(name string) int {
-	for i, n := range e.names {
-		if n == name {
-			return e.procs[i].Process.Pid
+	for _, p := range e.procs {
+		if p.Name == name {
+			return p.Pid()
 		}
 	}
 	return 0
@@ -113,7 +110,7 @@ func Start(t TB, opts ...Options) *Env {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("kube-apiserver log tail:\n%s", tail(filepath.Join(env.Dir, "kube-apiserver.log"), 30))
+			t.Logf("kube-apiserver log tail:\n%s", proc.Tail(filepath.Join(env.Dir, "kube-apiserver.log"), 30))
 		}
 		env.Stop()
 	})
@@ -224,22 +221,14 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 			"--disable-admission-plugins=ServiceAccount")
 	}
 	env.apiArgs = append([]string{apiBin}, args...)
-	if err := env.spawn("kube-apiserver", apiBin, args...); err != nil {
+	if err := env.spawn("kube-apiserver", env.apiArgs...); err != nil {
 		return nil, err
 	}
 
-	env.Config = &rest.Config{Host: env.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
-	env.Kubeconfig = filepath.Join(env.Dir, "kubeconfig")
-	if err := WriteKubeconfig(env.Kubeconfig, env.URL, token); err != nil {
-		return nil, err
-	}
 	if err := waitReady(ctx, env.URL, token); err != nil {
-		return nil, fmt.Errorf("kube-apiserver not ready: %w (log: %s)", err, tail(filepath.Join(env.Dir, "kube-apiserver.log"), 10))
+		return nil, fmt.Errorf("kube-apiserver not ready: %w (log: %s)", err, proc.Tail(filepath.Join(env.Dir, "kube-apiserver.log"), 10))
 	}
-	if env.Client, err = client.New(env.Config); err != nil {
-		return nil, err
-	}
-	if env.Kube, err = kubernetes.NewForConfig(env.Config); err != nil {
+	if err := env.connect(token); err != nil {
 		return nil, err
 	}
 	if !o.SkipCRDs {
@@ -248,6 +237,30 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 	}
 	return env, nil
+}
+
+// Connect reaches a control plane someone else runs at url (a lab inside a VM reaching its
+// host's): an admin kubeconfig in dir and clients, nothing to stop.
+func Connect(dir, url, token string) (*Env, error) {
+	env := &Env{Dir: dir, URL: url}
+	if err := env.connect(token); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// connect makes the admin kubeconfig and clients of the API server at e.URL.
+func (e *Env) connect(token string) (err error) {
+	e.Config = &rest.Config{Host: e.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
+	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	if err := WriteKubeconfig(e.Kubeconfig, e.URL, token); err != nil {
+		return err
+	}
+	if e.Client, err = client.New(e.Config); err != nil {
+		return err
+	}
+	e.Kube, err = kubernetes.NewForConfig(e.Config)
+	return err
 }
 
 // WriteKubeconfig writes an admin kubeconfig for url and token.
@@ -260,16 +273,13 @@ func WriteKubeconfig(path, url, token string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// InstallCRDs creates (or updates) tabby's CRDs and waits until they are established.
+// InstallCRDs creates tabby's CRDs (apis/crds) and waits until they are established.
 func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
-	cs, err := apiext.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	entries, err := fs.Glob(crds.FS, "*.yaml")
 	if err != nil {
 		return err
 	}
+	var all []apiextv1.CustomResourceDefinition
 	for _, name := range entries {
 		raw, err := crds.FS.ReadFile(name)
 		if err != nil {
@@ -279,14 +289,24 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 		if err := yaml.Unmarshal(raw, &crd); err != nil {
 			return fmt.Errorf("parse %s: %w", name, err)
 		}
-		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+		all = append(all, crd)
+	}
+	return ApplyCRDs(ctx, cfg, all)
+}
+
+// ApplyCRDs creates the CRDs (one that exists is left as it is) and waits until they are
+// established (the lab's come from the Helm chart).
+func ApplyCRDs(ctx context.Context, cfg *rest.Config, crds []apiextv1.CustomResourceDefinition) error {
+	cs, err := apiext.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for i := range crds {
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crds[i], metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", crds[i].Name, err)
 		}
 	}
-	for _, name := range entries {
-		raw, _ := crds.FS.ReadFile(name)
-		var crd apiextv1.CustomResourceDefinition
-		_ = yaml.Unmarshal(raw, &crd)
+	for _, crd := range crds {
 		if err := waitFor(ctx, func() (bool, error) {
 			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 			if err != nil {
@@ -309,92 +329,40 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 // upgrade of the control plane does, and returns when the new one is ready. Its watch cache starts
 // empty: a watch from an older resourceVersion may then be told it is too old.
 func (e *Env) RestartAPIServer(ctx context.Context) error {
-	i := slices.Index(e.names, "kube-apiserver")
+	i := slices.IndexFunc(e.procs, func(p *proc.Proc) bool { return p.Name == "kube-apiserver" })
 	if i < 0 {
 		return fmt.Errorf("restart kube-apiserver: it does not run")
 	}
-	stop(e.procs[i])
-	e.procs, e.names = slices.Delete(e.procs, i, i+1), slices.Delete(e.names, i, i+1)
-	if err := e.spawn("kube-apiserver", e.apiArgs[0], e.apiArgs[1:]...); err != nil {
+	_ = e.procs[i].Stop(syscall.SIGTERM, 5*time.Second)
+	e.procs = slices.Delete(e.procs, i, i+1)
+	if err := e.spawn("kube-apiserver", e.apiArgs...); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, e.URL, e.Config.BearerToken); err != nil {
-		return fmt.Errorf("kube-apiserver not ready after a restart: %w (log: %s)", err, tail(filepath.Join(e.Dir, "kube-apiserver.log"), 10))
+		return fmt.Errorf("kube-apiserver not ready after a restart: %w (log: %s)", err, proc.Tail(filepath.Join(e.Dir, "kube-apiserver.log"), 10))
 	}
 	return nil
 }
 
-// stop ends p: SIGTERM, and SIGKILL after 5 s.
-func stop(p *exec.Cmd) {
-	_ = p.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = p.Process.Kill()
-		<-done
-	}
-}
-
 // Stop kills the processes and removes the data directory if Start made it.
 func (e *Env) Stop() {
+	// The API server first: it must not see its etcd go away while it serves.
 	for i := len(e.procs) - 1; i >= 0; i-- {
-		stop(e.procs[i])
+		_ = e.procs[i].Stop(syscall.SIGTERM, 5*time.Second)
 	}
-	e.procs, e.names = nil, nil
+	e.procs = nil
 	if e.ownsDir {
 		_ = os.RemoveAll(e.Dir)
 	}
 }
 
-func (e *Env) spawn(name, bin string, args ...string) error {
-	// Appended: a restarted process's log follows the one before.
-	logf, err := os.OpenFile(filepath.Join(e.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func (e *Env) spawn(name string, argv ...string) error {
+	p, err := proc.Start(name, argv, proc.Options{Log: filepath.Join(e.Dir, name+".log")})
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Die with the process that started us: no control plane outlives a crashed test.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := startOnForkerThread(cmd); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	e.procs = append(e.procs, cmd)
-	e.names = append(e.names, name)
+	e.procs = append(e.procs, p)
 	return nil
-}
-
-// The kernel ties Pdeathsig to the thread that forked the child, not to the process: when that
-// thread exits, the child is killed. Go ends a thread whose goroutine exits while locked to it —
-// which network-namespace helpers do all the time — so a control plane forked from an ordinary
-// goroutine can be SIGKILLed seconds into a test. Forking from one thread that is locked and
-// never released ties the control plane's life to the test process, as intended.
-var (
-	forkerOnce sync.Once
-	forkReqs   chan forkReq
-)
-
-type forkReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func startOnForkerThread(cmd *exec.Cmd) error {
-	forkerOnce.Do(func() {
-		forkReqs = make(chan forkReq)
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
-			for r := range forkReqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	forkReqs <- forkReq{cmd: cmd, done: done}
-	return <-done
 }
 
 func waitReady(ctx context.Context, url, token string) error {
@@ -466,21 +434,4 @@ func writeRSAKey(path string) error {
 	}
 	der := x509.MarshalPKCS1PrivateKey(key)
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: der}), 0o600)
-}
-
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	n := 0
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == '\n' {
-			n++
-			if n > lines {
-				return string(b[i+1:])
-			}
-		}
-	}
-	return string(b)
 }
