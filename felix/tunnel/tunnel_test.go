@@ -14,7 +14,7 @@ import (
 func TestTunnelLifecycle(t *testing.T) {
 	f := nl.NewFake()
 	f.AddLink("eth0", 1400)
-	m := New(f, nil, nil)
+	m := NewDevice(f, nil, nil)
 	if l, err := m.Apply(Desired{Needed: false, Uplink: "eth0"}); err != nil || l != nil {
 		t.Fatalf("not needed, absent: %v %v", l, err)
 	}
@@ -56,7 +56,7 @@ func TestTunnelUnsupportedKernel(t *testing.T) {
 	f := nl.NewFake()
 	f.AddLink("eth0", 1400)
 	f.LinkAddErr = unix.EOPNOTSUPP
-	_, err := New(f, nil, nil).Apply(Desired{Needed: true, Addr: netip.MustParseAddr("10.244.9.1"), Uplink: "eth0"})
+	_, err := NewDevice(f, nil, nil).Apply(Desired{Needed: true, Addr: netip.MustParseAddr("10.244.9.1"), Uplink: "eth0"})
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}
@@ -66,7 +66,7 @@ func TestTunnelTransientFailure(t *testing.T) {
 	f := nl.NewFake()
 	f.AddLink("eth0", 1400)
 	f.Fail(&nl.Failure{Op: "AddrReplace", Err: unix.ENOBUFS, Times: 1})
-	m := New(f, nil, nil)
+	m := NewDevice(f, nil, nil)
 	d := Desired{Needed: true, Addr: netip.MustParseAddr("10.244.9.1"), Uplink: "eth0"}
 	if _, err := m.Apply(d); err == nil {
 		t.Fatal("injected failure not reported")

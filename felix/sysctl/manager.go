@@ -1,0 +1,112 @@
+package sysctl
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tabbynet/tabby/apis/model"
+	"github.com/tabbynet/tabby/felix/routetable"
+	"github.com/tabbynet/tabby/internal/ipfamily"
+)
+
+// Setter writes settings; *Writer is the real one.
+type Setter interface {
+	Set(settings ...Setting) error
+}
+
+// ManagerOptions configure the manager.
+type ManagerOptions struct {
+	// IsWorkloadInterface tells workload veths (cali*) apart.
+	IsWorkloadInterface func(name string) bool
+	// Errors, when set, counts failed writes.
+	Errors prometheus.Counter
+}
+
+// Manager is felix's sysctl manager: forwarding at every resync; IPv6 forwarding once an IPv6
+// pool exists (PoolUpdate/PoolRemove); each workload veth's settings when it appears
+// (routetable.LinkUpdate) and at every resync (routetable.LinksResync).
+type Manager struct {
+	s    Setter
+	opts ManagerOptions
+
+	v6Pools     map[string]struct{}
+	forwarding6 bool // IPv6 forwarding is on: an IPv6 pool asked for it
+	// done holds the veths set, with the index they had then (a veth of the same name made
+	// again is set again); pending those to set.
+	done, pending map[string]int
+}
+
+// NewManager returns a manager writing through s.
+func NewManager(s Setter, o ManagerOptions) *Manager {
+	if o.IsWorkloadInterface == nil {
+		o.IsWorkloadInterface = func(string) bool { return false }
+	}
+	return &Manager{s: s, opts: o, v6Pools: map[string]struct{}{}, done: map[string]int{}, pending: map[string]int{}}
+}
+
+// OnUpdate records pools and workload veths; other messages are ignored.
+func (m *Manager) OnUpdate(msg any) {
+	switch u := msg.(type) {
+	case model.PoolUpdate:
+		if u.Pool.Family() == ipfamily.IPv6 {
+			m.v6Pools[u.Pool.Name] = struct{}{}
+		} else {
+			delete(m.v6Pools, u.Pool.Name)
+		}
+	case model.PoolRemove:
+		delete(m.v6Pools, u.Name)
+	case routetable.LinkUpdate:
+		switch {
+		case u.Gone:
+			delete(m.done, u.Name)
+			delete(m.pending, u.Name)
+		case m.opts.IsWorkloadInterface(u.Name) && m.done[u.Name] != u.Index:
+			m.pending[u.Name] = u.Index
+		}
+	case routetable.LinksResync:
+		clear(m.pending)
+		for name, idx := range u.Links {
+			if m.opts.IsWorkloadInterface(name) {
+				m.pending[name] = idx
+			}
+		}
+	}
+}
+
+// CompleteDeferredWork writes what is due. A veth that failed (it may be gone already) is
+// tried again at the next resync.
+func (m *Manager) CompleteDeferredWork(_ context.Context, resync bool) error {
+	var errs []error
+	fail := func(err error) {
+		if m.opts.Errors != nil {
+			m.opts.Errors.Inc()
+		}
+		errs = append(errs, err)
+	}
+	if resync {
+		if err := m.s.Set(Forwarding()...); err != nil {
+			fail(err)
+		}
+	}
+	// IPv6 forwarding only once an IPv6 pool exists, as Calico does with IPv6 off: turning it
+	// on makes the kernel ignore router advertisements on interfaces that only accept them
+	// when not forwarding, which an IPv4-only node may rely on.
+	if len(m.v6Pools) > 0 && (resync || !m.forwarding6) {
+		if err := m.s.Set(Forwarding6()...); err != nil {
+			fail(err)
+		} else {
+			m.forwarding6 = true
+		}
+	}
+	for name, idx := range m.pending {
+		if err := m.s.Set(WorkloadInterface(name)...); err != nil {
+			fail(err)
+		} else {
+			m.done[name] = idx
+		}
+	}
+	clear(m.pending)
+	return errors.Join(errs...)
+}
