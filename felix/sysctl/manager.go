@@ -24,15 +24,15 @@ type ManagerOptions struct {
 	Errors prometheus.Counter
 }
 
-// Manager is felix's sysctl manager: forwarding at every resync; IPv6 forwarding once an IPv6
-// pool exists (PoolUpdate/PoolRemove); each workload veth's settings when it appears
-// (routetable.LinkUpdate) and at every resync (routetable.LinksResync).
+// Manager is felix's sysctl manager: IPv4 forwarding, and IPv6 forwarding once an IPv6 pool
+// exists (PoolUpdate/PoolRemove), at once and at every resync; each workload veth's settings
+// when it appears (routetable.LinkUpdate) and at every resync (routetable.LinksResync).
 type Manager struct {
 	s    Setter
 	opts ManagerOptions
 
-	v6Pools     map[string]struct{}
-	forwarding6 bool // IPv6 forwarding is on: an IPv6 pool asked for it
+	pools      map[string]ipfamily.Family
+	forwarding map[ipfamily.Family]bool // forwarding was set (or tried: again at the next resync)
 	// done holds the veths set, with the index they had then (a veth of the same name made
 	// again is set again); pending those to set.
 	done, pending map[string]int
@@ -43,20 +43,16 @@ func NewManager(s Setter, o ManagerOptions) *Manager {
 	if o.IsWorkloadInterface == nil {
 		o.IsWorkloadInterface = func(string) bool { return false }
 	}
-	return &Manager{s: s, opts: o, v6Pools: map[string]struct{}{}, done: map[string]int{}, pending: map[string]int{}}
+	return &Manager{s: s, opts: o, pools: map[string]ipfamily.Family{}, forwarding: map[ipfamily.Family]bool{}, done: map[string]int{}, pending: map[string]int{}}
 }
 
 // OnUpdate records pools and workload veths; other messages are ignored.
 func (m *Manager) OnUpdate(msg any) {
 	switch u := msg.(type) {
 	case model.PoolUpdate:
-		if u.Pool.Family() == ipfamily.IPv6 {
-			m.v6Pools[u.Pool.Name] = struct{}{}
-		} else {
-			delete(m.v6Pools, u.Pool.Name)
-		}
+		m.pools[u.Pool.Name] = u.Pool.Family()
 	case model.PoolRemove:
-		delete(m.v6Pools, u.Name)
+		delete(m.pools, u.Name)
 	case routetable.LinkUpdate:
 		switch {
 		case u.Gone:
@@ -75,8 +71,24 @@ func (m *Manager) OnUpdate(msg any) {
 	}
 }
 
-// CompleteDeferredWork writes what is due. A veth that failed (it may be gone already) is
-// tried again at the next resync.
+// routes tells whether this node routes fam's pod traffic. IPv6 only once an IPv6 pool exists,
+// as Calico does with IPv6 off: turning its forwarding on makes the kernel ignore router
+// advertisements on interfaces that only accept them when not forwarding, which an IPv4-only
+// node may rely on.
+func (m *Manager) routes(fam ipfamily.Family) bool {
+	if fam == ipfamily.IPv4 {
+		return true
+	}
+	for _, f := range m.pools {
+		if f == fam {
+			return true
+		}
+	}
+	return false
+}
+
+// CompleteDeferredWork writes what is due. What failed (a veth may be gone already) is tried
+// again at the next resync.
 func (m *Manager) CompleteDeferredWork(_ context.Context, resync bool) error {
 	var errs []error
 	fail := func(err error) {
@@ -85,20 +97,18 @@ func (m *Manager) CompleteDeferredWork(_ context.Context, resync bool) error {
 		}
 		errs = append(errs, err)
 	}
-	if resync {
-		if err := m.s.Set(Forwarding()...); err != nil {
+	for _, fam := range ipfamily.All {
+		if !m.routes(fam) || m.forwarding[fam] && !resync {
+			continue
+		}
+		if err := m.s.Set(Forwarding(fam)...); err != nil {
 			fail(err)
 		}
+		m.forwarding[fam] = true
 	}
-	// IPv6 forwarding only once an IPv6 pool exists, as Calico does with IPv6 off: turning it
-	// on makes the kernel ignore router advertisements on interfaces that only accept them
-	// when not forwarding, which an IPv4-only node may rely on.
-	if len(m.v6Pools) > 0 && (resync || !m.forwarding6) {
-		if err := m.s.Set(Forwarding6()...); err != nil {
-			fail(err)
-		} else {
-			m.forwarding6 = true
-		}
+	if len(m.pending) == 0 {
+		// A map keeps the size it once had: this pass must not cost every veth of the resync.
+		return errors.Join(errs...)
 	}
 	for name, idx := range m.pending {
 		if err := m.s.Set(WorkloadInterface(name)...); err != nil {
