@@ -18,6 +18,7 @@ import (
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/internal/dirtyset"
 	"github.com/tabbynet/tabby/felix/routetable"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
@@ -55,7 +56,7 @@ type Manager struct {
 
 	learned    map[netip.Prefix]netip.Addr
 	unresolved map[netip.Prefix]calc.Unresolved
-	dirty      map[netip.Prefix]struct{}
+	dirty      dirtyset.Set[netip.Prefix]
 	// all: something every route depends on changed.
 	all bool
 }
@@ -68,7 +69,7 @@ func New(rt routetable.Writer, o Options) *Manager {
 	return &Manager{
 		rt: rt, opts: o, node: calc.Node{Uplink: o.Uplink},
 		pools: map[string]model.Pool{}, routing: map[string]poolRouting{}, resolver: calc.NewResolver(nil),
-		learned: map[netip.Prefix]netip.Addr{}, unresolved: map[netip.Prefix]calc.Unresolved{}, dirty: map[netip.Prefix]struct{}{},
+		learned: map[netip.Prefix]netip.Addr{}, unresolved: map[netip.Prefix]calc.Unresolved{},
 	}
 }
 
@@ -81,14 +82,14 @@ func (m *Manager) OnUpdate(msg any) {
 			return
 		}
 		m.learned[p] = u.NextHop
-		m.dirty[p] = struct{}{}
+		m.dirty.Add(p)
 	case model.RouteRemove:
 		p := u.Prefix.Masked()
 		if _, ok := m.learned[p]; !ok {
 			return
 		}
 		delete(m.learned, p)
-		m.dirty[p] = struct{}{}
+		m.dirty.Add(p)
 	case model.PoolUpdate:
 		m.setPool(u.Pool.Name, &u.Pool)
 	case model.PoolRemove:
@@ -136,18 +137,18 @@ func (m *Manager) CompleteDeferredWork(context.Context, bool) error {
 			m.decide(p)
 		}
 		// Withdrawn since the last pass: not learned any more, still to be removed.
-		for p := range m.dirty {
+		for _, p := range m.dirty.Keys() {
 			if _, ok := m.learned[p]; !ok {
 				m.decide(p)
 			}
 		}
 		m.all = false
 	} else {
-		for p := range m.dirty {
+		for _, p := range m.dirty.Keys() {
 			m.decide(p)
 		}
 	}
-	clear(m.dirty)
+	m.dirty.Clear()
 	if m.opts.Unresolved != nil {
 		m.opts.Unresolved.Set(float64(len(m.unresolved)))
 	}

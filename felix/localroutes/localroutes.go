@@ -12,6 +12,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/internal/dirtyset"
 	"github.com/tabbynet/tabby/felix/routetable"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
@@ -31,8 +32,8 @@ type Manager struct {
 	claims map[netip.Addr][]string
 	blocks map[netip.Prefix]struct{}
 
-	dirtyAddrs  map[netip.Addr]struct{}
-	dirtyBlocks map[netip.Prefix]struct{}
+	dirtyAddrs  dirtyset.Set[netip.Addr]
+	dirtyBlocks dirtyset.Set[netip.Prefix]
 }
 
 // New returns a manager for the node nodeName writing into rt.
@@ -43,7 +44,6 @@ func New(rt routetable.Writer, nodeName string, log *slog.Logger) *Manager {
 	return &Manager{
 		rt: rt, nodeName: nodeName, log: log,
 		addrs: map[string][]netip.Addr{}, claims: map[netip.Addr][]string{}, blocks: map[netip.Prefix]struct{}{},
-		dirtyAddrs: map[netip.Addr]struct{}{}, dirtyBlocks: map[netip.Prefix]struct{}{},
 	}
 }
 
@@ -118,12 +118,13 @@ func (m *Manager) claim(ip netip.Addr, iface string) {
 	if found {
 		return
 	}
-	if len(cl) > 0 {
-		m.log.Warn("workload address claimed by two interfaces: the first by name is routed", "ip", ip, "interfaces", []string{cl[0], iface})
+	cl = slices.Insert(cl, i, iface)
+	m.claims[ip] = cl
+	if len(cl) > 1 {
+		m.log.Warn("workload address claimed by several interfaces: the first by name is routed", "ip", ip, "interfaces", cl)
 	}
-	m.claims[ip] = slices.Insert(cl, i, iface)
 	if i == 0 {
-		m.dirtyAddrs[ip] = struct{}{}
+		m.dirtyAddrs.Add(ip)
 	}
 }
 
@@ -139,7 +140,7 @@ func (m *Manager) unclaim(ip netip.Addr, iface string) {
 		m.claims[ip] = slices.Delete(cl, i, i+1)
 	}
 	if i == 0 {
-		m.dirtyAddrs[ip] = struct{}{}
+		m.dirtyAddrs.Add(ip)
 	}
 }
 
@@ -159,27 +160,27 @@ func (m *Manager) setBlock(cidr netip.Prefix, local bool) {
 	} else {
 		delete(m.blocks, cidr)
 	}
-	m.dirtyBlocks[cidr] = struct{}{}
+	m.dirtyBlocks.Add(cidr)
 }
 
 // CompleteDeferredWork states the routes that changed. The route table keeps them across its
 // resyncs, so a resync needs nothing of this manager.
 func (m *Manager) CompleteDeferredWork(context.Context, bool) error {
-	for ip := range m.dirtyAddrs {
+	for _, ip := range m.dirtyAddrs.Keys() {
 		if cl := m.claims[ip]; len(cl) > 0 {
 			m.rt.SetRoute(routetable.ClassWorkload, calc.WorkloadRoute(ip, cl[0]))
 		} else {
 			m.rt.RemoveRoute(routetable.ClassWorkload, ipfamily.HostPrefix(ip))
 		}
 	}
-	clear(m.dirtyAddrs)
-	for b := range m.dirtyBlocks {
+	m.dirtyAddrs.Clear()
+	for _, b := range m.dirtyBlocks.Keys() {
 		if _, ok := m.blocks[b]; ok {
 			m.rt.SetRoute(routetable.ClassBlackhole, calc.BlackholeRoute(b))
 		} else {
 			m.rt.RemoveRoute(routetable.ClassBlackhole, b)
 		}
 	}
-	clear(m.dirtyBlocks)
+	m.dirtyBlocks.Clear()
 	return nil
 }

@@ -83,7 +83,7 @@ func (t *RouteTable) RemoveRoute(c Class, dst netip.Prefix) {
 	t.kinds[cur.route.Kind]--
 	t.unindexDev(dst, cur.route.Dev)
 	delete(t.desired, dst)
-	t.dirty[dst] = struct{}{}
+	t.dirty.Add(dst)
 	t.released[dst] = struct{}{}
 }
 
@@ -97,7 +97,7 @@ func (t *RouteTable) install(dst netip.Prefix, w wish, old *wish) {
 	t.indexDev(dst, w.route.Dev)
 	t.desired[dst] = w
 	if old == nil || old.route != w.route {
-		t.dirty[dst] = struct{}{}
+		t.dirty.Add(dst)
 	}
 	delete(t.released, dst)
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/internal/dirtyset"
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/internal/nlretry"
 )
@@ -95,7 +96,7 @@ type RouteTable struct {
 	linkIdx  map[string]int
 	linkName map[int]string
 
-	dirty      map[netip.Prefix]struct{}
+	dirty      dirtyset.Set[netip.Prefix]
 	fullResync bool
 	unknownAt  map[netip.Prefix]time.Time // first sight of an unknown workload route
 	failed     map[netip.Prefix]RouteError
@@ -137,8 +138,8 @@ func New(h nl.Handle, opts Options) *RouteTable {
 		desired: map[netip.Prefix]wish{}, waiting: map[netip.Prefix][]wish{}, kinds: map[calc.Kind]int{}, byDev: map[string]map[netip.Prefix]struct{}{}, released: map[netip.Prefix]struct{}{},
 		kernel: map[kkey]kroute{}, byDst: map[netip.Prefix][]int{},
 		linkIdx: map[string]int{}, linkName: map[int]string{},
-		dirty: map[netip.Prefix]struct{}{}, fullResync: true,
-		unknownAt: map[netip.Prefix]time.Time{}, failed: map[netip.Prefix]RouteError{},
+		fullResync: true,
+		unknownAt:  map[netip.Prefix]time.Time{}, failed: map[netip.Prefix]RouteError{},
 	}
 }
 
@@ -244,11 +245,11 @@ func (t *RouteTable) Sync() error {
 		t.byDst[k.dst] = append(t.byDst[k.dst], k.priority)
 	}
 	for dst := range t.desired {
-		t.dirty[dst] = struct{}{}
+		t.dirty.Add(dst)
 	}
 	for k, r := range kernel {
 		if r.proto == t.opts.Protocol {
-			t.dirty[k.dst] = struct{}{}
+			t.dirty.Add(k.dst)
 		}
 	}
 	t.fullResync = false
@@ -339,7 +340,7 @@ func (t *RouteTable) OnRouteUpdate(u netlink.RouteUpdate) {
 		t.hostChanged()
 	}
 	if _, want := t.desired[k.dst]; want || kr.proto == t.opts.Protocol {
-		t.dirty[k.dst] = struct{}{}
+		t.dirty.Add(k.dst)
 	}
 }
 
@@ -395,14 +396,14 @@ func (t *RouteTable) dropLinkRoutes(index int) {
 	for k, r := range t.kernel {
 		if r.linkIndex == index {
 			t.forget(k)
-			t.dirty[k.dst] = struct{}{}
+			t.dirty.Add(k.dst)
 		}
 	}
 }
 
 func (t *RouteTable) markDev(name string) {
 	for dst := range t.byDev[name] {
-		t.dirty[dst] = struct{}{}
+		t.dirty.Add(dst)
 	}
 }
 
@@ -437,19 +438,19 @@ func (t *RouteTable) Apply() (Result, error) {
 	now := t.opts.Now()
 	if len(t.failed) > 0 && !now.Before(t.retryAt) {
 		for dst := range t.failed {
-			t.dirty[dst] = struct{}{}
+			t.dirty.Add(dst)
 		}
 	}
 	for dst, at := range t.unknownAt {
 		if now.Sub(at) >= t.opts.GracePeriod {
-			t.dirty[dst] = struct{}{}
+			t.dirty.Add(dst)
 		}
 	}
 
 	var ops []nl.RouteOp
 	var opDst []netip.Prefix
 	var opKey []kkey
-	for dst := range t.dirty {
+	for _, dst := range t.dirty.Keys() {
 		delete(t.failed, dst)
 		w, wanted := t.desired[dst]
 		want := w.route
@@ -508,7 +509,7 @@ func (t *RouteTable) Apply() (Result, error) {
 			opDst, opKey = append(opDst, dst), append(opKey, kkey{dst, 0})
 		}
 	}
-	clear(t.dirty)
+	t.dirty.Clear()
 
 	t.execute(ops, opDst, opKey, &res)
 
