@@ -39,8 +39,11 @@ type legacyInputs struct {
 	nodeSent bool
 	pools    map[string]model.Pool
 	blocks   map[netip.Prefix]struct{}
-	// workloads is the last list as a set of entries; spare is the set before, reused.
-	workloads, spare map[Workload]struct{}
+	// workloads indexes the last list by address, dups holds its entries whose address an
+	// earlier entry has (two pods claiming one address, rare), and spare is the index before,
+	// reused: a node's list is compared on every pod change.
+	workloads, spare map[netip.Addr]string
+	dups             []Workload
 }
 
 // SetLocalNode sets the node's BGP address with its subnet (198.51.100.11/24) and its tunnel
@@ -143,9 +146,10 @@ func (f *Felix) SetWorkloads(ws []Workload) {
 	defer l.mu.Unlock()
 	cur := l.spare
 	if cur == nil {
-		cur = make(map[Workload]struct{}, len(ws))
+		cur = make(map[netip.Addr]string, len(ws))
 	}
 	clear(cur)
+	var dups []Workload
 	var touched map[string]struct{}
 	touch := func(iface string) {
 		if touched == nil {
@@ -155,26 +159,43 @@ func (f *Felix) SetWorkloads(ws []Workload) {
 	}
 	kept := 0
 	for _, w := range ws {
-		if _, dup := cur[w]; dup {
+		if first, dup := cur[w.IP]; dup {
+			if first != w.Interface && !slices.Contains(dups, w) {
+				dups = append(dups, w)
+			}
 			continue
 		}
-		cur[w] = struct{}{}
-		if _, had := l.workloads[w]; had {
+		cur[w.IP] = w.Interface
+		was, had := l.workloads[w.IP]
+		if had && was == w.Interface {
 			kept++
-		} else {
-			touch(w.Interface)
+			continue
 		}
+		if had {
+			touch(was)
+		}
+		touch(w.Interface)
 	}
-	// Nothing of the last list is gone (a pod was added): no pass over it. This is the hot
-	// path of a new pod on a node with thousands.
+	// Every address of the last list is still on its veth (a pod was added): no pass over it.
+	// This is the hot path of a new pod on a node with thousands.
 	if kept < len(l.workloads) {
-		for w := range l.workloads {
-			if _, still := cur[w]; !still {
-				touch(w.Interface)
+		for ip, was := range l.workloads {
+			if now, ok := cur[ip]; !ok || now != was {
+				touch(was)
 			}
 		}
 	}
-	l.workloads, l.spare = cur, l.workloads
+	for _, w := range dups {
+		if !slices.Contains(l.dups, w) {
+			touch(w.Interface)
+		}
+	}
+	for _, w := range l.dups {
+		if !slices.Contains(dups, w) {
+			touch(w.Interface)
+		}
+	}
+	l.workloads, l.spare, l.dups = cur, l.workloads, dups
 	if touched == nil {
 		return
 	}
