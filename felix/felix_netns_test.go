@@ -53,11 +53,15 @@ func newNodeLab(t *testing.T) *nodeLab {
 	return l
 }
 
-func (l *nodeLab) start(t *testing.T, cfg felix.Config) {
+// start runs felix in the node namespace, with the managers made by extra added to its own.
+func (l *nodeLab) start(t *testing.T, cfg felix.Config, extra ...func(felix.Writers) felix.Manager) {
 	cfg.NodeName, cfg.UplinkInterface, cfg.NetNSPath = nodeName, ipfamily.PairOf("up0", ""), l.node.Path()
 	f, err := felix.New(cfg)
 	if err != nil {
 		t.Fatalf("felix.New: %v", err)
+	}
+	for _, m := range extra {
+		f.AddManager(m(f.Writers()))
 	}
 	l.f = f
 	ctx, cancel := context.WithCancel(context.Background())
