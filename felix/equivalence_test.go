@@ -62,7 +62,7 @@ func (m *mirror) apply(msg any) {
 
 func (m *mirror) input(uplink ipfamily.Pair[string], host []calc.HostRoute) calc.Input {
 	in := calc.Input{
-		Node:       calc.Node{Addr: m.node.BGPAddress, Uplink: uplink},
+		Underlay:   calc.Underlay{Addr: m.node.BGPAddress, Uplink: uplink},
 		Pools:      slices.Collect(maps.Values(m.pools)),
 		Workloads:  slices.Collect(maps.Values(m.workloads)),
 		BGPRoutes:  m.learned,

@@ -48,7 +48,7 @@ type Manager struct {
 	rt   routetable.Writer
 	opts Options
 
-	node     calc.Node
+	underlay calc.Underlay
 	pools    map[string]model.Pool
 	routing  map[string]poolRouting
 	sorted   calc.Pools
@@ -67,7 +67,7 @@ func New(rt routetable.Writer, o Options) *Manager {
 		o.Log = slog.Default()
 	}
 	return &Manager{
-		rt: rt, opts: o, node: calc.Node{Uplink: o.Uplink},
+		rt: rt, opts: o, underlay: calc.Underlay{Uplink: o.Uplink},
 		pools: map[string]model.Pool{}, routing: map[string]poolRouting{}, resolver: calc.NewResolver(nil),
 		learned: map[netip.Prefix]netip.Addr{}, unresolved: map[netip.Prefix]calc.Unresolved{},
 	}
@@ -95,12 +95,12 @@ func (m *Manager) OnUpdate(msg any) {
 	case model.PoolRemove:
 		m.setPool(u.Name, nil)
 	case model.NodeUpdate:
-		if u.Node.Name == m.opts.NodeName && u.Node.BGPAddress != m.node.Addr {
-			m.node.Addr, m.all = u.Node.BGPAddress, true
+		if u.Node.Name == m.opts.NodeName && u.Node.BGPAddress != m.underlay.Addr {
+			m.underlay.Addr, m.all = u.Node.BGPAddress, true
 		}
 	case model.NodeRemove:
-		if u.Name == m.opts.NodeName && m.node.Addr != (ipfamily.Pair[netip.Prefix]{}) {
-			m.node.Addr, m.all = ipfamily.Pair[netip.Prefix]{}, true
+		if u.Name == m.opts.NodeName && m.underlay.Addr != (ipfamily.Pair[netip.Prefix]{}) {
+			m.underlay.Addr, m.all = ipfamily.Pair[netip.Prefix]{}, true
 		}
 	case routetable.HostRoutesUpdate:
 		m.resolver, m.all = calc.NewResolver(u.Routes), true
@@ -162,7 +162,7 @@ func (m *Manager) decide(p netip.Prefix) {
 		m.report(p, nil)
 		return
 	}
-	l := calc.LearnedRoute(m.node, m.sorted, m.resolver, p, nh)
+	l := calc.LearnedRoute(m.underlay, m.sorted, m.resolver, p, nh)
 	if l.OK {
 		m.rt.SetRoute(routetable.ClassLearned, l.Route)
 	} else {

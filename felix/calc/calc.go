@@ -111,8 +111,9 @@ type HostRoute struct {
 	Priority int
 }
 
-// Node is what this node's routes to other nodes depend on of the node itself.
-type Node struct {
+// Underlay is this node on the network between the nodes: what its routes to the others
+// depend on of it.
+type Underlay struct {
 	// Addr is the node's BGP address of each family with its subnet length (198.51.100.11/24):
 	// next hops inside that subnet are directly reachable on the uplink. Invalid where the node
 	// has none of that family.
@@ -143,13 +144,13 @@ type Learned struct {
 const reasonOwnNextHop = "next hop is this node"
 
 // LearnedRoute decides the route to prefix, learned from BGP with next hop nh.
-func LearnedRoute(node Node, pools Pools, res *Resolver, prefix netip.Prefix, nh netip.Addr) Learned {
+func LearnedRoute(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, nh netip.Addr) Learned {
 	prefix = prefix.Masked()
 	pool, ok := pools.For(prefix)
 	if !ok {
 		return Learned{Ignored: true}
 	}
-	r, reason := remoteRoute(node, pool, prefix, nh, res)
+	r, reason := remoteRoute(u, pool, prefix, nh, res)
 	switch reason {
 	case "":
 		return Learned{Route: r, OK: true}
@@ -159,13 +160,13 @@ func LearnedRoute(node Node, pools Pools, res *Resolver, prefix netip.Prefix, nh
 	return Learned{Unresolved: &Unresolved{Prefix: prefix, NextHop: nh, Reason: reason}}
 }
 
-func remoteRoute(node Node, pool model.Pool, prefix netip.Prefix, nh netip.Addr, res *Resolver) (Route, string) {
+func remoteRoute(u Underlay, pool model.Pool, prefix netip.Prefix, nh netip.Addr, res *Resolver) (Route, string) {
 	fam := ipfamily.OfPrefix(prefix)
 	if !nh.IsValid() || ipfamily.OfAddr(nh) != fam {
 		return Route{}, fmt.Sprintf("next hop %s is not an %s address", nh, fam)
 	}
 	nh = nh.Unmap()
-	nodeAddr, uplink := node.Addr.Get(fam), node.Uplink.Get(fam)
+	nodeAddr, uplink := u.Addr.Get(fam), u.Uplink.Get(fam)
 	if nodeAddr.IsValid() && nh == nodeAddr.Addr() {
 		// Our own block reflected back to us.
 		return Route{}, reasonOwnNextHop

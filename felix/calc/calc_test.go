@@ -19,7 +19,7 @@ var (
 
 func baseInput() Input {
 	return Input{
-		Node: Node{Addr: ipfamily.PairOf(pfx("198.51.100.11/24"), netip.Prefix{}), Uplink: ipfamily.PairOf("eth0", "eth0")},
+		Underlay: Underlay{Addr: ipfamily.PairOf(pfx("198.51.100.11/24"), netip.Prefix{}), Uplink: ipfamily.PairOf("eth0", "eth0")},
 		HostRoutes: []HostRoute{
 			{Dst: pfx("198.51.100.0/24"), Dev: "eth0"},
 			{Dst: pfx("0.0.0.0/0"), Gw: addr("198.51.100.1"), Dev: "eth0"},

@@ -10,7 +10,7 @@ import (
 
 // Input is everything the routes depend on, at one moment.
 type Input struct {
-	Node        Node
+	Underlay    Underlay
 	Pools       []model.Pool
 	LocalBlocks []netip.Prefix
 	Workloads   []model.Workload
@@ -65,7 +65,7 @@ func Compute(in Input) Result {
 	resolver := NewResolver(in.HostRoutes)
 	for prefix, nh := range in.BGPRoutes {
 		prefix = prefix.Masked()
-		l := LearnedRoute(in.Node, pools, resolver, prefix, nh)
+		l := LearnedRoute(in.Underlay, pools, resolver, prefix, nh)
 		switch {
 		case l.Ignored:
 			res.Ignored = append(res.Ignored, prefix)

@@ -15,8 +15,8 @@ import (
 // judged against that family's node address, and nothing crossing families.
 func TestDualStackRoutes(t *testing.T) {
 	in := baseInput()
-	in.Node.Addr.Set(ipfamily.IPv6, pfx("2001:db8:100::11/64"))
-	in.Node.Uplink.Set(ipfamily.IPv6, "eth6")
+	in.Underlay.Addr.Set(ipfamily.IPv6, pfx("2001:db8:100::11/64"))
+	in.Underlay.Uplink.Set(ipfamily.IPv6, "eth6")
 	in.HostRoutes = append(in.HostRoutes,
 		HostRoute{Dst: pfx("2001:db8:100::/64"), Dev: "eth6"},
 		HostRoute{Dst: pfx("::/0"), Gw: addr("2001:db8:100::1"), Dev: "eth6"},
@@ -73,7 +73,7 @@ func TestDualStackRoutes(t *testing.T) {
 // must not send IPv6 into tunl0).
 func TestIPv6PoolNeverTunnels(t *testing.T) {
 	in := baseInput()
-	in.Node.Addr.Set(ipfamily.IPv6, pfx("2001:db8:100::11/64"))
+	in.Underlay.Addr.Set(ipfamily.IPv6, pfx("2001:db8:100::11/64"))
 	in.HostRoutes = append(in.HostRoutes, HostRoute{Dst: pfx("::/0"), Gw: addr("2001:db8:100::1"), Dev: "eth0"})
 	in.Pools = []model.Pool{{Name: "v6", CIDR: pfx("fd00:10:244::/48"), IPIPMode: v1.IPIPModeAlways}}
 	in.BGPRoutes = map[netip.Prefix]netip.Addr{pfx("fd00:10:244::40/122"): addr("2001:db8:200::12")}
