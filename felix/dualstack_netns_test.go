@@ -2,7 +2,6 @@ package felix_test
 
 import (
 	"net"
-	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -54,16 +53,16 @@ func TestFelixDualStackInNetns(t *testing.T) {
 	l := &nodeLab{node: node, router: router, internet: internet, pod: pod}
 	l.start(t, felix.Config{ResyncInterval: time.Hour})
 	f := l.f
-	v4 := felix.Pool{Name: "v4", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}
-	v6 := felix.Pool{Name: "v6", CIDR: netip.MustParsePrefix("fd00:10:244::/48"), NATOutgoing: true}
-	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
-	f.SetLocalNode6(netip.MustParsePrefix("2001:db8:100::11/64"))
-	f.SetPools([]felix.Pool{v4, v6})
-	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26"), netip.MustParsePrefix("fd00:10:244::/122")})
-	f.SetWorkloads([]felix.Workload{{IP: netip.MustParseAddr(pod6), Interface: podVeth6}})
-	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("fd00:10:244::40/122"), NextHop: netip.MustParseAddr("2001:db8:100::12")})
-	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("fd00:10:244::80/122"), NextHop: netip.MustParseAddr("2001:db8:300::13")})
-	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	send(f,
+		thisNode("198.51.100.11/24", "2001:db8:100::11/64", ""),
+		pool("v4", "10.244.0.0/16", v1.IPIPModeNever, false),
+		pool("v6", "fd00:10:244::/48", "", true),
+		localBlock("10.244.0.0/26"), localBlock("fd00:10:244::/122"),
+		workload(podVeth6, pod6),
+		learned("fd00:10:244::40/122", "2001:db8:100::12"),
+		learned("fd00:10:244::80/122", "2001:db8:300::13"),
+		learned("10.244.1.0/26", "198.51.100.12"),
+	)
 
 	testwait.Until(t, "both families' routes", 5*time.Second, func() bool {
 		w, ok1 := node.route(pod6 + "/128")
@@ -96,9 +95,7 @@ func TestFelixDualStackInNetns(t *testing.T) {
 	}
 
 	t.Run("withdrawal and natOutgoing off", func(t *testing.T) {
-		f.DeleteBGPRoute(netip.MustParsePrefix("fd00:10:244::40/122"))
-		v6.NATOutgoing = false
-		f.SetPools([]felix.Pool{v4, v6})
+		send(f, withdrawn("fd00:10:244::40/122"), pool("v6", "fd00:10:244::/48", "", false))
 		testwait.Until(t, "withdrawn IPv6 route removed", 5*time.Second, func() bool {
 			_, ok := node.route("fd00:10:244::40/122")
 			return !ok

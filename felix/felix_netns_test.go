@@ -14,8 +14,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/internal/testwait"
 )
 
@@ -51,11 +53,15 @@ func newNodeLab(t *testing.T) *nodeLab {
 	return l
 }
 
-func (l *nodeLab) start(t *testing.T, cfg felix.Config) {
-	cfg.NodeName, cfg.UplinkInterface, cfg.NetNSPath = "node-a", "up0", l.node.Path()
+// start runs felix in the node namespace, with the managers made by extra added to its own.
+func (l *nodeLab) start(t *testing.T, cfg felix.Config, extra ...func(felix.Writers) felix.Manager) {
+	cfg.NodeName, cfg.UplinkInterface, cfg.NetNSPath = nodeName, ipfamily.PairOf("up0", ""), l.node.Path()
 	f, err := felix.New(cfg)
 	if err != nil {
 		t.Fatalf("felix.New: %v", err)
+	}
+	for _, m := range extra {
+		f.AddManager(m(f.Writers()))
 	}
 	l.f = f
 	ctx, cancel := context.WithCancel(context.Background())
@@ -85,14 +91,15 @@ func TestFelixInNetns(t *testing.T) {
 	l.start(t, felix.Config{WorkloadGracePeriod: grace, ResyncInterval: time.Hour})
 	f, node := l.f, l.node
 
-	pool := felix.Pool{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true}
-	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
-	f.SetPools([]felix.Pool{pool})
-	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26")})
-	f.SetWorkloads([]felix.Workload{{IP: netip.MustParseAddr(podIP), Interface: podVeth}})
-	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
-	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("10.244.2.0/26"), NextHop: netip.MustParseAddr("203.0.113.7")})
-	f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("172.16.0.0/24"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	send(f,
+		thisNode("198.51.100.11/24", "", ""),
+		pool("default", "10.244.0.0/16", v1.IPIPModeNever, true),
+		localBlock("10.244.0.0/26"),
+		workload(podVeth, podIP),
+		learned("10.244.1.0/26", "198.51.100.12"),
+		learned("10.244.2.0/26", "203.0.113.7"),
+		learned("172.16.0.0/24", "198.51.100.12"),
+	)
 
 	up0 := node.link(t, "up0").Attrs().Index
 	cali := node.link(t, podVeth).Attrs().Index
@@ -188,11 +195,11 @@ func TestFelixInNetns(t *testing.T) {
 		}
 		// A pod felix knows: removed at once when it goes.
 		node.addRoute(t, &netlink.Route{Dst: mustNet("10.244.0.10/32"), LinkIndex: idx, Scope: netlink.SCOPE_LINK, Protocol: v1.RouteProtocol})
-		f.SetWorkloads([]felix.Workload{{IP: netip.MustParseAddr(podIP), Interface: podVeth}, {IP: netip.MustParseAddr("10.244.0.10"), Interface: "cali0000000000b"}})
+		send(f, workload("cali0000000000b", "10.244.0.10"))
 		if err := f.ApplyNow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		f.SetWorkloads([]felix.Workload{{IP: netip.MustParseAddr(podIP), Interface: podVeth}})
+		send(f, model.WorkloadRemove{Interface: "cali0000000000b"})
 		start := time.Now()
 		testwait.Until(t, "gone pod's route removed", 5*time.Second, func() bool {
 			_, ok := node.route("10.244.0.10/32")
@@ -217,8 +224,7 @@ func TestFelixInNetns(t *testing.T) {
 		}
 		// Someone else's rule in POSTROUTING survives everything felix does.
 		node.exec(t, "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "203.0.113.99/32", "-j", "RETURN")
-		pool.NATOutgoing = false
-		f.SetPools([]felix.Pool{pool})
+		send(f, pool("default", "10.244.0.0/16", v1.IPIPModeNever, false))
 		testwait.Until(t, "nat removed", 5*time.Second, func() bool {
 			var rules, sets []byte
 			_ = node.Do(func(ns.NetNS) error {
@@ -264,11 +270,13 @@ func TestFelixTunnelUnsupportedKernel(t *testing.T) {
 	requireRoot(t)
 	l := newNodeLab(t)
 	l.start(t, felix.Config{ResyncInterval: time.Hour})
-	l.f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.MustParseAddr("10.244.9.1"))
-	l.f.SetPools([]felix.Pool{{Name: "ipip", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeCrossSubnet}})
-	l.f.SetWorkloads([]felix.Workload{{IP: netip.MustParseAddr(podIP), Interface: podVeth}})
-	l.f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
-	l.f.UpsertBGPRoute(felix.BGPRoute{Prefix: netip.MustParsePrefix("10.244.2.0/26"), NextHop: netip.MustParseAddr("203.0.113.7")})
+	send(l.f,
+		thisNode("198.51.100.11/24", "", "10.244.9.1"),
+		pool("ipip", "10.244.0.0/16", v1.IPIPModeCrossSubnet, false),
+		workload(podVeth, podIP),
+		learned("10.244.1.0/26", "198.51.100.12"),
+		learned("10.244.2.0/26", "203.0.113.7"),
+	)
 	// Where the kernel has ipip, tunl0 comes up and both routes work; here it cannot: the
 	// same-subnet route is still programmed and the error is reported, not fatal.
 	testwait.Until(t, "same-subnet route despite no tunl0", 5*time.Second, func() bool {

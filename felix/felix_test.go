@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
@@ -44,7 +45,7 @@ func newFakeFelix(t *testing.T) (*Felix, *nl.Fake, *fakekernel.Kernel, *fakeSysc
 	fk.AddLink("cali0123456789a", 1500)
 	fk.LinkAddErr = unix.EOPNOTSUPP // this kernel has no ipip
 	kern, fs := fakekernel.New(), &fakeSysctl{set: map[string]string{}}
-	f, err := New(Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour}, WithNetlink(fk), WithCommandRunner(kern), WithSysctl(fs))
+	f, err := New(Config{NodeName: "n1", UplinkInterface: uplink("eth0"), ResyncInterval: time.Hour}, WithNetlink(fk), WithCommandRunner(kern), WithSysctl(fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +59,9 @@ func TestConfigValidation(t *testing.T) {
 		want string
 	}{
 		{Config{}, "UplinkInterface"},
-		{Config{UplinkInterface: "eth0", TunnelMTU: 100}, "TunnelMTU 100"},
-		{Config{UplinkInterface: "eth0", ResyncInterval: -time.Second}, "ResyncInterval -1s"},
-		{Config{UplinkInterface: "eth0", IptablesBackend: "bpf"}, `IptablesBackend "bpf"`},
+		{Config{UplinkInterface: uplink("eth0"), TunnelMTU: 100}, "TunnelMTU 100"},
+		{Config{UplinkInterface: uplink("eth0"), ResyncInterval: -time.Second}, "ResyncInterval -1s"},
+		{Config{UplinkInterface: uplink("eth0"), IptablesBackend: "bpf"}, `IptablesBackend "bpf"`},
 	} {
 		_, err := New(tc.cfg, WithNetlink(nl.NewFake()), WithCommandRunner(fakekernel.New()), WithSysctl(&fakeSysctl{}))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -76,16 +77,16 @@ func TestRunProgramsAndReports(t *testing.T) {
 	if code := get(t, srv.URL+"/readyz"); code != 503 {
 		t.Fatalf("ready before the first apply: %d", code)
 	}
-	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.MustParseAddr("10.244.9.1"))
-	f.SetPools([]Pool{
-		{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
-		{Name: "ipip", CIDR: netip.MustParsePrefix("10.245.0.0/16"), IPIPMode: v1.IPIPModeAlways},
-	})
-	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26")})
-	f.SetWorkloads([]Workload{{IP: netip.MustParseAddr("10.244.0.5"), Interface: "cali0123456789a"}})
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.2.0/26"), NextHop: netip.MustParseAddr("203.0.113.9")})   // no host route
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.245.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")}) // needs tunl0
+	f.send(
+		thisNode("198.51.100.11/24", "10.244.9.1"),
+		pool("default", "10.244.0.0/16", v1.IPIPModeNever, true),
+		pool("ipip", "10.245.0.0/16", v1.IPIPModeAlways, false),
+		localBlock("10.244.0.0/26"),
+		workload("cali0123456789a", "10.244.0.5"),
+		learned("10.244.1.0/26", "198.51.100.12"),
+		learned("10.244.2.0/26", "203.0.113.9"),   // no host route
+		learned("10.245.1.0/26", "198.51.100.12"), // needs tunl0
+	)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -129,14 +130,13 @@ func TestRunProgramsAndReports(t *testing.T) {
 
 	// A new cali veth gets its sysctls; the route of a pod on it follows the link.
 	fk.AddLink("calibbbbbbbbbbb", 1500)
-	f.SetWorkloads([]Workload{{IP: netip.MustParseAddr("10.244.0.5"), Interface: "cali0123456789a"}, {IP: netip.MustParseAddr("10.244.0.6"), Interface: "calibbbbbbbbbbb"}})
+	f.send(workload("calibbbbbbbbbbb", "10.244.0.6"))
 	testwait.Until(t, "second workload", 5*time.Second, func() bool {
 		_, ok := fk.Route("10.244.0.6/32")
 		return ok && fs.get("net.ipv4.conf.calibbbbbbbbbbb.forwarding") == "1"
 	})
 	// A host route to the unresolved next hop appears: the route is programmed.
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
-	f.DeleteBGPRoute(netip.MustParsePrefix("10.244.1.0/26"))
+	f.send(learned("10.244.1.0/26", "198.51.100.12"), withdrawn("10.244.1.0/26"))
 	testwait.Until(t, "withdrawn route removed", 5*time.Second, func() bool { _, ok := fk.Route("10.244.1.0/26"); return !ok })
 }
 
@@ -156,8 +156,7 @@ func get(t *testing.T, url string) int {
 func TestTunnelLeftAloneByRouteChanges(t *testing.T) {
 	f, fk, _, _ := newFakeFelix(t)
 	ctx := context.Background()
-	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
+	f.send(thisNode("198.51.100.11/24", ""), pool("default", "10.244.0.0/16", v1.IPIPModeNever, false))
 	if err := f.ApplyNow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -167,12 +166,12 @@ func TestTunnelLeftAloneByRouteChanges(t *testing.T) {
 		t.Fatal("the first apply did not look at tunl0")
 	}
 	for _, p := range []string{"10.244.1.0/26", "10.244.2.0/26"} {
-		f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix(p), NextHop: netip.MustParseAddr("198.51.100.12")})
+		f.send(learned(p, "198.51.100.12"))
 		if err := f.ApplyNow(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.DeleteBGPRoute(netip.MustParsePrefix("10.244.1.0/26"))
+	f.send(withdrawn("10.244.1.0/26"))
 	if err := f.ApplyNow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -187,13 +186,13 @@ func TestTunnelLeftAloneByRouteChanges(t *testing.T) {
 	}
 
 	// A pool that needs IPIP: tunl0 is wanted (and this kernel cannot make it).
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeAlways}})
+	f.send(pool("default", "10.244.0.0/16", v1.IPIPModeAlways, false))
 	if err := f.ApplyNow(ctx); err == nil || !strings.Contains(err.Error(), "tunl0") {
 		t.Fatalf("apply with an IPIP pool on a kernel without ipip: %v, want tunl0's error", err)
 	}
 	// A failed tunnel is tried again on the next apply, whatever changed.
 	before = looks()
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.3.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	f.send(learned("10.244.3.0/26", "198.51.100.12"))
 	if err := f.ApplyNow(ctx); err == nil {
 		t.Fatal("apply after a failed tunnel: no error")
 	}
@@ -202,7 +201,7 @@ func TestTunnelLeftAloneByRouteChanges(t *testing.T) {
 	}
 
 	// Back to no IPIP; then a resync looks again.
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
+	f.send(pool("default", "10.244.0.0/16", v1.IPIPModeNever, false))
 	if err := f.ApplyNow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -217,13 +216,11 @@ func TestTunnelLeftAloneByRouteChanges(t *testing.T) {
 }
 
 // A BGP route learned, replaced or withdrawn changes its own prefix's route and unresolved
-// state (calc.BGPRouteChanges), as a full recompute would.
+// state, as a full recompute would.
 func TestBGPRouteOneByOne(t *testing.T) {
 	f, fk, _, _ := newFakeFelix(t)
 	ctx := context.Background()
-	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
-	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26")})
+	f.send(thisNode("198.51.100.11/24", ""), pool("default", "10.244.0.0/16", v1.IPIPModeNever, false), localBlock("10.244.0.0/26"))
 	if err := f.ApplyNow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -231,9 +228,9 @@ func TestBGPRouteOneByOne(t *testing.T) {
 	step := func(what string, nh string, wantGw string, wantUnresolved bool) {
 		t.Helper()
 		if nh == "" {
-			f.DeleteBGPRoute(p)
+			f.send(withdrawn(p.String()))
 		} else {
-			f.UpsertBGPRoute(BGPRoute{Prefix: p, NextHop: netip.MustParseAddr(nh)})
+			f.send(learned(p.String(), nh))
 		}
 		if err := f.ApplyNow(ctx); err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -257,12 +254,27 @@ func TestBGPRouteOneByOne(t *testing.T) {
 	step("learned again", "198.51.100.12", "198.51.100.12", false)
 	step("withdrawn", "", "", false)
 	// A BGP route for our own block never replaces its blackhole.
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.0.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	f.send(learned("10.244.0.0/26", "198.51.100.12"))
 	if err := f.ApplyNow(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r, ok := fk.Route("10.244.0.0/26"); !ok || r.Type != unix.RTN_BLACKHOLE {
 		t.Fatalf("local block's route %v (programmed %v), want the blackhole", r, ok)
+	}
+	// Nor does it take over while the block is ours; it does once the block is released.
+	f.send(withdrawn("10.244.0.0/26"), learned("10.244.0.0/26", "198.51.100.13"))
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := fk.Route("10.244.0.0/26"); r.Type != unix.RTN_BLACKHOLE {
+		t.Fatalf("local block's route %v, want the blackhole", r)
+	}
+	f.send(model.BlockRemove{CIDR: netip.MustParsePrefix("10.244.0.0/26")})
+	if err := f.ApplyNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := fk.Route("10.244.0.0/26"); !ok || r.Gw.String() != "198.51.100.13" {
+		t.Fatalf("released block's route %v (programmed %v), want the learned one via 198.51.100.13", r, ok)
 	}
 }
 
@@ -271,9 +283,7 @@ func TestBGPRouteOneByOne(t *testing.T) {
 // no change of input (a timer's) is not a sample.
 func TestApplyLagCountsTheWait(t *testing.T) {
 	f, fk, _, _ := newFakeFelix(t)
-	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
-	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/26")})
+	f.send(thisNode("198.51.100.11/24", ""), pool("default", "10.244.0.0/16", v1.IPIPModeNever, false), localBlock("10.244.0.0/26"))
 	ctx := context.Background()
 	// The fake kernel has no ipip: tunl0's error is expected and beside the point.
 	_ = f.ApplyNow(ctx)
@@ -286,10 +296,10 @@ func TestApplyLagCountsTheWait(t *testing.T) {
 		t.Fatalf("an apply with nothing changed made a lag sample (%d, were %d)", n, n0)
 	}
 	_, s0 := histogram(f.metrics.ApplyLag)
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	f.send(learned("10.244.1.0/26", "198.51.100.12"))
 	const wait = 30 * time.Millisecond
 	time.Sleep(wait) // the change waits for the loop
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.2.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
+	f.send(learned("10.244.2.0/26", "198.51.100.12"))
 	_ = f.ApplyNow(ctx)
 	if _, ok := fk.Route("10.244.2.0/26"); !ok {
 		t.Fatal("the second route was not applied")

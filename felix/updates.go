@@ -2,18 +2,22 @@ package felix
 
 import "sync"
 
-// updateQueue carries messages from any goroutine (informer handlers, the syncer) to the loop,
-// which hands them to the managers in order: managers are only ever touched by the loop, so
-// they need no locks of their own.
+// updateQueue carries messages from any goroutine (informer handlers, the syncer, the BGP
+// speaker) to the loop, which hands them to the managers in order: managers are only ever
+// touched by the loop, so they need no locks of their own.
 type updateQueue struct {
 	mu   sync.Mutex
 	msgs []any
 	kick func()
 }
 
-func (q *updateQueue) push(msg any) {
+// push queues msgs, in order, and wakes the loop once; no message wakes nothing.
+func (q *updateQueue) push(msgs ...any) {
+	if len(msgs) == 0 {
+		return
+	}
 	q.mu.Lock()
-	q.msgs = append(q.msgs, msg)
+	q.msgs = append(q.msgs, msgs...)
 	q.mu.Unlock()
 	q.kick()
 }
@@ -27,6 +31,9 @@ func (q *updateQueue) take() []any {
 	return msgs
 }
 
-// OnUpdate queues msg for the managers (see messages.go) and wakes the loop. It is safe to call
-// from any goroutine.
+// OnUpdate is felix's input: it queues msg and wakes the loop, which hands it to every manager
+// in the order it was sent. The messages are the model's changes (apis/model: this node's
+// NodeUpdate, PoolUpdate/PoolRemove, BlockUpdate/BlockRemove, WorkloadUpdate/WorkloadRemove,
+// RouteUpdate/RouteRemove from the BGP speaker, InSync) and the policy messages (messages.go).
+// It is safe to call from any goroutine.
 func (f *Felix) OnUpdate(msg any) { f.updates.push(msg) }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
@@ -27,25 +28,32 @@ func (c counters) minus(o counters) counters {
 	return counters{c.replace - o.replace, c.del - o.del, c.linkByName - o.linkByName, c.linkList - o.linkList, c.commands - o.commands}
 }
 
-func podWorkloads(n int) []Workload {
-	ws := make([]Workload, n)
-	for i := range ws {
-		ws[i] = Workload{IP: netip.AddrFrom4([4]byte{10, 244, byte(2 + i/200), byte(1 + i%200)}), Interface: "cali0123456789a"}
+// podVeth is pod i's host veth.
+func podVeth(i int) string { return fmt.Sprintf("cali%011d", i) }
+
+// pods are n pods, each on its own veth.
+func pods(n int) []any {
+	msgs := make([]any, n)
+	for i := range msgs {
+		msgs[i] = workload(podVeth(i), netip.AddrFrom4([4]byte{10, 244, byte(2 + i/200), byte(1 + i%200)}).String())
 	}
-	return ws
+	return msgs
 }
 
 func fullSyncedFelix(t *testing.T, cfg func(*Config), pods int) (*Felix, *nl.Fake, *fakekernel.Kernel) {
 	return fullSyncedFelixOn(t, fakekernel.New(), cfg, pods)
 }
 
-func fullSyncedFelixOn(t *testing.T, kern *fakekernel.Kernel, cfg func(*Config), pods int) (*Felix, *nl.Fake, *fakekernel.Kernel) {
+func fullSyncedFelixOn(t *testing.T, kern *fakekernel.Kernel, cfg func(*Config), n int) (*Felix, *nl.Fake, *fakekernel.Kernel) {
 	fk := nl.NewFake()
 	fk.AddLink("eth0", 1500)
-	fk.AddLink("cali0123456789a", 1500)
+	for i := 0; i < n; i++ {
+		fk.AddLink(podVeth(i), 1500)
+	}
 	fk.AddLink("calibbbbbbbbbbb", 1500)
+	fk.AddLink("caliccccccccccc", 1500)
 	fs := &fakeSysctl{set: map[string]string{}}
-	c := Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour}
+	c := Config{NodeName: "n1", UplinkInterface: uplink("eth0"), ResyncInterval: time.Hour}
 	if cfg != nil {
 		cfg(&c)
 	}
@@ -54,18 +62,20 @@ func fullSyncedFelixOn(t *testing.T, kern *fakekernel.Kernel, cfg func(*Config),
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	f.SetLocalNode(netip.MustParsePrefix("198.51.100.11/24"), netip.Addr{})
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true}})
-	f.SetLocalBlocks([]netip.Prefix{netip.MustParsePrefix("10.244.1.0/26")})
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.9.0/26"), NextHop: netip.MustParseAddr("198.51.100.12")})
-	// Another node's pod borrowed an address out of our block.
-	f.UpsertBGPRoute(BGPRoute{Prefix: netip.MustParsePrefix("10.244.1.60/32"), NextHop: netip.MustParseAddr("198.51.100.12")})
-	f.SetWorkloads(podWorkloads(pods))
+	f.send(
+		thisNode("198.51.100.11/24", ""),
+		pool("default", "10.244.0.0/16", v1.IPIPModeNever, true),
+		localBlock("10.244.1.0/26"),
+		learned("10.244.9.0/26", "198.51.100.12"),
+		// Another node's pod borrowed an address out of our block.
+		learned("10.244.1.60/32", "198.51.100.12"),
+	)
+	f.send(pods(n)...)
 	if err := f.ApplyNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(fk.Routes()); n != pods+3 {
-		t.Fatalf("full sync made %d routes, want %d", n, pods+3)
+	if got := len(fk.Routes()); got != n+3 {
+		t.Fatalf("full sync made %d routes, want %d", got, n+3)
 	}
 	return f, fk, kern
 }
@@ -80,9 +90,8 @@ func (f *Felix) mustApply(t *testing.T) {
 // A pod coming or going writes its route and nothing else: no other route, no tunl0 lookups,
 // no iptables or ipset command, however many pods the node has.
 func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
-	const pods = 500
-	f, fk, kern := fullSyncedFelix(t, nil, pods)
-	ws := podWorkloads(pods)
+	const pods0 = 500
+	f, fk, kern := fullSyncedFelix(t, nil, pods0)
 	want := func(what string, before counters, replace, del int) {
 		t.Helper()
 		got := count(fk, kern).minus(before)
@@ -92,8 +101,7 @@ func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 	}
 
 	before := count(fk, kern)
-	ws = append(ws, Workload{IP: netip.MustParseAddr("10.244.1.10"), Interface: "calibbbbbbbbbbb"})
-	f.SetWorkloads(ws)
+	f.send(workload("calibbbbbbbbbbb", "10.244.1.10"))
 	f.mustApply(t)
 	want("new pod", before, 1, 0)
 	if r, ok := fk.Route("10.244.1.10/32"); !ok || r.Protocol != v1.RouteProtocol {
@@ -101,14 +109,12 @@ func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 	}
 
 	before = count(fk, kern)
-	ws[pods].Interface = "cali0123456789a"
-	f.SetWorkloads(ws)
+	f.send(model.WorkloadRemove{Interface: "calibbbbbbbbbbb"}, workload("caliccccccccccc", "10.244.1.10"))
 	f.mustApply(t)
-	want("pod on another veth", before, 1, 0)
+	want("address on another veth", before, 1, 0)
 
 	before = count(fk, kern)
-	ws = ws[:pods]
-	f.SetWorkloads(ws)
+	f.send(model.WorkloadRemove{Interface: "caliccccccccccc"})
 	f.mustApply(t)
 	want("pod deleted", before, 0, 1)
 	if _, ok := fk.Route("10.244.1.10/32"); ok {
@@ -116,32 +122,32 @@ func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 	}
 
 	before = count(fk, kern)
-	f.SetWorkloads(slices.Clone(ws))
+	f.send(pods(pods0)...)
 	f.mustApply(t)
 	want("same pods", before, 0, 0)
 
 	// A pod on the borrowed address: its route wins over the BGP one, and the BGP route
-	// comes back when the pod goes (a full recompute decides, as Compute is the reference).
+	// comes back when the pod goes.
 	borrowed := netip.MustParsePrefix("10.244.1.60/32")
-	f.SetWorkloads(append(slices.Clone(ws), Workload{IP: borrowed.Addr(), Interface: "calibbbbbbbbbbb"}))
+	f.send(workload("calibbbbbbbbbbb", borrowed.Addr().String()))
 	f.mustApply(t)
 	if r, _ := fk.Route(borrowed.String()); r.Gw != nil {
 		t.Fatalf("pod on a borrowed address routed via %v", r.Gw)
 	}
-	f.SetWorkloads(ws)
+	f.send(model.WorkloadRemove{Interface: "calibbbbbbbbbbb"})
 	f.mustApply(t)
 	if r, _ := fk.Route(borrowed.String()); r.Gw.String() != "198.51.100.12" {
 		t.Fatalf("borrowed /32 not routed back to its node: %+v", r)
 	}
-	if n := len(fk.Routes()); n != pods+3 {
-		t.Fatalf("%d routes, want %d", n, pods+3)
+	if n := len(fk.Routes()); n != pods0+3 {
+		t.Fatalf("%d routes, want %d", n, pods0+3)
 	}
 
 	// A pool change re-applies NAT: natOutgoing off is one iptables-restore and one ipset
 	// restore (the sets destroyed after the rules that used them), no route written.
 	kern.ResetCalls()
 	before = count(fk, kern)
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}})
+	f.send(pool("default", "10.244.0.0/16", v1.IPIPModeNever, false))
 	f.mustApply(t)
 	if got := count(fk, kern).minus(before); got.replace+got.del != 0 {
 		t.Fatalf("pool change: %+v, want no route writes", got)
@@ -155,9 +161,8 @@ func TestWorkloadChangeWritesOnlyItsRoute(t *testing.T) {
 	}
 }
 
-// With WaitForInSync, a pod deleted before felix is in sync keeps its route (deletes are held,
-// as on the full path), and the iptables chains and ipsets a previous felix left stay; SetInSync
-// removes them.
+// With WaitForInSync, a pod deleted before felix is in sync keeps its route (deletes are held),
+// and the iptables chains and ipsets a previous felix left stay; model.InSync removes them.
 func TestWorkloadRemovalHeldUntilInSync(t *testing.T) {
 	kern := fakekernel.New()
 	ctx := context.Background()
@@ -171,10 +176,9 @@ func TestWorkloadRemovalHeldUntilInSync(t *testing.T) {
 	if _, ok := kern.Sets()["tabby-masq-ipam-pools"]; !ok {
 		t.Fatal("NAT not programmed before in sync: only deletions wait")
 	}
-	ws := podWorkloads(20)
-	f.SetWorkloads(ws[1:])
+	f.send(model.WorkloadRemove{Interface: podVeth(0)})
 	f.mustApply(t)
-	gone := netip.PrefixFrom(ws[0].IP, 32).String()
+	gone := "10.244.2.1/32"
 	if _, ok := fk.Route(gone); !ok {
 		t.Fatal("route removed before in sync")
 	}
@@ -184,7 +188,7 @@ func TestWorkloadRemovalHeldUntilInSync(t *testing.T) {
 	if _, ok := kern.Chains("iptables-nft", "filter")["tabby-stale"]; !ok {
 		t.Fatal("stale chain removed before in sync")
 	}
-	f.SetInSync()
+	f.send(model.InSync{})
 	f.mustApply(t)
 	if _, ok := fk.Route(gone); ok {
 		t.Fatal("route of the deleted pod kept after in sync")
@@ -203,10 +207,7 @@ func TestWriteFailureRetried(t *testing.T) {
 	kern := fakekernel.New()
 	f, _, _ := fullSyncedFelixOn(t, kern, nil, 1)
 	kern.Fail(fakekernel.Failure{Name: "ipset", Contains: "10.245.0.0/16", Times: 3, Stderr: "ipset v7.17: Error in line 1: Kernel error received: Out of memory"})
-	f.SetPools([]Pool{
-		{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
-		{Name: "other", CIDR: netip.MustParsePrefix("10.245.0.0/16"), IPIPMode: v1.IPIPModeNever},
-	})
+	f.send(pool("other", "10.245.0.0/16", v1.IPIPModeNever, false))
 	err := f.ApplyNow(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "ipset tabby-all-ipam-pools") {
 		t.Fatalf("apply with a failing ipset restore: %v", err)
@@ -216,7 +217,7 @@ func TestWriteFailureRetried(t *testing.T) {
 	}
 	// An event before the retry is due does not hammer the kernel.
 	kern.ResetCalls()
-	f.SetWorkloads(podWorkloads(2))
+	f.send(workload("calibbbbbbbbbbb", "10.244.1.10"))
 	f.mustApply(t)
 	if c := kern.Calls(); len(c) != 0 {
 		t.Fatalf("an event before the retry ran %v", c)
@@ -231,11 +232,7 @@ func TestWriteFailureRetried(t *testing.T) {
 	})
 	// A failure inside the loop: retried by the loop about a second later.
 	kern.Fail(fakekernel.Failure{Name: "ipset", Contains: "10.246.0.0/16", Times: 3, Stderr: "ipset v7.17: Error in line 1: Kernel error received: Out of memory"})
-	f.SetPools([]Pool{
-		{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
-		{Name: "other", CIDR: netip.MustParsePrefix("10.245.0.0/16"), IPIPMode: v1.IPIPModeNever},
-		{Name: "third", CIDR: netip.MustParsePrefix("10.246.0.0/16"), IPIPMode: v1.IPIPModeNever},
-	})
+	f.send(pool("third", "10.246.0.0/16", v1.IPIPModeNever, false))
 	testwait.Until(t, "the second failure counted", 5*time.Second, func() bool { return value(f.metrics.WriteErrors) == 2 })
 	failedAt := time.Now()
 	testwait.Until(t, "the set written by the retry", 5*time.Second, func() bool {
@@ -243,31 +240,5 @@ func TestWriteFailureRetried(t *testing.T) {
 	})
 	if d := time.Since(failedAt); d < writeRetryInterval/2 {
 		t.Fatalf("retried after %s, want about %s", d, writeRetryInterval)
-	}
-}
-
-func BenchmarkNewWorkload(b *testing.B) {
-	fk := nl.NewFake()
-	fk.AddLink("eth0", 1500)
-	fk.AddLink("cali0123456789a", 1500)
-	f, err := New(Config{UplinkInterface: "eth0", ResyncInterval: time.Hour}, WithNetlink(fk), WithCommandRunner(fakekernel.New()), WithSysctl(&fakeSysctl{set: map[string]string{}}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	f.SetPools([]Pool{{Name: "default", CIDR: netip.MustParsePrefix("10.244.0.0/16")}})
-	ws := podWorkloads(10000)
-	f.SetWorkloads(ws)
-	if err := f.ApplyNow(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		extra := Workload{IP: netip.AddrFrom4([4]byte{10, 244, 250, byte(i)}), Interface: "cali0123456789a"}
-		f.SetWorkloads(append(ws[:10000:10000], extra))
-		if err := f.ApplyNow(context.Background()); err != nil {
-			b.Fatal(fmt.Errorf("apply %d: %w", i, err))
-		}
 	}
 }

@@ -11,22 +11,26 @@ import (
 	"github.com/tabbynet/tabby/felix/ipsets"
 	"github.com/tabbynet/tabby/felix/iptables"
 	"github.com/tabbynet/tabby/felix/nat"
+	"github.com/tabbynet/tabby/felix/routetable"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-// Writers are the shared iptables and ipset writers felix applies once per pass for all
-// managers. A family felix does not program (no ip6tables, IPv6 off in the kernel) has no
-// tables.
+// Writers are the shared writers felix applies once per pass for all managers: the iptables
+// tables and the ipsets (a family felix does not program, no ip6tables or IPv6 off in the
+// kernel, has no tables), and the main routing table, where each manager states the routes of
+// its own routetable.Class.
 type Writers struct {
 	Filter, NAT map[ipfamily.Family]*iptables.Table
 	IPSets      *ipsets.IPSets
+	Routes      routetable.Writer
 }
 
 // Writers returns felix's writers, for a manager to write into (see AddManager).
 func (f *Felix) Writers() Writers { return f.writers }
 
-// AddManager makes m part of every apply: it gets each message felix sends its managers and
-// its CompleteDeferredWork runs before the writers apply. Call it before Run.
+// AddManager makes m part of every pass: it gets each message felix hands its managers and its
+// CompleteDeferredWork runs, after felix's own managers', before the writers apply. Call it
+// before Run.
 func (f *Felix) AddManager(m Manager) {
 	f.dpMu.Lock()
 	defer f.dpMu.Unlock()
@@ -34,7 +38,7 @@ func (f *Felix) AddManager(m Manager) {
 }
 
 // newWriters picks the iptables backend and the families to program, and builds the writers and
-// the NAT manager on them. Deletions are held from the start with WaitForInSync.
+// the NAT and policy managers on them. Deletions are held from the start with WaitForInSync.
 func (f *Felix) newWriters() error {
 	if f.cmd == nil {
 		f.cmd = cmdrun.InNamespace(f.run)
@@ -52,7 +56,7 @@ func (f *Felix) newWriters() error {
 	if err != nil {
 		return err
 	}
-	f.writers = Writers{Filter: map[ipfamily.Family]*iptables.Table{}, NAT: map[ipfamily.Family]*iptables.Table{}, IPSets: sets}
+	f.writers = Writers{Filter: map[ipfamily.Family]*iptables.Table{}, NAT: map[ipfamily.Family]*iptables.Table{}, IPSets: sets, Routes: f.rt}
 	for _, fam := range ipfamily.All {
 		if fam == ipfamily.IPv6 {
 			if reason := f.ipv6Unusable(ctx, backend); reason != "" {
@@ -108,8 +112,9 @@ func (f *Felix) holdDeletes(hold bool) {
 	f.writers.IPSets.HoldDeletes(hold)
 }
 
-// applyWriters runs every manager's deferred work and applies the writers. After a failed
-// write it waits for writeRetryAt (or a resync) rather than fail again on every event.
+// applyWriters applies the iptables tables and the ipsets. After a failed write it waits for
+// writeRetryAt (or a resync) rather than fail again on every event: the managers' state waits
+// in the writers meanwhile.
 func (f *Felix) applyWriters(ctx context.Context, resync bool, now time.Time) error {
 	if resync {
 		for _, t := range f.tables {
@@ -144,13 +149,8 @@ func (f *Felix) applyWriters(ctx context.Context, resync bool, now time.Time) er
 // names them, and are destroyed only after the rules naming them are gone.
 func (f *Felix) write(ctx context.Context, resync bool) error {
 	var errs []error
-	for _, m := range f.managers {
-		if err := m.CompleteDeferredWork(ctx, resync); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	// On a resync the tables' kernel state is read while the sets are written: the two touch
-	// different kernel objects, and the managers above have finished changing the tables.
+	// different kernel objects, and the managers have finished changing the tables.
 	read := make(chan struct{})
 	go func() { defer close(read); iptables.ReadTogether(ctx, f.tables) }()
 	if err := f.writers.IPSets.ApplyUpdates(ctx); err != nil {

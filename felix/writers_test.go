@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tabbynet/tabby/apis/model"
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
-	"github.com/tabbynet/tabby/felix/nat"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
@@ -15,12 +16,12 @@ import (
 // set, and the base jump to it.
 type filterManager struct {
 	w      Writers
-	pools  []nat.Pools
+	pools  []model.PoolUpdate
 	member string
 }
 
 func (m *filterManager) OnUpdate(msg any) {
-	if p, ok := msg.(nat.Pools); ok {
+	if p, ok := msg.(model.PoolUpdate); ok {
 		m.pools = append(m.pools, p)
 	}
 }
@@ -39,10 +40,11 @@ func TestAddedManagerSharesTheWriters(t *testing.T) {
 	f, _, _ := fullSyncedFelixOn(t, kern, nil, 1)
 	m := &filterManager{w: f.Writers(), member: "10.244.1.1"}
 	f.AddManager(m)
+	f.send(pool("other", "10.245.0.0/16", v1.IPIPModeNever, false))
 	f.QueueResync()
 	f.mustApply(t)
-	if len(m.pools) == 0 || len(m.pools[len(m.pools)-1].Masq) != 1 {
-		t.Fatalf("manager got %v, want the pools message", m.pools)
+	if len(m.pools) != 1 || m.pools[0].Pool.Name != "other" {
+		t.Fatalf("manager got %v, want the pool message", m.pools)
 	}
 	chains := kern.Chains("iptables-nft", "filter")
 	if !slices.Equal(chains["FORWARD"], []string{"-j tabby-FORWARD"}) || len(chains["tabby-FORWARD"]) != 1 {
@@ -50,7 +52,7 @@ func TestAddedManagerSharesTheWriters(t *testing.T) {
 	}
 	kern.ResetCalls()
 	m.member = "10.244.1.2"
-	f.SetWorkloads(podWorkloads(2)) // any event runs a pass
+	f.send(workload("calibbbbbbbbbbb", "10.244.1.10")) // any event runs a pass
 	f.mustApply(t)
 	c := kern.Calls()
 	if len(c) != 1 || c[0].Name != "ipset" || c[0].Stdin != "create tabby-tmp hash:ip family inet maxelem 1048576\nadd tabby-tmp 10.244.1.2\nswap tabby-tmp tabby-pi-x\ndestroy tabby-tmp\n" {

@@ -132,7 +132,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return a.syncer.Blocks()
 		}})
 	if a.felix, err = felix.New(felix.Config{
-		NodeName: cfg.NodeName, UplinkInterface: uplink, UplinkInterface6: uplink6, TunnelMTU: tunnelMTU(cfg.MTU),
+		NodeName: cfg.NodeName, UplinkInterface: ipfamily.PairOf(uplink, uplink6), TunnelMTU: tunnelMTU(cfg.MTU),
 		WorkloadGracePeriod: cfg.WorkloadGrace, ResyncInterval: cfg.ResyncInterval,
 		WaitForInSync: true,
 	}, felix.WithLogger(log), felix.WithRegistry(a.reg)); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/felix/sysctl"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -31,7 +32,7 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	fk.AddLink("eth0", 1500)
 	fk.AddLink("cali0123456789a", 1500)
 	kern := fakekernel.New()
-	f, err := felix.New(felix.Config{NodeName: "n1", UplinkInterface: "eth0", ResyncInterval: time.Hour},
+	f, err := felix.New(felix.Config{NodeName: "n1", UplinkInterface: ipfamily.PairOf("eth0", ""), ResyncInterval: time.Hour},
 		felix.WithNetlink(fk), felix.WithCommandRunner(kern), felix.WithSysctl(nopSysctl{}))
 	if err != nil {
 		t.Fatal(err)

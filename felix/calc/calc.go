@@ -1,6 +1,8 @@
-// Package calc computes the routes felix wants in the kernel from the datastore's and the BGP
-// speaker's view of the cluster. It is pure: no netlink, no clock, so every decision is testable
-// with a table.
+// Package calc decides the routes felix wants in the kernel from the cluster's model and the BGP
+// speaker's routes. It is pure: no netlink, no clock, so every decision is testable with a
+// table. The managers call its per-object decisions (LearnedRoute, WorkloadRoute,
+// BlackholeRoute) as changes arrive; Compute is the same decisions over a whole input, the
+// reference the managers are tested against.
 package calc
 
 import (
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
@@ -71,25 +74,32 @@ func (r Route) String() string {
 	return s
 }
 
-// Pool is the part of an IPPool felix needs.
-type Pool struct {
-	Name        string
-	CIDR        netip.Prefix
-	IPIPMode    v1.IPIPMode
-	NATOutgoing bool
-	Disabled    bool
+// WorkloadRoute is a local pod's host route on its veth.
+func WorkloadRoute(ip netip.Addr, dev string) Route {
+	return Route{Dst: ipfamily.HostPrefix(ip), Kind: KindWorkload, Dev: dev}
 }
 
-// Workload is a pod on this node: its address and its host-side veth.
-type Workload struct {
-	IP        netip.Addr
-	Interface string
+// BlackholeRoute is a local block's: the addresses of the block no pod has are dropped here
+// rather than sent back out along the default route.
+func BlackholeRoute(block netip.Prefix) Route {
+	return Route{Dst: block.Masked(), Kind: KindBlackhole}
 }
 
-// BGPRoute is a prefix learned from the BGP speaker with the next hop it carries.
-type BGPRoute struct {
-	Prefix  netip.Prefix
-	NextHop netip.Addr
+// ValidWorkloadAddr tells whether a workload's address can have a route: an IPv4 or IPv6
+// address, not IPv4-mapped IPv6 (neither family).
+func ValidWorkloadAddr(ip netip.Addr) bool { return ip.IsValid() && !ip.Is4In6() }
+
+// ValidPrefix tells whether p is an IPv4 or IPv6 prefix tabby can route (not IPv4-mapped IPv6).
+func ValidPrefix(p netip.Prefix) bool { return p.IsValid() && !p.Addr().Is4In6() }
+
+// UsesIPIP tells whether a pool sends its traffic between nodes through tunl0, at least across
+// subnets: IPIP carries IPv4 only, so an IPv6 pool never does, whatever a stale object says.
+func UsesIPIP(p model.Pool) bool { return p.Family() == ipfamily.IPv4 && p.IPIP() }
+
+// encapsulate tells whether traffic to p's block on another node goes through tunl0, the next
+// hop being in this node's subnet (sameSubnet) or not.
+func encapsulate(p model.Pool, sameSubnet bool) bool {
+	return UsesIPIP(p) && (p.IPIPMode == v1.IPIPModeAlways || !sameSubnet)
 }
 
 // HostRoute is a usable unicast route of the host's main table that is not tabby's (connected
@@ -101,26 +111,15 @@ type HostRoute struct {
 	Priority int
 }
 
-// Input is everything the routes depend on.
-type Input struct {
-	UplinkInterface string
-	// UplinkInterface6 carries IPv6 next hops of NodeAddr6's subnet; empty: UplinkInterface.
-	UplinkInterface6 string
-	// NodeAddr is the node's BGP address with its subnet length (198.51.100.11/24): next hops
-	// inside that subnet are directly reachable on the uplink.
-	NodeAddr netip.Prefix
-	// NodeAddr6 is the same for IPv6 (2001:db8:100::11/64); invalid when the node has none.
-	NodeAddr6   netip.Prefix
-	TunnelAddr  netip.Addr
-	Pools       []Pool
-	LocalBlocks []netip.Prefix
-	Workloads   []Workload
-	// WorkloadIndex, when not nil, stands for Workloads (which is then not read): a caller that
-	// already indexed the workloads, as felix does to diff them, saves indexing them twice.
-	// ComputeInto then reports no workload problems; IndexWorkloads gave them to the caller.
-	WorkloadIndex WorkloadIndex
-	BGPRoutes     map[netip.Prefix]netip.Addr
-	HostRoutes    []HostRoute
+// Underlay is this node on the network between the nodes: what its routes to the others
+// depend on of it.
+type Underlay struct {
+	// Addr is the node's BGP address of each family with its subnet length (198.51.100.11/24):
+	// next hops inside that subnet are directly reachable on the uplink. Invalid where the node
+	// has none of that family.
+	Addr ipfamily.Pair[netip.Prefix]
+	// Uplink is the interface holding Addr, per family.
+	Uplink ipfamily.Pair[string]
 }
 
 // Unresolved is a BGP route felix could not program, with the reason.
@@ -130,139 +129,51 @@ type Unresolved struct {
 	Reason  string
 }
 
-// Result is the desired dataplane.
-type Result struct {
-	Routes map[netip.Prefix]Route
-	// TunnelNeeded: some pool uses IPIP, so tunl0 must exist and be up.
-	TunnelNeeded bool
-	// MasqPools are the natOutgoing pools, AllPools every pool (the two NAT ipsets).
-	MasqPools, AllPools []netip.Prefix
-	Unresolved          []Unresolved
-	// Ignored are BGP prefixes outside every pool: not tabby's to program.
-	Ignored []netip.Prefix
-	// Problems are inputs that were skipped (bad addresses, duplicates), for logs.
-	Problems []string
-}
+func (u Unresolved) String() string { return fmt.Sprintf("next hop %s: %s", u.NextHop, u.Reason) }
 
-// Compute derives the desired routes. Precedence on an equal prefix: local workload, then local
-// block, then BGP: a node's own addresses never route away from it.
-func Compute(in Input) Result {
-	return ComputeInto(in, nil)
-}
-
-// ComputeInto is Compute writing the routes into routes (cleared first) when it is not nil: a
-// caller recomputing on every pod change reuses two maps instead of allocating one each time.
-func ComputeInto(in Input, routes map[netip.Prefix]Route) Result {
-	idx := in.WorkloadIndex
-	var wlProblems []string
-	if idx == nil {
-		idx, wlProblems = IndexWorkloads(in.Workloads, nil)
-	}
-	if routes == nil {
-		routes = make(map[netip.Prefix]Route, len(idx)+len(in.LocalBlocks)+len(in.BGPRoutes))
-	} else {
-		clear(routes)
-	}
-	res := Result{Routes: routes}
-	pools := validPools(in.Pools, &res)
-	res.Problems = append(res.Problems, wlProblems...)
-	for _, p := range pools {
-		res.AllPools = append(res.AllPools, p.CIDR)
-		if p.NATOutgoing {
-			res.MasqPools = append(res.MasqPools, p.CIDR)
-		}
-		if p.CIDR.Addr().Is4() && (p.IPIPMode == v1.IPIPModeAlways || p.IPIPMode == v1.IPIPModeCrossSubnet) {
-			res.TunnelNeeded = true
-		}
-	}
-
-	for ip, dev := range idx {
-		dst := ipfamily.HostPrefix(ip)
-		res.Routes[dst] = Route{Dst: dst, Kind: KindWorkload, Dev: dev}
-	}
-
-	for _, b := range in.LocalBlocks {
-		if !b.IsValid() || b.Addr().Is4In6() {
-			res.Problems = append(res.Problems, fmt.Sprintf("local block %s: not an IPv4 or IPv6 prefix", b))
-			continue
-		}
-		b = b.Masked()
-		if _, ok := res.Routes[b]; ok {
-			continue
-		}
-		res.Routes[b] = Route{Dst: b, Kind: KindBlackhole}
-	}
-
-	resolver := newResolver(in.HostRoutes, in.UplinkInterface)
-	for prefix, nh := range in.BGPRoutes {
-		prefix = prefix.Masked()
-		if _, ok := res.Routes[prefix]; ok {
-			continue
-		}
-		o := bgpRoute(in, pools, prefix, nh, resolver)
-		switch {
-		case o.ignored:
-			res.Ignored = append(res.Ignored, prefix)
-		case o.unresolved != nil:
-			res.Unresolved = append(res.Unresolved, *o.unresolved)
-		case o.ok:
-			res.Routes[prefix] = o.route
-		}
-	}
-	slices.SortFunc(res.Unresolved, func(a, b Unresolved) int { return comparePrefix(a.Prefix, b.Prefix) })
-	slices.SortFunc(res.Ignored, comparePrefix)
-	return res
+// Learned is what a prefix learned from BGP makes: a route (OK), or none because no pool holds
+// it (Ignored), its next hop is unusable (Unresolved), or the next hop is this node (none of
+// them). A local route of the same prefix takes precedence over it in the route table.
+type Learned struct {
+	Route      Route
+	OK         bool
+	Ignored    bool
+	Unresolved *Unresolved
 }
 
 const reasonOwnNextHop = "next hop is this node"
 
-// bgpOutcome is what a learned BGP prefix makes where no local route holds it: a route (ok), or
-// none because no pool holds it (ignored), its next hop is unusable (unresolved), or the next
-// hop is this node (none of them).
-type bgpOutcome struct {
-	route      Route
-	ok         bool
-	ignored    bool
-	unresolved *Unresolved
-}
-
-func bgpRoute(in Input, pools []Pool, prefix netip.Prefix, nh netip.Addr, res *resolver) bgpOutcome {
-	pool, ok := poolFor(pools, prefix)
+// LearnedRoute decides the route to prefix, learned from BGP with next hop nh.
+func LearnedRoute(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, nh netip.Addr) Learned {
+	prefix = prefix.Masked()
+	pool, ok := pools.For(prefix)
 	if !ok {
-		return bgpOutcome{ignored: true}
+		return Learned{Ignored: true}
 	}
-	r, reason := remoteRoute(in, pool, prefix, nh, res)
+	r, reason := remoteRoute(u, pool, prefix, nh, res)
 	switch reason {
 	case "":
-		return bgpOutcome{route: r, ok: true}
+		return Learned{Route: r, OK: true}
 	case reasonOwnNextHop:
-		return bgpOutcome{}
+		return Learned{}
 	}
-	return bgpOutcome{unresolved: &Unresolved{Prefix: prefix, NextHop: nh, Reason: reason}}
+	return Learned{Unresolved: &Unresolved{Prefix: prefix, NextHop: nh, Reason: reason}}
 }
 
-func remoteRoute(in Input, pool Pool, prefix netip.Prefix, nh netip.Addr, res *resolver) (Route, string) {
+func remoteRoute(u Underlay, pool model.Pool, prefix netip.Prefix, nh netip.Addr, res *Resolver) (Route, string) {
 	fam := ipfamily.OfPrefix(prefix)
 	if !nh.IsValid() || ipfamily.OfAddr(nh) != fam {
 		return Route{}, fmt.Sprintf("next hop %s is not an %s address", nh, fam)
 	}
 	nh = nh.Unmap()
-	nodeAddr, uplink := in.NodeAddr, in.UplinkInterface
-	if fam == ipfamily.IPv6 {
-		nodeAddr = in.NodeAddr6
-		if in.UplinkInterface6 != "" {
-			uplink = in.UplinkInterface6
-		}
-	}
+	nodeAddr, uplink := u.Addr.Get(fam), u.Uplink.Get(fam)
 	if nodeAddr.IsValid() && nh == nodeAddr.Addr() {
 		// Our own block reflected back to us.
 		return Route{}, reasonOwnNextHop
 	}
 	sameSubnet := nodeAddr.IsValid() && nodeAddr.Masked().Contains(nh)
-	// IPIP carries IPv4 only: an IPv6 pool never tunnels (its ipipMode is refused by validation).
-	tunnel := fam == ipfamily.IPv4 && (pool.IPIPMode == v1.IPIPModeAlways || pool.IPIPMode == v1.IPIPModeCrossSubnet && !sameSubnet)
 	switch {
-	case tunnel:
+	case encapsulate(pool, sameSubnet):
 		return Route{Dst: prefix, Kind: KindTunnel, Dev: TunnelDevice, Gw: nh, OnLink: true}, ""
 	case sameSubnet:
 		if uplink == "" {
@@ -272,44 +183,56 @@ func remoteRoute(in Input, pool Pool, prefix netip.Prefix, nh netip.Addr, res *r
 	}
 	// Never (or an unknown mode) across subnets: like BIRD's "gateway recursive", route via the
 	// host's own route to the next hop.
-	gw, dev, ok := res.resolve(nh)
+	gw, dev, ok := res.Resolve(nh)
 	if !ok {
 		return Route{}, fmt.Sprintf("no host route to next hop %s", nh)
 	}
 	return Route{Dst: prefix, Kind: KindRemote, Dev: dev, Gw: gw}, ""
 }
 
-func validPools(pools []Pool, res *Result) []Pool {
-	out := make([]Pool, 0, len(pools))
+// Pools are the pools a learned prefix is looked up in, most specific first: a prefix takes
+// the mode of the narrowest pool holding it.
+type Pools []model.Pool
+
+// NewPools orders pools for For, leaving out those whose CIDR is not an IPv4 or IPv6 prefix
+// (returned, for the caller to report).
+func NewPools(pools []model.Pool) (Pools, []model.Pool) {
+	out := make(Pools, 0, len(pools))
+	var bad []model.Pool
 	for _, p := range pools {
-		if !p.CIDR.IsValid() || p.CIDR.Addr().Is4In6() {
-			res.Problems = append(res.Problems, fmt.Sprintf("pool %s cidr %s: not an IPv4 or IPv6 prefix", p.Name, p.CIDR))
+		if !ValidPrefix(p.CIDR) {
+			bad = append(bad, p)
 			continue
 		}
 		p.CIDR = p.CIDR.Masked()
 		out = append(out, p)
 	}
-	// Most specific first, so a prefix takes the mode of the narrowest pool holding it.
-	slices.SortStableFunc(out, func(a, b Pool) int { return cmp.Compare(b.CIDR.Bits(), a.CIDR.Bits()) })
-	return out
+	// By name within a length, so the choice between two equal pools does not depend on the
+	// order they came in.
+	slices.SortFunc(out, func(a, b model.Pool) int {
+		return cmp.Or(cmp.Compare(b.CIDR.Bits(), a.CIDR.Bits()), strings.Compare(a.Name, b.Name), a.CIDR.Compare(b.CIDR))
+	})
+	return out, bad
 }
 
-func poolFor(pools []Pool, prefix netip.Prefix) (Pool, bool) {
-	for _, p := range pools {
+// For returns the narrowest pool holding prefix.
+func (ps Pools) For(prefix netip.Prefix) (model.Pool, bool) {
+	for _, p := range ps {
 		if p.CIDR.Bits() <= prefix.Bits() && p.CIDR.Contains(prefix.Addr()) {
 			return p, true
 		}
 	}
-	return Pool{}, false
+	return model.Pool{}, false
 }
 
-// resolver does a longest-prefix match over the host's routes, memoised per next hop.
-type resolver struct {
+// Resolver does a longest-prefix match over the host's routes, memoised per next hop.
+type Resolver struct {
 	routes []HostRoute
 	memo   map[netip.Addr]HostRoute
 }
 
-func newResolver(routes []HostRoute, uplink string) *resolver {
+// NewResolver resolves through routes.
+func NewResolver(routes []HostRoute) *Resolver {
 	usable := make([]HostRoute, 0, len(routes))
 	for _, r := range routes {
 		// Tabby's own devices never carry an underlay next hop: resolving through them would
@@ -320,15 +243,13 @@ func newResolver(routes []HostRoute, uplink string) *resolver {
 		usable = append(usable, r)
 	}
 	slices.SortStableFunc(usable, func(a, b HostRoute) int {
-		if c := cmp.Compare(b.Dst.Bits(), a.Dst.Bits()); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Priority, b.Priority)
+		return cmp.Or(cmp.Compare(b.Dst.Bits(), a.Dst.Bits()), cmp.Compare(a.Priority, b.Priority))
 	})
-	return &resolver{routes: usable, memo: map[netip.Addr]HostRoute{}}
+	return &Resolver{routes: usable, memo: map[netip.Addr]HostRoute{}}
 }
 
-func (r *resolver) resolve(nh netip.Addr) (gw netip.Addr, dev string, ok bool) {
+// Resolve returns the gateway and device the host reaches nh through.
+func (r *Resolver) Resolve(nh netip.Addr) (gw netip.Addr, dev string, ok bool) {
 	hr, ok := r.memo[nh]
 	if !ok {
 		for _, cand := range r.routes {
@@ -347,11 +268,4 @@ func (r *resolver) resolve(nh netip.Addr) (gw netip.Addr, dev string, ok bool) {
 		return nh, hr.Dev, true
 	}
 	return hr.Gw, hr.Dev, true
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Bits(), b.Bits())
 }

@@ -1,12 +1,15 @@
 package calc
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 var (
@@ -16,9 +19,7 @@ var (
 
 func baseInput() Input {
 	return Input{
-		UplinkInterface: "eth0",
-		NodeAddr:        pfx("198.51.100.11/24"),
-		TunnelAddr:      addr("10.244.9.1"),
+		Underlay: Underlay{Addr: ipfamily.PairOf(pfx("198.51.100.11/24"), netip.Prefix{}), Uplink: ipfamily.PairOf("eth0", "eth0")},
 		HostRoutes: []HostRoute{
 			{Dst: pfx("198.51.100.0/24"), Dev: "eth0"},
 			{Dst: pfx("0.0.0.0/0"), Gw: addr("198.51.100.1"), Dev: "eth0"},
@@ -59,7 +60,7 @@ func TestRemoteRouteDecisions(t *testing.T) {
 			if tc.hosts != nil {
 				in.HostRoutes = tc.hosts
 			}
-			in.Pools = []Pool{{Name: "p", CIDR: pfx("10.244.0.0/16"), IPIPMode: tc.mode}}
+			in.Pools = []model.Pool{{Name: "p", CIDR: pfx("10.244.0.0/16"), IPIPMode: tc.mode}}
 			in.BGPRoutes = map[netip.Prefix]netip.Addr{pfx("10.244.1.0/26"): addr(tc.nh)}
 			res := Compute(in)
 			r, ok := res.Routes[pfx("10.244.1.0/26")]
@@ -82,17 +83,17 @@ func TestRemoteRouteDecisions(t *testing.T) {
 
 func TestLocalRoutesAndPrecedence(t *testing.T) {
 	in := baseInput()
-	in.Pools = []Pool{
+	in.Pools = []model.Pool{
 		{Name: "wide", CIDR: pfx("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
 		{Name: "narrow", CIDR: pfx("10.244.128.0/20"), IPIPMode: v1.IPIPModeAlways},
 		{Name: "bad", CIDR: netip.Prefix{}},
 	}
 	in.LocalBlocks = []netip.Prefix{pfx("10.244.0.0/26"), pfx("10.244.0.77/26")}
-	in.Workloads = []Workload{
-		{IP: addr("10.244.0.5"), Interface: "calib"},
-		{IP: addr("10.244.0.5"), Interface: "calia"}, // duplicate: calia wins, reported
-		{IP: addr("10.244.0.6"), Interface: ""},      // bad
-		{IP: addr("10.244.3.9"), Interface: "calic"}, // borrowed from another node's block
+	in.Workloads = []model.Workload{
+		{Interface: "calib", IPs: []netip.Addr{addr("10.244.0.5")}},
+		{Interface: "calia", IPs: []netip.Addr{addr("10.244.0.5")}}, // duplicate: calia wins, reported
+		{Interface: "", IPs: []netip.Addr{addr("10.244.0.6")}},      // bad
+		{Interface: "calic", IPs: []netip.Addr{addr("10.244.3.9")}}, // borrowed from another node's block
 	}
 	in.BGPRoutes = map[netip.Prefix]netip.Addr{
 		pfx("10.244.0.0/26"):   addr("198.51.100.12"), // our block echoed back: local wins
@@ -126,9 +127,6 @@ func TestLocalRoutesAndPrecedence(t *testing.T) {
 	if !res.TunnelNeeded {
 		t.Error("tunnel not needed despite an Always pool")
 	}
-	if !slices.Equal(res.MasqPools, []netip.Prefix{pfx("10.244.0.0/16")}) || len(res.AllPools) != 2 {
-		t.Errorf("masq %v all %v", res.MasqPools, res.AllPools)
-	}
 	if len(res.Problems) != 3 {
 		t.Errorf("problems = %q, want 3 (bad pool, duplicate, empty interface)", res.Problems)
 	}
@@ -146,7 +144,7 @@ func TestTunnelNeeded(t *testing.T) {
 	} {
 		in := baseInput()
 		for i, m := range tc.modes {
-			in.Pools = append(in.Pools, Pool{Name: "p", CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 16), IPIPMode: m})
+			in.Pools = append(in.Pools, model.Pool{Name: "p", CIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 16), IPIPMode: m})
 		}
 		if got := Compute(in).TunnelNeeded; got != tc.want {
 			t.Errorf("modes %v: tunnel needed %v, want %v", tc.modes, got, tc.want)
@@ -160,5 +158,78 @@ func TestNoPoolsNoRemoteRoutes(t *testing.T) {
 	res := Compute(in)
 	if len(res.Routes) != 0 || len(res.Ignored) != 1 {
 		t.Fatalf("routes %v ignored %v", res.Routes, res.Ignored)
+	}
+}
+
+// A BGP prefix a local route holds still reports its unusable next hop: it is BGP's route that
+// is not programmed, whatever holds the prefix.
+func TestUnresolvedUnderALocalRoute(t *testing.T) {
+	in := baseInput()
+	in.Pools = []model.Pool{{Name: "p", CIDR: pfx("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever}}
+	in.LocalBlocks = []netip.Prefix{pfx("10.244.0.0/26")}
+	in.BGPRoutes = map[netip.Prefix]netip.Addr{pfx("10.244.0.0/26"): addr("2001:db8::1")}
+	res := Compute(in)
+	if r := res.Routes[pfx("10.244.0.0/26")]; !r.Blackhole() {
+		t.Fatalf("route %v, want the local block's blackhole", r)
+	}
+	if len(res.Unresolved) != 1 {
+		t.Fatalf("unresolved %v, want the learned route's", res.Unresolved)
+	}
+}
+
+func TestWorkloadIndex(t *testing.T) {
+	ws := []model.Workload{
+		{Interface: "calib", IPs: []netip.Addr{addr("10.244.0.5")}},
+		{Interface: "calia", IPs: []netip.Addr{addr("10.244.0.5")}}, // duplicate: calia wins whatever the order
+		{Interface: "calic", IPs: []netip.Addr{addr("10.244.0.5")}},
+		{Interface: "", IPs: []netip.Addr{addr("10.244.0.6")}},                                 // no interface
+		{Interface: "calid", IPs: []netip.Addr{addr("10.244.0.7"), addr("fd00:10:244::6")}},    // dual stack: a /32 and a /128
+		{Interface: "calie", IPs: []netip.Addr{addr("::ffff:10.244.0.8"), addr("10.244.0.9")}}, // IPv4-mapped IPv6 is neither family
+	}
+	want := map[netip.Addr]string{addr("10.244.0.5"): "calia", addr("10.244.0.7"): "calid", addr("fd00:10:244::6"): "calid", addr("10.244.0.9"): "calie"}
+	idx, problems := indexWorkloads(ws)
+	if !maps.Equal(idx, want) {
+		t.Fatalf("index %v, want %v", idx, want)
+	}
+	if len(problems) != 4 {
+		t.Fatalf("problems %q, want 4 (two duplicates, two invalid)", problems)
+	}
+	reversed := slices.Clone(ws)
+	slices.Reverse(reversed)
+	if again, _ := indexWorkloads(reversed); !maps.Equal(again, want) {
+		t.Fatalf("order-dependent index %v", again)
+	}
+	in := baseInput()
+	in.Workloads = ws
+	if r := Compute(in).Routes[pfx("fd00:10:244::6/128")]; r.String() != "fd00:10:244::6/128 dev calid scope link" {
+		t.Fatalf("IPv6 workload route %v", r)
+	}
+}
+
+// The narrowest pool decides a prefix's mode, whatever order the pools come in; a pool whose
+// CIDR is not a usable prefix is left out and reported.
+func TestPoolsNarrowestFirst(t *testing.T) {
+	in := []model.Pool{
+		{Name: "wide", CIDR: pfx("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever},
+		{Name: "bad", CIDR: netip.PrefixFrom(addr("::ffff:10.0.0.0"), 104)},
+		{Name: "narrow", CIDR: pfx("10.244.128.0/20"), IPIPMode: v1.IPIPModeAlways},
+	}
+	for _, order := range [][]model.Pool{in, {in[2], in[1], in[0]}} {
+		pools, bad := NewPools(order)
+		if len(bad) != 1 || bad[0].Name != "bad" {
+			t.Fatalf("bad pools %v", bad)
+		}
+		if p, ok := pools.For(pfx("10.244.130.0/26")); !ok || p.Name != "narrow" {
+			t.Fatalf("pool for a narrow block: %v %v", p.Name, ok)
+		}
+		if p, ok := pools.For(pfx("10.244.1.0/26")); !ok || p.Name != "wide" {
+			t.Fatalf("pool for a wide block: %v %v", p.Name, ok)
+		}
+		if _, ok := pools.For(pfx("10.0.0.0/8")); ok {
+			t.Fatal("a prefix wider than every pool has a pool")
+		}
+	}
+	if !UsesIPIP(in[2]) || UsesIPIP(in[0]) || UsesIPIP(model.Pool{CIDR: pfx("fd00::/48"), IPIPMode: v1.IPIPModeAlways}) {
+		t.Fatal("UsesIPIP: want Always and CrossSubnet IPv4 pools only")
 	}
 }

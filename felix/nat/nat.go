@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/felix/ipsets"
 	"github.com/tabbynet/tabby/felix/iptables"
 	"github.com/tabbynet/tabby/internal/ipfamily"
@@ -26,12 +27,6 @@ const (
 	setType      = "hash:net"
 )
 
-// Pools is the message the NAT manager takes: the natOutgoing pools and every pool, of both
-// families. Traffic from a Masq pool to anywhere outside all pools is masqueraded.
-type Pools struct {
-	Masq, All []netip.Prefix
-}
-
 // SetName is the name of one family's copy of a pool set: IPv4 keeps the names tabby always
 // used, so an upgraded felix adopts its sets instead of replacing them.
 func SetName(base string, fam ipfamily.Family) string { return base + fam.NameSuffix() }
@@ -43,57 +38,70 @@ type Options struct {
 	Log         *slog.Logger
 }
 
-// Manager decides tabby's NAT chains and sets.
+type natPool struct {
+	cidr netip.Prefix
+	masq bool
+}
+
+// Manager decides tabby's NAT chains and sets from the pools (PoolUpdate, PoolRemove): traffic
+// from a natOutgoing pool to anywhere outside all pools is masqueraded.
 type Manager struct {
 	tables map[ipfamily.Family]*iptables.Table
 	sets   *ipsets.IPSets
 	opts   Options
 
-	pools  Pools
-	dirty  bool
-	warned map[ipfamily.Family]bool
+	// byName holds each pool's CIDR and natOutgoing; masq and all are the two sets' members
+	// they make, sorted.
+	byName    map[string]natPool
+	masq, all []netip.Prefix
+	dirty     bool
+	warned    map[ipfamily.Family]bool
 }
 
 // New returns a manager writing into tables (the nat table of each family felix programs; a
 // family without one is not programmed) and sets. Its first CompleteDeferredWork states the
-// NAT state even before any Pools arrived: none, so a stale one is removed.
+// NAT state even before any pool arrived: none, so a stale one is removed.
 func New(tables map[ipfamily.Family]*iptables.Table, sets *ipsets.IPSets, o Options) *Manager {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Manager{tables: tables, sets: sets, opts: o, dirty: true, warned: map[ipfamily.Family]bool{}}
+	return &Manager{tables: tables, sets: sets, opts: o, byName: map[string]natPool{}, dirty: true, warned: map[ipfamily.Family]bool{}}
 }
 
-// OnUpdate takes a Pools message; other messages are ignored.
+// OnUpdate takes PoolUpdate and PoolRemove; other messages are ignored.
 func (m *Manager) OnUpdate(msg any) {
-	var p Pools
 	switch u := msg.(type) {
-	case Pools:
-		p = u
-	case *Pools:
-		p = *u
+	case model.PoolUpdate:
+		p := natPool{cidr: u.Pool.CIDR.Masked(), masq: u.Pool.NATOutgoing}
+		if old, ok := m.byName[u.Pool.Name]; ok && old == p {
+			return
+		}
+		m.byName[u.Pool.Name] = p
+	case model.PoolRemove:
+		if _, ok := m.byName[u.Name]; !ok {
+			return
+		}
+		delete(m.byName, u.Name)
 	default:
 		return
 	}
-	p = Pools{Masq: sorted(p.Masq), All: sorted(p.All)}
-	if slices.Equal(p.Masq, m.pools.Masq) && slices.Equal(p.All, m.pools.All) {
+	var masq, all []netip.Prefix
+	for _, p := range m.byName {
+		all = append(all, p.cidr)
+		if p.masq {
+			masq = append(masq, p.cidr)
+		}
+	}
+	masq, all = sorted(masq), sorted(all)
+	if slices.Equal(masq, m.masq) && slices.Equal(all, m.all) {
 		return
 	}
-	m.pools, m.dirty = p, true
+	m.masq, m.all, m.dirty = masq, all, true
 }
 
 func sorted(ps []netip.Prefix) []netip.Prefix {
-	out := make([]netip.Prefix, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, p.Masked())
-	}
-	slices.SortFunc(out, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
-	return slices.Compact(out)
+	slices.SortFunc(ps, netip.Prefix.Compare)
+	return slices.Compact(ps)
 }
 
 // CompleteDeferredWork hands the writers the NAT state of each family.
@@ -102,7 +110,7 @@ func (m *Manager) CompleteDeferredWork(_ context.Context, resync bool) error {
 		return nil
 	}
 	for _, fam := range ipfamily.All {
-		masq, all := ipfamily.Split(m.pools.Masq, fam), ipfamily.Split(m.pools.All, fam)
+		masq, all := ipfamily.Split(m.masq, fam), ipfamily.Split(m.all, fam)
 		t := m.tables[fam]
 		if t == nil {
 			if len(masq) > 0 && !m.warned[fam] {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/felix/cmdrun"
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/ipsets"
@@ -56,12 +57,33 @@ func (w *writers) apply(t *testing.T, m *Manager, resync bool) {
 	}
 }
 
-func prefixes(s ...string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, x := range s {
-		out = append(out, netip.MustParsePrefix(x))
+func pool(name, cidr string, natOutgoing bool) model.PoolUpdate {
+	return model.PoolUpdate{Pool: model.Pool{Name: name, CIDR: netip.MustParsePrefix(cidr), IPIPMode: "Never", NATOutgoing: natOutgoing}}
+}
+
+func send(m *Manager, msgs ...any) {
+	for _, msg := range msgs {
+		m.OnUpdate(msg)
 	}
-	return out
+}
+
+// A pool's removal takes it out of the sets; the last natOutgoing pool's takes the rules away.
+func TestManagerPoolRemoved(t *testing.T) {
+	k := fakekernel.New()
+	w := newWriters(t, k, iptables.BackendNFT)
+	m := New(w.tables, w.sets, Options{})
+	send(m, pool("a", "10.244.0.0/16", true), pool("b", "10.245.0.0/16", false))
+	w.apply(t, m, false)
+	send(m, model.PoolRemove{Name: "b"}, model.PoolRemove{Name: "unknown"})
+	w.apply(t, m, false)
+	if got := k.Sets()["tabby-all-ipam-pools"].Members; !slices.Equal(got, []string{"10.244.0.0/16"}) {
+		t.Fatalf("all pools after a removal: %v", got)
+	}
+	send(m, model.PoolRemove{Name: "a"})
+	w.apply(t, m, false)
+	if len(k.Sets()) != 0 || len(k.Chains("iptables-nft", "nat")[NATOutgoing]) != 0 {
+		t.Fatalf("NAT left without pools: sets %v, chains %v", k.Sets(), k.Chains("iptables-nft", "nat"))
+	}
 }
 
 func callNames(k *fakekernel.Kernel) []string {
@@ -80,10 +102,7 @@ func TestManagerBothFamilies(t *testing.T) {
 	k := fakekernel.New()
 	w := newWriters(t, k, iptables.BackendNFT)
 	m := New(w.tables, w.sets, Options{RandomFully: true})
-	m.OnUpdate(Pools{
-		Masq: prefixes("10.244.0.0/16", "fd00:10:244::/48"),
-		All:  prefixes("10.245.0.0/16", "10.244.0.0/16", "fd00:10:244::/48"),
-	})
+	send(m, pool("a", "10.244.0.0/16", true), pool("b", "fd00:10:244::/48", true), pool("c", "10.245.0.0/16", false))
 	w.apply(t, m, false)
 
 	masq := "-m set --match-set tabby-masq-ipam-pools src -m set ! --match-set tabby-all-ipam-pools dst -j MASQUERADE --random-fully"
@@ -109,16 +128,18 @@ func TestManagerBothFamilies(t *testing.T) {
 		}
 	}
 
-	// The same pools again, in another order: nothing runs.
+	// The same pools again, in another order, with what NAT does not read changed: nothing runs.
 	k.ResetCalls()
-	m.OnUpdate(Pools{Masq: prefixes("fd00:10:244::/48", "10.244.0.0/16"), All: prefixes("fd00:10:244::/48", "10.244.0.0/16", "10.245.0.0/16")})
+	c := pool("c", "10.245.0.0/16", false)
+	c.Pool.IPIPMode = "Always"
+	send(m, pool("b", "fd00:10:244::/48", true), c, pool("a", "10.244.0.0/16", true))
 	w.apply(t, m, false)
 	if c := k.Calls(); len(c) != 0 {
 		t.Fatalf("unchanged pools ran %v", c)
 	}
 
 	// A new non-NAT pool: one ipset restore adding it, no iptables-restore.
-	m.OnUpdate(Pools{Masq: prefixes("fd00:10:244::/48", "10.244.0.0/16"), All: prefixes("fd00:10:244::/48", "10.244.0.0/16", "10.245.0.0/16", "10.246.0.0/16")})
+	send(m, pool("d", "10.246.0.0/16", false))
 	w.apply(t, m, false)
 	if c := k.Calls(); len(c) != 1 || c[0].Stdin != "add tabby-all-ipam-pools 10.246.0.0/16\n" {
 		t.Fatalf("one more pool ran %v", c)
@@ -126,7 +147,7 @@ func TestManagerBothFamilies(t *testing.T) {
 
 	// No natOutgoing in IPv6 any more: its rules and sets go, IPv4's stay untouched.
 	k.ResetCalls()
-	m.OnUpdate(Pools{Masq: prefixes("10.244.0.0/16"), All: prefixes("fd00:10:244::/48", "10.244.0.0/16", "10.245.0.0/16", "10.246.0.0/16")})
+	send(m, pool("b", "fd00:10:244::/48", false))
 	w.apply(t, m, false)
 	if got, want := callNames(k), []string{"ip6tables-nft-restore", "ipset restore"}; !slices.Equal(got, want) {
 		t.Fatalf("IPv6 NAT off ran %v, want %v", got, want)
@@ -152,7 +173,7 @@ func TestManagerWithoutRandomFullyAndWithoutATable(t *testing.T) {
 	w := newWriters(t, k, iptables.BackendLegacy)
 	delete(w.tables, ipfamily.IPv6)
 	m := New(w.tables, w.sets, Options{})
-	m.OnUpdate(&Pools{Masq: prefixes("10.244.0.0/16", "fd00::/48"), All: prefixes("10.244.0.0/16", "fd00::/48")})
+	send(m, pool("a", "10.244.0.0/16", true), pool("b", "fd00::/48", true))
 	ctx := context.Background()
 	if err := m.CompleteDeferredWork(ctx, false); err != nil {
 		t.Fatal(err)

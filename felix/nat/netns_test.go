@@ -42,7 +42,7 @@ func TestUpgradeAdoptsExistingState(t *testing.T) {
 			rec := &nstest.Recorder{Runner: n.Runner}
 			w := newWriters(t, rec, b)
 			m := New(w.tables, w.sets, Options{RandomFully: feat.RandomFully})
-			m.OnUpdate(Pools{Masq: prefixes("10.244.0.0/16"), All: prefixes("10.244.0.0/16", "10.245.0.0/16")})
+			send(m, pool("a", "10.244.0.0/16", true), pool("b", "10.245.0.0/16", false))
 			w.apply(t, m, false)
 			calls, stdin := rec.Take()
 			want := []string{"ipset save", iptables.Command(ipfamily.IPv4, b, "-save") + " -t nat", iptables.Command(ipfamily.IPv6, b, "-save") + " -t nat", "ipset restore"}
@@ -51,7 +51,7 @@ func TestUpgradeAdoptsExistingState(t *testing.T) {
 			}
 
 			// natOutgoing off: everything of tabby's goes, the foreign rule stays.
-			m.OnUpdate(Pools{All: prefixes("10.244.0.0/16", "10.245.0.0/16")})
+			send(m, pool("a", "10.244.0.0/16", false))
 			w.apply(t, m, false)
 			save := n.Exec(t, iptables.Command(ipfamily.IPv4, b, "-save"), "-t", "nat")
 			if strings.Contains(save, "tabby") || !strings.Contains(save, "-A POSTROUTING -d 203.0.113.99/32 -j RETURN") {

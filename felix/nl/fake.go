@@ -16,6 +16,7 @@ type Fake struct {
 	mu       sync.Mutex
 	routes   map[fakeKey]netlink.Route
 	links    map[string]netlink.Link
+	indexes  map[int]struct{} // of links: a route's device is checked in constant time, as the kernel does
 	addrs    map[string][]netlink.Addr
 	nextIdx  int
 	failures []*Failure
@@ -44,7 +45,7 @@ type Failure struct {
 
 // NewFake returns an empty kernel with a loopback.
 func NewFake() *Fake {
-	f := &Fake{routes: map[fakeKey]netlink.Route{}, links: map[string]netlink.Link{}, addrs: map[string][]netlink.Addr{}, calls: map[string]int{}, nextIdx: 1}
+	f := &Fake{routes: map[fakeKey]netlink.Route{}, links: map[string]netlink.Link{}, indexes: map[int]struct{}{}, addrs: map[string][]netlink.Addr{}, calls: map[string]int{}, nextIdx: 1}
 	f.AddLink("lo", 65536)
 	return f
 }
@@ -89,6 +90,7 @@ func (f *Fake) addLinkLocked(l netlink.Link) int {
 	a.Index = f.nextIdx
 	f.nextIdx++
 	f.links[a.Name] = l
+	f.indexes[a.Index] = struct{}{}
 	if f.linkCh != nil {
 		f.sendLink(netlink.LinkUpdate{Link: l, Header: unix.NlMsghdr{Type: unix.RTM_NEWLINK}})
 	}
@@ -104,6 +106,7 @@ func (f *Fake) DelLink(name string) {
 		return
 	}
 	delete(f.links, name)
+	delete(f.indexes, l.Attrs().Index)
 	delete(f.addrs, name)
 	for k, r := range f.routes {
 		if r.LinkIndex == l.Attrs().Index {
@@ -251,16 +254,8 @@ func (f *Fake) replaceLocked(r *netlink.Route) error {
 	if r.Dst == nil {
 		return unix.EINVAL
 	}
-	if r.Type != unix.RTN_BLACKHOLE {
-		found := false
-		for _, l := range f.links {
-			if l.Attrs().Index == r.LinkIndex {
-				found = true
-			}
-		}
-		if !found {
-			return unix.ENODEV
-		}
+	if _, ok := f.indexes[r.LinkIndex]; !ok && r.Type != unix.RTN_BLACKHOLE {
+		return unix.ENODEV
 	}
 	c := *r
 	if c.Table == 0 {

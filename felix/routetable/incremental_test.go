@@ -41,25 +41,25 @@ func (r *rig) wantOps(what string, replaced0, deleted0, replaced, deleted int) {
 
 func TestSetRouteAndRemoveRouteWriteOnlyThatRoute(t *testing.T) {
 	r := newRig(t)
-	r.rt.SetRoutes(manyRoutes(500))
+	r.setAll(manyRoutes(500))
 	if res := r.apply(); res.Replaced != 504 || len(res.Failed) != 0 {
 		t.Fatalf("full sync: %+v", res)
 	}
 
 	rep, del := r.ops()
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	r.set(workloadRoute("10.244.0.9/32", "cali2"))
 	if res := r.apply(); res.Replaced != 1 || res.Deleted != 0 || !r.has("10.244.0.9/32") {
 		t.Fatalf("new pod: %+v\n%s", res, r.fake)
 	}
 	r.wantOps("new pod", rep, del, 1, 0)
 
 	rep, del = r.ops()
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	r.set(workloadRoute("10.244.0.9/32", "cali2"))
 	r.apply()
 	r.wantOps("same route again", rep, del, 0, 0)
 
 	rep, del = r.ops()
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali1"))
+	r.set(workloadRoute("10.244.0.9/32", "cali1"))
 	r.apply()
 	r.wantOps("pod moved to another veth", rep, del, 1, 0)
 	if rt, _ := r.fake.Route("10.244.0.9/32"); rt.LinkIndex != r.link("cali1") {
@@ -68,31 +68,31 @@ func TestSetRouteAndRemoveRouteWriteOnlyThatRoute(t *testing.T) {
 
 	// A deleted pod's route goes at once: felix wanted it, so no grace period applies.
 	rep, del = r.ops()
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.9/32"))
+	r.remove(netip.MustParsePrefix("10.244.0.9/32"))
 	if res := r.apply(); res.Deleted != 1 || r.has("10.244.0.9/32") {
 		t.Fatalf("deleted pod: %+v", res)
 	}
 	r.wantOps("deleted pod", rep, del, 0, 1)
 
 	rep, del = r.ops()
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.9/32"))
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.99.9/32"))
+	r.remove(netip.MustParsePrefix("10.244.0.9/32"))
+	r.remove(netip.MustParsePrefix("10.244.99.9/32"))
 	r.apply()
 	r.wantOps("removing what is not wanted", rep, del, 0, 0)
 
 	// Removed then wanted again before an Apply: not released, nothing written.
 	rep, del = r.ops()
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.2.1/32"))
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.2.1/32"), workloadRoute("10.244.2.1/32", "cali1"))
+	r.remove(netip.MustParsePrefix("10.244.2.1/32"))
+	r.set(workloadRoute("10.244.2.1/32", "cali1"))
 	r.apply()
 	r.wantOps("remove and re-add", rep, del, 0, 0)
 	if _, rel := r.rt.released[netip.MustParsePrefix("10.244.2.1/32")]; rel || !r.has("10.244.2.1/32") {
 		t.Fatal("re-added route still released or gone")
 	}
 
-	// A full SetRoutes after incremental changes diffs against them.
+	// Stating every route again after changes one by one writes nothing.
 	rep, del = r.ops()
-	r.rt.SetRoutes(manyRoutes(500))
+	r.setAll(manyRoutes(500))
 	r.apply()
 	r.wantOps("same full set", rep, del, 0, 0)
 }
@@ -108,9 +108,9 @@ func (r *rig) link(name string) int {
 // programmedByWalk is what Programmed was before counts were kept: desired routes not failed.
 func (r *rig) programmedByWalk() map[calc.Kind]int {
 	out := map[calc.Kind]int{}
-	for dst, rt := range r.rt.desired {
+	for dst, w := range r.rt.desired {
 		if _, bad := r.rt.failed[dst]; !bad {
-			out[rt.Kind]++
+			out[w.route.Kind]++
 		}
 	}
 	return out
@@ -125,14 +125,14 @@ func TestProgrammedCountsAcrossSetters(t *testing.T) {
 		}
 	}
 	r.fake.Fail(&nl.Failure{Op: "RouteReplace", Dst: "10.244.0.5/32", Err: unix.EINVAL, Times: -1})
-	r.rt.SetRoutes(manyRoutes(10))
+	r.setAll(manyRoutes(10))
 	check("full set with one failure", r.apply(), map[calc.Kind]int{calc.KindWorkload: 11, calc.KindBlackhole: 1, calc.KindRemote: 1})
 
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	r.set(workloadRoute("10.244.0.9/32", "cali2"))
 	check("one added", r.apply(), map[calc.Kind]int{calc.KindWorkload: 12, calc.KindBlackhole: 1, calc.KindRemote: 1})
 
 	// A route on a veth that does not exist yet fails without a netlink call.
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.10/32"), workloadRoute("10.244.0.10/32", "cali9"))
+	r.set(workloadRoute("10.244.0.10/32", "cali9"))
 	res := r.apply()
 	check("one on a missing veth", res, map[calc.Kind]int{calc.KindWorkload: 12, calc.KindBlackhole: 1, calc.KindRemote: 1})
 	if len(res.Failed) != 2 {
@@ -140,7 +140,7 @@ func TestProgrammedCountsAcrossSetters(t *testing.T) {
 	}
 
 	// The failing route is no longer wanted: it neither counts nor fails any more.
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.5/32"))
+	r.remove(netip.MustParsePrefix("10.244.0.5/32"))
 	res = r.apply()
 	check("failed one removed", res, map[calc.Kind]int{calc.KindWorkload: 12, calc.KindBlackhole: 1, calc.KindRemote: 1})
 	if len(res.Failed) != 1 {
@@ -148,33 +148,28 @@ func TestProgrammedCountsAcrossSetters(t *testing.T) {
 	}
 
 	// A prefix changes kind (a workload /32 becomes a remote route).
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), calc.Route{Dst: netip.MustParsePrefix("10.244.0.9/32"), Kind: calc.KindRemote, Dev: "eth0", Gw: netip.MustParseAddr("198.51.100.12")})
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.0/26"))
+	r.remove(netip.MustParsePrefix("10.244.0.9/32"))
+	r.set(calc.Route{Dst: netip.MustParsePrefix("10.244.0.9/32"), Kind: calc.KindRemote, Dev: "eth0", Gw: netip.MustParseAddr("198.51.100.12")})
+	r.remove(netip.MustParsePrefix("10.244.0.0/26"))
 	check("kind changed, blackhole removed", r.apply(), map[calc.Kind]int{calc.KindWorkload: 11, calc.KindRemote: 2})
 
 	r.fake.AddLink("cali9", 1500)
 	check("missing veth appeared", r.apply(), map[calc.Kind]int{calc.KindWorkload: 12, calc.KindRemote: 2})
 
-	// A full set replaces the counts, also when it is the very map the table holds.
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	check("full set again", r.apply(), map[calc.Kind]int{calc.KindWorkload: 1, calc.KindBlackhole: 1, calc.KindRemote: 1})
-	d := r.rt.desired
-	delete(d, netip.MustParsePrefix("10.244.1.0/26"))
-	r.rt.SetRoutes(d)
-	check("own map handed back", r.apply(), map[calc.Kind]int{calc.KindWorkload: 1, calc.KindBlackhole: 1})
 }
 
-// While felix is not in sync, a removed route stays in the kernel, as one left out of
-// SetRoutes does; it goes when the hold ends.
+// While felix is not in sync, a removed route stays in the kernel; it goes when the hold ends.
 func TestRemoveRouteHonoursHoldDeletes(t *testing.T) {
 	r := newRig(t)
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	r.apply()
 	r.rt.SetHoldDeletes(true)
 	rep, del := r.ops()
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.0.5/32"))
-	r.rt.RemoveRoute(netip.MustParsePrefix("10.244.1.0/26"))
-	r.rt.SetRoute(netip.MustParsePrefix("10.244.0.9/32"), workloadRoute("10.244.0.9/32", "cali2"))
+	r.remove(netip.MustParsePrefix("10.244.0.5/32"))
+	r.remove(netip.MustParsePrefix("10.244.1.0/26"))
+	r.set(workloadRoute("10.244.0.9/32", "cali2"))
 	r.apply()
 	r.wantOps("while holding", rep, del, 1, 0)
 	if !r.has("10.244.0.5/32") || !r.has("10.244.1.0/26") || !r.has("10.244.0.9/32") {
@@ -191,17 +186,17 @@ func TestRemoveRouteHonoursHoldDeletes(t *testing.T) {
 // routes still wanted on it are programmed.
 func TestLinkEventUsesDeviceIndex(t *testing.T) {
 	r := newRig(t)
-	r.rt.SetRoutes(manyRoutes(100))
+	r.setAll(manyRoutes(100))
 	r.apply()
 	a, b, moved := netip.MustParsePrefix("10.244.9.1/32"), netip.MustParsePrefix("10.244.9.2/32"), netip.MustParsePrefix("10.244.9.3/32")
-	r.rt.SetRoute(a, workloadRoute(a.String(), "cali9"))
-	r.rt.SetRoute(b, workloadRoute(b.String(), "cali9"))
-	r.rt.SetRoute(moved, workloadRoute(moved.String(), "cali9"))
+	r.set(workloadRoute(a.String(), "cali9"))
+	r.set(workloadRoute(b.String(), "cali9"))
+	r.set(workloadRoute(moved.String(), "cali9"))
 	if res := r.apply(); len(res.Failed) != 3 {
 		t.Fatalf("routes on a missing veth: %+v, want 3 failed", res.Failed)
 	}
-	r.rt.RemoveRoute(b)
-	r.rt.SetRoute(moved, workloadRoute(moved.String(), "cali1"))
+	r.remove(b)
+	r.set(workloadRoute(moved.String(), "cali1"))
 	r.apply()
 	rep, del := r.ops()
 	r.fake.AddLink("cali9", 1500)

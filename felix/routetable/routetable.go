@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tabbynet/tabby/felix/calc"
+	"github.com/tabbynet/tabby/felix/internal/dirtyset"
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/internal/nlretry"
 )
@@ -77,7 +78,11 @@ type RouteTable struct {
 	opts Options
 	log  *slog.Logger
 
-	desired map[netip.Prefix]calc.Route
+	// desired holds the route programmed at each prefix, the best class's (see Class);
+	// waiting the other classes' routes to the same prefixes, each taking over when the ones
+	// before it let go.
+	desired map[netip.Prefix]wish
+	waiting map[netip.Prefix][]wish
 	// kinds counts desired routes by kind, kept by every setter, so that Apply reports what is
 	// programmed without walking thousands of routes for one new pod.
 	kinds map[calc.Kind]int
@@ -91,7 +96,7 @@ type RouteTable struct {
 	linkIdx  map[string]int
 	linkName map[int]string
 
-	dirty      map[netip.Prefix]struct{}
+	dirty      dirtyset.Set[netip.Prefix]
 	fullResync bool
 	unknownAt  map[netip.Prefix]time.Time // first sight of an unknown workload route
 	failed     map[netip.Prefix]RouteError
@@ -130,92 +135,30 @@ func New(h nl.Handle, opts Options) *RouteTable {
 	}
 	return &RouteTable{
 		h: h, opts: opts, log: opts.Log,
-		desired: map[netip.Prefix]calc.Route{}, kinds: map[calc.Kind]int{}, byDev: map[string]map[netip.Prefix]struct{}{}, released: map[netip.Prefix]struct{}{},
+		desired: map[netip.Prefix]wish{}, waiting: map[netip.Prefix][]wish{}, kinds: map[calc.Kind]int{}, byDev: map[string]map[netip.Prefix]struct{}{}, released: map[netip.Prefix]struct{}{},
 		kernel: map[kkey]kroute{}, byDst: map[netip.Prefix][]int{},
 		linkIdx: map[string]int{}, linkName: map[int]string{},
-		dirty: map[netip.Prefix]struct{}{}, fullResync: true,
-		unknownAt: map[netip.Prefix]time.Time{}, failed: map[netip.Prefix]RouteError{},
+		fullResync: true,
+		unknownAt:  map[netip.Prefix]time.Time{}, failed: map[netip.Prefix]RouteError{},
 	}
-}
-
-// SetRoutes records the full desired set; only differences are marked dirty. The table keeps
-// routes (SetRoute and RemoveRoute write into it): the caller must not reuse it for something
-// else while the table holds it.
-func (t *RouteTable) SetRoutes(routes map[netip.Prefix]calc.Route) {
-	if routes == nil {
-		routes = map[netip.Prefix]calc.Route{}
-	}
-	// Counted and indexed afresh: the caller may have handed the same map back after changing it.
-	clear(t.kinds)
-	clear(t.byDev)
-	kept := 0
-	for dst, r := range routes {
-		t.kinds[r.Kind]++
-		t.indexDev(dst, r.Dev)
-		old, ok := t.desired[dst]
-		if ok {
-			kept++
-		}
-		if !ok || old != r {
-			t.dirty[dst] = struct{}{}
-		}
-		if len(t.released) > 0 {
-			delete(t.released, dst)
-		}
-	}
-	// Every route felix wanted before is still wanted (a pod was added, a route changed): no
-	// second pass over the old set is needed to find released ones. This is the hot path of a
-	// new pod on a node with thousands of routes.
-	if kept < len(t.desired) {
-		for dst := range t.desired {
-			if _, ok := routes[dst]; !ok {
-				t.dirty[dst] = struct{}{}
-				t.released[dst] = struct{}{}
-			}
-		}
-	}
-	t.desired = routes
-}
-
-// SetRoute records one desired route (a new pod) and marks only it dirty.
-func (t *RouteTable) SetRoute(dst netip.Prefix, r calc.Route) {
-	old, had := t.desired[dst]
-	if had {
-		if old == r {
-			return
-		}
-		t.kinds[old.Kind]--
-		t.unindexDev(dst, old.Dev)
-	}
-	t.kinds[r.Kind]++
-	t.indexDev(dst, r.Dev)
-	t.desired[dst] = r
-	t.dirty[dst] = struct{}{}
-	delete(t.released, dst)
-}
-
-// RemoveRoute stops wanting the route to dst. Like a route left out of SetRoutes, it is released:
-// Apply deletes it at once, without the grace period of a route felix never knew, unless deletes
-// are held.
-func (t *RouteTable) RemoveRoute(dst netip.Prefix) {
-	old, had := t.desired[dst]
-	if !had {
-		return
-	}
-	t.kinds[old.Kind]--
-	t.unindexDev(dst, old.Dev)
-	delete(t.desired, dst)
-	t.dirty[dst] = struct{}{}
-	t.released[dst] = struct{}{}
 }
 
 // QueueResync makes the next Apply re-read the kernel (periodic resync, lost events).
 func (t *RouteTable) QueueResync() { t.fullResync = true }
 
-// Desired returns the route wanted for dst.
+// Desired returns the route programmed at dst, the best class's.
 func (t *RouteTable) Desired(dst netip.Prefix) (calc.Route, bool) {
-	r, ok := t.desired[dst]
-	return r, ok
+	w, ok := t.desired[dst]
+	return w.route, ok
+}
+
+// DesiredRoutes returns a copy of every route the table wants in the kernel.
+func (t *RouteTable) DesiredRoutes() map[netip.Prefix]calc.Route {
+	out := make(map[netip.Prefix]calc.Route, len(t.desired))
+	for dst, w := range t.desired {
+		out[dst] = w.route
+	}
+	return out
 }
 
 // HostRoutesChanged reports (and clears) whether a non-tabby route changed since the last call:
@@ -302,11 +245,11 @@ func (t *RouteTable) Sync() error {
 		t.byDst[k.dst] = append(t.byDst[k.dst], k.priority)
 	}
 	for dst := range t.desired {
-		t.dirty[dst] = struct{}{}
+		t.dirty.Add(dst)
 	}
 	for k, r := range kernel {
 		if r.proto == t.opts.Protocol {
-			t.dirty[k.dst] = struct{}{}
+			t.dirty.Add(k.dst)
 		}
 	}
 	t.fullResync = false
@@ -397,7 +340,7 @@ func (t *RouteTable) OnRouteUpdate(u netlink.RouteUpdate) {
 		t.hostChanged()
 	}
 	if _, want := t.desired[k.dst]; want || kr.proto == t.opts.Protocol {
-		t.dirty[k.dst] = struct{}{}
+		t.dirty.Add(k.dst)
 	}
 }
 
@@ -453,14 +396,14 @@ func (t *RouteTable) dropLinkRoutes(index int) {
 	for k, r := range t.kernel {
 		if r.linkIndex == index {
 			t.forget(k)
-			t.dirty[k.dst] = struct{}{}
+			t.dirty.Add(k.dst)
 		}
 	}
 }
 
 func (t *RouteTable) markDev(name string) {
 	for dst := range t.byDev[name] {
-		t.dirty[dst] = struct{}{}
+		t.dirty.Add(dst)
 	}
 }
 
@@ -495,21 +438,22 @@ func (t *RouteTable) Apply() (Result, error) {
 	now := t.opts.Now()
 	if len(t.failed) > 0 && !now.Before(t.retryAt) {
 		for dst := range t.failed {
-			t.dirty[dst] = struct{}{}
+			t.dirty.Add(dst)
 		}
 	}
 	for dst, at := range t.unknownAt {
 		if now.Sub(at) >= t.opts.GracePeriod {
-			t.dirty[dst] = struct{}{}
+			t.dirty.Add(dst)
 		}
 	}
 
 	var ops []nl.RouteOp
 	var opDst []netip.Prefix
 	var opKey []kkey
-	for dst := range t.dirty {
+	for _, dst := range t.dirty.Keys() {
 		delete(t.failed, dst)
-		want, wanted := t.desired[dst]
+		w, wanted := t.desired[dst]
+		want := w.route
 		var wantNL *netlink.Route
 		if wanted {
 			r, err := t.toNetlink(want)
@@ -565,7 +509,7 @@ func (t *RouteTable) Apply() (Result, error) {
 			opDst, opKey = append(opDst, dst), append(opKey, kkey{dst, 0})
 		}
 	}
-	clear(t.dirty)
+	t.dirty.Clear()
 
 	t.execute(ops, opDst, opKey, &res)
 
@@ -575,9 +519,9 @@ func (t *RouteTable) Apply() (Result, error) {
 		}
 	}
 	for dst, e := range t.failed {
-		if r, wanted := t.desired[dst]; wanted {
-			if res.Programmed[r.Kind]--; res.Programmed[r.Kind] == 0 {
-				delete(res.Programmed, r.Kind)
+		if w, wanted := t.desired[dst]; wanted {
+			if res.Programmed[w.route.Kind]--; res.Programmed[w.route.Kind] == 0 {
+				delete(res.Programmed, w.route.Kind)
 			}
 		}
 		res.Failed = append(res.Failed, e)

@@ -84,9 +84,45 @@ func desired() map[netip.Prefix]calc.Route {
 	return m
 }
 
+// classOf is the class felix's managers state a route of this kind in.
+func classOf(k calc.Kind) Class {
+	switch k {
+	case calc.KindWorkload:
+		return ClassWorkload
+	case calc.KindBlackhole:
+		return ClassBlackhole
+	}
+	return ClassLearned
+}
+
+// set states r in its kind's class.
+func (r *rig) set(route calc.Route) { r.rt.SetRoute(classOf(route.Kind), route) }
+
+// remove withdraws every class's route to dst.
+func (r *rig) remove(dst netip.Prefix) {
+	for _, c := range []Class{ClassWorkload, ClassBlackhole, ClassLearned} {
+		r.rt.RemoveRoute(c, dst)
+	}
+}
+
+// setAll makes routes the table's whole desired set, as the managers together would.
+func (r *rig) setAll(routes map[netip.Prefix]calc.Route) {
+	for dst := range r.rt.DesiredRoutes() {
+		if _, ok := routes[dst]; !ok {
+			r.remove(dst)
+		}
+	}
+	for _, route := range routes {
+		if cur, ok := r.rt.Desired(route.Dst); ok && classOf(cur.Kind) != classOf(route.Kind) {
+			r.remove(route.Dst)
+		}
+		r.set(route)
+	}
+}
+
 func TestProgramsFromEmptyThenNoop(t *testing.T) {
 	r := newRig(t)
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	res := r.apply()
 	if res.Replaced != 4 || len(res.Failed) != 0 {
 		t.Fatalf("result %+v\n%s", res, r.fake)
@@ -104,7 +140,7 @@ func TestProgramsFromEmptyThenNoop(t *testing.T) {
 	}
 	// The events of felix's own writes, and a full resync, change nothing.
 	batches := r.fake.Calls("RouteBatch")
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	if res := r.apply(); res.Replaced+res.Deleted != 0 {
 		t.Fatalf("second apply wrote: %+v", res)
 	}
@@ -119,7 +155,7 @@ func TestProgramsFromEmptyThenNoop(t *testing.T) {
 
 func TestDriftRepair(t *testing.T) {
 	r := newRig(t)
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	r.apply()
 	eth0, _ := r.fake.LinkByName("eth0")
 
@@ -157,7 +193,7 @@ func TestForeignRoutes(t *testing.T) {
 	r.fake.InjectRoute(netlink.Route{Dst: ipnet("10.244.1.0/26"), Protocol: unix.RTPROT_STATIC, LinkIndex: eth0.Attrs().Index, Gw: net.ParseIP("198.51.100.99")})
 	// A static route to a pod /32 on its cali interface: may be replaced by ours.
 	r.fake.InjectRoute(netlink.Route{Dst: ipnet("10.244.0.5/32"), Protocol: unix.RTPROT_STATIC, LinkIndex: cali1.Attrs().Index, Scope: netlink.SCOPE_LINK})
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	res := r.apply()
 	st, _ := r.fake.Route("10.244.1.0/26")
 	if st.Protocol != unix.RTPROT_STATIC || !st.Gw.Equal(net.ParseIP("198.51.100.99")) {
@@ -174,7 +210,7 @@ func TestForeignRoutes(t *testing.T) {
 
 func TestGracePeriodForUnknownWorkloadRoute(t *testing.T) {
 	r := newRig(t)
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	r.apply()
 	cali2, _ := r.fake.LinkByName("cali2")
 	// The CNI plugin adds a pod felix has not heard of yet.
@@ -200,7 +236,7 @@ func TestGracePeriodForUnknownWorkloadRoute(t *testing.T) {
 	// A pod felix knew and that is gone: removed at once.
 	d := desired()
 	delete(d, netip.MustParsePrefix("10.244.0.5/32"))
-	r.rt.SetRoutes(d)
+	r.setAll(d)
 	r.apply()
 	if r.has("10.244.0.5/32") {
 		t.Fatal("route of a deleted pod kept")
@@ -210,7 +246,7 @@ func TestGracePeriodForUnknownWorkloadRoute(t *testing.T) {
 	r.fake.InjectRoute(netlink.Route{Dst: ipnet("10.244.0.10/32"), Protocol: proto, LinkIndex: cali2.Attrs().Index, Scope: netlink.SCOPE_LINK})
 	r.apply()
 	d[netip.MustParsePrefix("10.244.0.10/32")] = calc.Route{Dst: netip.MustParsePrefix("10.244.0.10/32"), Kind: calc.KindWorkload, Dev: "cali2"}
-	r.rt.SetRoutes(d)
+	r.setAll(d)
 	if res := r.apply(); res.Replaced != 0 {
 		t.Fatalf("adopting the CNI's route rewrote it: %+v", res)
 	}
@@ -225,7 +261,7 @@ func TestFailuresIsolatedAndRetried(t *testing.T) {
 	r := newRig(t)
 	r.fake.Fail(&nl.Failure{Op: "RouteReplace", Dst: "10.244.0.5/32", Err: unix.EINVAL, Times: -1})
 	r.fake.Fail(&nl.Failure{Op: "RouteReplace", Dst: "10.244.0.6/32", Err: unix.ENOBUFS, Times: 2})
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	res := r.apply()
 	if r.has("10.244.0.5/32") || !r.has("10.244.0.6/32") || !r.has("10.244.0.0/26") || !r.has("10.244.1.0/26") {
 		t.Fatalf("routes:\n%s", r.fake)
@@ -253,7 +289,7 @@ func TestMissingLinkProgrammedWhenItAppears(t *testing.T) {
 	r := newRig(t)
 	d := desired()
 	d[netip.MustParsePrefix("10.244.0.7/32")] = calc.Route{Dst: netip.MustParsePrefix("10.244.0.7/32"), Kind: calc.KindWorkload, Dev: "cali3"}
-	r.rt.SetRoutes(d)
+	r.setAll(d)
 	res := r.apply()
 	if len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Error(), "cali3") {
 		t.Fatalf("failed %+v", res.Failed)
@@ -277,7 +313,7 @@ func TestHostRoutes(t *testing.T) {
 	eth0, _ := r.fake.LinkByName("eth0")
 	r.fake.InjectRoute(netlink.Route{Dst: ipnet("198.51.100.0/24"), Protocol: unix.RTPROT_KERNEL, LinkIndex: eth0.Attrs().Index, Scope: netlink.SCOPE_LINK})
 	r.fake.InjectRoute(netlink.Route{Dst: nil, Protocol: unix.RTPROT_BOOT, LinkIndex: eth0.Attrs().Index, Gw: net.ParseIP("198.51.100.1")})
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	r.apply()
 	hr := r.rt.HostRoutes()
 	if len(hr) != 2 || !r.rt.HostRoutesChanged() {
@@ -295,7 +331,7 @@ func TestHoldDeletesUntilInSync(t *testing.T) {
 	eth0, _ := r.fake.LinkByName("eth0")
 	r.fake.InjectRoute(netlink.Route{Dst: ipnet("10.244.9.0/26"), Protocol: proto, LinkIndex: eth0.Attrs().Index, Gw: net.ParseIP("198.51.100.12")})
 	r.rt.SetHoldDeletes(true)
-	r.rt.SetRoutes(desired())
+	r.setAll(desired())
 	r.apply()
 	if !r.has("10.244.9.0/26") {
 		t.Fatalf("a remote route was deleted while felix was not in sync:\n%s", r.fake)

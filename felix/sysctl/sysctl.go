@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tabbynet/tabby/felix/netnsrun"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Setting is one key (dotted, as sysctl(8) names it) and its value.
@@ -66,11 +67,13 @@ func (w *Writer) Get(key string) (string, error) {
 	return v, err
 }
 
-// Forwarding is what every node needs: it routes pod traffic.
-func Forwarding() []Setting { return []Setting{{"net.ipv4.ip_forward", "1"}} }
-
-// Forwarding6 is what a node with an IPv6 pool needs.
-func Forwarding6() []Setting { return []Setting{{"net.ipv6.conf.all.forwarding", "1"}} }
+// Forwarding is what a node routing a family's pod traffic needs.
+func Forwarding(f ipfamily.Family) []Setting {
+	if f == ipfamily.IPv6 {
+		return []Setting{{"net.ipv6.conf.all.forwarding", "1"}}
+	}
+	return []Setting{{"net.ipv4.ip_forward", "1"}}
+}
 
 // WorkloadInterface is what a cali veth needs: the pod's default gateway (169.254.1.1, an address
 // nobody has) is answered by proxy ARP at once, and the host forwards for it.

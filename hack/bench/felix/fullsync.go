@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // routeSet is one family's 12,000 routes: workload host routes over the veths and remote
@@ -23,7 +25,7 @@ type routeSet struct {
 	uplink       *net.IPNet
 	nodeAddr     netip.Prefix
 	nextHop      netip.Addr
-	pools        []felix.Pool
+	pools        []model.Pool
 	workloadIP   func(i int) netip.Addr
 	remotePrefix func(i int) netip.Prefix
 }
@@ -31,7 +33,7 @@ type routeSet struct {
 var ipv4Routes = routeSet{
 	name: "IPv4", ipFlag: "-4",
 	nodeAddr: netip.MustParsePrefix("198.51.100.11/24"), nextHop: netip.MustParseAddr("198.51.100.12"),
-	pools: []felix.Pool{
+	pools: []model.Pool{
 		{Name: "pods", CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: v1.IPIPModeNever},
 		{Name: "remote", CIDR: netip.MustParsePrefix("10.250.0.0/15"), IPIPMode: v1.IPIPModeNever},
 	},
@@ -45,7 +47,7 @@ var ipv6Routes = routeSet{
 	name: "IPv6", ipFlag: "-6",
 	uplink:   &net.IPNet{IP: net.ParseIP("2001:db8:100::11"), Mask: net.CIDRMask(64, 128)},
 	nodeAddr: netip.MustParsePrefix("2001:db8:100::11/64"), nextHop: netip.MustParseAddr("2001:db8:100::12"),
-	pools: []felix.Pool{
+	pools: []model.Pool{
 		{Name: "pods6", CIDR: netip.MustParsePrefix("fd00:10:244::/64")},
 		{Name: "remote6", CIDR: netip.MustParsePrefix("fd00:10:250::/64")},
 	},
@@ -61,7 +63,7 @@ var ipv6Routes = routeSet{
 type syncRun struct {
 	f                   *felix.Felix
 	fNS                 *benchNS
-	wl                  []felix.Workload
+	wl                  []model.Workload
 	ipTimes, felixTimes []time.Duration
 	closers             []func()
 }
@@ -119,10 +121,7 @@ func fullSync(ctx context.Context, rs routeSet, keep bool) (_ *syncRun, err erro
 		return nil, fmt.Errorf("ip %s -batch made %d routes, want %d", rs.ipFlag, n, workloads+remotes)
 	}
 
-	s.wl = make([]felix.Workload, workloads)
-	for i := range s.wl {
-		s.wl[i] = felix.Workload{IP: rs.workloadIP(i), Interface: vethName(i % veths)}
-	}
+	s.wl = workloadsOn(rs, workloads)
 	for r := 0; r < rounds; r++ {
 		if s.f != nil {
 			s.f.Close()
@@ -130,20 +129,22 @@ func fullSync(ctx context.Context, rs routeSet, keep bool) (_ *syncRun, err erro
 		if err := fNS.flush(); err != nil {
 			return nil, err
 		}
-		f, err := felix.New(felix.Config{NodeName: "bench", UplinkInterface: "up0", NetNSPath: fNS.Path(), ResyncInterval: time.Hour})
+		f, err := felix.New(felix.Config{NodeName: "bench", UplinkInterface: ipfamily.PairOf("up0", ""), NetNSPath: fNS.Path(), ResyncInterval: time.Hour})
 		if err != nil {
 			return nil, err
 		}
 		s.f = f
-		if rs.nodeAddr.Addr().Is4() {
-			f.SetLocalNode(rs.nodeAddr, netip.Addr{})
-		} else {
-			f.SetLocalNode6(rs.nodeAddr)
+		node := model.Node{Name: "bench"}
+		node.BGPAddress.Set(ipfamily.OfPrefix(rs.nodeAddr), rs.nodeAddr)
+		f.OnUpdate(model.NodeUpdate{Node: node})
+		for _, p := range rs.pools {
+			f.OnUpdate(model.PoolUpdate{Pool: p})
 		}
-		f.SetPools(rs.pools)
-		f.SetWorkloads(s.wl)
+		for _, w := range s.wl {
+			f.OnUpdate(model.WorkloadUpdate{Workload: w})
+		}
 		for i := 0; i < remotes; i++ {
-			f.UpsertBGPRoute(felix.BGPRoute{Prefix: rs.remotePrefix(i), NextHop: rs.nextHop})
+			f.OnUpdate(model.RouteUpdate{Prefix: rs.remotePrefix(i), NextHop: rs.nextHop})
 		}
 		start := time.Now()
 		if err := f.ApplyNow(ctx); err != nil {
@@ -156,4 +157,17 @@ func fullSync(ctx context.Context, rs routeSet, keep bool) (_ *syncRun, err erro
 		return nil, fmt.Errorf("felix made %d %s routes, want %d", n, rs.name, workloads+remotes)
 	}
 	return s, nil
+}
+
+// workloadsOn is n pods' addresses spread over the veths, as one workload per veth: the bench's
+// namespace has 100 veths, not one per pod.
+func workloadsOn(rs routeSet, n int) []model.Workload {
+	ws := make([]model.Workload, veths)
+	for i := range ws {
+		ws[i] = model.Workload{Pod: model.PodKey{Namespace: "bench", Name: fmt.Sprint("pod-", i)}, Interface: vethName(i)}
+	}
+	for i := 0; i < n; i++ {
+		ws[i%veths].IPs = append(ws[i%veths].IPs, rs.workloadIP(i))
+	}
+	return ws
 }

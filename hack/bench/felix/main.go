@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -22,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
@@ -29,6 +29,7 @@ import (
 
 const (
 	veths     = 100
+	newPods   = 100 // each on a veth of its own, made beside the full sync's
 	workloads = 10000
 	remotes   = 2000
 	rounds    = 3
@@ -61,7 +62,7 @@ func newNS() (*benchNS, error) {
 		return nil, err
 	}
 	b := &benchNS{NetNS: n, h: h}
-	for i := 0; i < veths; i++ {
+	for i := 0; i < veths+newPods; i++ {
 		if err := b.veth(vethName(i), fmt.Sprintf("p%d", i), ""); err != nil {
 			b.close()
 			return nil, err
@@ -145,7 +146,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	f, fNS, wl, ipTimes, felixTimes := v4.f, v4.fNS, v4.wl, v4.ipTimes, v4.felixTimes
+	f, fNS, ipTimes, felixTimes := v4.f, v4.fNS, v4.ipTimes, v4.felixTimes
 	var noopTimes []time.Duration
 	for r := 0; r < 10; r++ {
 		f.QueueResync()
@@ -156,7 +157,7 @@ func run() error {
 		noopTimes = append(noopTimes, time.Since(start))
 	}
 
-	lat, learned, withdrawn, err := singleRouteLatency(ctx, f, fNS, wl, ipv4Routes)
+	lat, learned, withdrawn, err := singleRouteLatency(ctx, f, fNS, ipv4Routes)
 	if err != nil {
 		return err
 	}
@@ -176,9 +177,10 @@ func run() error {
 }
 
 // singleRouteLatency runs felix's loop and measures, with thousands of routes in place, one
-// more workload (SetWorkloads) to its route's RTM_NEWROUTE, and one BGP route learned and then
-// withdrawn to its RTM_NEWROUTE and RTM_DELROUTE, in the namespace.
-func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, wl []felix.Workload, rs routeSet) (work, learned, withdrawn []time.Duration, err error) {
+// more workload (a WorkloadUpdate) to its route's RTM_NEWROUTE, and one BGP route learned and
+// then withdrawn (RouteUpdate, RouteRemove) to its RTM_NEWROUTE and RTM_DELROUTE, in the
+// namespace.
+func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, rs routeSet) (work, learned, withdrawn []time.Duration, err error) {
 	nsh, err := netns.GetFromPath(b.Path())
 	if err != nil {
 		return nil, nil, nil, err
@@ -227,11 +229,10 @@ func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, wl []fe
 			}
 		}
 	}
-	cur := slices.Clone(wl)
-	for i := 0; i < 100; i++ {
+	for i := 0; i < newPods; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 244, 200, byte(i)})
-		cur = append(cur, felix.Workload{IP: ip, Interface: vethName(i % veths)})
-		d, err := one(netip.PrefixFrom(ip, 32), unix.RTM_NEWROUTE, func() { f.SetWorkloads(cur) })
+		w := model.Workload{Pod: model.PodKey{Namespace: "bench", Name: fmt.Sprint("new-", i)}, Interface: vethName(veths + i), IPs: []netip.Addr{ip}}
+		d, err := one(netip.PrefixFrom(ip, 32), unix.RTM_NEWROUTE, func() { f.OnUpdate(model.WorkloadUpdate{Workload: w}) })
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -240,9 +241,9 @@ func singleRouteLatency(ctx context.Context, f *felix.Felix, b *benchNS, wl []fe
 	for _, withdraw := range []bool{false, true} {
 		for i := remotes; i < remotes+40; i++ {
 			p := rs.remotePrefix(i)
-			change, typ := func() { f.UpsertBGPRoute(felix.BGPRoute{Prefix: p, NextHop: rs.nextHop}) }, uint16(unix.RTM_NEWROUTE)
+			change, typ := func() { f.OnUpdate(model.RouteUpdate{Prefix: p, NextHop: rs.nextHop}) }, uint16(unix.RTM_NEWROUTE)
 			if withdraw {
-				change, typ = func() { f.DeleteBGPRoute(p) }, unix.RTM_DELROUTE
+				change, typ = func() { f.OnUpdate(model.RouteRemove{Prefix: p}) }, unix.RTM_DELROUTE
 			}
 			d, err := one(p, typ, change)
 			if err != nil {

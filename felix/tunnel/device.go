@@ -1,6 +1,7 @@
 // Package tunnel keeps the IPIP device tunl0 as felix wants it: present, up, the node's tunnel
 // address as its only address and an MTU 20 bytes under the uplink's while a pool uses IPIP;
-// without address when none does.
+// without address when none does. Manager decides from the model's changes; Device makes the
+// kernel's tunl0 match.
 package tunnel
 
 import (
@@ -24,7 +25,7 @@ const IPIPOverhead = 20
 // ErrUnsupported means the kernel has no ipip driver ("Unknown device type").
 var ErrUnsupported = errors.New("kernel has no ipip support")
 
-// Desired is the tunnel state calc asks for.
+// Desired is what tunl0 should be.
 type Desired struct {
 	Needed bool
 	Addr   netip.Addr // the node's tunnel address; invalid = none allocated yet
@@ -33,24 +34,24 @@ type Desired struct {
 	Uplink string
 }
 
-// Manager applies Desired.
-type Manager struct {
+// Device applies Desired to tunl0.
+type Device struct {
 	h      nl.Handle
 	sysctl *sysctl.Writer
 	log    *slog.Logger
 }
 
-// New returns a manager writing through h and sc.
-func New(h nl.Handle, sc *sysctl.Writer, log *slog.Logger) *Manager {
+// NewDevice returns a device writing through h and sc (nil: tunl0's sysctls are not written).
+func NewDevice(h nl.Handle, sc *sysctl.Writer, log *slog.Logger) *Device {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Manager{h: h, sysctl: sc, log: log}
+	return &Device{h: h, sysctl: sc, log: log}
 }
 
 // Apply makes tunl0 match d. It returns the link when one exists (so the route table learns
 // its index at once).
-func (m *Manager) Apply(d Desired) (netlink.Link, error) {
+func (m *Device) Apply(d Desired) (netlink.Link, error) {
 	link, err := m.h.LinkByName(calc.TunnelDevice)
 	if err != nil && !nl.IsNotFound(err) {
 		return nil, fmt.Errorf("look up %s: %w", calc.TunnelDevice, err)
@@ -102,7 +103,7 @@ func (m *Manager) Apply(d Desired) (netlink.Link, error) {
 }
 
 // setAddrs leaves addr/32 as the only IPv4 address of the link (none when addr is invalid).
-func (m *Manager) setAddrs(link netlink.Link, addr netip.Addr) error {
+func (m *Device) setAddrs(link netlink.Link, addr netip.Addr) error {
 	cur, err := m.h.AddrList(link, unix.AF_INET)
 	if err != nil {
 		return fmt.Errorf("list addresses of %s: %w", calc.TunnelDevice, err)
