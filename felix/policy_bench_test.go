@@ -22,7 +22,7 @@ import (
 // The writers do nothing, so only the manager's own work is measured.
 
 const (
-	benchPods       = 1000
+	policyBenchPods       = 1000
 	benchLocal      = 60
 	benchPolicies   = 500
 	benchNamespaces = 5
@@ -118,7 +118,7 @@ func benchManager(b *testing.B) (*policyManager, func()) {
 	}
 	ips := map[policy.Key][]netip.Addr{}
 	var eps []policy.Endpoint
-	for i := range benchPods {
+	for i := range policyBenchPods {
 		p := benchPod(i)
 		m.OnUpdate(PodUpdate{Pod: p})
 		ips[p.Key] = []netip.Addr{benchAddr(i)}
