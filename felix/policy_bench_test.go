@@ -22,7 +22,7 @@ import (
 // The writers do nothing, so only the manager's own work is measured.
 
 const (
-	policyBenchPods       = 1000
+	policyBenchPods = 1000
 	benchLocal      = 60
 	benchPolicies   = 500
 	benchNamespaces = 5
