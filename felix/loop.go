@@ -130,9 +130,9 @@ var errSubscriptionBroken = errors.New("netlink subscription broken")
 func (f *Felix) runSubscribed(ctx context.Context) error {
 	done := make(chan struct{})
 	defer close(done)
-	// Bursts queue in the subscription's 16 MB socket buffer, which costs the kernel's memory,
-	// not ours: a channel of 2^16 updates would keep ~24 MB resident once a burst has touched
-	// it. An overflow of both is a broken subscription: resubscribe and resync.
+	// Bursts queue in the subscription's socket buffer, which costs the kernel's memory, not
+	// ours: a large channel would keep its memory resident once a burst had filled it. An
+	// overflow of both is a broken subscription: resubscribe and resync.
 	routes := make(chan netlink.RouteUpdate, 1<<10)
 	links := make(chan netlink.LinkUpdate, 1<<10)
 	subErr := make(chan error, 1)

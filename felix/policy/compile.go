@@ -148,7 +148,7 @@ func NewCalculator(in Input) *Calculator {
 	c := &Calculator{
 		ips: in.IPs,
 		// The input's map serves as the index (the calculator holds the input by reference
-		// anyway), unless an entry needs mending: at 30,000 pods a second map is 2 MB.
+		// anyway), unless an entry needs mending: a second map would grow with the cluster.
 		podByKey: in.Pods,
 		pods:     make([]*Pod, 0, len(in.Pods)),
 		nsLabels: make(map[string]labels.Set, len(in.Namespaces)),

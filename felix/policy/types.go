@@ -95,7 +95,7 @@ type Input struct {
 	Pods map[Key]*Pod
 	// IPs, when not nil, are the pods' addresses in place of each Pod's IPs: IPAM's view, which
 	// knows a pod's address from its CNI ADD on (felix's and tabbyctl's way; a copy of every
-	// pod to set its addresses was 6 MB at 30,000 pods). A pod with no entry has no address;
+	// pod to set its addresses costs memory per pod of the cluster). A pod with no entry has no address;
 	// an entry for a pod not in Pods is left out: it cannot be selected by labels nobody has
 	// seen.
 	IPs        map[Key][]netip.Addr
