@@ -91,7 +91,7 @@ func (a *Agent) runTunnelAddress(ctx context.Context) error {
 		}
 		a.mu.Lock()
 		want := needsTunnel(a.last)
-		have := a.last.Local != nil && a.last.Local.TunnelAddr.IsValid()
+		have := a.last.Local != nil && a.last.Local.IPIPTunnelAddr.IsValid()
 		a.mu.Unlock()
 		if want == have {
 			continue

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/hack/testenv"
@@ -168,10 +169,10 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 		_ = env.Kube.CoreV1().Nodes().Delete(context.Background(), "changes-n1", metav1.DeleteOptions{})
 	})
 	has := func(sn Snapshot, name string) bool {
-		return slices.ContainsFunc(sn.Nodes, func(n NodeInfo) bool { return n.Name == name })
+		return slices.ContainsFunc(sn.Nodes, func(n model.Node) bool { return n.Name == name })
 	}
 	sn := wait("the node that joined", func(sn Snapshot) bool { return has(sn, "changes-n1") })
-	if sn.Changed != ChangedNodes || !slices.IsSortedFunc(sn.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) }) ||
+	if sn.Changed != ChangedNodes || !slices.IsSortedFunc(sn.Nodes, func(a, b model.Node) int { return strings.Compare(a.Name, b.Name) }) ||
 		sn.Local == nil || sn.Local.Name != "changes-n0" {
 		t.Fatalf("a node joined: changed %b, nodes %+v, local %+v; want only the nodes, sorted, this one local", sn.Changed, sn.Nodes, sn.Local)
 	}
@@ -243,36 +244,6 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	sn = wait("the deleted block", func(sn Snapshot) bool { return !slices.Contains(sn.Routable, netip.MustParsePrefix("10.244.200.0/26")) })
 	if sn.Changed != ChangedBlocks|ChangedPodIPs || len(sn.PodIPsChanged.Removed) != 2 {
 		t.Fatalf("a block deleted: changed %b, PodIPsChanged %+v; want the blocks and its 2 pods' addresses out", sn.Changed, sn.PodIPsChanged)
-	}
-}
-
-// sameNodeInfo compares every field: one it missed would hide a node's change from BGP.
-func TestSameNodeInfoSeesEveryField(t *testing.T) {
-	base := NodeInfo{Name: "n", Labels: map[string]string{"a": "1"}}
-	v := reflect.ValueOf(&base).Elem()
-	for i := range v.NumField() {
-		other := base
-		other.Labels = map[string]string{"a": "1"}
-		f := reflect.ValueOf(&other).Elem().Field(i)
-		switch x := f.Addr().Interface().(type) {
-		case *string:
-			*x = "changed"
-		case *map[string]string:
-			*x = map[string]string{"a": "2"}
-		case *netip.Prefix:
-			*x = netip.MustParsePrefix("198.51.100.1/24")
-		case *netip.Addr:
-			*x = netip.MustParseAddr("198.51.100.1")
-		case *uint32:
-			*x = 65001
-		case *time.Time:
-			*x = time.Unix(1, 0)
-		default:
-			t.Fatalf("field %s of type %s: teach this test (and sameNodeInfo) about it", v.Type().Field(i).Name, f.Type())
-		}
-		if sameNodeInfo(base, other) {
-			t.Errorf("sameNodeInfo misses field %s", v.Type().Field(i).Name)
-		}
 	}
 }
 

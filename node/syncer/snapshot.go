@@ -9,12 +9,10 @@ package syncer
 import (
 	"iter"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -25,21 +23,6 @@ import (
 	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/ipam"
 )
-
-// NodeInfo is tabby's view of a Kubernetes Node.
-type NodeInfo struct {
-	Name        string
-	Labels      map[string]string
-	BGPAddress  netip.Prefix // from tabby.dev/bgp-ipv4-address; invalid when unset
-	BGPAddress6 netip.Prefix // from tabby.dev/bgp-ipv6-address; invalid when unset (no IPv6)
-	InternalIP  netip.Addr
-	InternalIP6 netip.Addr // the Node's first IPv6 InternalIP, invalid when it has none
-	ASN         uint32     // 0: BGPConfiguration's
-	RRClusterID string
-	TunnelAddr  netip.Addr
-	// RestartingUntil: tabby.dev/bgp-restarting, zero when unset.
-	RestartingUntil time.Time
-}
 
 // Workload is a pod on this node: its address and host veth.
 type Workload struct {
@@ -76,8 +59,8 @@ type Snapshot struct {
 	// built by Build).
 	Changed     Changes
 	NodeName    string
-	Local       *NodeInfo // nil until this node's Node object is seen
-	Nodes       []NodeInfo
+	Local       *model.Node // nil until this node's Node object is seen
+	Nodes       []model.Node
 	Pools       []model.Pool // the valid IPPools, sorted by name
 	LocalBlocks []netip.Prefix
 	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
@@ -118,11 +101,11 @@ func Build(in Inputs, log *slog.Logger) Snapshot { return build(in, log, nil) }
 // the syncer's, so that a snapshot after one block changed parses one block, not a thousand.
 func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
 	s := Snapshot{Changed: ChangedAll, NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
-	s.Nodes = make([]NodeInfo, 0, len(in.Nodes))
+	s.Nodes = make([]model.Node, 0, len(in.Nodes))
 	for _, n := range in.Nodes {
 		s.Nodes = append(s.Nodes, c.node(n, log))
 	}
-	slices.SortFunc(s.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.Name, b.Name) })
 	s.Local = localNode(s.Nodes, in.NodeName)
 
 	for _, p := range in.Pools {
@@ -279,7 +262,7 @@ func (c *viewCache) listed(ch Changes) *viewCache {
 type cachedNode struct {
 	rv   string
 	seen uint64
-	info NodeInfo
+	node model.Node
 }
 
 type cachedBlock struct {
@@ -293,17 +276,17 @@ func newViewCache() *viewCache {
 	return &viewCache{nodes: map[string]*cachedNode{}, blocks: map[string]*cachedBlock{}, gen: 1}
 }
 
-func (c *viewCache) node(n *corev1.Node, log *slog.Logger) NodeInfo {
+func (c *viewCache) node(n *corev1.Node, log *slog.Logger) model.Node {
 	if c == nil || n.ResourceVersion == "" {
-		return nodeInfo(n, log)
+		return parseNode(n, log)
 	}
 	if e, ok := c.nodes[n.Name]; ok && e.rv == n.ResourceVersion {
 		e.seen = c.gen
-		return e.info
+		return e.node
 	}
-	info := nodeInfo(n, log)
-	c.nodes[n.Name] = &cachedNode{rv: n.ResourceVersion, seen: c.gen, info: info}
-	return info
+	node := parseNode(n, log)
+	c.nodes[n.Name] = &cachedNode{rv: n.ResourceVersion, seen: c.gen, node: node}
+	return node
 }
 
 func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
@@ -332,7 +315,7 @@ func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (b
 
 // nextNodes is prev, the nodes sorted by name, with the nodes that changed as get finds them now
 // (nil: deleted): a copy, prev is a snapshot's. Nothing changed: prev itself.
-func (c *viewCache) nextNodes(prev []NodeInfo, changed map[string]struct{}, get func(name string) *corev1.Node, log *slog.Logger) []NodeInfo {
+func (c *viewCache) nextNodes(prev []model.Node, changed map[string]struct{}, get func(name string) *corev1.Node, log *slog.Logger) []model.Node {
 	if len(changed) == 0 {
 		return prev
 	}
@@ -353,10 +336,10 @@ func (c *viewCache) nextNodes(prev []NodeInfo, changed map[string]struct{}, get 
 	return out
 }
 
-func byName(n NodeInfo, name string) int { return strings.Compare(n.Name, name) }
+func byName(n model.Node, name string) int { return strings.Compare(n.Name, name) }
 
 // localNode is a copy of the node named name among nodes (sorted by name), nil when it is not.
-func localNode(nodes []NodeInfo, name string) *NodeInfo {
+func localNode(nodes []model.Node, name string) *model.Node {
 	i, ok := slices.BinarySearchFunc(nodes, name, byName)
 	if !ok {
 		return nil
@@ -472,62 +455,18 @@ func (s Snapshot) AdvertisedPrefixes() []netip.Prefix {
 	return out
 }
 
-func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
-	info := NodeInfo{Name: n.Name, Labels: n.Labels}
-	ann := n.Annotations
-	if v, ok := ann[v1.AnnotationBGPRestarting]; ok {
-		// On its own: a typo in a maintenance mark must not take the node's BGP address away.
-		if t, err := validation.RestartingUntil(v); err != nil {
-			log.Warn("node has an invalid restart mark: ignoring it", "node", n.Name, "annotation", v1.AnnotationBGPRestarting, "value", v, "error", err)
-		} else {
-			info.RestartingUntil = t
-		}
-		ann = maps.Clone(ann)
-		delete(ann, v1.AnnotationBGPRestarting)
-	}
-	if errs := validation.NodeAnnotations(ann); len(errs) > 0 {
+// parseNode is the node as tabby reads it, its invalid annotations reported.
+func parseNode(n *corev1.Node, log *slog.Logger) model.Node {
+	node, errs := validation.ParseNode(n)
+	switch {
+	case len(errs) == 0:
+	case validation.RestartMarkOnly(errs):
+		log.Warn("node has an invalid restart mark: ignoring it", "node", n.Name, "annotation", v1.AnnotationBGPRestarting, "error", errs.ToAggregate())
+	default:
 		log.Warn("node has invalid tabby annotations: ignoring them", "node", n.Name, "error", errs.ToAggregate())
-	} else {
-		if v := n.Annotations[v1.AnnotationBGPIPv4Address]; v != "" {
-			info.BGPAddress = netip.MustParsePrefix(v)
-		}
-		if v := n.Annotations[v1.AnnotationBGPIPv6Address]; v != "" {
-			info.BGPAddress6 = netip.MustParsePrefix(v)
-		}
-		if v := n.Annotations[v1.AnnotationBGPASN]; v != "" {
-			asn, _ := strconv.ParseUint(v, 10, 32)
-			info.ASN = uint32(asn)
-		}
-		info.RRClusterID = n.Annotations[v1.AnnotationRRClusterID]
-		if v := n.Annotations[v1.AnnotationIPIPTunnelAddress]; v != "" {
-			info.TunnelAddr = netip.MustParseAddr(v)
-		}
 	}
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		ip, err := netip.ParseAddr(a.Address)
-		switch {
-		case err != nil:
-		case ip.Is4() && !info.InternalIP.IsValid():
-			info.InternalIP = ip
-		case ip.Is6() && !ip.Is4In6() && !info.InternalIP6.IsValid():
-			info.InternalIP6 = ip
-		}
-	}
-	return info
+	return node
 }
-
-// sameNodeInfo: nothing tabby reads of the node differs.
-func sameNodeInfo(a, b NodeInfo) bool {
-	return a.Name == b.Name && maps.Equal(a.Labels, b.Labels) && a.BGPAddress == b.BGPAddress && a.BGPAddress6 == b.BGPAddress6 &&
-		a.InternalIP == b.InternalIP && a.InternalIP6 == b.InternalIP6 && a.ASN == b.ASN && a.RRClusterID == b.RRClusterID &&
-		a.TunnelAddr == b.TunnelAddr && a.RestartingUntil.Equal(b.RestartingUntil)
-}
-
-// discard is a logger for judging objects without reporting them again.
-var discard = slog.New(slog.DiscardHandler)
 
 // containerID is the part of a handle (<network>.<containerID>) after the network name.
 func containerID(handle string) string {

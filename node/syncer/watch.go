@@ -14,6 +14,7 @@ import (
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/apis/trim"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 )
 
 // Syncer watches the datastore and hands a fresh Snapshot to OnSnapshot after every change.
@@ -97,7 +98,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 			update = func(old, cur any) {
 				o, ok1 := old.(*corev1.Node)
 				n, ok2 := cur.(*corev1.Node)
-				if ok1 && ok2 && sameNodeInfo(nodeInfo(o, discard), nodeInfo(n, discard)) {
+				if ok1 && ok2 && sameNode(o, n) {
 					s.metrics.event(res)
 					return
 				}
@@ -111,6 +112,13 @@ func New(c *client.Client, cfg Config) *Syncer {
 		})
 	}
 	return s
+}
+
+// sameNode: nothing tabby reads of the node differs between the two versions.
+func sameNode(a, b *corev1.Node) bool {
+	na, _ := validation.ParseNode(a)
+	nb, _ := validation.ParseNode(b)
+	return na.Equal(nb)
 }
 
 // dirtyOf is where the changed objects of kind are kept by key (nil: that kind is listed
