@@ -12,6 +12,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -43,7 +44,7 @@ func (c *Collector) collectDeletedNodes(ctx context.Context, res *Result) error 
 	liveSet := map[string]bool{}
 	for _, n := range nodes {
 		liveSet[n.Name] = true
-		if n.Annotations[v1.AnnotationBGPIPv4Address] != "" && !n.NotReady {
+		if n.BGPAddress.Get(ipfamily.IPv4).IsValid() && !n.NotReady {
 			candidates = append(candidates, n.Name)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/trim"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
@@ -312,9 +313,20 @@ func (s *Syncer) Pools() ([]v1.IPPool, bool) { return values[v1.IPPool](s.pools)
 // every node is what a large cluster cannot afford.
 func (s *Syncer) Blocks() ([]v1.IPAMBlock, bool) { return values[v1.IPAMBlock](s.blocks) }
 
-// Nodes are the Nodes as the informer holds them (ok once it has synced): without images, and
-// of the conditions only Ready.
-func (s *Syncer) Nodes() ([]corev1.Node, bool) { return values[corev1.Node](s.nodes) }
+// Nodes are the Nodes as the informer holds them (ok once it has synced), parsed. Their
+// annotations' errors are not reported again: the syncer's passes report them.
+func (s *Syncer) Nodes() ([]model.Node, bool) {
+	if !s.nodes.HasSynced() {
+		return nil, false
+	}
+	items := s.nodes.GetStore().List()
+	out := make([]model.Node, 0, len(items))
+	for _, it := range items {
+		n, _ := validation.ParseNode(it.(*corev1.Node))
+		out = append(out, n)
+	}
+	return out, true
+}
 
 // values copies the informer's objects (shallowly: nothing may modify what they point to).
 func values[T any](inf cache.SharedIndexInformer) ([]T, bool) {
