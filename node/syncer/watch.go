@@ -62,6 +62,18 @@ func newDirtyKeys() dirtyKeys {
 		configs: map[string]struct{}{}, peers: map[string]struct{}{}, secrets: map[string]struct{}{}}
 }
 
+// take hands over the keys and leaves empty sets for the handlers; s.mu must be held. A set
+// without keys stays: most passes make no new map.
+func (d *dirtyKeys) take() dirtyKeys {
+	out := *d
+	for _, m := range []*map[string]struct{}{&d.nodes, &d.pools, &d.blocks, &d.configs, &d.peers, &d.secrets} {
+		if len(*m) > 0 {
+			*m = map[string]struct{}{}
+		}
+	}
+	return out
+}
+
 // Config says what to watch.
 type Config struct {
 	NodeName string
@@ -243,8 +255,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 // pass) and when no event came (a kick). Only the Run loop calls it.
 func (s *Syncer) pass() (Snapshot, []any, time.Time) {
 	s.mu.Lock()
-	changed, since, dirty := s.pending, s.since, s.dirty
-	s.pending, s.since, s.dirty = 0, time.Time{}, newDirtyKeys()
+	changed, since, dirty := s.pending, s.since, s.dirty.take()
+	s.pending, s.since = 0, time.Time{}
 	s.mu.Unlock()
 	first := !s.passed
 	if first {
