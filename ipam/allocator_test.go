@@ -502,8 +502,8 @@ func TestTunnelAddress(t *testing.T) {
 		t.Fatalf("tunnel: %v %v %v", addr, needed, err)
 	}
 	n, _ := s.GetNode(ctx, "n1")
-	if n.Annotations[v1.AnnotationIPIPTunnelAddress] != addr.String() {
-		t.Fatalf("annotation %q", n.Annotations[v1.AnnotationIPIPTunnelAddress])
+	if n.IPIPTunnelAddr != addr {
+		t.Fatalf("annotated tunnel address %v, want %v", n.IPIPTunnelAddr, addr)
 	}
 	again, _, _ := a.EnsureTunnelAddress(ctx, "n1")
 	if again != addr {
@@ -514,7 +514,7 @@ func TestTunnelAddress(t *testing.T) {
 		t.Fatalf("after IPIP off: %v %v", needed, err)
 	}
 	n, _ = s.GetNode(ctx, "n1")
-	if _, ok := n.Annotations[v1.AnnotationIPIPTunnelAddress]; ok {
+	if n.IPIPTunnelAddr.IsValid() {
 		t.Fatal("annotation not removed")
 	}
 	if got, _ := a.Lookup(ctx, names.TunnelHandle("n1")); len(got) != 0 {

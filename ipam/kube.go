@@ -10,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 )
 
 // KubeStore is the Store over the Kubernetes API (tabby's CRDs, Nodes, Pods, Namespaces).
@@ -121,34 +123,27 @@ func (s *KubeStore) DeleteHandle(ctx context.Context, name, rv string) error {
 	return s.c.IPAMHandles().Delete(ctx, name, deleteOpts(rv))
 }
 
-// NodeOf is what IPAM reads of a Node.
-func NodeOf(n *corev1.Node) Node {
-	out := Node{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
-			out.NotReady = true
-		}
-	}
-	return out
-}
+// The Nodes' annotation errors are not IPAM's to report: tabby-node's syncer reads the same
+// Nodes and logs them.
 
-func (s *KubeStore) GetNode(ctx context.Context, name string) (*Node, error) {
+func (s *KubeStore) GetNode(ctx context.Context, name string) (*model.Node, error) {
 	n, err := s.c.Nodes().Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	out := NodeOf(n)
+	out, _ := validation.ParseNode(n)
 	return &out, nil
 }
 
-func (s *KubeStore) ListNodes(ctx context.Context) ([]Node, error) {
+func (s *KubeStore) ListNodes(ctx context.Context) ([]model.Node, error) {
 	l, err := s.c.Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Node, 0, len(l.Items))
+	out := make([]model.Node, 0, len(l.Items))
 	for i := range l.Items {
-		out = append(out, NodeOf(&l.Items[i]))
+		n, _ := validation.ParseNode(&l.Items[i])
+		out = append(out, n)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
@@ -33,8 +34,10 @@ type Store interface {
 	UpdateHandle(ctx context.Context, h *v1.IPAMHandle) (*v1.IPAMHandle, error)
 	DeleteHandle(ctx context.Context, name, resourceVersion string) error
 
-	GetNode(ctx context.Context, name string) (*Node, error)
-	ListNodes(ctx context.Context) ([]Node, error)
+	// GetNode and ListNodes read Nodes as validation.ParseNode does: a Node's tabby annotations
+	// count only when they are all valid.
+	GetNode(ctx context.Context, name string) (*model.Node, error)
+	ListNodes(ctx context.Context) ([]model.Node, error)
 	// SetNodeAnnotation sets one annotation on a Node; an empty value removes it.
 	SetNodeAnnotation(ctx context.Context, node, key, value string) error
 
@@ -43,16 +46,6 @@ type Store interface {
 	// ListPods lists the pods bound to node (every pod when node is empty).
 	ListPods(ctx context.Context, node string) ([]Pod, error)
 	GetNamespaceAnnotations(ctx context.Context, name string) (map[string]string, error)
-}
-
-// Node is the part of a Kubernetes Node IPAM looks at.
-type Node struct {
-	Name        string
-	Labels      map[string]string
-	Annotations map[string]string
-	// NotReady: its Ready condition is False or Unknown (the kubelet stopped reporting). A node
-	// without conditions (no kubelet, as in the lab) counts as ready.
-	NotReady bool
 }
 
 // Pod is the part of a Kubernetes Pod IPAM looks at.

@@ -49,7 +49,7 @@ func (a *Allocator) EnsureTunnelAddress(ctx context.Context, node string) (netip
 			}
 			a.log.Info("released tunnel address: no pool of the node uses IPIP", "node", node, "ip", held[0].IP)
 		}
-		if _, ok := n.Annotations[v1.AnnotationIPIPTunnelAddress]; ok {
+		if n.IPIPTunnelAddr.IsValid() {
 			if err := a.store.SetNodeAnnotation(ctx, node, v1.AnnotationIPIPTunnelAddress, ""); err != nil {
 				return netip.Addr{}, false, fmt.Errorf("tunnel address of %s: remove node annotation %s: %w", node, v1.AnnotationIPIPTunnelAddress, err)
 			}
@@ -76,7 +76,7 @@ func (a *Allocator) EnsureTunnelAddress(ctx context.Context, node string) (netip
 		addr = as.IP
 		a.log.Info("allocated tunnel address", "node", node, "ip", addr, "pool", as.Pool)
 	}
-	if n.Annotations[v1.AnnotationIPIPTunnelAddress] != addr.String() {
+	if n.IPIPTunnelAddr != addr {
 		if err := a.store.SetNodeAnnotation(ctx, node, v1.AnnotationIPIPTunnelAddress, addr.String()); err != nil {
 			return addr, true, fmt.Errorf("tunnel address of %s: annotate node with %s=%s: %w", node, v1.AnnotationIPIPTunnelAddress, addr, err)
 		}

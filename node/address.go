@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird/autodetect"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
@@ -20,15 +21,9 @@ func detectAddress(fam ipfamily.Family, method string, n *corev1.Node) (netip.Pr
 	if err != nil {
 		return netip.Prefix{}, "", err
 	}
-	var internalIP netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && !ip.Is4In6() && ipfamily.OfAddr(ip) == fam {
-				internalIP = ip
-				break
-			}
-		}
-	}
+	// Only the InternalIP is read: an invalid tabby annotation is the syncer's to report.
+	node, _ := validation.ParseNode(n)
+	internalIP := node.InternalIP.Get(fam)
 	if fam == ipfamily.IPv6 && m.Kind == autodetect.KubernetesInternalIP && !internalIP.IsValid() {
 		return netip.Prefix{}, "", nil
 	}

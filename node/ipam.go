@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/ipam"
 	ipamgc "github.com/tabbynet/tabby/ipam/gc"
@@ -65,16 +66,12 @@ func (l gcLists) ListBlocks(context.Context) ([]v1.IPAMBlock, error) {
 	return bs, nil
 }
 
-func (l gcLists) ListNodes(context.Context) ([]ipam.Node, error) {
+func (l gcLists) ListNodes(context.Context) ([]model.Node, error) {
 	ns, ok := l.syncer.Nodes()
 	if !ok {
 		return nil, errNotSynced
 	}
-	out := make([]ipam.Node, 0, len(ns))
-	for i := range ns {
-		out = append(out, ipam.NodeOf(&ns[i]))
-	}
-	return out, nil
+	return ns, nil
 }
 
 // runTunnelAddress keeps this node's tunl0 address allocated while a pool needs IPIP (and released
@@ -91,7 +88,7 @@ func (a *Agent) runTunnelAddress(ctx context.Context) error {
 		}
 		a.mu.Lock()
 		want := needsTunnel(a.last)
-		have := a.last.Local != nil && a.last.Local.TunnelAddr.IsValid()
+		have := a.last.Local != nil && a.last.Local.IPIPTunnelAddr.IsValid()
 		a.mu.Unlock()
 		if want == have {
 			continue

@@ -13,6 +13,7 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -24,7 +25,7 @@ func TestNeedsTunnel(t *testing.T) {
 		}
 		return p
 	}
-	local := &syncer.NodeInfo{Name: "a", Labels: map[string]string{"zone": "x"}}
+	local := &model.Node{Name: "a", Labels: map[string]string{"zone": "x"}}
 	for _, tc := range []struct {
 		name string
 		s    syncer.Snapshot
@@ -43,9 +44,9 @@ func TestNeedsTunnel(t *testing.T) {
 }
 
 func TestBirdNodes(t *testing.T) {
-	got := birdNodes([]syncer.NodeInfo{
-		{Name: "a", BGPAddress: netip.MustParsePrefix("198.51.100.11/25"), ASN: 65001, RRClusterID: "244.0.0.1"},
-		{Name: "b", InternalIP: netip.MustParseAddr("198.51.100.12")}, // not annotated yet
+	got := birdNodes([]model.Node{
+		{Name: "a", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/25"), netip.Prefix{}), ASN: 65001, RRClusterID: "244.0.0.1"},
+		{Name: "b", InternalIP: ipfamily.PairOf(netip.MustParseAddr("198.51.100.12"), netip.Addr{})}, // not annotated yet
 		{Name: "c"}, // nothing known: no address
 	})
 	want := []bird.Node{

@@ -4,8 +4,10 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -20,8 +22,8 @@ func (a *Agent) onSnapshot(s syncer.Snapshot) {
 	// cluster) must not make BGP evaluate its peers again, nor felix its pools.
 	ch := s.Changed
 	if ch&syncer.ChangedNodes != 0 && s.Local != nil {
-		a.felix.SetLocalNode(s.Local.BGPAddress, s.Local.TunnelAddr)
-		a.felix.SetLocalNode6(s.Local.BGPAddress6)
+		a.felix.SetLocalNode(s.Local.BGPAddress.Get(ipfamily.IPv4), s.Local.IPIPTunnelAddr)
+		a.felix.SetLocalNode6(s.Local.BGPAddress.Get(ipfamily.IPv6))
 	}
 	if ch&syncer.ChangedPools != 0 {
 		var pools []felix.Pool
@@ -91,14 +93,14 @@ func (a *Agent) policyUpdates(s syncer.Snapshot) []any {
 	return msgs
 }
 
-func birdNodes(nodes []syncer.NodeInfo) []bird.Node {
+func birdNodes(nodes []model.Node) []bird.Node {
 	out := make([]bird.Node, 0, len(nodes))
 	for _, n := range nodes {
-		addr := n.BGPAddress
-		if !addr.IsValid() && n.InternalIP.IsValid() {
-			addr = netip.PrefixFrom(n.InternalIP, 32)
+		addr, internal := n.BGPAddress.Get(ipfamily.IPv4), n.InternalIP.Get(ipfamily.IPv4)
+		if !addr.IsValid() && internal.IsValid() {
+			addr = netip.PrefixFrom(internal, 32)
 		}
-		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, Address6: n.BGPAddress6, ASN: n.ASN, RRClusterID: n.RRClusterID, RestartingUntil: n.RestartingUntil})
+		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, Address6: n.BGPAddress.Get(ipfamily.IPv6), ASN: n.ASN, RRClusterID: n.RRClusterID, RestartingUntil: n.RestartingUntil})
 	}
 	return out
 }

@@ -47,7 +47,7 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	snap := syncer.Snapshot{
 		Changed:  syncer.ChangedAll, // handed over again in full every time: felix must see that nothing changed
 		NodeName: "n1",
-		Local:    &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")},
+		Local:    &model.Node{Name: "n1", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.Prefix{})},
 		Pools: []model.Pool{
 			{Name: "b", CIDR: netip.MustParsePrefix("10.245.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
 			{Name: "a", CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
@@ -74,7 +74,7 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 
 	// The next event: the same pools, blocks and node (as new slices, in another order), one pod more.
 	next := snap
-	next.Local = &syncer.NodeInfo{Name: "n1", BGPAddress: netip.MustParsePrefix("198.51.100.11/24")}
+	next.Local = &model.Node{Name: "n1", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.Prefix{})}
 	next.Pools = []model.Pool{snap.Pools[1], snap.Pools[0]}
 	next.LocalBlocks = []netip.Prefix{snap.LocalBlocks[1], snap.LocalBlocks[0]}
 	next.Workloads = append(append([]syncer.Workload(nil), snap.Workloads...), syncer.Workload{IP: netip.MustParseAddr("10.244.1.60"), Interface: "cali0123456789a"})

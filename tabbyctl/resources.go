@@ -90,7 +90,7 @@ func nodeResource() *resource {
 		return err
 	}
 	write := func(ctx context.Context, c *client.Client, obj manifest.Object, replace bool) error {
-		n := obj.(*nodeview.Node)
+		n := obj.(*nodeview.Resource)
 		body, err := n.MergePatch(replace, nil)
 		if err != nil {
 			return err
@@ -100,7 +100,7 @@ func nodeResource() *resource {
 	return &resource{
 		kind:    nodeview.Kind,
 		names:   []string{"node", "nodes", "no"},
-		newObj:  func() manifest.Object { return &nodeview.Node{} },
+		newObj:  func() manifest.Object { return &nodeview.Resource{} },
 		isLocal: true,
 		get: func(ctx context.Context, c *client.Client, name string) (manifest.Object, error) {
 			k, err := c.Nodes().Get(ctx, name)

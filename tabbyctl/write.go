@@ -101,7 +101,7 @@ func writeDoc(ctx context.Context, c *client.Client, d manifest.Document, mode w
 	r := resourceOfKind(d.Kind)
 	obj := d.Obj
 	if r.isLocal {
-		n := obj.(*nodeview.Node)
+		n := obj.(*nodeview.Resource)
 		if mode != modeReplace {
 			n.ResourceVersion = ""
 		}
@@ -321,9 +321,9 @@ func patchOnce(ctx context.Context, c *client.Client, r *resource, name string, 
 		return err
 	}
 	if r.isLocal {
-		n := next.(*nodeview.Node)
+		n := next.(*nodeview.Resource)
 		n.ResourceVersion = cur.GetResourceVersion()
-		pb, err := n.MergePatch(true, cur.(*nodeview.Node).Labels)
+		pb, err := n.MergePatch(true, cur.(*nodeview.Resource).Labels)
 		if err != nil {
 			return err
 		}

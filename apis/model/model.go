@@ -32,13 +32,18 @@ type Node struct {
 	IPIPTunnelAddr netip.Addr
 	// RestartingUntil marks a planned restart (tabby.dev/bgp-restarting); zero when unset.
 	RestartingUntil time.Time
+	// NotReady: the Node's Ready condition is False or Unknown (its kubelet stopped
+	// reporting). A node without conditions (no kubelet, as in the lab) counts as ready, and so
+	// does a Node built by hand: the zero value is the common case.
+	NotReady bool
 }
 
 // Equal tells whether nothing tabby reads of the two nodes differs.
 func (n Node) Equal(o Node) bool {
 	return n.Name == o.Name && maps.Equal(n.Labels, o.Labels) && n.BGPAddress == o.BGPAddress &&
 		n.InternalIP == o.InternalIP && n.ASN == o.ASN && n.RRClusterID == o.RRClusterID &&
-		n.IPIPTunnelAddr == o.IPIPTunnelAddr && n.RestartingUntil.Equal(o.RestartingUntil)
+		n.IPIPTunnelAddr == o.IPIPTunnelAddr && n.RestartingUntil.Equal(o.RestartingUntil) &&
+		n.NotReady == o.NotReady
 }
 
 // Block is an IPAM block as routing reads it: its prefix, the node it is affine to, and the

@@ -27,6 +27,13 @@ type Pool struct {
 	Selector     selector.Selector
 }
 
+// Equal tells whether the two pools are the same in everything tabby reads of them. Selector is
+// NodeSelector parsed, so comparing the expressions compares the selectors.
+func (p Pool) Equal(o Pool) bool {
+	return p.Name == o.Name && p.CIDR == o.CIDR && p.BlockSize == o.BlockSize && p.IPIPMode == o.IPIPMode &&
+		p.NATOutgoing == o.NATOutgoing && p.Disabled == o.Disabled && p.NodeSelector == o.NodeSelector
+}
+
 // Family is the pool's address family.
 func (p Pool) Family() ipfamily.Family { return ipfamily.OfPrefix(p.CIDR) }
 

@@ -1,10 +1,18 @@
 package validation
 
 import (
+	"maps"
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 func TestNodeAnnotationsNameTheAnnotation(t *testing.T) {
@@ -27,6 +35,67 @@ func TestNodeAnnotationsNameTheAnnotation(t *testing.T) {
 		}
 		if !c.ok && (!strings.Contains(errs[0].Error(), c.key) || !strings.Contains(errs[0].Error(), c.value)) {
 			t.Errorf("%s=%s: error %q does not name the annotation and the value", c.key, c.value, errs[0])
+		}
+	}
+}
+
+func TestParseNode(t *testing.T) {
+	node := func(ann map[string]string, addrs ...string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"rack": "r1"}, Annotations: ann}}
+		for _, a := range addrs {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
+		}
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.1"})
+		return n
+	}
+	all := map[string]string{
+		v1.AnnotationBGPIPv4Address: "198.51.100.11/24", v1.AnnotationBGPIPv6Address: "2001:db8:100::11/64",
+		v1.AnnotationBGPASN: "65010", v1.AnnotationRRClusterID: "244.0.0.1", v1.AnnotationIPIPTunnelAddress: "10.244.0.1",
+		v1.AnnotationBGPRestarting: "2026-11-21T12:00:00Z",
+	}
+	n, errs := ParseNode(node(all, "::ffff:198.51.100.8", "198.51.100.9", "2001:db8:100::9", "198.51.100.10", "2001:db8:100::10"))
+	want := model.Node{Name: "n1", Labels: map[string]string{"rack": "r1"},
+		BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.MustParsePrefix("2001:db8:100::11/64")),
+		InternalIP: ipfamily.PairOf(netip.MustParseAddr("198.51.100.9"), netip.MustParseAddr("2001:db8:100::9")),
+		ASN:        65010, RRClusterID: "244.0.0.1", IPIPTunnelAddr: netip.MustParseAddr("10.244.0.1"),
+		RestartingUntil: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	if len(errs) > 0 || !n.Equal(want) {
+		t.Fatalf("ParseNode = %+v, %v; want %+v (the first InternalIP of each family, never a mapped one)", n, errs, want)
+	}
+
+	// One bad annotation: none of them count, the rest of the node does.
+	bad := maps.Clone(all)
+	bad[v1.AnnotationBGPASN] = "sixty-five thousand"
+	n, errs = ParseNode(node(bad, "198.51.100.9"))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), v1.AnnotationBGPASN) || RestartMarkOnly(errs) {
+		t.Fatalf("bad ASN: errors %v, want one naming %s", errs, v1.AnnotationBGPASN)
+	}
+	if n.BGPAddress.Get(ipfamily.IPv4).IsValid() || n.IPIPTunnelAddr.IsValid() || n.RRClusterID != "" ||
+		n.Name != "n1" || n.Labels["rack"] != "r1" || n.InternalIP.Get(ipfamily.IPv4) != netip.MustParseAddr("198.51.100.9") || n.RestartingUntil.IsZero() {
+		t.Fatalf("bad ASN: %+v, want no annotation's value but the name, labels, InternalIP and restart mark", n)
+	}
+
+	// A bad restart mark is ignored on its own.
+	bad = maps.Clone(all)
+	bad[v1.AnnotationBGPRestarting] = "tomorrow"
+	n, errs = ParseNode(node(bad))
+	if len(errs) != 1 || !RestartMarkOnly(errs) || !n.RestartingUntil.IsZero() || n.BGPAddress != want.BGPAddress || n.ASN != 65010 {
+		t.Fatalf("bad restart mark: %+v, %v; want the mark ignored and the rest kept", n, errs)
+	}
+
+	for _, c := range []struct {
+		conds    []corev1.NodeCondition
+		notReady bool
+	}{
+		{nil, false},
+		{[]corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, false},
+		{[]corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}, true},
+		{[]corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}, true},
+	} {
+		k := node(nil)
+		k.Status.Conditions = c.conds
+		if n, _ := ParseNode(k); n.NotReady != c.notReady {
+			t.Errorf("conditions %+v: NotReady %v, want %v", c.conds, n.NotReady, c.notReady)
 		}
 	}
 }

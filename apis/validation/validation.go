@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -259,39 +260,121 @@ func BGPPeer(p *v1.BGPPeer) field.ErrorList {
 	return errs
 }
 
-// NodeAnnotations validates tabby's per-node BGP annotations.
-func NodeAnnotations(annotations map[string]string) field.ErrorList {
-	var errs field.ErrorList
-	ann := field.NewPath("metadata", "annotations")
-	if v, ok := annotations[v1.AnnotationBGPIPv4Address]; ok {
-		if p, err := netip.ParsePrefix(v); err != nil || !p.Addr().Is4() {
-			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPIPv4Address), v, "not an IPv4 address with a prefix length (198.51.100.11/24)"))
+// bgpAddressAnnotation names the node's BGP address annotation of each family.
+var bgpAddressAnnotation = ipfamily.PairOf(v1.AnnotationBGPIPv4Address, v1.AnnotationBGPIPv6Address)
+
+// ParseNode returns what tabby reads of a Kubernetes Node, its tabby annotations validated and
+// parsed in one pass: the one place they are read. A node with an invalid tabby annotation keeps
+// its name, labels, InternalIPs and readiness and has none of what the annotations give (errs
+// names each bad one); the restart mark (tabby.dev/bgp-restarting) is judged on its own, so a
+// typo in a maintenance mark never takes the node's BGP address away.
+func ParseNode(n *corev1.Node) (model.Node, field.ErrorList) {
+	out, errs := parseAnnotations(n.Annotations)
+	if len(errs) > 0 {
+		out = model.Node{}
+	}
+	out.Name, out.Labels = n.Name, n.Labels
+	if t, err := restartMark(n.Annotations); err != nil {
+		errs = append(errs, err)
+	} else {
+		out.RestartingUntil = t
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Address)
+		if err != nil || ip.Is4In6() {
+			continue
+		}
+		if f := ipfamily.OfAddr(ip); !out.InternalIP.Get(f).IsValid() {
+			out.InternalIP.Set(f, ip)
 		}
 	}
-	if v, ok := annotations[v1.AnnotationBGPIPv6Address]; ok {
-		if p, err := netip.ParsePrefix(v); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().IsLinkLocalUnicast() {
-			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPIPv6Address), v, "not a global IPv6 address with a prefix length (2001:db8:100::11/64)"))
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			out.NotReady = true
+		}
+	}
+	return out, errs
+}
+
+// RestartMarkOnly tells whether the errors of ParseNode are about the restart mark alone: the
+// node then keeps its other annotations.
+func RestartMarkOnly(errs field.ErrorList) bool {
+	for _, e := range errs {
+		if e.Field != annotationPath.Key(v1.AnnotationBGPRestarting).String() {
+			return false
+		}
+	}
+	return true
+}
+
+var annotationPath = field.NewPath("metadata", "annotations")
+
+// parseAnnotations parses tabby's per-node BGP annotations other than the restart mark into the
+// fields of a Node they give.
+func parseAnnotations(annotations map[string]string) (model.Node, field.ErrorList) {
+	var out model.Node
+	var errs field.ErrorList
+	for _, f := range ipfamily.All {
+		key := bgpAddressAnnotation.Get(f)
+		v, ok := annotations[key]
+		if !ok {
+			continue
+		}
+		p, err := netip.ParsePrefix(v)
+		switch {
+		case f == ipfamily.IPv4 && (err != nil || !p.Addr().Is4()):
+			errs = append(errs, field.Invalid(annotationPath.Key(key), v, "not an IPv4 address with a prefix length (198.51.100.11/24)"))
+		case f == ipfamily.IPv6 && (err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().IsLinkLocalUnicast()):
+			errs = append(errs, field.Invalid(annotationPath.Key(key), v, "not a global IPv6 address with a prefix length (2001:db8:100::11/64)"))
+		default:
+			out.BGPAddress.Set(f, p)
 		}
 	}
 	if v, ok := annotations[v1.AnnotationBGPASN]; ok {
 		if n, err := strconv.ParseUint(v, 10, 32); err != nil || n == 0 {
-			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPASN), v, "not an AS number in 1..4294967295"))
+			errs = append(errs, field.Invalid(annotationPath.Key(v1.AnnotationBGPASN), v, "not an AS number in 1..4294967295"))
+		} else {
+			out.ASN = uint32(n)
 		}
 	}
 	if v, ok := annotations[v1.AnnotationRRClusterID]; ok {
 		if a, err := netip.ParseAddr(v); err != nil || !a.Is4() {
-			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationRRClusterID), v, "not a cluster ID in IPv4 form (244.0.0.1)"))
+			errs = append(errs, field.Invalid(annotationPath.Key(v1.AnnotationRRClusterID), v, "not a cluster ID in IPv4 form (244.0.0.1)"))
+		} else {
+			out.RRClusterID = v
 		}
 	}
 	if v, ok := annotations[v1.AnnotationIPIPTunnelAddress]; ok {
 		if a, err := netip.ParseAddr(v); err != nil || !a.Is4() {
-			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationIPIPTunnelAddress), v, "not an IPv4 address"))
+			errs = append(errs, field.Invalid(annotationPath.Key(v1.AnnotationIPIPTunnelAddress), v, "not an IPv4 address"))
+		} else {
+			out.IPIPTunnelAddr = a
 		}
 	}
-	if v, ok := annotations[v1.AnnotationBGPRestarting]; ok {
-		if _, err := RestartingUntil(v); err != nil {
-			errs = append(errs, field.Invalid(ann.Key(v1.AnnotationBGPRestarting), v, err.Error()))
-		}
+	return out, errs
+}
+
+// restartMark parses the restart mark; zero when there is none.
+func restartMark(annotations map[string]string) (time.Time, *field.Error) {
+	v, ok := annotations[v1.AnnotationBGPRestarting]
+	if !ok {
+		return time.Time{}, nil
+	}
+	t, err := RestartingUntil(v)
+	if err != nil {
+		return time.Time{}, field.Invalid(annotationPath.Key(v1.AnnotationBGPRestarting), v, err.Error())
+	}
+	return t, nil
+}
+
+// NodeAnnotations validates tabby's per-node annotations, as ParseNode does.
+func NodeAnnotations(annotations map[string]string) field.ErrorList {
+	_, errs := parseAnnotations(annotations)
+	if _, err := restartMark(annotations); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

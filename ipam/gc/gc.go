@@ -30,6 +30,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/ipam"
@@ -61,7 +62,7 @@ type Lists interface {
 	ListAffinities(ctx context.Context) ([]v1.BlockAffinity, error)
 	ListHandles(ctx context.Context) ([]v1.IPAMHandle, error)
 	ListPods(ctx context.Context, node string) ([]ipam.Pod, error)
-	ListNodes(ctx context.Context) ([]ipam.Node, error)
+	ListNodes(ctx context.Context) ([]model.Node, error)
 }
 
 // Collector finds and releases leaked addresses and handles.

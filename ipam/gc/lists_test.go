@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/ipam"
@@ -18,7 +19,7 @@ type frozenLists struct {
 	affs    []v1.BlockAffinity
 	handles []v1.IPAMHandle
 	pods    []ipam.Pod
-	nodes   []ipam.Node
+	nodes   []model.Node
 }
 
 func freeze(t *testing.T, s ipam.Store, node string) *frozenLists {
@@ -50,7 +51,7 @@ func (f *frozenLists) ListAffinities(context.Context) ([]v1.BlockAffinity, error
 }
 func (f *frozenLists) ListHandles(context.Context) ([]v1.IPAMHandle, error) { return f.handles, nil }
 func (f *frozenLists) ListPods(context.Context, string) ([]ipam.Pod, error) { return f.pods, nil }
-func (f *frozenLists) ListNodes(context.Context) ([]ipam.Node, error)       { return f.nodes, nil }
+func (f *frozenLists) ListNodes(context.Context) ([]model.Node, error)      { return f.nodes, nil }
 
 // listCalls is how many lists the fake store has served.
 func listCalls(s *ipamtest.Store) int {

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -22,6 +25,12 @@ import (
 // report it NotReady, so not one that may be down) whose name sorts first. Every node reaches the
 // same choice from the same Node list, without a lease; two nodes acting at once (a Node list
 // that differs for a moment) is harmless, as every write is a compare-and-swap.
+
+// runsTabby: the node's tabby-node recorded its BGP address, of either family (an IPv6-only node
+// has no IPv4 one).
+func runsTabby(n model.Node) bool {
+	return slices.ContainsFunc(ipfamily.All, func(f ipfamily.Family) bool { return n.BGPAddress.Get(f).IsValid() })
+}
 
 // leader tells whether this collector acts for the whole cluster on nodes this round.
 func (c *Collector) leader(live []string) bool {
@@ -43,7 +52,7 @@ func (c *Collector) collectDeletedNodes(ctx context.Context, res *Result) error 
 	liveSet := map[string]bool{}
 	for _, n := range nodes {
 		liveSet[n.Name] = true
-		if n.Annotations[v1.AnnotationBGPIPv4Address] != "" && !n.NotReady {
+		if runsTabby(n) && !n.NotReady {
 			candidates = append(candidates, n.Name)
 		}
 	}

@@ -269,6 +269,33 @@ func TestDeletedNodeBlockRace(t *testing.T) {
 	}
 }
 
+// A node whose tabby-node recorded only an IPv6 BGP address (an IPv6-only node) runs tabby: the
+// first of them collects a deleted node's IPAM.
+func TestIPv6OnlyNodeLeads(t *testing.T) {
+	ctx := context.Background()
+	w := newDeletedNodeWorld(t)
+	s := w.s
+	for _, kv := range [][2]string{{v1.AnnotationBGPIPv4Address, ""}, {v1.AnnotationBGPIPv6Address, "2001:db8:100::1/64"}} {
+		if err := s.SetNodeAnnotation(ctx, "node-a", kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := w.collector("node-a")
+	s.DeleteNode("node-b")
+	s.DeletePod("default", "gone")
+	if _, err := c.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.now = w.now.Add(61 * time.Second)
+	res, err := c.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.ReleasedIPs, w.gone.IP) || w.held(t, w.gone.IP) {
+		t.Fatalf("the IPv6-only node that sorts first did not release %v of deleted node-b: %+v", w.gone.IP, res)
+	}
+}
+
 // A NotReady node (its kubelet stopped reporting; perhaps down) does not lead: the next ready
 // tabby node collects the deleted node's IPAM, and the NotReady one leaves it alone.
 func TestNotReadyNodeDoesNotLead(t *testing.T) {

@@ -10,10 +10,14 @@ import (
 	"strconv"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -28,7 +32,7 @@ type Store struct {
 	blocks  map[string]*v1.IPAMBlock
 	affs    map[string]*v1.BlockAffinity
 	handles map[string]*v1.IPAMHandle
-	nodes   map[string]*ipam.Node
+	nodes   map[string]*corev1.Node
 	pods    map[string]*ipam.Pod
 	nsAnn   map[string]map[string]string
 	calls   map[Op]int
@@ -44,7 +48,7 @@ var _ ipam.Store = (*Store)(nil)
 func NewStore() *Store {
 	return &Store{
 		pools: map[string]*v1.IPPool{}, blocks: map[string]*v1.IPAMBlock{}, affs: map[string]*v1.BlockAffinity{},
-		handles: map[string]*v1.IPAMHandle{}, nodes: map[string]*ipam.Node{}, pods: map[string]*ipam.Pod{},
+		handles: map[string]*v1.IPAMHandle{}, nodes: map[string]*corev1.Node{}, pods: map[string]*ipam.Pod{},
 		nsAnn: map[string]map[string]string{}, calls: map[Op]int{},
 	}
 }
@@ -147,7 +151,7 @@ func (s *Store) DeletePool(name string) {
 func (s *Store) AddNode(name string, labels map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes[name] = &ipam.Node{Name: name, Labels: labels, Annotations: map[string]string{}}
+	s.nodes[name] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{}}}
 }
 
 // AddTabbyNode adds a node on which tabby-node runs: it has recorded its BGP address.
@@ -162,7 +166,11 @@ func (s *Store) AddTabbyNode(name string, labels map[string]string) {
 func (s *Store) SetNodeNotReady(name string, notReady bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes[name].NotReady = notReady
+	status := corev1.ConditionTrue
+	if notReady {
+		status = corev1.ConditionFalse
+	}
+	s.nodes[name].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
 }
 
 // DeleteNode removes a node.
@@ -409,18 +417,13 @@ func (s *Store) DeleteHandle(ctx context.Context, name, rv string) error {
 	return del(s, s.handles, v1.ResourceIPAMHandles, name, rv)
 }
 
-func copyNode(n *ipam.Node) *ipam.Node {
-	c := &ipam.Node{Name: n.Name, Labels: map[string]string{}, Annotations: map[string]string{}, NotReady: n.NotReady}
-	for k, v := range n.Labels {
-		c.Labels[k] = v
-	}
-	for k, v := range n.Annotations {
-		c.Annotations[k] = v
-	}
-	return c
+// parseNode is the node as the KubeStore reads it, on a copy the caller may modify.
+func parseNode(n *corev1.Node) *model.Node {
+	out, _ := validation.ParseNode(n.DeepCopy())
+	return &out
 }
 
-func (s *Store) GetNode(ctx context.Context, name string) (*ipam.Node, error) {
+func (s *Store) GetNode(ctx context.Context, name string) (*model.Node, error) {
 	if err := s.enter("GetNode", name); err != nil {
 		return nil, err
 	}
@@ -429,17 +432,17 @@ func (s *Store) GetNode(ctx context.Context, name string) (*ipam.Node, error) {
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
 	}
-	return copyNode(n), nil
+	return parseNode(n), nil
 }
 
-func (s *Store) ListNodes(ctx context.Context) ([]ipam.Node, error) {
+func (s *Store) ListNodes(ctx context.Context) ([]model.Node, error) {
 	if err := s.enter("ListNodes", ""); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	var out []ipam.Node
+	var out []model.Node
 	for _, n := range s.nodes {
-		out = append(out, *copyNode(n))
+		out = append(out, *parseNode(n))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

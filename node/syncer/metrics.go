@@ -9,7 +9,8 @@ import (
 )
 
 // Metrics say what the datastore costs this node: the watch events it receives, by resource,
-// the time a snapshot takes from the caches to the agents, and how long an event waited for it.
+// the time a pass takes from the caches to the agents (its change stream and snapshot), and how
+// long an event waited for it.
 type Metrics struct {
 	events   *prometheus.CounterVec
 	snapshot prometheus.Histogram
@@ -39,8 +40,8 @@ func (m *Metrics) event(resource string) {
 	}
 }
 
-// observeSnapshot records a snapshot handed to the agents at end, built from start, whose
-// oldest event arrived at since (zero: none, the first snapshot's or a kick's).
+// observeSnapshot records a pass handed to the agents at end, begun at start, whose oldest
+// event arrived at since (zero: none, the first pass's or a kick's).
 func (m *Metrics) observeSnapshot(since, start, end time.Time) {
 	if m == nil {
 		return

@@ -10,18 +10,12 @@ import (
 // PodAddr is one address of one pod.
 type PodAddr = policy.PodAddr
 
-// PodIPsChange is how the pods' addresses changed between two snapshots: the addresses that
-// went and the ones that came, block by block. A pod churning on one node of a thousand is one
+// PodIPsChange is how the pods' addresses changed between two passes: the addresses that went
+// and the ones that came, block by block. A pod churning on one node of a thousand is one
 // address out and one in, not a new map of every pod in the cluster, and the syncer keeps no
 // index of its own by pod: felix's is the only one.
 type PodIPsChange struct {
 	Removed, Added []PodAddr
-}
-
-// blockChange is a block whose contribution changed: old or cur is nil when it came or went.
-type blockChange struct {
-	name     string
-	old, cur []PodAddr
 }
 
 // diffPodIPs turns the blocks' changes into the addresses that went and came. An address that
@@ -29,19 +23,26 @@ type blockChange struct {
 func diffPodIPs(changes []blockChange) *PodIPsChange {
 	out := &PodIPsChange{}
 	for _, ch := range changes {
-		old := make(map[PodAddr]bool, len(ch.old))
-		for _, a := range ch.old {
-			old[a] = true
+		var old, cur []PodAddr
+		if ch.old != nil {
+			old = ch.old.podIPs
 		}
-		for _, a := range ch.cur {
-			if old[a] {
-				delete(old, a)
+		if ch.cur != nil {
+			cur = ch.cur.podIPs
+		}
+		was := make(map[PodAddr]bool, len(old))
+		for _, a := range old {
+			was[a] = true
+		}
+		for _, a := range cur {
+			if was[a] {
+				delete(was, a)
 				continue
 			}
 			out.Added = append(out.Added, a)
 		}
-		for _, a := range ch.old {
-			if old[a] {
+		for _, a := range old {
+			if was[a] {
 				out.Removed = append(out.Removed, a)
 			}
 		}
@@ -49,12 +50,15 @@ func diffPodIPs(changes []blockChange) *PodIPsChange {
 	return out
 }
 
-// podIPs is every pod's addresses, sorted, in a new map: the first snapshot's, from the blocks
-// the cache holds.
+// empty: no address went or came.
+func (c *PodIPsChange) empty() bool { return len(c.Removed) == 0 && len(c.Added) == 0 }
+
+// podIPs is every pod's addresses, sorted, in a new map: the first pass's, from the blocks the
+// cache holds.
 func (c *viewCache) podIPs() map[PodKey][]netip.Addr {
 	out := map[PodKey][]netip.Addr{}
-	for _, e := range c.blocks {
-		for _, a := range e.view.podIPs {
+	for v := range c.views {
+		for _, a := range v.podIPs {
 			out[a.Pod] = append(out[a.Pod], a.IP)
 		}
 	}

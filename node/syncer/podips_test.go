@@ -14,8 +14,8 @@ func TestDiffPodIPs(t *testing.T) {
 	stays, goes, comes := addr("a", "10.244.0.1"), addr("b", "10.244.0.2"), addr("c", "10.244.0.3")
 	gone := addr("d", "10.244.1.1")
 	got := diffPodIPs([]blockChange{
-		{name: "b0", old: []PodAddr{stays, goes}, cur: []PodAddr{comes, stays}},
-		{name: "b1", old: []PodAddr{gone}}, // deleted
+		{name: "b0", old: &blockView{podIPs: []PodAddr{stays, goes}}, cur: &blockView{podIPs: []PodAddr{comes, stays}}},
+		{name: "b1", old: &blockView{podIPs: []PodAddr{gone}}}, // deleted
 	})
 	want := &PodIPsChange{Removed: []PodAddr{goes, gone}, Added: []PodAddr{comes}}
 	if !reflect.DeepEqual(got, want) {

@@ -1,20 +1,21 @@
-// Package syncer turns the datastore (Nodes, IPPools, IPAM blocks, BGP objects, Secrets) into one
-// Snapshot of what this node's agents need: felix's workloads, blocks and pools, bird's nodes,
-// peers and prefixes. Build is pure: the informer side (watch.go) only collects objects and says
-// what changed. After its first snapshot the syncer reads only the IPAMBlocks and Nodes that
-// changed and keeps each block's contribution, so that a pod replaced on another node costs an
-// agent the same in a cluster of 100 nodes as in one of 1,000 (BenchmarkSnapshotPodReplaced).
+// Package syncer turns the datastore (Nodes, IPPools, IPAM blocks, BGP objects, Secrets) into
+// what this node's agents need, parsed once into apis/model: a stream of typed changes
+// (Config.OnUpdate: nodes, pools, blocks, this node's workloads, every pod's addresses, BGP's
+// configuration, peers and Secrets) and, until the agents read only that, a whole Snapshot
+// (Config.OnSnapshot). Build is pure: the informer side (watch.go) only collects objects and says
+// which changed. After its first pass the syncer reads only the objects that changed and keeps
+// each block's view (cache.go), so that a pod replaced on another node costs an agent the same in
+// a cluster of 100 nodes as in one of 1,000 (BenchmarkStreamPodReplaced,
+// BenchmarkSnapshotPodReplaced).
 package syncer
 
 import (
 	"iter"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,23 +24,9 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/felix/policy"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
-
-// NodeInfo is tabby's view of a Kubernetes Node.
-type NodeInfo struct {
-	Name        string
-	Labels      map[string]string
-	BGPAddress  netip.Prefix // from tabby.dev/bgp-ipv4-address; invalid when unset
-	BGPAddress6 netip.Prefix // from tabby.dev/bgp-ipv6-address; invalid when unset (no IPv6)
-	InternalIP  netip.Addr
-	InternalIP6 netip.Addr // the Node's first IPv6 InternalIP, invalid when it has none
-	ASN         uint32     // 0: BGPConfiguration's
-	RRClusterID string
-	TunnelAddr  netip.Addr
-	// RestartingUntil: tabby.dev/bgp-restarting, zero when unset.
-	RestartingUntil time.Time
-}
 
 // Workload is a pod on this node: its address and host veth.
 type Workload struct {
@@ -76,8 +63,8 @@ type Snapshot struct {
 	// built by Build).
 	Changed     Changes
 	NodeName    string
-	Local       *NodeInfo // nil until this node's Node object is seen
-	Nodes       []NodeInfo
+	Local       *model.Node // nil until this node's Node object is seen
+	Nodes       []model.Node
 	Pools       []model.Pool // the valid IPPools, sorted by name
 	LocalBlocks []netip.Prefix
 	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
@@ -112,68 +99,82 @@ type Inputs struct {
 
 // Build computes the snapshot. Invalid objects are skipped with a log line naming the field, so
 // one bad BGPPeer never takes the node's other sessions down.
-func Build(in Inputs, log *slog.Logger) Snapshot { return build(in, log, nil) }
-
-// build is Build with a cache of what each Node and IPAMBlock contributes, by resourceVersion:
-// the syncer's, so that a snapshot after one block changed parses one block, not a thousand.
-func build(in Inputs, log *slog.Logger, c *viewCache) Snapshot {
-	s := Snapshot{Changed: ChangedAll, NodeName: in.NodeName, BGPConfig: in.BGPConfig, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
-	s.Nodes = make([]NodeInfo, 0, len(in.Nodes))
+func Build(in Inputs, log *slog.Logger) Snapshot {
+	s := Snapshot{Changed: ChangedAll, NodeName: in.NodeName, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
+	s.Nodes = make([]model.Node, 0, len(in.Nodes))
 	for _, n := range in.Nodes {
-		s.Nodes = append(s.Nodes, c.node(n, log))
+		s.Nodes = append(s.Nodes, parseNode(n, log))
 	}
-	slices.SortFunc(s.Nodes, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.Name, b.Name) })
 	s.Local = localNode(s.Nodes, in.NodeName)
 
 	for _, p := range in.Pools {
-		pool, errs := validation.ParseIPPool(p)
-		if len(errs) > 0 {
-			log.Warn("ignoring invalid IPPool", "pool", p.Name, "error", errs.ToAggregate())
-			continue
+		if pool, ok := parsePool(p, log); ok {
+			s.Pools = append(s.Pools, pool)
 		}
-		s.Pools = append(s.Pools, pool)
 	}
 	slices.SortFunc(s.Pools, func(a, b model.Pool) int { return strings.Compare(a.Name, b.Name) })
 
 	views := make([]blockView, 0, len(in.Blocks))
 	for _, b := range in.Blocks {
-		if v, ok := c.block(b, in.NodeName, log); ok {
+		if v, ok := viewBlock(b, in.NodeName, log); ok {
 			views = append(views, v)
 		}
 	}
-	c.prune()
 	s.setBlocks(slices.Values(views))
-	if c == nil {
-		for _, v := range views {
-			for _, a := range v.podIPs {
-				s.PodIPs[a.Pod] = append(s.PodIPs[a.Pod], a.IP)
-			}
+	for _, v := range views {
+		for _, a := range v.podIPs {
+			s.PodIPs[a.Pod] = append(s.PodIPs[a.Pod], a.IP)
 		}
-		for _, ips := range s.PodIPs {
-			if len(ips) > 1 {
-				slices.SortFunc(ips, netip.Addr.Compare)
-			}
+	}
+	for _, ips := range s.PodIPs {
+		if len(ips) > 1 {
+			slices.SortFunc(ips, netip.Addr.Compare)
 		}
 	}
 
 	for _, p := range in.BGPPeers {
-		if errs := validation.BGPPeer(p); len(errs) > 0 {
-			log.Warn("ignoring invalid BGPPeer", "peer", p.Name, "error", errs.ToAggregate())
-			continue
+		if validPeer(p, log) {
+			s.BGPPeers = append(s.BGPPeers, *p)
 		}
-		s.BGPPeers = append(s.BGPPeers, *p)
 	}
 	slices.SortFunc(s.BGPPeers, func(a, b v1.BGPPeer) int { return strings.Compare(a.Name, b.Name) })
-	if s.BGPConfig != nil {
-		if errs := validation.BGPConfiguration(s.BGPConfig); len(errs) > 0 {
-			log.Warn("ignoring invalid BGPConfiguration: using defaults", "error", errs.ToAggregate())
-			s.BGPConfig = nil
-		}
-	}
+	s.BGPConfig = validConfig(in.BGPConfig, log)
 	for _, sec := range in.Secrets {
 		s.Secrets[sec.Name] = sec.Data
 	}
 	return s
+}
+
+// parsePool is the pool parsed, or false (logged) when it is invalid.
+func parsePool(p *v1.IPPool, log *slog.Logger) (model.Pool, bool) {
+	pool, errs := validation.ParseIPPool(p)
+	if len(errs) > 0 {
+		log.Warn("ignoring invalid IPPool", "pool", p.Name, "error", errs.ToAggregate())
+		return model.Pool{}, false
+	}
+	return pool, true
+}
+
+// validPeer tells whether the peer is valid, and logs why not.
+func validPeer(p *v1.BGPPeer, log *slog.Logger) bool {
+	if errs := validation.BGPPeer(p); len(errs) > 0 {
+		log.Warn("ignoring invalid BGPPeer", "peer", p.Name, "error", errs.ToAggregate())
+		return false
+	}
+	return true
+}
+
+// validConfig is c when it is valid, nil (the defaults, logged) when it is not.
+func validConfig(c *v1.BGPConfiguration, log *slog.Logger) *v1.BGPConfiguration {
+	if c == nil {
+		return nil
+	}
+	if errs := validation.BGPConfiguration(c); len(errs) > 0 {
+		log.Warn("ignoring invalid BGPConfiguration: using defaults", "error", errs.ToAggregate())
+		return nil
+	}
+	return c
 }
 
 // setBlocks sets what the blocks contribute to the snapshot, from each block's view.
@@ -181,10 +182,12 @@ func (s *Snapshot) setBlocks(views iter.Seq[blockView]) {
 	s.LocalBlocks, s.Borrowed, s.Routable, s.Workloads = nil, nil, nil, nil
 	for v := range views {
 		if v.local {
-			s.LocalBlocks = append(s.LocalBlocks, v.cidr)
+			s.LocalBlocks = append(s.LocalBlocks, v.block.CIDR)
 		}
-		s.Routable = append(s.Routable, v.cidr)
-		s.Routable = append(s.Routable, v.routable...)
+		s.Routable = append(s.Routable, v.block.CIDR)
+		for _, b := range v.block.Borrowed {
+			s.Routable = append(s.Routable, ipfamily.HostPrefix(b.Addr))
+		}
 		s.Borrowed = append(s.Borrowed, v.borrowed...)
 		s.Workloads = append(s.Workloads, v.workloads...)
 	}
@@ -194,14 +197,15 @@ func (s *Snapshot) setBlocks(views iter.Seq[blockView]) {
 	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 }
 
-// blockView is what one IPAMBlock contributes to the snapshot of a node.
+// blockView is what one IPAMBlock contributes to the snapshot of a node and to its change stream.
 type blockView struct {
-	cidr      netip.Prefix
-	local     bool           // affine to this node
-	routable  []netip.Prefix // the /32s other nodes borrowed in it
-	borrowed  []netip.Addr   // this node's addresses in it, when it is another node's block
-	workloads []Workload     // this node's pods in it
-	podIPs    []PodAddr      // every pod's address in it
+	// block is what routing reads of it: its prefix, its node, the addresses other nodes
+	// borrowed in it.
+	block     model.Block
+	local     bool         // affine to this node
+	borrowed  []netip.Addr // this node's addresses in it, when it is another node's block
+	workloads []Workload   // this node's pods in it
+	podIPs    []PodAddr    // every pod's address in it
 }
 
 func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
@@ -210,7 +214,10 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 		log.Warn("ignoring IPAMBlock with a bad cidr", "error", err)
 		return blockView{}, false
 	}
-	v := blockView{cidr: cidr, local: b.Spec.Affinity == v1.AffinityPrefixHost+nodeName}
+	v := blockView{block: model.Block{CIDR: cidr}, local: b.Spec.Affinity == v1.AffinityPrefixHost+nodeName}
+	if node, ok := strings.CutPrefix(b.Spec.Affinity, v1.AffinityPrefixHost); ok {
+		v.block.Node = node
+	}
 	for ord, a := range b.Spec.Allocations {
 		borrowedHere := a.Node != "" && v1.AffinityPrefixHost+a.Node != b.Spec.Affinity
 		if a.Node != nodeName && !borrowedHere && a.Pod == "" {
@@ -227,7 +234,7 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 			v.podIPs = append(v.podIPs, PodAddr{Pod: pod, IP: ip})
 		}
 		if borrowedHere {
-			v.routable = append(v.routable, netip.PrefixFrom(ip, ip.BitLen()))
+			v.block.Borrowed = append(v.block.Borrowed, model.Borrowed{Addr: ip, Node: a.Node})
 		}
 		if a.Node != nodeName {
 			continue
@@ -240,123 +247,24 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 		}
 	}
 	// In address order, not the map's: sameRoutes compares them.
-	slices.SortFunc(v.routable, netip.Prefix.Compare)
+	slices.SortFunc(v.block.Borrowed, func(a, b model.Borrowed) int { return a.Addr.Compare(b.Addr) })
 	slices.SortFunc(v.borrowed, netip.Addr.Compare)
 	slices.SortFunc(v.workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 	return v, true
 }
 
 // sameRoutes: the two views put the same routes, and the same workloads, in a snapshot; they
-// may differ in the pods' addresses (podIPs).
+// may differ in the pods' addresses (podIPs), and in which other node the block or a borrowed
+// address is routed to (the snapshot leaves other nodes' routes to BGP; the change stream's
+// BlockUpdate says it).
 func sameRoutes(a, b blockView) bool {
-	return a.cidr == b.cidr && a.local == b.local && slices.Equal(a.routable, b.routable) &&
+	return a.block.CIDR == b.block.CIDR && a.local == b.local &&
+		slices.EqualFunc(a.block.Borrowed, b.block.Borrowed, func(x, y model.Borrowed) bool { return x.Addr == y.Addr }) &&
 		slices.Equal(a.borrowed, b.borrowed) && slices.Equal(a.workloads, b.workloads)
 }
 
-// viewCache keeps each Node's and IPAMBlock's contribution while its resourceVersion stays. A nil
-// cache computes every time.
-type viewCache struct {
-	nodes  map[string]*cachedNode
-	blocks map[string]*cachedBlock
-	// gen numbers the builds: an entry a build sees is marked with it, and the entries left
-	// unmarked are the deleted objects (no map of names to fill and clear per build).
-	gen uint64
-	// skipNodes, skipBlocks: this build was not given the Nodes (or IPAMBlocks), so their
-	// entries are not pruned.
-	skipNodes, skipBlocks bool
-	// changes: the blocks whose pod addresses the last builds changed, until taken.
-	changes []blockChange
-	// routesChanged: a block came, went, or changed what sameRoutes compares, since taken.
-	routesChanged bool
-}
-
-// listed says which inputs the next build is given in full (the others it must not prune).
-func (c *viewCache) listed(ch Changes) *viewCache {
-	c.skipNodes, c.skipBlocks = ch&ChangedNodes == 0, ch&ChangedBlocks == 0
-	return c
-}
-
-type cachedNode struct {
-	rv   string
-	seen uint64
-	info NodeInfo
-}
-
-type cachedBlock struct {
-	rv   string
-	seen uint64
-	view blockView
-	ok   bool
-}
-
-func newViewCache() *viewCache {
-	return &viewCache{nodes: map[string]*cachedNode{}, blocks: map[string]*cachedBlock{}, gen: 1}
-}
-
-func (c *viewCache) node(n *corev1.Node, log *slog.Logger) NodeInfo {
-	if c == nil || n.ResourceVersion == "" {
-		return nodeInfo(n, log)
-	}
-	if e, ok := c.nodes[n.Name]; ok && e.rv == n.ResourceVersion {
-		e.seen = c.gen
-		return e.info
-	}
-	info := nodeInfo(n, log)
-	c.nodes[n.Name] = &cachedNode{rv: n.ResourceVersion, seen: c.gen, info: info}
-	return info
-}
-
-func (c *viewCache) block(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, bool) {
-	if c == nil || b.ResourceVersion == "" {
-		return viewBlock(b, nodeName, log)
-	}
-	prev := c.blocks[b.Name]
-	if prev != nil && prev.rv == b.ResourceVersion {
-		prev.seen = c.gen
-		return prev.view, prev.ok
-	}
-	v, ok := viewBlock(b, nodeName, log)
-	c.blocks[b.Name] = &cachedBlock{rv: b.ResourceVersion, seen: c.gen, view: v, ok: ok}
-	var old blockView
-	if prev != nil {
-		old = prev.view
-	}
-	if len(old.podIPs) > 0 || len(v.podIPs) > 0 {
-		c.changes = append(c.changes, blockChange{name: b.Name, old: old.podIPs, cur: v.podIPs})
-	}
-	if (prev == nil && ok) || (prev != nil && (prev.ok != ok || !sameRoutes(old, v))) {
-		c.routesChanged = true
-	}
-	return v, ok
-}
-
-// nextNodes is prev, the nodes sorted by name, with the nodes that changed as get finds them now
-// (nil: deleted): a copy, prev is a snapshot's. Nothing changed: prev itself.
-func (c *viewCache) nextNodes(prev []NodeInfo, changed map[string]struct{}, get func(name string) *corev1.Node, log *slog.Logger) []NodeInfo {
-	if len(changed) == 0 {
-		return prev
-	}
-	out := slices.Clone(prev)
-	for name := range changed {
-		i, found := slices.BinarySearchFunc(out, name, byName)
-		switch n := get(name); {
-		case n == nil && found:
-			out = slices.Delete(out, i, i+1)
-			delete(c.nodes, name)
-		case n == nil:
-		case found:
-			out[i] = c.node(n, log)
-		default:
-			out = slices.Insert(out, i, c.node(n, log))
-		}
-	}
-	return out
-}
-
-func byName(n NodeInfo, name string) int { return strings.Compare(n.Name, name) }
-
 // localNode is a copy of the node named name among nodes (sorted by name), nil when it is not.
-func localNode(nodes []NodeInfo, name string) *NodeInfo {
+func localNode(nodes []model.Node, name string) *model.Node {
 	i, ok := slices.BinarySearchFunc(nodes, name, byName)
 	if !ok {
 		return nil
@@ -365,94 +273,7 @@ func localNode(nodes []NodeInfo, name string) *NodeInfo {
 	return &local
 }
 
-// dropBlock forgets a deleted block.
-func (c *viewCache) dropBlock(name string) {
-	e, ok := c.blocks[name]
-	if !ok {
-		return
-	}
-	delete(c.blocks, name)
-	if len(e.view.podIPs) > 0 {
-		c.changes = append(c.changes, blockChange{name: name, old: e.view.podIPs})
-	}
-	c.routesChanged = c.routesChanged || e.ok
-}
-
-// updateBlocks brings the cache up to date with the blocks that changed, by name, as get finds
-// them now (nil: deleted).
-func (c *viewCache) updateBlocks(changed map[string]struct{}, get func(name string) *v1.IPAMBlock, nodeName string, log *slog.Logger) {
-	for name := range changed {
-		if b := get(name); b != nil {
-			c.block(b, nodeName, log)
-		} else {
-			c.dropBlock(name)
-		}
-	}
-}
-
-// nextBlocks sets the blocks' part of snap, the snapshot after prev, from the blocks' changes
-// recorded since prev: built again when one moved a route, prev's otherwise; and the pods'
-// addresses as a change. It says which of the two changed.
-func (c *viewCache) nextBlocks(snap, prev *Snapshot) Changes {
-	changes, routes := c.takeChanges()
-	var changed Changes
-	if routes {
-		changed |= ChangedBlocks
-		snap.setBlocks(c.views())
-	} else {
-		snap.LocalBlocks, snap.Borrowed, snap.Routable, snap.Workloads = prev.LocalBlocks, prev.Borrowed, prev.Routable, prev.Workloads
-	}
-	snap.PodIPs, snap.PodIPsChanged = nil, diffPodIPs(changes)
-	if len(snap.PodIPsChanged.Removed) > 0 || len(snap.PodIPsChanged.Added) > 0 {
-		changed |= ChangedPodIPs
-	}
-	return changed
-}
-
-// views are the valid blocks' views the cache holds, in no order.
-func (c *viewCache) views() iter.Seq[blockView] {
-	return func(yield func(blockView) bool) {
-		for _, e := range c.blocks {
-			if e.ok && !yield(e.view) {
-				return
-			}
-		}
-	}
-}
-
-// takeChanges returns the recorded block changes, and whether any moved a route, and forgets
-// them.
-func (c *viewCache) takeChanges() (changes []blockChange, routes bool) {
-	changes, routes = c.changes, c.routesChanged
-	c.changes, c.routesChanged = nil, false
-	return changes, routes
-}
-
-// prune forgets the objects the last build did not see (deleted).
-func (c *viewCache) prune() {
-	if c == nil {
-		return
-	}
-	// Not a walk over every entry when nothing was listed: that is most snapshots.
-	for name, e := range c.nodes {
-		if c.skipNodes {
-			break
-		}
-		if e.seen != c.gen {
-			delete(c.nodes, name)
-		}
-	}
-	for name, e := range c.blocks {
-		if c.skipBlocks {
-			break
-		}
-		if e.seen != c.gen {
-			c.dropBlock(name)
-		}
-	}
-	c.gen++
-	c.skipNodes, c.skipBlocks = false, false
-}
+func byName(n model.Node, name string) int { return strings.Compare(n.Name, name) }
 
 // PoolPrefixes lists the pools' CIDRs.
 func (s Snapshot) PoolPrefixes() []netip.Prefix {
@@ -472,62 +293,18 @@ func (s Snapshot) AdvertisedPrefixes() []netip.Prefix {
 	return out
 }
 
-func nodeInfo(n *corev1.Node, log *slog.Logger) NodeInfo {
-	info := NodeInfo{Name: n.Name, Labels: n.Labels}
-	ann := n.Annotations
-	if v, ok := ann[v1.AnnotationBGPRestarting]; ok {
-		// On its own: a typo in a maintenance mark must not take the node's BGP address away.
-		if t, err := validation.RestartingUntil(v); err != nil {
-			log.Warn("node has an invalid restart mark: ignoring it", "node", n.Name, "annotation", v1.AnnotationBGPRestarting, "value", v, "error", err)
-		} else {
-			info.RestartingUntil = t
-		}
-		ann = maps.Clone(ann)
-		delete(ann, v1.AnnotationBGPRestarting)
-	}
-	if errs := validation.NodeAnnotations(ann); len(errs) > 0 {
+// parseNode is the node as tabby reads it, its invalid annotations reported.
+func parseNode(n *corev1.Node, log *slog.Logger) model.Node {
+	node, errs := validation.ParseNode(n)
+	switch {
+	case len(errs) == 0:
+	case validation.RestartMarkOnly(errs):
+		log.Warn("node has an invalid restart mark: ignoring it", "node", n.Name, "annotation", v1.AnnotationBGPRestarting, "error", errs.ToAggregate())
+	default:
 		log.Warn("node has invalid tabby annotations: ignoring them", "node", n.Name, "error", errs.ToAggregate())
-	} else {
-		if v := n.Annotations[v1.AnnotationBGPIPv4Address]; v != "" {
-			info.BGPAddress = netip.MustParsePrefix(v)
-		}
-		if v := n.Annotations[v1.AnnotationBGPIPv6Address]; v != "" {
-			info.BGPAddress6 = netip.MustParsePrefix(v)
-		}
-		if v := n.Annotations[v1.AnnotationBGPASN]; v != "" {
-			asn, _ := strconv.ParseUint(v, 10, 32)
-			info.ASN = uint32(asn)
-		}
-		info.RRClusterID = n.Annotations[v1.AnnotationRRClusterID]
-		if v := n.Annotations[v1.AnnotationIPIPTunnelAddress]; v != "" {
-			info.TunnelAddr = netip.MustParseAddr(v)
-		}
 	}
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		ip, err := netip.ParseAddr(a.Address)
-		switch {
-		case err != nil:
-		case ip.Is4() && !info.InternalIP.IsValid():
-			info.InternalIP = ip
-		case ip.Is6() && !ip.Is4In6() && !info.InternalIP6.IsValid():
-			info.InternalIP6 = ip
-		}
-	}
-	return info
+	return node
 }
-
-// sameNodeInfo: nothing tabby reads of the node differs.
-func sameNodeInfo(a, b NodeInfo) bool {
-	return a.Name == b.Name && maps.Equal(a.Labels, b.Labels) && a.BGPAddress == b.BGPAddress && a.BGPAddress6 == b.BGPAddress6 &&
-		a.InternalIP == b.InternalIP && a.InternalIP6 == b.InternalIP6 && a.ASN == b.ASN && a.RRClusterID == b.RRClusterID &&
-		a.TunnelAddr == b.TunnelAddr && a.RestartingUntil.Equal(b.RestartingUntil)
-}
-
-// discard is a logger for judging objects without reporting them again.
-var discard = slog.New(slog.DiscardHandler)
 
 // containerID is the part of a handle (<network>.<containerID>) after the network name.
 func containerID(handle string) string {

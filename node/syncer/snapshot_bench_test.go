@@ -2,31 +2,49 @@ package syncer
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
-	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix"
 )
 
-// The cost of a snapshot after a pod was replaced on another node (the event a large cluster
-// sends every agent most), against the cluster's size: it must not grow with the number of
-// blocks. A full build of the same datastore is beside it. The syncer runs as in tabby-node,
-// over informer caches filled directly (no API server: their watch is not what is measured).
+// The cost of a pass after a pod was replaced on another node (the event a large cluster sends
+// every agent most), against the cluster's size: it must not grow with the number of blocks. A
+// full build of the same datastore is beside it. The syncer runs as in tabby-node, over informer
+// caches filled directly (no API server: their watch is not what is measured), handing out a
+// snapshot.
 func BenchmarkSnapshotPodReplaced(b *testing.B) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, n := range []int{100, 1000, 10000} {
-		c, err := client.New(&rest.Config{Host: "https://127.0.0.1:1"})
-		if err != nil {
-			b.Fatal(err)
+	benchPodReplaced(b, Config{OnSnapshot: func(Snapshot) {}}, func(b *testing.B, snap Snapshot, _ []any) {
+		if snap.Changed != ChangedPodIPs {
+			b.Fatalf("changed %b, want the pods' addresses only", snap.Changed)
 		}
-		s := New(c, Config{NodeName: "n0", Logger: quiet})
+	})
+}
+
+// BenchmarkStreamPodReplaced is BenchmarkSnapshotPodReplaced with the syncer sending its change
+// stream alone: the pass sends the pod's address out and its successor's in, and nothing that
+// moves a route (the block's routes did not change).
+func BenchmarkStreamPodReplaced(b *testing.B) {
+	benchPodReplaced(b, Config{OnUpdate: func([]any) {}}, func(b *testing.B, _ Snapshot, msgs []any) {
+		if len(msgs) != 1 {
+			b.Fatalf("sent %v, want the pods' addresses only", msgs)
+		}
+		// A block's first new version is two pods away from the one the syncer started with.
+		if d, ok := msgs[0].(felix.PodIPsDelta); !ok || len(d.Removed) == 0 || len(d.Removed) != len(d.Added) {
+			b.Fatalf("sent %#v, want the replaced pods' addresses out and their successors' in", msgs[0])
+		}
+	})
+}
+
+func benchPodReplaced(b *testing.B, cfg Config, check func(*testing.B, Snapshot, []any)) {
+	for _, n := range []int{100, 1000, 10000} {
+		cfg.NodeName, cfg.Logger = "n0", discard
+		s := newTestSyncer(b, cfg)
 		store := s.blocks.GetStore()
 		var in Inputs
 		for i := range n {
@@ -39,7 +57,7 @@ func BenchmarkSnapshotPodReplaced(b *testing.B) {
 		in.NodeName = "n0"
 		rv := 1
 		b.Run(fmt.Sprintf("blocks=%d/incremental", n), func(b *testing.B) {
-			s.snapshot()
+			s.pass()
 			// Two versions of other nodes' blocks (b0 is n0's own) a pod apart, applied in turn,
 			// made before the clock runs.
 			next := make([][2]*v1.IPAMBlock, 500)
@@ -48,7 +66,7 @@ func BenchmarkSnapshotPodReplaced(b *testing.B) {
 				next[k] = [2]*v1.IPAMBlock{benchBlock(1+rv%(n-1), rv), benchBlock(1+rv%(n-1), rv+1)}
 			}
 			b.ReportAllocs()
-			k := 0
+			k, msgs := 0, 0
 			for b.Loop() {
 				blk := *next[k/2%len(next)][k%2] // shallow: the allocations are only read
 				k++
@@ -58,17 +76,21 @@ func BenchmarkSnapshotPodReplaced(b *testing.B) {
 				}
 				s.mu.Lock()
 				s.pending |= ChangedBlocks
-				s.dirtyBlocks[blk.Name] = struct{}{}
+				s.dirty.blocks[blk.Name] = struct{}{}
 				s.mu.Unlock()
-				if snap, _ := s.snapshot(); snap.Changed != ChangedPodIPs {
-					b.Fatalf("changed %b, want the pods' addresses only", snap.Changed)
-				}
+				snap, m, _ := s.pass()
+				check(b, snap, m)
+				msgs += len(m)
 			}
+			b.ReportMetric(float64(msgs)/float64(k), "msgs/op")
 		})
+		if cfg.OnSnapshot == nil {
+			continue // the full build is the snapshot's alternative
+		}
 		b.Run(fmt.Sprintf("blocks=%d/full", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Build(in, quiet)
+				Build(in, discard)
 			}
 		})
 	}
@@ -93,35 +115,52 @@ func benchBlock(i, rv int) *v1.IPAMBlock {
 
 // A Node changed elsewhere in the cluster (a label, an address: the kubelet's status reports are
 // filtered out before): the syncer reads that node alone and copies the sorted list with it in
-// place. The copy (a snapshot is never changed once handed out) still grows with the cluster,
-// 0.19 ms at 1,000 nodes; listing and sorting every node took 0.62 ms.
+// place. The copy (a snapshot is never changed once handed out) still grows with the cluster.
 func BenchmarkSnapshotNodeChanged(b *testing.B) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	benchNodeChanged(b, Config{OnSnapshot: func(Snapshot) {}}, func(*testing.B, []any) {})
+}
+
+// BenchmarkStreamNodeChanged is BenchmarkSnapshotNodeChanged with the change stream alone: the
+// node, and nothing else, whatever the cluster's size.
+func BenchmarkStreamNodeChanged(b *testing.B) {
+	benchNodeChanged(b, Config{OnUpdate: func([]any) {}}, func(b *testing.B, msgs []any) {
+		if len(msgs) != 1 {
+			b.Fatalf("sent %v, want the node", msgs)
+		}
+		if _, ok := msgs[0].(model.NodeUpdate); !ok {
+			b.Fatalf("sent %#v, want the node", msgs[0])
+		}
+	})
+}
+
+func benchNodeChanged(b *testing.B, cfg Config, check func(*testing.B, []any)) {
 	for _, n := range []int{100, 1000} {
-		c, _ := client.New(&rest.Config{Host: "https://127.0.0.1:1"})
-		s := New(c, Config{NodeName: "n0", Logger: quiet})
+		cfg.NodeName, cfg.Logger = "n0", discard
+		s := newTestSyncer(b, cfg)
 		ns := s.nodes.GetStore()
 		bs := s.blocks.GetStore()
 		mk := func(i, rv int) *corev1.Node {
 			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i), ResourceVersion: strconv.Itoa(rv),
-				Labels:      map[string]string{"rack": fmt.Sprintf("r%d", i/20)},
+				Labels:      map[string]string{"rack": fmt.Sprintf("r%d", i/20+rv%2)}, // moved between racks at every version
 				Annotations: map[string]string{v1.AnnotationBGPIPv4Address: fmt.Sprintf("198.51.%d.%d/16", 100+i/250, i%250+1)}}}
 		}
 		for i := range n {
 			_ = ns.Add(mk(i, 1))
 			_ = bs.Add(benchBlock(i, 1))
 		}
-		s.snapshot()
-		rv := 2
+		s.pass()
+		rv := 1
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
 			for b.Loop() {
 				rv++
 				_ = ns.Update(mk(7, rv))
 				s.mu.Lock()
 				s.pending |= ChangedNodes
-				s.dirtyNodes["n7"] = struct{}{}
+				s.dirty.nodes["n7"] = struct{}{}
 				s.mu.Unlock()
-				s.snapshot()
+				_, msgs, _ := s.pass()
+				check(b, msgs)
 			}
 		})
 	}

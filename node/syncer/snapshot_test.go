@@ -51,13 +51,13 @@ func TestBuild(t *testing.T) {
 		},
 	}
 	s := Build(in, slog.Default())
-	if s.Local == nil || s.Local.ASN != 65010 || s.Local.BGPAddress != netip.MustParsePrefix("198.51.100.11/24") || s.Local.BGPAddress6 != netip.MustParsePrefix("2001:db8:100::11/64") || s.Local.TunnelAddr != netip.MustParseAddr("10.244.0.1") {
+	if s.Local == nil || s.Local.ASN != 65010 || s.Local.BGPAddress != ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.MustParsePrefix("2001:db8:100::11/64")) || s.Local.IPIPTunnelAddr != netip.MustParseAddr("10.244.0.1") {
 		t.Fatalf("local node = %+v", s.Local)
 	}
 	if len(s.Nodes) != 3 || s.Nodes[1].Name != "b" || s.Nodes[1].RRClusterID != "244.0.0.1" {
 		t.Fatalf("nodes = %+v", s.Nodes)
 	}
-	if s.Nodes[2].BGPAddress.IsValid() || s.Nodes[2].InternalIP != netip.MustParseAddr("198.51.100.9") {
+	if s.Nodes[2].BGPAddress.Get(ipfamily.IPv4).IsValid() || s.Nodes[2].InternalIP.Get(ipfamily.IPv4) != netip.MustParseAddr("198.51.100.9") {
 		t.Fatalf("a node with a bad annotation keeps its InternalIP and no BGP address: %+v", s.Nodes[2])
 	}
 	if len(s.Pools) != 2 || s.Pools[0].Name != "p" || s.Pools[1].Name != "v6" {
@@ -110,7 +110,7 @@ func TestRestartMark(t *testing.T) {
 	if len(s.Nodes) != 2 || !s.Nodes[0].RestartingUntil.Equal(want) {
 		t.Fatalf("marked node: %+v, want RestartingUntil %v", s.Nodes, want)
 	}
-	if !s.Nodes[1].RestartingUntil.IsZero() || !s.Nodes[1].BGPAddress.IsValid() {
+	if !s.Nodes[1].RestartingUntil.IsZero() || !s.Nodes[1].BGPAddress.Get(ipfamily.IPv4).IsValid() {
 		t.Fatalf("node with a bad mark: %+v, want no mark and its BGP address", s.Nodes[1])
 	}
 	if errs := validation.NodeAnnotations(map[string]string{v1.AnnotationBGPRestarting: "tomorrow"}); len(errs) != 1 || !strings.Contains(errs[0].Error(), v1.AnnotationBGPRestarting) {

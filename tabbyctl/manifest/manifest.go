@@ -25,7 +25,7 @@ import (
 	"github.com/tabbynet/tabby/tabbyctl/nodeview"
 )
 
-// Object is one tabby object: *v1.IPPool, *v1.BGPPeer, *v1.BGPConfiguration or *nodeview.Node.
+// Object is one tabby object: *v1.IPPool, *v1.BGPPeer, *v1.BGPConfiguration or *nodeview.Resource.
 type Object interface {
 	runtime.Object
 	GetName() string
@@ -65,7 +65,7 @@ func newObject(kind string) Object {
 	case "BGPConfiguration":
 		return &v1.BGPConfiguration{}
 	case nodeview.Kind:
-		return &nodeview.Node{}
+		return &nodeview.Resource{}
 	}
 	return nil
 }
@@ -236,7 +236,7 @@ func Validate(obj Object) field.ErrorList {
 		errs = append(errs, validation.BGPPeer(o)...)
 	case *v1.BGPConfiguration:
 		errs = append(errs, validation.BGPConfiguration(o)...)
-	case *nodeview.Node:
+	case *nodeview.Resource:
 		errs = append(errs, o.Validate()...)
 	}
 	return errs

@@ -39,16 +39,18 @@ type Spec struct {
 	BGP *BGPSpec `json:"bgp,omitempty"`
 }
 
-// Node is tabby's view of one Kubernetes Node.
-type Node struct {
+// Resource is the Node resource as tabbyctl shows and edits it: one Kubernetes Node's labels and
+// tabby's annotations on it, as written (an invalid value is shown, so that it can be fixed). It
+// is a manifest, not what the agents read of a node: that is model.Node (validation.ParseNode).
+type Resource struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Spec              Spec `json:"spec"`
 }
 
-// DeepCopyObject makes Node a runtime.Object.
-func (n *Node) DeepCopyObject() runtime.Object {
-	out := &Node{TypeMeta: n.TypeMeta}
+// DeepCopyObject makes Resource a runtime.Object.
+func (n *Resource) DeepCopyObject() runtime.Object {
+	out := &Resource{TypeMeta: n.TypeMeta}
 	n.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if n.Spec.BGP != nil {
 		b := *n.Spec.BGP
@@ -66,8 +68,8 @@ var Annotations = []string{v1.AnnotationBGPASN, v1.AnnotationBGPIPv4Address, v1.
 
 // FromKube builds the view of a Kubernetes Node. Only tabby's annotations are carried over;
 // labels are kept because BGPPeer and IPPool selectors match on them.
-func FromKube(k *corev1.Node) *Node {
-	n := &Node{TypeMeta: metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: Kind}}
+func FromKube(k *corev1.Node) *Resource {
+	n := &Resource{TypeMeta: metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: Kind}}
 	n.Name = k.Name
 	n.UID = k.UID
 	n.ResourceVersion = k.ResourceVersion
@@ -99,7 +101,7 @@ func FromKube(k *corev1.Node) *Node {
 }
 
 // TabbyAnnotations renders the view's BGP settings as annotations; absent settings are absent.
-func (n *Node) TabbyAnnotations() map[string]string {
+func (n *Resource) TabbyAnnotations() map[string]string {
 	out := map[string]string{}
 	b := n.Spec.BGP
 	if b == nil {
@@ -122,7 +124,7 @@ func (n *Node) TabbyAnnotations() map[string]string {
 
 // Validate checks the view with the same rules the agents apply to the annotations, and reports
 // errors against the view's own field paths (spec.bgp.asNumber), which is what the user wrote.
-func (n *Node) Validate() field.ErrorList {
+func (n *Resource) Validate() field.ErrorList {
 	errs := validation.NodeAnnotations(n.TabbyAnnotations())
 	bgp := field.NewPath("spec", "bgp")
 	paths := map[string]*field.Path{
@@ -150,7 +152,7 @@ func (n *Node) Validate() field.ErrorList {
 // it is in oldLabels and not in the view (an explicit edit by `tabbyctl patch`): labels belong to
 // Kubernetes as much as to tabby, so a file that omits them does not wipe them. A resourceVersion
 // on the view makes the patch conditional on it.
-func (n *Node) MergePatch(replace bool, oldLabels map[string]string) ([]byte, error) {
+func (n *Resource) MergePatch(replace bool, oldLabels map[string]string) ([]byte, error) {
 	ann := map[string]any{}
 	for k, v := range n.TabbyAnnotations() {
 		ann[k] = v

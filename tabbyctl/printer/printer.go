@@ -197,7 +197,7 @@ func row(o any, wide bool, pc Context) ([]string, []string) {
 			r = append(r, orDash(strings.Join(svc, ",")))
 		}
 		return h, r
-	case *nodeview.Node:
+	case *nodeview.Resource:
 		b := x.Spec.BGP
 		if b == nil {
 			b = &nodeview.BGPSpec{}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/ipam"
 )
@@ -58,7 +59,7 @@ func (s *timedStore) GetPod(ctx context.Context, ns, name string) (*ipam.Pod, er
 	return s.Store.GetPod(ctx, ns, name)
 }
 
-func (s *timedStore) GetNode(ctx context.Context, name string) (*ipam.Node, error) {
+func (s *timedStore) GetNode(ctx context.Context, name string) (*model.Node, error) {
 	defer s.record("GetNode", time.Now())
 	return s.Store.GetNode(ctx, name)
 }

@@ -1,0 +1,307 @@
+package syncer
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/model"
+	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/felix/policy"
+	"github.com/tabbynet/tabby/internal/ipfamily"
+	"github.com/tabbynet/tabby/ipam"
+)
+
+// testNamespace is the namespace of the test syncers' Secrets.
+const testNamespace = "tabby-system"
+
+// newTestSyncer is a syncer as tabby-node runs it, over informer caches that the test fills
+// (put, remove) instead of a watch: its passes are run by the test (pass), not by Run.
+func newTestSyncer(tb testing.TB, cfg Config) *Syncer {
+	tb.Helper()
+	c, err := client.New(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Namespace = testNamespace
+	return New(c, cfg)
+}
+
+// resourceOf names the informer of obj's kind.
+func resourceOf(obj runtime.Object) string {
+	switch obj.(type) {
+	case *corev1.Node:
+		return "nodes"
+	case *v1.IPPool:
+		return "ippools"
+	case *v1.IPAMBlock:
+		return "ipamblocks"
+	case *v1.BGPConfiguration:
+		return "bgpconfigurations"
+	case *v1.BGPPeer:
+		return "bgppeers"
+	case *corev1.Secret:
+		return "secrets"
+	}
+	panic(fmt.Sprintf("no informer for %T", obj))
+}
+
+func (s *Syncer) informer(resource string) cache.SharedIndexInformer {
+	return map[string]cache.SharedIndexInformer{"nodes": s.nodes, "ippools": s.pools, "ipamblocks": s.blocks,
+		"bgpconfigurations": s.configs, "bgppeers": s.peers, "secrets": s.secrets}[resource]
+}
+
+// put stores obj in its informer's cache, in place of the version under its key, and sends the
+// syncer the event the informer would.
+func (s *Syncer) put(tb testing.TB, obj runtime.Object) {
+	tb.Helper()
+	res := resourceOf(obj)
+	store := s.informer(res).GetStore()
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	old, ok, _ := store.GetByKey(key)
+	if ok {
+		if err := store.Update(obj); err != nil {
+			tb.Fatal(err)
+		}
+		s.handlers[res].OnUpdate(old, obj)
+		return
+	}
+	if err := store.Add(obj); err != nil {
+		tb.Fatal(err)
+	}
+	s.handlers[res].OnAdd(obj, false)
+}
+
+// remove deletes the object under key from the informer of resource, and sends the event.
+func (s *Syncer) remove(tb testing.TB, resource, key string) {
+	tb.Helper()
+	store := s.informer(resource).GetStore()
+	old, ok, _ := store.GetByKey(key)
+	if !ok {
+		return
+	}
+	if err := store.Delete(old); err != nil {
+		tb.Fatal(err)
+	}
+	s.handlers[resource].OnDelete(old)
+}
+
+// inputs are the objects the syncer's caches hold, for Build.
+func (s *Syncer) inputs() Inputs {
+	in := Inputs{NodeName: s.nodeName, Nodes: list[*corev1.Node](s.nodes), Pools: list[*v1.IPPool](s.pools),
+		Blocks: list[*v1.IPAMBlock](s.blocks), BGPPeers: list[*v1.BGPPeer](s.peers), BGPConfig: s.bgpConfig()}
+	if s.secrets != nil {
+		in.Secrets = list[*corev1.Secret](s.secrets)
+	}
+	return in
+}
+
+// streamState is what an agent knows from the change stream: the messages applied, a map per
+// kind. apply fails the test on a message that changes nothing (an unchanged object sent again,
+// a removal of what was never sent): the syncer must send only what changed.
+type streamState struct {
+	nodes     map[string]model.Node
+	pools     map[string]model.Pool
+	blocks    map[netip.Prefix]model.Block
+	workloads map[string]model.Workload
+	podIPs    map[PodKey][]netip.Addr
+	config    *v1.BGPConfiguration
+	peers     map[string]*v1.BGPPeer
+	secrets   map[string]map[string][]byte
+	inSync    bool
+}
+
+func newStreamState() *streamState {
+	return &streamState{nodes: map[string]model.Node{}, pools: map[string]model.Pool{}, blocks: map[netip.Prefix]model.Block{},
+		workloads: map[string]model.Workload{}, peers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}}
+}
+
+func (st *streamState) apply(tb testing.TB, msgs []any) {
+	tb.Helper()
+	if len(msgs) == 0 {
+		return
+	}
+	if !st.inSync {
+		if _, ok := msgs[len(msgs)-1].(model.InSync); !ok {
+			tb.Fatalf("the first pass does not end with InSync: %v", msgs)
+		}
+	}
+	for i, m := range msgs {
+		redundant := false
+		switch m := m.(type) {
+		case model.NodeUpdate:
+			old, ok := st.nodes[m.Node.Name]
+			redundant = ok && old.Equal(m.Node)
+			st.nodes[m.Node.Name] = m.Node
+		case model.NodeRemove:
+			_, ok := st.nodes[m.Name]
+			redundant = !ok
+			delete(st.nodes, m.Name)
+		case model.PoolUpdate:
+			old, ok := st.pools[m.Pool.Name]
+			redundant = ok && old.Equal(m.Pool)
+			st.pools[m.Pool.Name] = m.Pool
+		case model.PoolRemove:
+			_, ok := st.pools[m.Name]
+			redundant = !ok
+			delete(st.pools, m.Name)
+		case model.BlockUpdate:
+			old, ok := st.blocks[m.Block.CIDR]
+			redundant = ok && old.Equal(m.Block)
+			st.blocks[m.Block.CIDR] = m.Block
+		case model.BlockRemove:
+			_, ok := st.blocks[m.CIDR]
+			redundant = !ok
+			delete(st.blocks, m.CIDR)
+		case model.WorkloadUpdate:
+			old, ok := st.workloads[m.Workload.Interface]
+			redundant = ok && old.Equal(m.Workload)
+			st.workloads[m.Workload.Interface] = m.Workload
+		case model.WorkloadRemove:
+			_, ok := st.workloads[m.Interface]
+			redundant = !ok
+			delete(st.workloads, m.Interface)
+		case felix.PodIPsUpdate:
+			redundant = st.podIPs != nil
+			st.podIPs = m.IPs
+		case felix.PodIPsDelta:
+			redundant = st.podIPs == nil || len(m.Removed)+len(m.Added) == 0
+			policy.ApplyAddrs(st.podIPs, m.Removed, m.Added, func(PodKey) {})
+		case model.BGPConfigurationUpdate:
+			redundant = st.inSync && (m.Config == nil) == (st.config == nil) && (m.Config == nil || apiequality.Semantic.DeepEqual(m.Config.Spec, st.config.Spec))
+			st.config = m.Config
+		case model.BGPPeerUpdate:
+			old, ok := st.peers[m.Peer.Name]
+			redundant = ok && apiequality.Semantic.DeepEqual(old.Spec, m.Peer.Spec)
+			st.peers[m.Peer.Name] = m.Peer
+		case model.BGPPeerRemove:
+			_, ok := st.peers[m.Name]
+			redundant = !ok
+			delete(st.peers, m.Name)
+		case model.SecretUpdate:
+			old, ok := st.secrets[m.Name]
+			redundant = ok && maps.EqualFunc(old, m.Data, slices.Equal)
+			st.secrets[m.Name] = m.Data
+		case model.SecretRemove:
+			_, ok := st.secrets[m.Name]
+			redundant = !ok
+			delete(st.secrets, m.Name)
+		case model.InSync:
+			redundant = st.inSync || i != len(msgs)-1
+			st.inSync = true
+		default:
+			tb.Fatalf("unexpected message %T", m)
+		}
+		if redundant {
+			tb.Fatalf("message %d of %d changes nothing: %#v", i, len(msgs), m)
+		}
+	}
+}
+
+// check compares the state with what Build says of the syncer's caches: every kind, the blocks
+// (each block's node and borrowed addresses, as the IPAMBlocks hold them, and the routes Build
+// derives from them), this node's workloads, every pod's addresses, the BGP objects.
+func (st *streamState) check(tb testing.TB, s *Syncer, what string) {
+	tb.Helper()
+	in := s.inputs()
+	want := Build(in, discard)
+	fail := func(kind string, got, want any) {
+		tb.Helper()
+		tb.Fatalf("%s: the stream's %s\n got %+v\nwant %+v", what, kind, got, want)
+	}
+	if len(st.nodes) != len(want.Nodes) || !slices.EqualFunc(want.Nodes, sortedValues(st.nodes), model.Node.Equal) {
+		fail("nodes", sortedValues(st.nodes), want.Nodes)
+	}
+	if len(st.pools) != len(want.Pools) || !slices.EqualFunc(want.Pools, sortedValues(st.pools), model.Pool.Equal) {
+		fail("pools", sortedValues(st.pools), want.Pools)
+	}
+	// The blocks as the IPAMBlocks hold them, read here on their own.
+	blocks := map[netip.Prefix]model.Block{}
+	for _, b := range in.Blocks {
+		cidr, err := ipam.BlockCIDR(b)
+		if err != nil {
+			continue
+		}
+		mb := model.Block{CIDR: cidr, Node: strings.TrimPrefix(b.Spec.Affinity, v1.AffinityPrefixHost)}
+		for ord, a := range b.Spec.Allocations {
+			if a.Node != "" && a.Node != mb.Node {
+				var n int
+				fmt.Sscan(ord, &n)
+				mb.Borrowed = append(mb.Borrowed, model.Borrowed{Addr: ipam.AddrAt(cidr, n), Node: a.Node})
+			}
+		}
+		slices.SortFunc(mb.Borrowed, func(a, b model.Borrowed) int { return a.Addr.Compare(b.Addr) })
+		blocks[cidr] = mb
+	}
+	if !maps.EqualFunc(st.blocks, blocks, model.Block.Equal) {
+		fail("blocks", st.blocks, blocks)
+	}
+	var local, routable []netip.Prefix
+	var borrowed []netip.Addr
+	for _, b := range st.blocks {
+		routable = append(routable, b.CIDR)
+		if b.Node == s.nodeName {
+			local = append(local, b.CIDR)
+		}
+		for _, a := range b.Borrowed {
+			routable = append(routable, ipfamily.HostPrefix(a.Addr))
+			if a.Node == s.nodeName {
+				borrowed = append(borrowed, a.Addr)
+			}
+		}
+	}
+	slices.SortFunc(local, netip.Prefix.Compare)
+	slices.SortFunc(routable, netip.Prefix.Compare)
+	slices.SortFunc(borrowed, netip.Addr.Compare)
+	if !slices.Equal(local, want.LocalBlocks) || !slices.Equal(routable, want.Routable) || !slices.Equal(borrowed, want.Borrowed) {
+		fail("routes", fmt.Sprint(local, routable, borrowed), fmt.Sprint(want.LocalBlocks, want.Routable, want.Borrowed))
+	}
+	workloads := map[string]model.Workload{}
+	for _, w := range want.Workloads { // in address order
+		mw := workloads[w.Interface]
+		mw.Interface, mw.Pod = w.Interface, model.PodKey{Namespace: w.Pod.Namespace, Name: w.Pod.Name}
+		mw.IPs = append(mw.IPs, w.IP)
+		workloads[w.Interface] = mw
+	}
+	if !maps.EqualFunc(st.workloads, workloads, model.Workload.Equal) {
+		fail("workloads", st.workloads, workloads)
+	}
+	if !maps.EqualFunc(st.podIPs, want.PodIPs, slices.Equal) {
+		fail("pods' addresses", st.podIPs, want.PodIPs)
+	}
+	if (st.config == nil) != (want.BGPConfig == nil) || st.config != nil && !apiequality.Semantic.DeepEqual(st.config.Spec, want.BGPConfig.Spec) {
+		fail("BGPConfiguration", st.config, want.BGPConfig)
+	}
+	peers := map[string]v1.BGPPeerSpec{}
+	for _, p := range want.BGPPeers {
+		peers[p.Name] = p.Spec
+	}
+	if !maps.EqualFunc(st.peers, peers, func(p *v1.BGPPeer, spec v1.BGPPeerSpec) bool { return apiequality.Semantic.DeepEqual(p.Spec, spec) }) {
+		fail("BGPPeers", st.peers, peers)
+	}
+	if !maps.EqualFunc(st.secrets, want.Secrets, func(a, b map[string][]byte) bool { return maps.EqualFunc(a, b, slices.Equal) }) {
+		fail("Secrets", st.secrets, want.Secrets)
+	}
+}
+
+func sortedValues[V any](m map[string]V) []V {
+	out := make([]V, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		out = append(out, m[k])
+	}
+	return out
+}
