@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -17,9 +18,9 @@ import (
 // a range withdraws it.
 func TestServiceAdvertisement(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
+	all := []model.Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
 	tor := netip.MustParseAddr("198.51.100.253")
-	n81, n82 := all[0].Address.Addr(), all[1].Address.Addr()
+	n81, n82 := addr4(all[0]), addr4(all[1])
 	// A cluster IP range outside the pools, and external IPs inside one.
 	clusterIPs, externalIPs := netip.MustParsePrefix("203.0.113.192/27"), netip.MustParsePrefix("10.244.250.0/24")
 	conf := func(external bool) *v1.BGPConfiguration {
@@ -37,8 +38,8 @@ func TestServiceAdvertisement(t *testing.T) {
 	r := startRouter(t, tor, 65003, map[netip.Addr]uint32{n81: 64512, n82: 64512}, hijack.String())
 	// node82 has not seen the configuration yet (a rollout): it must not get the services from
 	// node81, where it would route them away (the external IPs lie in a pool).
-	a := startNode(t, all[0], all, func(b *Bird) { b.SetBGPPeers(peers); b.SetBGPConfiguration(conf(true)) })
-	b := startNode(t, all[1], all, func(b *Bird) { b.SetBGPPeers(peers) })
+	a := startNode(t, all[0], all, func(b *Bird) { send(b, peerUpdates(peers...)...); send(b, confUpdate(conf(true))) })
+	b := startNode(t, all[1], all, func(b *Bird) { send(b, peerUpdates(peers...)...) })
 	for _, p := range []netip.Prefix{clusterIPs, externalIPs} {
 		r.waitReceived(t, n81, p, n81.String())
 	}
@@ -61,7 +62,7 @@ func TestServiceAdvertisement(t *testing.T) {
 
 	// Every node announces them: one path per node at the ToR; the ToR's /32 that node82 had
 	// learned while it did not know the range is dropped.
-	b.bird.SetBGPConfiguration(conf(true))
+	send(b.bird, confUpdate(conf(true)))
 	for _, p := range []netip.Prefix{clusterIPs, externalIPs} {
 		r.waitReceived(t, n82, p, n82.String())
 	}
@@ -71,8 +72,8 @@ func TestServiceAdvertisement(t *testing.T) {
 	})
 
 	// External IPs no longer advertised: gone from the ToR, the cluster IPs stay.
-	a.bird.SetBGPConfiguration(conf(false))
-	b.bird.SetBGPConfiguration(conf(false))
+	send(a.bird, confUpdate(conf(false)))
+	send(b.bird, confUpdate(conf(false)))
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		got81, got82 := r.received(t, n81), r.received(t, n82)

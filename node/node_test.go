@@ -13,6 +13,8 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird"
+	"github.com/tabbynet/tabby/bird/peers"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -44,19 +46,23 @@ func TestNeedsTunnel(t *testing.T) {
 
 func TestBirdNodes(t *testing.T) {
 	got := birdNodes([]syncer.NodeInfo{
-		{Name: "a", BGPAddress: netip.MustParsePrefix("198.51.100.11/25"), ASN: 65001, RRClusterID: "244.0.0.1"},
+		{Name: "a", BGPAddress: netip.MustParsePrefix("198.51.100.11/25"), BGPAddress6: netip.MustParsePrefix("2001:db8:100::11/64"), ASN: 65001, RRClusterID: "244.0.0.1"},
 		{Name: "b", InternalIP: netip.MustParseAddr("198.51.100.12")}, // not annotated yet
 		{Name: "c"}, // nothing known: no address
 	})
-	want := []bird.Node{
-		{Name: "a", Address: netip.MustParsePrefix("198.51.100.11/25"), ASN: 65001, RRClusterID: "244.0.0.1"},
-		{Name: "b", Address: netip.MustParsePrefix("198.51.100.12/32")},
+	want := []model.Node{
+		{Name: "a", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/25"), netip.MustParsePrefix("2001:db8:100::11/64")), ASN: 65001, RRClusterID: "244.0.0.1"},
+		{Name: "b", InternalIP: ipfamily.PairOf(netip.MustParseAddr("198.51.100.12"), netip.Addr{})},
 		{Name: "c"},
 	}
 	for i := range want {
-		if got[i].Name != want[i].Name || got[i].Address != want[i].Address || got[i].ASN != want[i].ASN || got[i].RRClusterID != want[i].RRClusterID {
+		if !got[i].Equal(want[i]) {
 			t.Errorf("node %d = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	// bird reaches the node not annotated yet at its InternalIP.
+	if a := peers.BGPAddress(got[1]).Get(ipfamily.IPv4); a != netip.MustParsePrefix("198.51.100.12/32") {
+		t.Errorf("BGP address of a node not annotated yet: %v", a)
 	}
 }
 

@@ -1,11 +1,12 @@
 package node
 
 import (
-	"net/netip"
 	"slices"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -91,14 +92,14 @@ func (a *Agent) policyUpdates(s syncer.Snapshot) []any {
 	return msgs
 }
 
-func birdNodes(nodes []syncer.NodeInfo) []bird.Node {
-	out := make([]bird.Node, 0, len(nodes))
+// birdNodes are the nodes as the model has them: bird reaches a node that has not annotated its
+// BGP address yet at its InternalIP itself.
+func birdNodes(nodes []syncer.NodeInfo) []model.Node {
+	out := make([]model.Node, 0, len(nodes))
 	for _, n := range nodes {
-		addr := n.BGPAddress
-		if !addr.IsValid() && n.InternalIP.IsValid() {
-			addr = netip.PrefixFrom(n.InternalIP, 32)
-		}
-		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, Address6: n.BGPAddress6, ASN: n.ASN, RRClusterID: n.RRClusterID, RestartingUntil: n.RestartingUntil})
+		out = append(out, model.Node{Name: n.Name, Labels: n.Labels,
+			BGPAddress: ipfamily.PairOf(n.BGPAddress, n.BGPAddress6), InternalIP: ipfamily.PairOf(n.InternalIP, n.InternalIP6),
+			ASN: n.ASN, RRClusterID: n.RRClusterID, IPIPTunnelAddr: n.TunnelAddr, RestartingUntil: n.RestartingUntil})
 	}
 	return out
 }

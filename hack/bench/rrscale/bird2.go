@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
@@ -94,7 +95,7 @@ template bgp common {
 template bgp rrclient from common {
 	rr client; rr cluster id %s;
 }
-`, peers.RouterID(peers.Node{Name: b.node.Name}), me, asn, int(w.o.hold9().Seconds()), int(w.o.hold9().Seconds())/3, rrClusterID)
+`, peers.RouterID(model.Node{Name: b.node.Name}), me, asn, int(w.o.hold9().Seconds()), int(w.o.hold9().Seconds())/3, rrClusterID)
 	for j, a := range w.rrAddrs {
 		if j == self {
 			continue
