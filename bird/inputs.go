@@ -252,8 +252,9 @@ func (in *inputs) inPools(p netip.Prefix) bool {
 	return false
 }
 
-// serviceCIDRs are the BGPConfiguration's serviceClusterIPs and serviceExternalIPs, sorted; an
-// invalid one (the syncer passes only validated configurations) is skipped.
+// serviceCIDRs are the BGPConfiguration's serviceClusterIPs and serviceExternalIPs of both
+// families, sorted; an invalid one (the syncer passes only validated configurations) is
+// skipped.
 func serviceCIDRs(c *v1.BGPConfiguration) []netip.Prefix {
 	if c == nil {
 		return nil
@@ -261,7 +262,7 @@ func serviceCIDRs(c *v1.BGPConfiguration) []netip.Prefix {
 	var out []netip.Prefix
 	for _, list := range [][]v1.ServiceCIDR{c.Spec.ServiceClusterIPs, c.Spec.ServiceExternalIPs} {
 		for _, s := range list {
-			if p, err := validation.ParseIPv4CIDR(s.CIDR); err == nil {
+			if p, err := validation.ParseCIDR(s.CIDR); err == nil {
 				out = append(out, p)
 			}
 		}
