@@ -259,7 +259,8 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 }
 
 // timedWork tells whether the next pass has something that only time brings: a retry of what
-// failed (still marked), or a graceful restart window that may have ended.
+// failed (still marked), or a graceful restart window that may have ended (it marks the
+// neighbors, whose reconciler ends it).
 func (b *Bird) timedWork() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

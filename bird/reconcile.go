@@ -56,8 +56,8 @@ func (b *Bird) pass(ctx context.Context, dirty dirtySet) (dirtySet, error) {
 		}
 		dirty = dirty&^dirtySessions | changed
 	}
-	if !b.computedOK {
-		return dirty, nil
+	if !b.computedOK { // nothing to bring in line before the sessions were computed once
+		return dirty | dirtySessions, nil
 	}
 	if dirty&dirtySpeaker != 0 || b.speakerRec.running == nil {
 		want := b.computed.Speaker
