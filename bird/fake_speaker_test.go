@@ -49,12 +49,27 @@ func (f *fakeSpeaker) record(format string, args ...any) error {
 	return nil
 }
 
-// takeCalls returns the calls since the last take.
+// takeCalls returns the calls since the last take. Peers are added in no particular order
+// (neighborReconciler): each run of additions is sorted.
 func (f *fakeSpeaker) takeCalls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.calls
 	f.calls = nil
+	for i := 0; i < len(c); {
+		j := i
+		for j < len(c) && strings.HasPrefix(c[j], "add peer ") {
+			j++
+		}
+		if j == i {
+			i++
+			continue
+		}
+		slices.SortFunc(c[i:j], func(a, b string) int {
+			return netip.MustParseAddr(strings.TrimPrefix(a, "add peer ")).Compare(netip.MustParseAddr(strings.TrimPrefix(b, "add peer ")))
+		})
+		i = j
+	}
 	return c
 }
 

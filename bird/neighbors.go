@@ -85,8 +85,10 @@ func (r *neighborReconciler) reconcile(ctx context.Context, spk speaker.Speaker,
 		}
 		delete(r.configured, addr)
 	}
-	for _, addr := range sortedAddrs(desired) {
-		p := desired[addr]
+	// In map order on purpose: two route reflectors that added their clients in the same order
+	// would send every reflected update to them in that order too, and the same clients would
+	// be the last to get it from both.
+	for addr, p := range desired {
 		if _, ok := r.configured[addr]; ok || p.Err != "" {
 			continue
 		}
