@@ -115,8 +115,8 @@ func mkNode(i int, labels map[string]string, cluster string) model.Node {
 	}
 }
 
-// withAddress6 is n with an IPv6 BGP address.
-func withAddress6(n model.Node, p netip.Prefix) model.Node {
+// withIPv6Address is n with an IPv6 BGP address.
+func withIPv6Address(n model.Node, p netip.Prefix) model.Node {
 	n.BGPAddress.Set(ipfamily.IPv6, p)
 	return n
 }

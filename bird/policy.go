@@ -16,9 +16,9 @@ type policyReconciler struct {
 // desiredPolicy is the filter for these pools, own prefixes and service CIDRs, over the part
 // the sessions make of it (sessionsPolicy). Explained is the caller's to fill: it matters only
 // with an external router. The slices are the policy's from now on.
-func desiredPolicy(pools, own, services []netip.Prefix, fromSessions speaker.Policy, address6 netip.Addr) speaker.Policy {
+func desiredPolicy(pools, own, services []netip.Prefix, fromSessions speaker.Policy, ipv6NextHop netip.Addr) speaker.Policy {
 	pol := fromSessions
-	pol.Pools, pol.Local, pol.Services, pol.Address6 = pools, own, services, address6
+	pol.Pools, pol.Local, pol.Services, pol.IPv6NextHop = pools, own, services, ipv6NextHop
 	return pol
 }
 

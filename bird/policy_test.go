@@ -45,7 +45,7 @@ func TestDesiredPolicy(t *testing.T) {
 	}
 	pools, own, svc := []netip.Prefix{pool, pool6}, []netip.Prefix{blockOf(1)}, []netip.Prefix{netip.MustParsePrefix("203.0.113.0/26")}
 	pol := desiredPolicy(pools, own, svc, sessionsPolicy([]peers.Peer{tor}), a("2001:db8:100::1"))
-	if !slices.Equal(pol.Pools, pools) || !slices.Equal(pol.Local, own) || !slices.Equal(pol.Services, svc) || pol.Address6 != a("2001:db8:100::1") ||
+	if !slices.Equal(pol.Pools, pools) || !slices.Equal(pol.Local, own) || !slices.Equal(pol.Services, svc) || pol.IPv6NextHop != a("2001:db8:100::1") ||
 		pol.Explained != nil || !slices.Equal(pol.External, []netip.Addr{tor.Address}) {
 		t.Errorf("policy %+v", pol)
 	}

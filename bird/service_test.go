@@ -121,7 +121,7 @@ func TestServiceAdvertisementIPv6(t *testing.T) {
 			r := tc.tor
 			r.Addr, r.AS, r.NodeAS = tor, 65000, v1.DefaultASNumber
 			birdc := r.start(t, ns)
-			n := withAddress6(mkNode(88, nil, ""), node6)
+			n := withIPv6Address(mkNode(88, nil, ""), node6)
 			a := startNode(t, n, []model.Node{n}, func(b *Bird) {
 				send(b, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tc.peerIP.String(), ASNumber: 65000}})...)
 				send(b, poolUpdate(pool6))

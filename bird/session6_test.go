@@ -197,7 +197,7 @@ func TestIPv6PeerWithoutIPv6Address(t *testing.T) {
 func TestIPv6OnlyMesh(t *testing.T) {
 	netnstest.Require(t)
 	six := func(i int) model.Node {
-		return withAddress6(model.Node{Name: fmt.Sprintf("node%d", i)}, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i)))
+		return withIPv6Address(model.Node{Name: fmt.Sprintf("node%d", i)}, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i)))
 	}
 	dual := mkNode(33, nil, "")
 	dual.BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix("2001:db8:100::33/64"))
@@ -238,7 +238,7 @@ func TestIPv6OnlyMesh(t *testing.T) {
 func TestIPv6OnlyRouteReflector(t *testing.T) {
 	netnstest.Require(t)
 	six := func(i int, labels map[string]string, cluster string) model.Node {
-		return withAddress6(model.Node{Name: fmt.Sprintf("node%d", i), Labels: labels, RRClusterID: cluster}, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i)))
+		return withIPv6Address(model.Node{Name: fmt.Sprintf("node%d", i), Labels: labels, RRClusterID: cluster}, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i)))
 	}
 	all := []model.Node{six(41, rrLabel, "244.0.0.9"), six(42, nil, ""), six(43, nil, "")}
 	var tns []*testNode

@@ -18,8 +18,8 @@ func node(name, addr string, labels map[string]string, asn uint32, cluster strin
 	return model.Node{Name: name, BGPAddress: ipfamily.PairOf(netip.MustParsePrefix(addr), netip.Prefix{}), Labels: labels, ASN: asn, RRClusterID: cluster}
 }
 
-// withAddress6 is n with an IPv6 BGP address.
-func withAddress6(n model.Node, addr string) model.Node {
+// withIPv6Address is n with an IPv6 BGP address.
+func withIPv6Address(n model.Node, addr string) model.Node {
 	n.BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(addr))
 	return n
 }
@@ -195,7 +195,7 @@ func TestTimersFromConfiguration(t *testing.T) {
 // A BGPPeer with an IPv6 address: a session on a node with an IPv6 BGP address, a problem (and
 // no session) on one without; the node's own IPv6 address is never a peer.
 func TestIPv6PeerIP(t *testing.T) {
-	dual := withAddress6(n1, "2001:db8:100::1/64")
+	dual := withIPv6Address(n1, "2001:db8:100::1/64")
 	tor6 := peer("tor6", v1.BGPPeerSpec{PeerIP: "[2001:db8:100::fe]:1179", ASNumber: 65000})
 	self6 := peer("self6", v1.BGPPeerSpec{PeerIP: "2001:db8:100::1", ASNumber: 65000})
 	res, err := Compute(Input{LocalNode: "n1", Nodes: []model.Node{dual, n2}, Peers: []v1.BGPPeer{tor6, self6}})
@@ -228,8 +228,8 @@ func TestIPv6PeerIP(t *testing.T) {
 // mesh sessions over IPv6 to nodes that have IPv6, none to an IPv4-only node, and a BGPPeer at
 // an IPv4 address is a problem, not a session.
 func TestIPv6OnlyNode(t *testing.T) {
-	a := withAddress6(model.Node{Name: "a"}, "2001:db8:100::a/64")
-	b := withAddress6(model.Node{Name: "b"}, "2001:db8:100::b/64")
+	a := withIPv6Address(model.Node{Name: "a"}, "2001:db8:100::a/64")
+	b := withIPv6Address(model.Node{Name: "b"}, "2001:db8:100::b/64")
 	v4 := n1
 	tor := peer("tor4", v1.BGPPeerSpec{PeerIP: "198.51.100.254", ASNumber: 65000})
 	res, err := Compute(Input{LocalNode: "a", Nodes: []model.Node{a, b, v4}, Peers: []v1.BGPPeer{tor}})
@@ -254,7 +254,7 @@ func TestIPv6OnlyNode(t *testing.T) {
 // A node's BGP address is its annotation; a node that has not annotated itself yet is reached
 // at its IPv4 InternalIP (as a /32), never at an IPv6 one.
 func TestBGPAddress(t *testing.T) {
-	annotated := withAddress6(node("a", "198.51.100.11/25", nil, 0, ""), "2001:db8:100::11/64")
+	annotated := withIPv6Address(node("a", "198.51.100.11/25", nil, 0, ""), "2001:db8:100::11/64")
 	annotated.InternalIP = ipfamily.PairOf(netip.MustParseAddr("198.51.100.99"), netip.Addr{})
 	for _, c := range []struct {
 		name string
@@ -295,7 +295,7 @@ func TestSessionsDiffer(t *testing.T) {
 			return n
 		}(), true},
 		{"labels", base, func() model.Node { n := base; n.Labels = map[string]string{"rack": "b"}; return n }(), true},
-		{"IPv6 address", base, withAddress6(base, "2001:db8:100::11/64"), true},
+		{"IPv6 address", base, withIPv6Address(base, "2001:db8:100::11/64"), true},
 		{"AS", base, func() model.Node { n := base; n.ASN = 65001; return n }(), true},
 		{"reflector", base, func() model.Node { n := base; n.RRClusterID = "244.0.0.1"; return n }(), true},
 	} {
