@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -96,3 +97,41 @@ func BenchmarkBlockElsewhereToR1000Nodes(b *testing.B) { benchBlockChange(b, tru
 
 // A block of this node claimed or released in a 1,000-node cluster.
 func BenchmarkLocalBlock1000Nodes(b *testing.B) { benchBlockChange(b, false, benchNodeName(0)) }
+
+// The same block changes through the deprecated setters, as tabby-node hands them over until it
+// sends the messages itself: the whole routable and local lists, each call's difference sent.
+func benchLegacyBlockChange(b *testing.B, local bool) {
+	bd := benchAgent(b, false)
+	var routable []netip.Prefix
+	for i := range benchNodes {
+		routable = append(routable, benchBlock(i))
+	}
+	extra := netip.MustParsePrefix("10.244.255.0/26")
+	with := append(slices.Clone(routable), extra)
+	own, ownWith := []netip.Prefix{benchBlock(0)}, []netip.Prefix{benchBlock(0), extra}
+	bd.SetRoutable(routable)
+	bd.SetLocalPrefixes(own)
+	ctx := context.Background()
+	if err := bd.CompleteDeferredWork(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r, l := routable, own
+		if i%2 == 0 {
+			r = with
+			if local {
+				l = ownWith
+			}
+		}
+		bd.SetRoutable(r)
+		bd.SetLocalPrefixes(l)
+		if err := bd.CompleteDeferredWork(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLegacyBlockElsewhere1000Nodes(b *testing.B) { benchLegacyBlockChange(b, false) }
+func BenchmarkLegacyLocalBlock1000Nodes(b *testing.B)     { benchLegacyBlockChange(b, true) }

@@ -42,10 +42,9 @@ type legacyLists struct {
 	pools    map[netip.Prefix]bool
 	peers    map[string]v1.BGPPeer
 	secrets  map[string]map[string][]byte
-	local    []netip.Prefix
-	routable []netip.Prefix
-	// blocks are what local and routable stand for: a block of this node for each prefix it
-	// advertises, one of no node for each other prefix IPAM explains.
+	local    map[netip.Prefix]bool
+	routable []netip.Prefix // masked, sorted, each once
+	// blocks are what local and routable stand for (blockMessages).
 	blocks map[netip.Prefix]model.Block
 }
 
@@ -183,9 +182,7 @@ func (l *legacyLists) poolMessages(cidrs []netip.Prefix) []any {
 func (b *Bird) SetRoutable(p []netip.Prefix) {
 	b.legacyMu.Lock()
 	defer b.legacyMu.Unlock()
-	l := b.legacyLocked()
-	l.routable = slices.Clone(p)
-	b.onUpdates(l.blockMessages(b.cfg.NodeName))
+	b.onUpdates(b.legacyLocked().routableMessages(b.cfg.NodeName, p))
 }
 
 // SetLocalPrefixes sets the prefixes this node advertises (its blocks and borrowed /32s).
@@ -194,32 +191,86 @@ func (b *Bird) SetRoutable(p []netip.Prefix) {
 func (b *Bird) SetLocalPrefixes(p []netip.Prefix) {
 	b.legacyMu.Lock()
 	defer b.legacyMu.Unlock()
-	l := b.legacyLocked()
-	l.local = slices.Clone(p)
-	b.onUpdates(l.blockMessages(b.cfg.NodeName))
+	b.onUpdates(b.legacyLocked().localMessages(b.cfg.NodeName, p))
 }
 
-// blockMessages turns local and routable into blocks and returns the messages from the blocks
-// of the previous call to these.
-func (l *legacyLists) blockMessages(self string) []any {
-	want := make(map[netip.Prefix]model.Block, len(l.routable)+len(l.local))
-	for _, p := range l.routable {
-		want[p.Masked()] = model.Block{CIDR: p.Masked()}
+// routableMessages are the block messages of a new routable list. It changes with every block
+// claimed or released in the cluster and holds all of them: its difference from the previous
+// one is found in one walk of the two, sorted (as the syncer hands it over, else sorted here).
+func (l *legacyLists) routableMessages(self string, routable []netip.Prefix) []any {
+	sorted := make([]netip.Prefix, len(routable))
+	for i, p := range routable {
+		sorted[i] = p.Masked()
 	}
-	for _, p := range l.local {
-		want[p.Masked()] = model.Block{CIDR: p.Masked(), Node: self}
+	if !slices.IsSortedFunc(sorted, netip.Prefix.Compare) {
+		slices.SortFunc(sorted, netip.Prefix.Compare)
 	}
+	sorted = slices.Compact(sorted)
+	var changed []netip.Prefix
+	prev, next := l.routable, sorted
+	for len(prev) > 0 || len(next) > 0 {
+		c := 1 // next[0] is new
+		switch {
+		case len(next) == 0:
+			c = -1
+		case len(prev) > 0:
+			c = prev[0].Compare(next[0])
+		}
+		switch {
+		case c < 0: // prev[0] is gone
+			changed, prev = append(changed, prev[0]), prev[1:]
+		case c > 0:
+			changed, next = append(changed, next[0]), next[1:]
+		default:
+			prev, next = prev[1:], next[1:]
+		}
+	}
+	l.routable = sorted
+	return l.blockMessages(self, changed)
+}
+
+// localMessages are the block messages of a new list of this node's prefixes.
+func (l *legacyLists) localMessages(self string, local []netip.Prefix) []any {
+	next := make(map[netip.Prefix]bool, len(local))
+	for _, p := range local {
+		next[p.Masked()] = true
+	}
+	var changed []netip.Prefix
+	for p := range next {
+		if !l.local[p] {
+			changed = append(changed, p)
+		}
+	}
+	for p := range l.local {
+		if !next[p] {
+			changed = append(changed, p)
+		}
+	}
+	l.local = next
+	return l.blockMessages(self, changed)
+}
+
+// blockMessages brings the blocks that stand for the changed prefixes in line with local and
+// routable: a block of this node for each prefix it advertises, one of no node for each other
+// prefix IPAM explains.
+func (l *legacyLists) blockMessages(self string, changed []netip.Prefix) []any {
+	slices.SortFunc(changed, netip.Prefix.Compare)
 	var msgs []any
-	for _, cidr := range slices.SortedFunc(maps.Keys(want), netip.Prefix.Compare) {
-		if old, ok := l.blocks[cidr]; !ok || !old.Equal(want[cidr]) {
-			msgs = append(msgs, model.BlockUpdate{Block: want[cidr]})
+	for _, p := range slices.Compact(changed) {
+		old, had := l.blocks[p]
+		want, has := model.Block{CIDR: p, Node: self}, true
+		if !l.local[p] {
+			want.Node = ""
+			_, has = slices.BinarySearchFunc(l.routable, p, netip.Prefix.Compare)
+		}
+		switch {
+		case has && (!had || !old.Equal(want)):
+			l.blocks[p] = want
+			msgs = append(msgs, model.BlockUpdate{Block: want})
+		case !has && had:
+			delete(l.blocks, p)
+			msgs = append(msgs, model.BlockRemove{CIDR: p})
 		}
 	}
-	for _, cidr := range slices.SortedFunc(maps.Keys(l.blocks), netip.Prefix.Compare) {
-		if _, ok := want[cidr]; !ok {
-			msgs = append(msgs, model.BlockRemove{CIDR: cidr})
-		}
-	}
-	l.blocks = want
 	return msgs
 }

@@ -78,20 +78,24 @@ func TestLegacySettersSendTheDifference(t *testing.T) {
 		{"a Secret changed, one gone", func() []any { return l.secretMessages(map[string]map[string][]byte{"b": {"k": []byte("3")}}) },
 			[]string{"SecretUpdate b", "SecretRemove a"}},
 		{"routable", func() []any {
-			l.routable = []netip.Prefix{p("10.244.1.0/26"), p("10.244.2.0/26")}
-			return l.blockMessages("node1")
+			return l.routableMessages("node1", []netip.Prefix{p("10.244.2.0/26"), p("10.244.1.0/26")})
 		},
 			[]string{`BlockUpdate 10.244.1.0/26 node=""`, `BlockUpdate 10.244.2.0/26 node=""`}},
-		{"local", func() []any { l.local = []netip.Prefix{p("10.244.1.0/26")}; return l.blockMessages("node1") },
+		{"local", func() []any { return l.localMessages("node1", []netip.Prefix{p("10.244.1.0/26")}) },
 			[]string{`BlockUpdate 10.244.1.0/26 node="node1"`}},
-		{"a block gone elsewhere", func() []any { l.routable = []netip.Prefix{p("10.244.1.0/26")}; return l.blockMessages("node1") },
-			[]string{"BlockRemove 10.244.2.0/26"}},
+		{"the same routable again", func() []any {
+			return l.routableMessages("node1", []netip.Prefix{p("10.244.1.0/26"), p("10.244.2.0/26")})
+		}, nil},
+		{"a block gone elsewhere, one new", func() []any {
+			return l.routableMessages("node1", []netip.Prefix{p("10.244.1.0/26"), p("10.244.3.0/26")})
+		}, []string{"BlockRemove 10.244.2.0/26", `BlockUpdate 10.244.3.0/26 node=""`}},
 		{"a local prefix not in routable", func() []any {
-			l.local = []netip.Prefix{p("10.244.1.0/26"), p("10.244.9.7/32")}
-			return l.blockMessages("node1")
+			return l.localMessages("node1", []netip.Prefix{p("10.244.1.0/26"), p("10.244.9.7/32")})
 		}, []string{`BlockUpdate 10.244.9.7/32 node="node1"`}},
-		{"nothing local", func() []any { l.local = nil; return l.blockMessages("node1") },
+		{"nothing local", func() []any { return l.localMessages("node1", nil) },
 			[]string{`BlockUpdate 10.244.1.0/26 node=""`, "BlockRemove 10.244.9.7/32"}},
+		{"nothing routable", func() []any { return l.routableMessages("node1", nil) },
+			[]string{"BlockRemove 10.244.1.0/26", "BlockRemove 10.244.3.0/26"}},
 	} {
 		if got := show(s.msgs()); !slices.Equal(got, s.want) {
 			t.Errorf("%s: %q, want %q", s.name, got, s.want)
