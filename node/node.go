@@ -21,7 +21,6 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
-	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
@@ -43,14 +42,10 @@ type Agent struct {
 	syncer *syncer.Syncer
 	policy *syncer.PolicyWatcher
 
+	tunnel     *tunnelNeed
 	tunnelKick chan struct{}
-	firstSnap  chan struct{} // closed by the first snapshot
-	firstOnce  sync.Once
-	mu         sync.Mutex
-	last       syncer.Snapshot
-	// endpoints: the local endpoints last handed to felix's policy manager (nil: none yet).
-	// Only onSnapshot touches it.
-	endpoints *[]policy.Endpoint
+	synced     chan struct{} // closed once the syncer has sent every object (model.InSync)
+	syncedOnce sync.Once
 }
 
 // Run runs tabby-node until ctx ends, then shuts down as cfg.Shutdown says.
@@ -70,7 +65,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if c, err = withTypha(c, restCfg, cfg, log); err != nil {
 		return err
 	}
-	a := &Agent{cfg: cfg, log: log, client: c, reg: prometheus.NewRegistry(), tunnelKick: make(chan struct{}, 1), firstSnap: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: log, client: c, reg: prometheus.NewRegistry(), tunnelKick: make(chan struct{}, 1), synced: make(chan struct{})}
+	a.tunnel = newTunnelNeed(cfg.NodeName)
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if fan := c.Fanout(); fan != nil {
 		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tabby_datastore_via_typha",
@@ -141,14 +137,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if a.bgp, err = bird.New(bird.Config{
 		NodeName: cfg.NodeName, GoBGPAPI: cfg.GoBGPAPI,
 		StatusSocket: filepath.Join(cfg.RunDir, "bird.sock"),
-		OnRoute:      a.onBGPRoute,
-		Logger:       log.With("component", "bird"),
+		// Learned routes go to felix, which picks the device; no session opens before every
+		// node, pool and block has been seen.
+		Routes:        a.felix.OnUpdate,
+		WaitForInSync: true,
+		Logger:        log.With("component", "bird"),
 	}); err != nil {
 		return fmt.Errorf("start bird: %w", err)
 	}
 	a.reg.MustRegister(a.bgp.Collectors()...)
 	dm := syncer.NewMetrics(a.reg)
-	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer"), Metrics: dm})
+	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnUpdate: a.onUpdates, Logger: log.With("component", "syncer"), Metrics: dm})
 	a.policy = syncer.NewPolicyWatcher(c, a.felix.OnUpdate, log.With("component", "policy"), dm)
 
 	ipamSrv, err := a.serveIPAM()
@@ -174,15 +173,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer close(felixDone)
 		return a.felix.Run(felixCtx)
 	})
-	g.Go(func() error {
-		// bird computes its sessions from the nodes: start it with the first snapshot.
-		select {
-		case <-gctx.Done():
-			return nil
-		case <-a.firstSnap:
-		}
-		return a.bgp.Run(gctx)
-	})
+	g.Go(func() error { return a.bgp.Run(gctx) })
 	g.Go(func() error { return a.syncer.Run(gctx) })
 	g.Go(func() error { return a.policy.Run(gctx) })
 	g.Go(func() error { return a.pods.Run(gctx) })
