@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
 	"github.com/tabbynet/tabby/internal/testwait"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // callLog is a Speaker that records the calls that change routes or filters, in order.

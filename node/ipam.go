@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/ipam"
@@ -15,7 +17,6 @@ import (
 	ipamrpc "github.com/tabbynet/tabby/ipam/rpc"
 	"github.com/tabbynet/tabby/node/installcni"
 	"github.com/tabbynet/tabby/node/syncer"
-	"k8s.io/client-go/tools/cache"
 )
 
 func (a *Agent) serveIPAM() (*ipamrpc.Server, error) {

@@ -12,6 +12,7 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 func parsePool(t *testing.T, name string, mode v1.IPIPMode, sel string, disabled bool) model.Pool {
@@ -34,9 +35,9 @@ func TestAllEstablished(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	for _, c := range []Config{{RunDir: "/run"}, {NodeName: "a"}, {NodeName: "a", RunDir: "/run", Shutdown: "sometimes"},
-		{NodeName: "a", RunDir: "/run", BGPAddress: "cidr=2001:db8::/32"}, {NodeName: "a", RunDir: "/run", BGPAddress6: "cidr=198.51.100.0/24"},
+		{NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("cidr=2001:db8::/32", "")}, {NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("", "cidr=198.51.100.0/24")},
 		// No address of either family: refused before the agent waits for its Node.
-		{NodeName: "a", RunDir: "/run", BGPAddress: "none", BGPAddress6: "none"}, {NodeName: "a", RunDir: "/run", BGPAddress: "none"},
+		{NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("none", "none")}, {NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("none", "")},
 		// tabby-typha: one way to find it, a namespace/name, and a CA to verify it.
 		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha", TyphaAddrs: []string{"198.51.100.5:5473"}, TyphaCAFile: "/ca"},
 		{NodeName: "a", RunDir: "/run", TyphaService: "tabby-typha", TyphaCAFile: "/ca"},
@@ -45,8 +46,8 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v: want an error", c)
 		}
 	}
-	for _, c := range []Config{{NodeName: "a", RunDir: "/run"}, {NodeName: "a", RunDir: "/run", BGPAddress: "cidr=198.51.100.0/24", BGPAddress6: "none"},
-		{NodeName: "a", RunDir: "/run", BGPAddress: "none", BGPAddress6: "cidr=2001:db8::/32"},
+	for _, c := range []Config{{NodeName: "a", RunDir: "/run"}, {NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("cidr=198.51.100.0/24", "none")},
+		{NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("none", "cidr=2001:db8::/32")},
 		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha", TyphaCAFile: "/ca"}} {
 		if err := c.Validate(); err != nil {
 			t.Error(err)

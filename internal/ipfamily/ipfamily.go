@@ -120,3 +120,6 @@ func (p *Pair[T]) Set(f Family, v T) { p[f.index()] = v }
 
 // PairOf is a pair from an IPv4 and an IPv6 value.
 func PairOf[T any](v4, v6 T) Pair[T] { return Pair[T]{v4, v6} }
+
+// Ptr points at f's value, for whatever fills it in place (a flag).
+func (p *Pair[T]) Ptr(f Family) *T { return &p[f.index()] }
