@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
 	"github.com/tabbynet/tabby/bird/status"
@@ -29,82 +27,66 @@ type Config struct {
 	GoBGPAPI string
 	// StatusSocket is the unix socket of the status service (status.DefaultSocket); "" = none.
 	StatusSocket string
-	// OnRoute receives every change of a best path learned from a peer inside an IPPool, in
-	// order, from one goroutine. It must not block for long.
-	OnRoute func(RouteUpdate)
-	Logger  *slog.Logger
+	// Routes receives a model.RouteUpdate or model.RouteRemove for every change of a best path
+	// learned from a peer inside a pool, in order, from one goroutine. It must not block for
+	// long.
+	Routes func(msg any)
+	// WaitForInSync: no session opens before model.InSync, so that a peer that gets our
+	// End-of-RIB (sent as soon as a session is up) has every prefix of this node before it.
+	WaitForInSync bool
+	Logger        *slog.Logger
 	// NewSpeaker makes the BGP speaker; nil = embedded GoBGP.
 	NewSpeaker func(log *slog.Logger, apiAddr string) (speaker.Speaker, error)
-}
-
-// Node is a tabby node as the lead reads it from the Kubernetes Node (annotations).
-type Node struct {
-	Name        string
-	Labels      map[string]string
-	Address     netip.Prefix // tabby.dev/bgp-ipv4-address
-	Address6    netip.Prefix // tabby.dev/bgp-ipv6-address; invalid: no IPv6
-	ASN         uint32       // tabby.dev/bgp-asn; 0 = BGPConfiguration / default
-	RRClusterID string       // tabby.dev/route-reflector-cluster-id
-	// RestartingUntil marks a planned restart of the node (annotation tabby.dev/bgp-restarting,
-	// RFC 3339): until then, a lost session with it is a graceful restart and its routes stay.
-	// A restart of tabby-node alone needs no mark: its Stop(true) tells the peers (see doc.go).
-	RestartingUntil time.Time
-}
-
-// RouteUpdate is a route learned over BGP for felix to program.
-type RouteUpdate struct {
-	Prefix    netip.Prefix
-	NextHop   netip.Addr
-	Withdrawn bool
 }
 
 // PeerStatus is one session as the status service shows it.
 type PeerStatus = status.PeerStatus
 
-// Bird is tabby's BGP agent on one node.
+// Bird is tabby's BGP agent on one node. The model's messages (OnUpdate) say what the cluster
+// is; a pass (CompleteDeferredWork, run by Run) brings the speaker in line with it, one
+// concern at a time (reconcile.go), and only the concerns a message could change.
 type Bird struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	listen netip.Addr // cfg.ListenAddress parsed
+	log    *slog.Logger
 
 	kick chan struct{}
 
 	mu sync.Mutex
-	// inputs
-	nodes   []Node
-	bgpConf *v1.BGPConfiguration
-	bgpPeer []v1.BGPPeer
-	secrets map[string]map[string][]byte
-	pools   []netip.Prefix
-	local   []netip.Prefix
-	// routable: what IPAM explains inside the pools, cluster-wide (SetRoutable).
-	routable []netip.Prefix
-	// routableUnused: the policy in place has no external router, so routable is not in it;
-	// a change of routable alone then changes nothing and does not wake reconcile.
-	routableUnused bool
-	// peerInputs counts changes of what the sessions are computed from (nodes, BGP
-	// configuration, BGPPeers, Secrets); computed is the result for computedAt. A block claimed
-	// or released anywhere in the cluster wakes every agent's reconcile, and must not make it
-	// compute every session again.
-	peerInputs, computedAt uint64
-	computed               *peers.Result
-	// applied state
-	spk          speaker.Speaker
-	spkCancel    context.CancelFunc
-	starting     speaker.Speaker // created, Start failed: retried (only Run touches it)
-	lastProblems string          // only Run touches it
-	problems     []string        // the same, for Status (under mu)
-	started      time.Time
-	speakerCfg   peers.Speaker
-	desired      map[netip.Addr]peers.Peer // every wanted session, also those that cannot open
-	configured   map[netip.Addr]peers.Peer // sessions configured in the speaker
-	paths        map[netip.Prefix]bool
-	policy       *speaker.Policy
-	sessions     map[netip.Addr]*session
-	told         map[netip.Prefix]netip.Addr // learned routes handed to OnRoute
-	lastUpdate   time.Time
-	lastErr      string
-	stopped      bool
-	stopCh       chan struct{}
+	in inputs
+	// dirty: the concerns the next pass must bring in line.
+	dirty dirtySet
+	// explainedUnused: the policy in place has no external router, so the explained prefixes
+	// are not in it, and a block claimed or released elsewhere does not wake the agent.
+	explainedUnused bool
+	// What the pass publishes for the status service, the metrics and the session events.
+	spk         speaker.Speaker
+	spkCancel   context.CancelFunc
+	speakerCfg  peers.Speaker
+	started     time.Time
+	problems    []string
+	desired     map[netip.Addr]peers.Peer // every wanted session, also those that cannot open
+	configuredN int                       // sessions configured in the speaker
+	advertisedN int                       // paths advertised
+	sessions    map[netip.Addr]*session
+	told        map[netip.Prefix]netip.Addr // learned routes handed to Config.Routes
+	lastUpdate  time.Time
+	lastErr     string
+	stopped     bool
+	stopCh      chan struct{}
+
+	// The pass's own: one pass at a time.
+	passMu     sync.Mutex
+	computed   peers.Result // the sessions as last computed
+	computedOK bool
+	computes   int // computations of the sessions (tests: what a message costs)
+	// sessionsPolicy is the part of the policy the computed sessions make.
+	sessionsPolicy speaker.Policy
+	lastProblems   string
+	speakerRec     speakerReconciler
+	paths          pathReconciler
+	policy         policyReconciler
+	neighbors      neighborReconciler
 
 	metrics    *metrics
 	reconciles atomic.Int64
@@ -119,7 +101,7 @@ type session struct {
 	// gracefulUntil: the peer announced a graceful restart (RFC 8538 Cease with tabby's
 	// communication) and may come back until then.
 	gracefulUntil time.Time
-	flush         bool // lost without a restart mark: drop its routes (reconcile does it)
+	flush         bool // lost without a restart mark: drop its routes (the neighbor reconciler does it)
 	hardReset     bool // the peer's last NOTIFICATION was a Hard Reset: GoBGP dropped its routes itself
 	inGR          bool // lost while restarting: routes kept until it is back or the mark ends
 	// upSinceAdded: established at least once since the peer was (re)added to the speaker;
@@ -137,8 +119,10 @@ func New(cfg Config) (*Bird, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	var listen netip.Addr
 	if cfg.ListenAddress != "" {
-		if _, err := netip.ParseAddr(cfg.ListenAddress); err != nil {
+		var err error
+		if listen, err = netip.ParseAddr(cfg.ListenAddress); err != nil {
 			return nil, fmt.Errorf("bird: Config.ListenAddress %q: %w", cfg.ListenAddress, err)
 		}
 	}
@@ -150,17 +134,23 @@ func New(cfg Config) (*Bird, error) {
 	if _, err := cfg.NewSpeaker(cfg.Logger, cfg.GoBGPAPI); err != nil { // validate early
 		return nil, fmt.Errorf("bird: %w", err)
 	}
+	log := cfg.Logger.With("component", "bird")
 	b := &Bird{
-		cfg:        cfg,
-		log:        cfg.Logger.With("component", "bird"),
-		kick:       make(chan struct{}, 1),
-		configured: map[netip.Addr]peers.Peer{},
-		desired:    map[netip.Addr]peers.Peer{},
-		paths:      map[netip.Prefix]bool{},
-		sessions:   map[netip.Addr]*session{},
-		told:       map[netip.Prefix]netip.Addr{},
-		stopCh:     make(chan struct{}),
+		cfg:       cfg,
+		listen:    listen,
+		log:       log,
+		kick:      make(chan struct{}, 1),
+		in:        newInputs(cfg.NodeName),
+		dirty:     dirtyAll,
+		desired:   map[netip.Addr]peers.Peer{},
+		sessions:  map[netip.Addr]*session{},
+		told:      map[netip.Prefix]netip.Addr{},
+		stopCh:    make(chan struct{}),
+		paths:     pathReconciler{advertised: map[netip.Prefix]netip.Addr{}},
+		neighbors: neighborReconciler{log: log, configured: map[netip.Addr]peers.Peer{}},
 	}
+	b.speakerRec = speakerReconciler{log: log, onEvent: b.onEvent,
+		newSpeaker: func() (speaker.Speaker, error) { return cfg.NewSpeaker(cfg.Logger, cfg.GoBGPAPI) }}
 	b.metrics = newMetrics(b)
 	return b, nil
 }
@@ -172,74 +162,31 @@ func (b *Bird) trigger() {
 	}
 }
 
-// SetNodes sets every node of the cluster, this one included.
-func (b *Bird) SetNodes(nodes []Node) {
+// OnUpdate records one of the model's messages (apis/model/updates.go): NodeUpdate/NodeRemove
+// (every node, this one included), PoolUpdate/PoolRemove, BlockUpdate/BlockRemove,
+// BGPConfigurationUpdate, BGPPeerUpdate/BGPPeerRemove, SecretUpdate/SecretRemove and InSync;
+// it ignores the others. It marks what the message can change and wakes Run, whose next pass
+// brings only that in line. It is safe to call from any goroutine.
+func (b *Bird) OnUpdate(msg any) {
 	b.mu.Lock()
-	b.nodes = slices.Clone(nodes)
-	b.peerInputs++
+	d := b.in.record(msg, !b.explainedUnused)
+	b.dirty |= d
 	b.mu.Unlock()
-	b.trigger()
-}
-
-// SetBGPConfiguration sets the cluster's BGPConfiguration; nil means defaults.
-func (b *Bird) SetBGPConfiguration(c *v1.BGPConfiguration) {
-	b.mu.Lock()
-	b.bgpConf = c
-	b.peerInputs++
-	b.mu.Unlock()
-	b.trigger()
-}
-
-// SetBGPPeers sets every BGPPeer.
-func (b *Bird) SetBGPPeers(p []v1.BGPPeer) {
-	b.mu.Lock()
-	b.bgpPeer = slices.Clone(p)
-	b.peerInputs++
-	b.mu.Unlock()
-	b.trigger()
-}
-
-// SetSecrets sets the Secrets of tabby-node's namespace (name → data) that passwords refer to.
-func (b *Bird) SetSecrets(s map[string]map[string][]byte) {
-	b.mu.Lock()
-	b.secrets = s
-	b.peerInputs++
-	b.mu.Unlock()
-	b.trigger()
-}
-
-// SetPools sets the IPPool CIDRs: the only prefixes accepted from or advertised to peers.
-func (b *Bird) SetPools(p []netip.Prefix) {
-	b.mu.Lock()
-	b.pools = slices.Clone(p)
-	b.mu.Unlock()
-	b.trigger()
-}
-
-// SetRoutable sets the prefixes inside the pools that IPAM explains, cluster-wide: every
-// block's prefix and every borrowed /32. From an external router only these are accepted
-// inside a pool (a ToR cannot pull part of a block away from its node).
-func (b *Bird) SetRoutable(p []netip.Prefix) {
-	p = sortedPrefixes(p)
-	b.mu.Lock()
-	same := slices.Equal(b.routable, p)
-	b.routable = p
-	unused := b.routableUnused
-	b.mu.Unlock()
-	// Every block claimed or released in the cluster changes it: without an external router
-	// (a mesh, reflectors and their clients) no agent has anything to do about it.
-	if !same && !unused {
+	if d != 0 {
 		b.trigger()
 	}
 }
 
-// SetLocalPrefixes sets the prefixes this node advertises (its blocks and borrowed /32s).
-func (b *Bird) SetLocalPrefixes(p []netip.Prefix) {
+// OnUpdates records msgs (the syncer's pass) as one change: no pass sees part of them.
+func (b *Bird) OnUpdates(msgs []any) {
 	b.mu.Lock()
-	same := slices.Equal(b.local, p)
-	b.local = slices.Clone(p)
+	var d dirtySet
+	for _, m := range msgs {
+		d |= b.in.record(m, !b.explainedUnused)
+	}
+	b.dirty |= d
 	b.mu.Unlock()
-	if !same {
+	if d != 0 {
 		b.trigger()
 	}
 }
@@ -262,7 +209,7 @@ func (b *Bird) Run(ctx context.Context) error {
 	tick := time.NewTicker(time.Second) // restart deadlines and retries; everything else is event driven
 	defer tick.Stop()
 	for {
-		if err := b.reconcile(ctx); err != nil {
+		if err := b.CompleteDeferredWork(ctx); err != nil {
 			b.mu.Lock()
 			if msg := err.Error(); msg != b.lastErr {
 				b.log.Error("BGP reconcile failed; retrying", "error", err)
@@ -287,8 +234,8 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 		case <-b.kick:
 			return true
 		case <-tick:
-			// A reconcile computes every peer from every node: in a large cluster a reconcile
-			// a second was most of an idle tabby-node's CPU. Only time-bound work wakes it.
+			// Only time-bound work wakes a pass: in a large cluster a pass a second was most of
+			// an idle tabby-node's CPU.
 			b.ticks.Add(1)
 			if b.timedWork() {
 				return true
@@ -297,19 +244,18 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 	}
 }
 
-// timedWork tells whether the next reconcile has something that only time brings: a retry after
-// a failure, or a graceful restart window that may have ended. Only Run calls it.
+// timedWork tells whether the next pass has something that only time brings: a retry of what
+// failed (still marked), or a graceful restart window that may have ended (it marks the
+// neighbors, whose reconciler ends it).
 func (b *Bird) timedWork() bool {
-	if b.starting != nil {
-		return true
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.lastErr != "" {
+	if b.dirty != 0 {
 		return true
 	}
 	for _, s := range b.sessions {
 		if s.inGR {
+			b.dirty |= dirtyNeighbors
 			return true
 		}
 	}
@@ -359,7 +305,7 @@ func (b *Bird) WaitSynced(ctx context.Context, grace time.Duration) error {
 	wait := syncPollMin
 	for {
 		b.mu.Lock()
-		spk, started, configured := b.spk, b.started, len(b.configured)
+		spk, started, configured := b.spk, b.started, b.configuredN
 		wanted := 0
 		for _, p := range b.desired {
 			if p.Err == "" {

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -58,9 +59,9 @@ func TestBIRD2ToR(t *testing.T) {
 		PeerIP: tor.String(), ASNumber: 65000,
 		Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "tor-auth", Key: "password"}},
 	}}}
-	a := startNode(t, n, []Node{n}, func(b *Bird) {
-		b.SetBGPPeers(bgpPeers)
-		b.SetSecrets(map[string]map[string][]byte{"tor-auth": {"password": []byte("wrong")}})
+	a := startNode(t, n, []model.Node{n}, func(b *Bird) {
+		send(b, peerUpdates(bgpPeers...)...)
+		send(b, model.SecretUpdate{Name: "tor-auth", Data: map[string][]byte{"password": []byte("wrong")}})
 	})
 	st := stayDown(t, a, tor.String(), 4*time.Second)
 	t.Logf("wrong password with BIRD2: %s: %s", st.State, st.Info)
@@ -68,7 +69,7 @@ func TestBIRD2ToR(t *testing.T) {
 		t.Fatalf("BIRD2 established a session with a wrong password: %s", out)
 	}
 
-	a.bird.SetSecrets(map[string]map[string][]byte{"tor-auth": {"password": []byte("tor-s3cret")}})
+	send(a.bird, model.SecretUpdate{Name: "tor-auth", Data: map[string][]byte{"password": []byte("tor-s3cret")}})
 	for end := time.Now().Add(30 * time.Second); ; {
 		if ps := a.bird.Peers(); len(ps) == 1 && ps[0].State == "established" {
 			break

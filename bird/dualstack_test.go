@@ -11,8 +11,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 var pool6 = netip.MustParsePrefix("fd00:10:244::/48")
@@ -42,32 +44,26 @@ func torNamespace6(t *testing.T, node, tor netip.Addr, node6 netip.Prefix, tor6 
 // in the same mesh keeps its sessions and IPv4 routes and is offered no IPv6.
 func TestDualStackMesh(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(11, nil, ""), mkNode(12, nil, ""), mkNode(13, nil, "")}
+	all := []model.Node{mkNode(11, nil, ""), mkNode(12, nil, ""), mkNode(13, nil, "")}
 	for i := range all[:2] {
-		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 11+i))
+		all[i].BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 11+i)))
 	}
-	routable := append([]netip.Prefix{block6Of(11), block6Of(12), block6Of(13)}, testBlocks...)
 	var tns []*testNode
-	for i, n := range all {
-		local := []netip.Prefix{blockOf(11 + i)}
-		if n.Address6.IsValid() {
-			local = append(local, block6Of(11+i))
-		}
+	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, func(b *Bird) {
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes(local)
+			send(b, poolUpdate(pool6))
+			send(b, claims6(11, 12)...)
 		}))
 	}
 	for _, a := range tns {
 		for _, b := range tns {
 			if a != b {
-				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+				a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 			}
 		}
 	}
-	tns[0].routes.waitRoute(t, block6Of(12), all[1].Address6.Addr(), 15*time.Second)
-	tns[1].routes.waitRoute(t, block6Of(11), all[0].Address6.Addr(), 15*time.Second)
+	tns[0].routes.waitRoute(t, block6Of(12), addr6(all[1]), 15*time.Second)
+	tns[1].routes.waitRoute(t, block6Of(11), addr6(all[0]), 15*time.Second)
 	for _, p := range []netip.Prefix{block6Of(11), block6Of(12)} {
 		if nh, ok := tns[2].routes.get(p); ok {
 			t.Errorf("the IPv4-only node learned %s via %s", p, nh)
@@ -75,20 +71,21 @@ func TestDualStackMesh(t *testing.T) {
 	}
 
 	// node11 withdraws its IPv6 block; its IPv4 one stays.
-	tns[0].bird.SetLocalPrefixes([]netip.Prefix{blockOf(11)})
+	send(tns[0].bird, release(block6Of(11)))
 	if d := tns[1].routes.waitGone(t, block6Of(11), 2*time.Second); d > time.Second {
 		t.Errorf("IPv6 withdrawal took %v", d)
 	}
-	if nh, ok := tns[1].routes.get(blockOf(11)); !ok || nh != all[0].Address.Addr() {
+	if nh, ok := tns[1].routes.get(blockOf(11)); !ok || nh != addr4(all[0]) {
 		t.Errorf("node11's IPv4 block after its IPv6 withdrawal: %v %v", nh, ok)
 	}
 	// An IPv6 prefix outside every pool, advertised by mistake beside a block, never travels:
 	// once the block that went with it has come and gone, the stray one is not there.
-	tns[1].bird.SetLocalPrefixes([]netip.Prefix{blockOf(12), block6Of(12), netip.MustParsePrefix("2001:db8:ffff::/64")})
-	tns[0].routes.waitRoute(t, block6Of(12), all[1].Address6.Addr(), 5*time.Second)
-	tns[1].bird.SetLocalPrefixes([]netip.Prefix{blockOf(12)})
+	stray := netip.MustParsePrefix("2001:db8:ffff::/64")
+	send(tns[1].bird, claim(stray, all[1].Name))
+	tns[0].routes.waitRoute(t, block6Of(12), addr6(all[1]), 5*time.Second)
+	send(tns[1].bird, release(block6Of(12)), release(stray))
 	tns[0].routes.waitGone(t, block6Of(12), 5*time.Second)
-	if nh, ok := tns[0].routes.get(netip.MustParsePrefix("2001:db8:ffff::/64")); ok {
+	if nh, ok := tns[0].routes.get(stray); ok {
 		t.Errorf("a prefix outside the pools was imported via %s", nh)
 	}
 }
@@ -103,12 +100,11 @@ func TestBIRD2ToRLearnsIPv6(t *testing.T) {
 	ns := torNamespace6(t, nodeAddr, tor, node6, tor6)
 	birdc := birdToR{Addr: tor, Node: nodeAddr, AS: 65000, NodeAS: 64512, IPv6: true}.start(t, ns)
 	n := mkNode(92, nil, "")
-	n.Address6 = node6
-	a := startNode(t, n, []Node{n}, func(b *Bird) {
-		b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tor.String(), ASNumber: 65000}}})
-		b.SetPools([]netip.Prefix{pool, pool6})
-		b.SetRoutable(append([]netip.Prefix{block6Of(92)}, testBlocks...))
-		b.SetLocalPrefixes([]netip.Prefix{blockOf(92), block6Of(92)})
+	n.BGPAddress.Set(ipfamily.IPv6, node6)
+	a := startNode(t, n, []model.Node{n}, func(b *Bird) {
+		send(b, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tor.String(), ASNumber: 65000}})...)
+		send(b, poolUpdate(pool6))
+		send(b, claims6(92)...)
 	})
 	a.waitPeer(t, tor, "established", 30*time.Second)
 	for _, c := range []struct {

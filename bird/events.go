@@ -3,10 +3,12 @@ package bird
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
 	"github.com/tabbynet/tabby/bird/status"
@@ -40,12 +42,8 @@ func (b *Bird) restartingLocked(addr netip.Addr, p peers.Peer, now time.Time) bo
 	if s := b.sessions[addr]; s != nil && now.Before(s.gracefulUntil) {
 		return true
 	}
-	for _, n := range b.nodes {
-		if n.Name == p.Node && now.Before(n.RestartingUntil) {
-			return true
-		}
-	}
-	return false
+	n, ok := b.in.node(p.Node)
+	return ok && now.Before(n.RestartingUntil)
 }
 
 func (b *Bird) onState(e speaker.Event) {
@@ -75,6 +73,7 @@ func (b *Bird) onState(e speaker.Event) {
 	if ok && p.Node != "" && e.State == "idle" && (old == "opensent" || old == "openconfirm") &&
 		!s.upSinceAdded && s.redials < maxRedials {
 		s.redial = true
+		b.dirty |= dirtyNeighbors
 		b.trigger()
 		return
 	}
@@ -104,6 +103,7 @@ func (b *Bird) onState(e speaker.Event) {
 	default:
 		s.flush = true
 		b.log.Warn("BGP session with a tabby node lost", "peer", e.Peer, "node", p.Node, "reason", s.info)
+		b.dirty |= dirtyNeighbors
 		b.trigger()
 	}
 }
@@ -131,51 +131,95 @@ func (b *Bird) onPeerLog(e speaker.Event) {
 	}
 }
 
-func (b *Bird) inPoolsLocked(p netip.Prefix) bool {
-	for _, pool := range b.pools {
-		if pool.Bits() <= p.Bits() && pool.Contains(p.Addr()) {
-			return true
-		}
-	}
-	return false
-}
-
-// onBest hands learned best paths inside the pools to OnRoute. A prefix whose best path becomes
-// one of ours (or leaves the pools) is withdrawn from the dataplane.
+// onBest hands learned best paths inside the pools to Config.Routes. A prefix whose best path
+// becomes one of ours (or leaves the pools) is removed from the dataplane.
 func (b *Bird) onBest(e speaker.Event) {
 	b.mu.Lock()
 	b.lastUpdate = e.Time
 	prev, told := b.told[e.Prefix]
 	// A next hop of the other family (an IPv4 route over an IPv6 next hop, RFC 8950) is not
 	// something the dataplane can install: such a path is treated as absent.
-	learned := !e.Withdrawn && e.Peer.IsValid() && e.NextHop.IsValid() && e.NextHop.Is4() == e.Prefix.Addr().Is4() && b.inPoolsLocked(e.Prefix)
-	var u *RouteUpdate
+	learned := !e.Withdrawn && e.Peer.IsValid() && e.NextHop.IsValid() && e.NextHop.Is4() == e.Prefix.Addr().Is4() && b.in.inPools(e.Prefix)
+	var msg any
 	switch {
 	case learned && (!told || prev != e.NextHop):
 		b.told[e.Prefix] = e.NextHop
-		u = &RouteUpdate{Prefix: e.Prefix, NextHop: e.NextHop}
+		msg = model.RouteUpdate{Prefix: e.Prefix, NextHop: e.NextHop}
 	case !learned && told:
 		delete(b.told, e.Prefix)
-		u = &RouteUpdate{Prefix: e.Prefix, NextHop: prev, Withdrawn: true}
+		msg = model.RouteRemove{Prefix: e.Prefix}
 	}
 	b.mu.Unlock()
-	if u != nil && b.cfg.OnRoute != nil {
-		b.cfg.OnRoute(*u)
+	if msg != nil && b.cfg.Routes != nil {
+		b.cfg.Routes(msg)
 	}
 }
 
-// withdrawAllTold withdraws every learned route from the dataplane (speaker restarted).
+// withdrawAllTold removes every learned route from the dataplane (speaker restarted).
 func (b *Bird) withdrawAllTold() {
 	b.mu.Lock()
 	told := b.told
 	b.told = map[netip.Prefix]netip.Addr{}
 	b.mu.Unlock()
-	if b.cfg.OnRoute == nil {
+	if b.cfg.Routes == nil {
 		return
 	}
-	for p, nh := range told {
-		b.cfg.OnRoute(RouteUpdate{Prefix: p, NextHop: nh, Withdrawn: true})
+	for _, p := range slices.SortedFunc(maps.Keys(told), netip.Prefix.Compare) {
+		b.cfg.Routes(model.RouteRemove{Prefix: p})
 	}
+}
+
+// takeFlush implements sessionBook. A graceful restart whose window ended before the node came
+// back becomes a flush.
+func (b *Bird) takeFlush(addr netip.Addr, p peers.Peer, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessions[addr]
+	if s == nil {
+		return false
+	}
+	if s.inGR && s.state != "established" && !b.restartingLocked(addr, p, now) {
+		s.inGR = false
+		s.flush = true
+		s.info = "graceful restart window ended before the node came back: routes dropped"
+	}
+	f := s.flush
+	s.flush = false
+	return f
+}
+
+// takeRedial implements sessionBook: a tabby node that refused our connection before the
+// session opened is re-added (see onState).
+func (b *Bird) takeRedial(addr netip.Addr) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sessions[addr]
+	if s == nil || !s.redial {
+		return false
+	}
+	s.redial = false
+	if s.upSinceAdded || s.state == "established" {
+		return false
+	}
+	s.redials++
+	b.log.Debug("tabby node refused our connection before the session opened: re-adding the peer to redial without GoBGP's 5 s idle",
+		"peer", addr, "attempt", s.redials)
+	return true
+}
+
+// adding implements sessionBook: until established again, the speaker holds no route from the
+// peer.
+func (b *Bird) adding(addr netip.Addr) {
+	b.mu.Lock()
+	b.sessionLocked(addr).upSinceAdded = false
+	b.mu.Unlock()
+}
+
+// forget implements sessionBook.
+func (b *Bird) forget(addr netip.Addr) {
+	b.mu.Lock()
+	delete(b.sessions, addr)
+	b.mu.Unlock()
 }
 
 // Status implements status.Source: every session, with the routes received and sent on it.
@@ -200,7 +244,7 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	reply := &status.PeersReply{Node: b.cfg.NodeName, RoutesAdvertised: len(b.paths), RoutesLearned: len(b.told), Problems: slices.Clone(b.problems)}
+	reply := &status.PeersReply{Node: b.cfg.NodeName, RoutesAdvertised: b.advertisedN, RoutesLearned: len(b.told), Problems: slices.Clone(b.problems)}
 	if b.spk != nil {
 		reply.RouterID, reply.ASN = b.speakerCfg.RouterID.String(), b.speakerCfg.ASN
 	}

@@ -2,12 +2,12 @@ package bird
 
 import (
 	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
 
@@ -23,9 +23,9 @@ func TestExternalImportFollowsBlocks(t *testing.T) {
 		if nh, ok := c.rr.routes.get(claimed); ok {
 			t.Fatalf("unexplained %s accepted via %s", claimed, nh)
 		}
-		c.rr.bird.SetRoutable(append(slices.Clone(testBlocks), claimed))
+		send(c.rr.bird, claim(claimed, "node240"))
 		c.rr.routes.waitRoute(t, claimed, c.tor, 5*time.Second)
-		c.rr.bird.SetRoutable(testBlocks)
+		send(c.rr.bird, release(claimed))
 		c.rr.routes.waitGone(t, claimed, 5*time.Second)
 	})
 	// Without an external router the explained prefixes are not given to the speaker at all
@@ -34,22 +34,23 @@ func TestExternalImportFollowsBlocks(t *testing.T) {
 		claimed := netip.MustParsePrefix("10.244.240.64/26")
 		c := startHijackCluster(t, birdToR{AS: 65000, Announce: []netip.Prefix{claimed, otherRack}}, false)
 		c.rr.routes.waitRoute(t, otherRack, c.tor, 15*time.Second)
-		c.rr.bird.SetBGPPeers(calicoRRPeers())
+		send(c.rr.bird, model.BGPPeerRemove{Name: "tor"})
 		c.rr.routes.waitGone(t, otherRack, 10*time.Second)
-		c.rr.bird.SetRoutable(append(slices.Clone(testBlocks), claimed))
-		c.rr.bird.SetBGPPeers(append(calicoRRPeers(), v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
-			Spec: v1.BGPPeerSpec{Node: "node201", PeerIP: c.tor.String(), ASNumber: 65000}}))
+		send(c.rr.bird, claim(claimed, "node240"))
+		send(c.rr.bird, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
+			Spec: v1.BGPPeerSpec{Node: "node201", PeerIP: c.tor.String(), ASNumber: 65000}})...)
 		c.rr.routes.waitRoute(t, claimed, c.tor, 30*time.Second)
 	})
 	t.Run("local", func(t *testing.T) {
 		own := blockOf(201) // the reflector's, which peers with the ToR
 		c := startHijackCluster(t, birdToR{AS: 65000, Announce: []netip.Prefix{own, otherRack}}, false)
 		c.rr.routes.waitRoute(t, otherRack, c.tor, 15*time.Second)
-		c.bystander.routes.waitRoute(t, own, c.rr.Address.Addr(), 5*time.Second)
-		c.rr.bird.SetLocalPrefixes(nil)
+		c.bystander.routes.waitRoute(t, own, addr4(c.rr.Node), 5*time.Second)
+		// The reflector's node lets the block go; IPAM still has it, for no node.
+		send(c.rr.bird, claim(own, ""))
 		c.rr.routes.waitRoute(t, own, c.tor, 5*time.Second)
-		c.rr.bird.SetLocalPrefixes([]netip.Prefix{own})
+		send(c.rr.bird, claim(own, c.rr.Name))
 		c.rr.routes.waitGone(t, own, 5*time.Second)
-		c.bystander.routes.waitRoute(t, own, c.rr.Address.Addr(), 5*time.Second)
+		c.bystander.routes.waitRoute(t, own, addr4(c.rr.Node), 5*time.Second)
 	})
 }

@@ -16,8 +16,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // frrToR is FRR's bgpd (Debian's frr) as a ToR in netns, without zebra (nothing goes to a
@@ -128,24 +130,22 @@ func TestFRRToRLearnsIPv6(t *testing.T) {
 		t.Fatalf("FRR is not installed (hack/install-deps.sh installs it): %v", err)
 	}
 	tor, tor6 := netip.MustParseAddr("198.51.100.245"), netip.MustParseAddr("2001:db8:100::245")
-	all := []Node{mkNode(97, nil, ""), mkNode(98, nil, "")}
+	all := []model.Node{mkNode(97, nil, ""), mkNode(98, nil, "")}
 	for i := range all {
-		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 97+i))
+		all[i].BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 97+i)))
 	}
-	ns := torNamespace6(t, all[0].Address.Addr(), tor, all[0].Address6, tor6)
-	if out, err := exec.Command("ip", "addr", "add", all[1].Address6.String(), "dev", fmt.Sprintf("tor%d", os.Getpid()%100000), "nodad").CombinedOutput(); err != nil {
+	ns := torNamespace6(t, addr4(all[0]), tor, all[0].BGPAddress.Get(ipfamily.IPv6), tor6)
+	if out, err := exec.Command("ip", "addr", "add", all[1].BGPAddress.Get(ipfamily.IPv6).String(), "dev", fmt.Sprintf("tor%d", os.Getpid()%100000), "nodad").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	vtysh := frrToR(t, ns, tor, 65000, v1.DefaultASNumber, all[0].Address6.Addr(), all[1].Address6.Addr())
+	vtysh := frrToR(t, ns, tor, 65000, v1.DefaultASNumber, addr6(all[0]), addr6(all[1]))
 	bgpPeers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor6"}, Spec: v1.BGPPeerSpec{PeerIP: tor6.String(), ASNumber: 65000}}}
-	routable := append([]netip.Prefix{block6Of(97), block6Of(98)}, testBlocks...)
 	var tns []*testNode
-	for i, n := range all {
+	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, func(b *Bird) {
-			b.SetBGPPeers(bgpPeers)
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes([]netip.Prefix{blockOf(97 + i), block6Of(97 + i)})
+			send(b, peerUpdates(bgpPeers...)...)
+			send(b, poolUpdate(pool6))
+			send(b, claims6(97, 98)...)
 		}))
 	}
 	for _, tn := range tns {
@@ -156,7 +156,7 @@ func TestFRRToRLearnsIPv6(t *testing.T) {
 		got, raw := frrRoutes6(vtysh)
 		ok := true
 		for i, n := range all {
-			if got[block6Of(97+i).String()][n.Address6.Addr().String()] != n.Address6.Addr().String() {
+			if got[block6Of(97+i).String()][addr6(n).String()] != addr6(n).String() {
 				ok = false
 			}
 		}

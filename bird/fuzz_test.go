@@ -1,12 +1,14 @@
 package bird
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/speaker"
 )
 
@@ -21,25 +23,30 @@ func FuzzBestPaths(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		told := map[netip.Prefix]netip.Addr{}
 		var fail string
-		b, err := New(Config{NodeName: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnRoute: func(u RouteUpdate) {
-			switch {
-			case !pool.Contains(u.Prefix.Addr()) || u.Prefix.Bits() < pool.Bits():
-				fail = "route outside the pool: " + u.Prefix.String()
-			case u.Withdrawn:
-				if nh, ok := told[u.Prefix]; !ok || nh != u.NextHop {
-					fail = "withdrawal of a route never sent: " + u.Prefix.String()
+		b, err := New(Config{NodeName: "fuzz", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Routes: func(msg any) {
+			switch m := msg.(type) {
+			case model.RouteUpdate:
+				switch {
+				case !pool.Contains(m.Prefix.Addr()) || m.Prefix.Bits() < pool.Bits():
+					fail = "route outside the pool: " + m.Prefix.String()
+				case !m.NextHop.Is4():
+					fail = "IPv4 route with next hop " + m.NextHop.String()
+				default:
+					told[m.Prefix] = m.NextHop
 				}
-				delete(told, u.Prefix)
-			case !u.NextHop.Is4():
-				fail = "IPv4 route with next hop " + u.NextHop.String()
+			case model.RouteRemove:
+				if _, ok := told[m.Prefix]; !ok {
+					fail = "withdrawal of a route never sent: " + m.Prefix.String()
+				}
+				delete(told, m.Prefix)
 			default:
-				told[u.Prefix] = u.NextHop
+				fail = fmt.Sprintf("route sink got %T", msg)
 			}
 		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.SetPools([]netip.Prefix{pool})
+		b.OnUpdate(poolUpdate(pool))
 		want := map[netip.Prefix]netip.Addr{}
 		for len(data) >= 11 {
 			c := data[:11]

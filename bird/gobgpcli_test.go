@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
 
@@ -37,10 +38,10 @@ func gobgpCLI(t *testing.T) string {
 func TestStockGoBGPCLI(t *testing.T) {
 	netnstest.Require(t)
 	cli := gobgpCLI(t)
-	all := []Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
+	all := []model.Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
 	a := startNode(t, all[0], all, nil, func(c *Config) { c.GoBGPAPI = "127.0.0.1:50181" })
 	b := startNode(t, all[1], all, nil)
-	a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+	a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 
 	run := func(args ...string) string {
 		t.Helper()
@@ -62,7 +63,7 @@ func TestStockGoBGPCLI(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if nb := run("neighbor"); !strings.Contains(nb, b.Address.Addr().String()) || !strings.Contains(strings.ToLower(nb), "establ") {
-		t.Fatalf("gobgp neighbor does not show the established session with %s:\n%s", b.Address.Addr(), nb)
+	if nb := run("neighbor"); !strings.Contains(nb, addr4(b.Node).String()) || !strings.Contains(strings.ToLower(nb), "establ") {
+		t.Fatalf("gobgp neighbor does not show the established session with %s:\n%s", addr4(b.Node), nb)
 	}
 }

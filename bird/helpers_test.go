@@ -10,14 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 func TestMain(m *testing.M) { netnstest.Main(m) }
 
 var pool = netip.MustParsePrefix("10.244.0.0/16")
 
-// routeTable records OnRoute as felix would apply it.
+// routeTable records the learned routes (Config.Routes) as felix would apply them.
 type routeTable struct {
 	mu      sync.Mutex
 	changed chan struct{}
@@ -29,13 +32,16 @@ func newRouteTable() *routeTable {
 	return &routeTable{routes: map[netip.Prefix]netip.Addr{}, changed: make(chan struct{})}
 }
 
-func (r *routeTable) apply(u RouteUpdate) {
+func (r *routeTable) apply(msg any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if u.Withdrawn {
-		delete(r.routes, u.Prefix)
-	} else {
-		r.routes[u.Prefix] = u.NextHop
+	switch m := msg.(type) {
+	case model.RouteUpdate:
+		r.routes[m.Prefix] = m.NextHop
+	case model.RouteRemove:
+		delete(r.routes, m.Prefix)
+	default:
+		panic(fmt.Sprintf("route sink got %T", msg))
 	}
 	r.updates++
 	close(r.changed)
@@ -83,7 +89,7 @@ func (r *routeTable) waitGone(t testing.TB, p netip.Prefix, timeout time.Duratio
 
 // testNode is one tabby node's BGP agent.
 type testNode struct {
-	Node
+	model.Node
 	bird   *Bird
 	routes *routeTable
 	block  netip.Prefix
@@ -100,19 +106,29 @@ func testLogger() *slog.Logger {
 }
 
 // mkNode returns node i: address 198.51.100.i/24 and block 10.244.i.0/26.
-func mkNode(i int, labels map[string]string, cluster string) Node {
-	return Node{
+func mkNode(i int, labels map[string]string, cluster string) model.Node {
+	return model.Node{
 		Name:        fmt.Sprintf("node%d", i),
 		Labels:      labels,
-		Address:     netip.MustParsePrefix(fmt.Sprintf("198.51.100.%d/24", i)),
+		BGPAddress:  ipfamily.PairOf(netip.MustParsePrefix(fmt.Sprintf("198.51.100.%d/24", i)), netip.Prefix{}),
 		RRClusterID: cluster,
 	}
 }
 
+// withIPv6Address is n with an IPv6 BGP address.
+func withIPv6Address(n model.Node, p netip.Prefix) model.Node {
+	n.BGPAddress.Set(ipfamily.IPv6, p)
+	return n
+}
+
+// addr4 and addr6 are a node's BGP addresses (invalid: none of that family).
+func addr4(n model.Node) netip.Addr { return n.BGPAddress.Get(ipfamily.IPv4).Addr() }
+func addr6(n model.Node) netip.Addr { return n.BGPAddress.Get(ipfamily.IPv6).Addr() }
+
 func blockOf(i int) netip.Prefix { return netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/26", i)) }
 
-// testBlocks is what IPAM would explain in the tests' datastore: the first /26 of every /24
-// of the pool (each test node's block among them).
+// testBlocks is what IPAM holds in the tests' datastore: the first /26 of every /24 of the pool,
+// 10.244.i.0/26 affine to node i (each test node's block among them).
 var testBlocks = func() []netip.Prefix {
 	var out []netip.Prefix
 	for i := 0; i < 256; i++ {
@@ -121,20 +137,74 @@ var testBlocks = func() []netip.Prefix {
 	return out
 }()
 
-// startNode starts a Bird for n; setup runs before Run (inputs), all nodes are the cluster.
-func startNode(t testing.TB, n Node, all []Node, setup func(*Bird), cfgs ...func(*Config)) *testNode {
-	t.Helper()
-	if n.Address.IsValid() {
-		netnstest.AddLoopback(t, n.Address.Addr())
+// send hands b the messages, in order.
+func send(b *Bird, msgs ...any) {
+	for _, m := range msgs {
+		b.OnUpdate(m)
 	}
-	if n.Address6.IsValid() {
-		netnstest.AddLoopback(t, n.Address6.Addr()) // the speaker listens on it
+}
+
+// nodeUpdates are the messages of nodes joining or changing.
+func nodeUpdates(nodes ...model.Node) []any {
+	var out []any
+	for _, n := range nodes {
+		out = append(out, model.NodeUpdate{Node: n})
+	}
+	return out
+}
+
+// poolUpdate is the message of an IPPool with this CIDR.
+func poolUpdate(cidr netip.Prefix) model.PoolUpdate {
+	return model.PoolUpdate{Pool: model.Pool{Name: "pool-" + cidr.String(), CIDR: cidr}}
+}
+
+// claim is the message of a block claimed by (affine to) node; node "" is a block whose node is
+// gone.
+func claim(cidr netip.Prefix, node string) model.BlockUpdate {
+	return model.BlockUpdate{Block: model.Block{CIDR: cidr, Node: node}}
+}
+
+// release is the message of a block released.
+func release(cidr netip.Prefix) model.BlockRemove { return model.BlockRemove{CIDR: cidr} }
+
+// testBlockUpdates are the messages of testBlocks, each affine to its node.
+func testBlockUpdates() []any {
+	var out []any
+	for i, p := range testBlocks {
+		out = append(out, claim(p, fmt.Sprintf("node%d", i)))
+	}
+	return out
+}
+
+// peerUpdates are the messages of BGPPeers created or changed.
+func peerUpdates(list ...v1.BGPPeer) []any {
+	var out []any
+	for _, p := range list {
+		out = append(out, model.BGPPeerUpdate{Peer: &p})
+	}
+	return out
+}
+
+// confUpdate is the message of the BGPConfiguration.
+func confUpdate(c *v1.BGPConfiguration) model.BGPConfigurationUpdate {
+	return model.BGPConfigurationUpdate{Config: c}
+}
+
+// startNode starts a Bird for n; all nodes are the cluster, with the pool and testBlocks; setup
+// runs before Run (more inputs).
+func startNode(t testing.TB, n model.Node, all []model.Node, setup func(*Bird), cfgs ...func(*Config)) *testNode {
+	t.Helper()
+	if a := addr4(n); a.IsValid() {
+		netnstest.AddLoopback(t, a)
+	}
+	if a := addr6(n); a.IsValid() {
+		netnstest.AddLoopback(t, a) // the speaker listens on it
 	}
 	tn := &testNode{Node: n, routes: newRouteTable(), done: make(chan struct{})}
 	var i int
-	fmt.Sscanf(n.Address.Addr().String(), "198.51.100.%d", &i)
+	fmt.Sscanf(addr4(n).String(), "198.51.100.%d", &i)
 	tn.block = blockOf(i)
-	cfg := Config{NodeName: n.Name, OnRoute: tn.routes.apply, Logger: testLogger().With("node", n.Name)}
+	cfg := Config{NodeName: n.Name, Routes: tn.routes.apply, Logger: testLogger().With("node", n.Name)}
 	for _, f := range cfgs {
 		f(&cfg)
 	}
@@ -143,10 +213,9 @@ func startNode(t testing.TB, n Node, all []Node, setup func(*Bird), cfgs ...func
 		t.Fatal(err)
 	}
 	tn.bird = b
-	b.SetNodes(all)
-	b.SetPools([]netip.Prefix{pool})
-	b.SetRoutable(testBlocks)
-	b.SetLocalPrefixes([]netip.Prefix{tn.block})
+	send(b, nodeUpdates(all...)...)
+	send(b, poolUpdate(pool))
+	send(b, testBlockUpdates()...)
 	if setup != nil {
 		setup(b)
 	}
@@ -195,4 +264,22 @@ func orPort(s string) string {
 		return s
 	}
 	return s + ":179"
+}
+
+// claims6 are the messages of the IPv6 blocks block6Of(id), each affine to node id.
+func claims6(ids ...int) []any {
+	var out []any
+	for _, id := range ids {
+		out = append(out, claim(block6Of(id), fmt.Sprintf("node%d", id)))
+	}
+	return out
+}
+
+// secretUpdates are the messages of Secrets created or changed.
+func secretUpdates(secrets map[string]map[string][]byte) []any {
+	var out []any
+	for name, data := range secrets {
+		out = append(out, model.SecretUpdate{Name: name, Data: data})
+	}
+	return out
 }

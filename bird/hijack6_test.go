@@ -8,8 +8,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // The IPv6 side of hijack_test.go: the same cluster (a route reflector, node201, with the owner
@@ -23,32 +25,30 @@ var otherRack6 = block6Of(0xe6)
 func startHijackCluster6(t *testing.T, tor birdToR, routeServer, over6 bool) hijackCluster {
 	t.Helper()
 	netnstest.Require(t)
-	all := []Node{mkNode(201, rrLabel, "244.0.0.9"), mkNode(21, nil, ""), mkNode(22, nil, "")}
+	all := []model.Node{mkNode(201, rrLabel, "244.0.0.9"), mkNode(21, nil, ""), mkNode(22, nil, "")}
 	for i, n := range []int{201, 21, 22} {
-		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", n))
+		all[i].BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", n)))
 	}
 	tor.Addr, tor.Addr6, tor.NodeAS = netip.MustParseAddr("198.51.100.249"), netip.MustParseAddr("2001:db8:100::249"), v1.DefaultASNumber
 	peerIP := tor.Addr
 	if over6 {
-		tor.Node6, peerIP = all[0].Address6.Addr(), tor.Addr6
+		tor.Node6, peerIP = addr6(all[0]), tor.Addr6
 	} else {
-		tor.Node, tor.IPv6 = all[0].Address.Addr(), true
+		tor.Node, tor.IPv6 = addr4(all[0]), true
 	}
-	ns := torNamespace6(t, all[0].Address.Addr(), tor.Addr, all[0].Address6, tor.Addr6)
+	ns := torNamespace6(t, addr4(all[0]), tor.Addr, all[0].BGPAddress.Get(ipfamily.IPv6), tor.Addr6)
 	tor.start(t, ns)
 	bgpPeers := append(calicoRRPeers(), v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
 		Spec: v1.BGPPeerSpec{Node: "node201", PeerIP: peerIP.String(), ASNumber: tor.AS, RouteServer: routeServer}})
-	// IPAM explains every node's IPv6 block and the other rack's, nothing else in the pool.
-	routable := append([]netip.Prefix{block6Of(201), block6Of(21), block6Of(22), otherRack6}, testBlocks...)
 	c := hijackCluster{tor: peerIP}
 	var tns []*testNode
-	for i, n := range all {
+	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, func(b *Bird) {
-			b.SetBGPConfiguration(meshOff())
-			b.SetBGPPeers(bgpPeers)
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes([]netip.Prefix{blockOf([]int{201, 21, 22}[i]), block6Of([]int{201, 21, 22}[i])})
+			send(b, confUpdate(meshOff()))
+			send(b, peerUpdates(bgpPeers...)...)
+			send(b, poolUpdate(pool6))
+			// IPAM has every node's IPv6 block and the other rack's, nothing else in the pool.
+			send(b, claims6(201, 21, 22, 0xe6)...)
 		}))
 	}
 	c.rr, c.owner, c.bystander = tns[0], tns[1], tns[2]
@@ -61,7 +61,7 @@ func startHijackCluster6(t *testing.T, tor birdToR, routeServer, over6 bool) hij
 // and the bystander route node21's IPv6 block to node21's IPv6 address, and keep doing so.
 func (c hijackCluster) keepsOwnerPath6(t *testing.T, tor6 netip.Addr) {
 	t.Helper()
-	own, nh := block6Of(21), c.owner.Address6.Addr()
+	own, nh := block6Of(21), addr6(c.owner.Node)
 	c.rr.routes.waitRoute(t, otherRack6, tor6, 15*time.Second)
 	for _, tn := range []*testNode{c.rr, c.bystander} {
 		tn.routes.waitRoute(t, own, nh, 10*time.Second)
@@ -117,7 +117,7 @@ func TestFirstASEnforcedIPv6(t *testing.T) {
 	for _, over6 := range []bool{true, false} {
 		t.Run(fmt.Sprintf("over IPv6=%v", over6), func(t *testing.T) {
 			c := startHijackCluster6(t, birdToR{AS: 65000, RouteServer: true, Announce: []netip.Prefix{block6Of(21), otherRack6}}, false, over6)
-			c.bystander.routes.waitRoute(t, block6Of(21), c.owner.Address6.Addr(), 10*time.Second)
+			c.bystander.routes.waitRoute(t, block6Of(21), addr6(c.owner.Node), 10*time.Second)
 			// Settled once the ToR's two routes have arrived (and been refused).
 			if got, want := waitStatusFamilies(t, c.rr, c.tor, familiesWant(over6, "up 2/0/3")), familiesWant(over6, "up 2/0/3"); got != want {
 				t.Errorf("reflector's session with the ToR: %q, want %q", got, want)
@@ -127,7 +127,7 @@ func TestFirstASEnforcedIPv6(t *testing.T) {
 					t.Errorf("%s: path without the ToR's AS first accepted: %s via %s", tn.Name, otherRack6, nh)
 				}
 				// The reflector's own copy may land after the bystander's: wait for it.
-				tn.routes.waitRoute(t, block6Of(21), c.owner.Address6.Addr(), 10*time.Second)
+				tn.routes.waitRoute(t, block6Of(21), addr6(c.owner.Node), 10*time.Second)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -143,13 +144,13 @@ var otherRack = blockOf(230)
 func startHijackCluster(t *testing.T, tor birdToR, routeServer bool) hijackCluster {
 	t.Helper()
 	netnstest.Require(t)
-	all := []Node{mkNode(201, rrLabel, "244.0.0.9"), mkNode(21, nil, ""), mkNode(22, nil, "")}
-	tor.Addr, tor.Node, tor.NodeAS = netip.MustParseAddr("198.51.100.249"), all[0].Address.Addr(), v1.DefaultASNumber
+	all := []model.Node{mkNode(201, rrLabel, "244.0.0.9"), mkNode(21, nil, ""), mkNode(22, nil, "")}
+	tor.Addr, tor.Node, tor.NodeAS = netip.MustParseAddr("198.51.100.249"), addr4(all[0]), v1.DefaultASNumber
 	ns := torNamespace(t, tor.Node, tor.Addr)
 	tor.start(t, ns)
 	bgpPeers := append(calicoRRPeers(), v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"},
 		Spec: v1.BGPPeerSpec{Node: "node201", PeerIP: tor.Addr.String(), ASNumber: tor.AS, RouteServer: routeServer}})
-	setup := func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(bgpPeers) }
+	setup := func(b *Bird) { send(b, confUpdate(meshOff())); send(b, peerUpdates(bgpPeers...)...) }
 	c := hijackCluster{tor: tor.Addr}
 	c.rr = startNode(t, all[0], all, setup)
 	c.owner = startNode(t, all[1], all, setup)
@@ -164,14 +165,14 @@ func (c hijackCluster) keepsOwnerPath(t *testing.T) {
 	t.Helper()
 	c.rr.routes.waitRoute(t, otherRack, c.tor, 15*time.Second)
 	for _, tn := range []*testNode{c.rr, c.bystander} {
-		tn.routes.waitRoute(t, c.owner.block, c.owner.Address.Addr(), 10*time.Second)
+		tn.routes.waitRoute(t, c.owner.block, addr4(c.owner.Node), 10*time.Second)
 	}
 	// Settled: a path the ToR won would have replaced the owner's by now (the ToR's routes
 	// are in), and it must not come later either.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, tn := range []*testNode{c.rr, c.bystander} {
-			if nh, _ := tn.routes.get(c.owner.block); nh != c.owner.Address.Addr() {
+			if nh, _ := tn.routes.get(c.owner.block); nh != addr4(c.owner.Node) {
 				t.Fatalf("%s routes node21's block %s via %s: the ToR took it", tn.Name, c.owner.block, nh)
 			}
 		}
@@ -193,14 +194,14 @@ func TestRouteServerToRCannotTakeABlock(t *testing.T) {
 				// not even its legitimate route; the owner's path is all there is.
 				c.rr.waitPeer(t, c.tor, "established", 5*time.Second)
 				for _, tn := range []*testNode{c.rr, c.bystander} {
-					tn.routes.waitRoute(t, c.owner.block, c.owner.Address.Addr(), 10*time.Second)
+					tn.routes.waitRoute(t, c.owner.block, addr4(c.owner.Node), 10*time.Second)
 				}
 				deadline := time.Now().Add(3 * time.Second)
 				for time.Now().Before(deadline) {
 					if nh, ok := c.rr.routes.get(otherRack); ok {
 						t.Fatalf("route with an AS path not beginning with the ToR's AS accepted: %s via %s", otherRack, nh)
 					}
-					if nh, _ := c.rr.routes.get(c.owner.block); nh != c.owner.Address.Addr() {
+					if nh, _ := c.rr.routes.get(c.owner.block); nh != addr4(c.owner.Node) {
 						t.Fatalf("reflector routes node21's block via %s", nh)
 					}
 					time.Sleep(50 * time.Millisecond)
@@ -230,7 +231,7 @@ func TestToRMoreSpecificInsideABlockRejected(t *testing.T) {
 func TestFirstASEnforced(t *testing.T) {
 	t.Run("foreign first AS", func(t *testing.T) {
 		c := startHijackCluster(t, birdToR{AS: 65000, RouteServer: true, Prepend: []uint32{65099}, Announce: []netip.Prefix{otherRack}}, false)
-		c.bystander.routes.waitRoute(t, c.owner.block, c.owner.Address.Addr(), 10*time.Second)
+		c.bystander.routes.waitRoute(t, c.owner.block, addr4(c.owner.Node), 10*time.Second)
 		deadline := time.Now().Add(3 * time.Second)
 		for time.Now().Before(deadline) {
 			if nh, ok := c.rr.routes.get(otherRack); ok {

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -29,11 +30,11 @@ func TestRouteReflectorKeepsNextHopToExternal(t *testing.T) {
 	}
 	// rr1 and rr2 reflect for one cluster; client 113 peers with rr1 only, client 114 with rr2
 	// only, so rr1 holds 114's block only as reflected by rr2.
-	all := []Node{
+	all := []model.Node{
 		mkNode(111, label("a", true), "244.0.0.2"), mkNode(112, label("b", true), "244.0.0.2"),
 		mkNode(113, label("a", false), ""), mkNode(114, label("b", false), ""),
 	}
-	rr1 := all[0].Address.Addr()
+	rr1 := addr4(all[0])
 	keepTor, plainTor := netip.MustParseAddr("198.51.100.241"), netip.MustParseAddr("198.51.100.242")
 	peersWith := func(keepPlain bool) []v1.BGPPeer {
 		return []v1.BGPPeer{
@@ -49,11 +50,11 @@ func TestRouteReflectorKeepsNextHopToExternal(t *testing.T) {
 	plain := startRouterMode(t, plainTor, 65011, map[netip.Addr]uint32{rr1: v1.DefaultASNumber}, true)
 	var tns []*testNode
 	for _, n := range all {
-		tns = append(tns, startNode(t, n, all, func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(peersWith(false)) }))
+		tns = append(tns, startNode(t, n, all, func(b *Bird) { send(b, confUpdate(meshOff())); send(b, peerUpdates(peersWith(false)...)...) }))
 	}
 
 	// The topology is what the test claims: rr1 has 114's block from rr2, not from 114.
-	tns[0].routes.waitRoute(t, tns[3].block, tns[3].Address.Addr(), 15*time.Second)
+	tns[0].routes.waitRoute(t, tns[3].block, addr4(tns[3].Node), 15*time.Second)
 	for _, p := range tns[0].bird.Peers() {
 		if p.Node == "node114" {
 			t.Fatalf("rr1 peers with node114 (%s): the reflected-by-rr2 case is not covered", p.Address)
@@ -61,16 +62,16 @@ func TestRouteReflectorKeepsNextHopToExternal(t *testing.T) {
 	}
 
 	for _, tn := range tns {
-		owner := tn.Address.Addr()
+		owner := addr4(tn.Node)
 		keep.waitReceived(t, rr1, tn.block, owner.String())
 		plain.waitReceived(t, rr1, tn.block, rr1.String())
 	}
 
 	for _, tn := range tns {
-		tn.bird.SetBGPPeers(peersWith(true))
+		send(tn.bird, peerUpdates(peersWith(true)...)...)
 	}
 	for _, tn := range tns {
-		plain.waitReceived(t, rr1, tn.block, tn.Address.Addr().String())
+		plain.waitReceived(t, rr1, tn.block, addr4(tn.Node).String())
 	}
 	if got := keep.received(t, rr1); len(got) != len(tns) {
 		t.Errorf("keep-next-hop ToR received %v, want the %d blocks only", got, len(tns))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
 
@@ -18,9 +19,9 @@ const helperEnv = "TABBY_BIRD_HELPER_NODE"
 
 // helperSpec is what a child speaker process runs.
 type helperSpec struct {
-	Self  Node
-	Nodes []Node
-	Local []netip.Prefix
+	Self  model.Node
+	Nodes []model.Node
+	Local []netip.Prefix // blocks of Self
 }
 
 // TestHelperSpeaker is not a test: it is a tabby node's BGP agent in a child process, for the
@@ -38,9 +39,11 @@ func TestHelperSpeaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetNodes(spec.Nodes)
-	b.SetPools([]netip.Prefix{pool})
-	b.SetLocalPrefixes(spec.Local)
+	send(b, nodeUpdates(spec.Nodes...)...)
+	send(b, poolUpdate(pool))
+	for _, p := range spec.Local {
+		send(b, claim(p, spec.Self.Name))
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
 	_ = b.Run(ctx)
@@ -48,7 +51,7 @@ func TestHelperSpeaker(t *testing.T) {
 
 func startHelper(t *testing.T, spec helperSpec) *exec.Cmd {
 	t.Helper()
-	netnstest.AddLoopback(t, spec.Self.Address.Addr())
+	netnstest.AddLoopback(t, addr4(spec.Self))
 	raw, _ := json.Marshal(spec)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSpeaker$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
@@ -69,10 +72,10 @@ func startHelper(t *testing.T, spec helperSpec) *exec.Cmd {
 // treat as a graceful restart.
 func TestKilledNodeFlush(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(51, nil, ""), mkNode(52, nil, "")}
+	all := []model.Node{mkNode(51, nil, ""), mkNode(52, nil, "")}
 	b := startNode(t, all[1], all, nil)
 	cmd := startHelper(t, helperSpec{Self: all[0], Nodes: all, Local: []netip.Prefix{blockOf(51)}})
-	b.routes.waitRoute(t, blockOf(51), all[0].Address.Addr(), 20*time.Second)
+	b.routes.waitRoute(t, blockOf(51), addr4(all[0]), 20*time.Second)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 	"github.com/tabbynet/tabby/internal/bgpwire"
@@ -74,13 +75,13 @@ func mpReachIPv6() []byte {
 // the peer's valid route comes back afterwards (on a new session if it was reset).
 func TestMalformedUpdates(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(91, nil, ""), mkNode(92, nil, "")}
+	all := []model.Node{mkNode(91, nil, ""), mkNode(92, nil, "")}
 	rawAddr := netip.MustParseAddr("198.51.100.93")
 	netnstest.AddLoopback(t, rawAddr)
 	bgpPeers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "raw"}, Spec: v1.BGPPeerSpec{Node: "node91", PeerIP: rawAddr.String(), ASNumber: 65093}}}
-	a := startNode(t, all[0], all, func(b *Bird) { b.SetBGPPeers(bgpPeers) })
-	b := startNode(t, all[1], all, func(b *Bird) { b.SetBGPPeers(bgpPeers) })
-	nodeA, nodeB := all[0].Address.Addr(), all[1].Address.Addr()
+	a := startNode(t, all[0], all, func(b *Bird) { send(b, peerUpdates(bgpPeers...)...) })
+	b := startNode(t, all[1], all, func(b *Bird) { send(b, peerUpdates(bgpPeers...)...) })
+	nodeA, nodeB := addr4(all[0]), addr4(all[1])
 	a.routes.waitRoute(t, b.block, nodeB, 15*time.Second)
 
 	good := netip.MustParsePrefix("10.244.200.0/26")

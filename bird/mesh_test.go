@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
 
@@ -12,7 +13,7 @@ import (
 // session and routes go at once.
 func TestMesh(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(1, nil, ""), mkNode(2, nil, ""), mkNode(3, nil, "")}
+	all := []model.Node{mkNode(1, nil, ""), mkNode(2, nil, ""), mkNode(3, nil, "")}
 	var tns []*testNode
 	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, nil))
@@ -20,30 +21,30 @@ func TestMesh(t *testing.T) {
 	for _, a := range tns {
 		for _, b := range tns {
 			if a != b {
-				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+				a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 			}
 		}
 	}
-	before := tns[0].waitPeer(t, tns[1].Address.Addr(), "established", time.Second)
+	before := tns[0].waitPeer(t, addr4(tns[1].Node), "established", time.Second)
 
 	// A fourth node joins.
 	n4 := mkNode(4, nil, "")
 	all4 := append(all[:3:3], n4)
 	for _, tn := range tns {
-		tn.bird.SetNodes(all4)
+		send(tn.bird, model.NodeUpdate{Node: n4})
 	}
 	t4 := startNode(t, n4, all4, nil)
 	for _, tn := range tns {
-		tn.routes.waitRoute(t, t4.block, t4.Address.Addr(), 15*time.Second)
-		t4.routes.waitRoute(t, tn.block, tn.Address.Addr(), 15*time.Second)
+		tn.routes.waitRoute(t, t4.block, addr4(t4.Node), 15*time.Second)
+		t4.routes.waitRoute(t, tn.block, addr4(tn.Node), 15*time.Second)
 	}
-	after := tns[0].waitPeer(t, tns[1].Address.Addr(), "established", time.Second)
+	after := tns[0].waitPeer(t, addr4(tns[1].Node), "established", time.Second)
 	if !after.Since.Equal(before.Since) {
 		t.Errorf("session node1-node2 was reset by node4 joining: since %v, then %v", before.Since, after.Since)
 	}
 
 	// node1 withdraws its block.
-	tns[0].bird.SetLocalPrefixes(nil)
+	send(tns[0].bird, release(tns[0].block))
 	for _, tn := range append(tns[1:], t4) {
 		if d := tn.routes.waitGone(t, tns[0].block, 2*time.Second); d > time.Second {
 			t.Errorf("%s: withdraw took %v", tn.Name, d)
@@ -52,7 +53,7 @@ func TestMesh(t *testing.T) {
 
 	// node4's Kubernetes Node is deleted (its agent keeps running, e.g. a partitioned node).
 	for _, tn := range tns {
-		tn.bird.SetNodes(all)
+		send(tn.bird, model.NodeRemove{Name: n4.Name})
 	}
 	for _, tn := range tns[1:] {
 		if d := tn.routes.waitGone(t, t4.block, 2*time.Second); d > time.Second {

@@ -30,7 +30,7 @@ func newMetrics(b *Bird) *metrics {
 		sent:       prometheus.NewDesc("tabby_bgp_routes_sent", "Prefixes sent to each peer and not withdrawn since.", []string{"peer"}, nil),
 		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
-		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each computes every peer from every node).", nil, nil),
+		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each runs only the reconcilers of what changed).", nil, nil),
 	}
 }
 

@@ -12,9 +12,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 	"github.com/tabbynet/tabby/internal/bgpwire"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // nextHopCluster is a dual-stack cluster with the mesh off: two route reflectors of one cluster
@@ -31,13 +33,13 @@ type nextHopCluster struct {
 
 var nextHopIDs = []int{131, 132, 133, 134}
 
-func nextHopNodes(rr bool) []Node {
-	all := []Node{mkNode(131, rrLabel, "244.0.0.4"), mkNode(132, rrLabel, "244.0.0.4"), mkNode(133, nil, ""), mkNode(134, nil, "")}
+func nextHopNodes(rr bool) []model.Node {
+	all := []model.Node{mkNode(131, rrLabel, "244.0.0.4"), mkNode(132, rrLabel, "244.0.0.4"), mkNode(133, nil, ""), mkNode(134, nil, "")}
 	if !rr {
 		all[0], all[1] = mkNode(131, nil, ""), mkNode(132, nil, "")
 	}
 	for i, id := range nextHopIDs {
-		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", id))
+		all[i].BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", id)))
 	}
 	return all
 }
@@ -63,22 +65,16 @@ func torPeers(addrs []netip.Addr, keep, rr bool) []v1.BGPPeer {
 func startNextHopCluster(t *testing.T, tors []netip.Addr, mesh bool) nextHopCluster {
 	t.Helper()
 	all := nextHopNodes(!mesh)
-	var routable []netip.Prefix
-	for _, id := range nextHopIDs {
-		routable = append(routable, block6Of(id))
-	}
-	routable = append(routable, testBlocks...)
 	bgpPeers := torPeers(tors, false, !mesh)
 	var c nextHopCluster
-	for i, n := range all {
+	for _, n := range all {
 		c.nodes = append(c.nodes, startNode(t, n, all, func(b *Bird) {
 			if !mesh {
-				b.SetBGPConfiguration(meshOff())
+				send(b, confUpdate(meshOff()))
 			}
-			b.SetBGPPeers(bgpPeers)
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes([]netip.Prefix{blockOf(nextHopIDs[i]), block6Of(nextHopIDs[i])})
+			send(b, peerUpdates(bgpPeers...)...)
+			send(b, poolUpdate(pool6))
+			send(b, claims6(nextHopIDs...)...)
 		}))
 	}
 	c.senders, c.tors, c.rr = c.nodes[:3], tors, !mesh
@@ -98,7 +94,7 @@ func (c nextHopCluster) waitToRs(t *testing.T) {
 // setKeep switches keepOriginalNextHop on every ToR BGPPeer.
 func (c nextHopCluster) setKeep(keep bool) {
 	for _, n := range c.nodes {
-		n.bird.SetBGPPeers(torPeers(c.tors, keep, c.rr))
+		send(n.bird, peerUpdates(torPeers(c.tors, keep, c.rr)...)...)
 	}
 }
 
@@ -112,13 +108,13 @@ func (c nextHopCluster) wantNextHops(keep bool) map[string]map[netip.Prefix]neti
 		for _, owner := range c.nodes {
 			var id int
 			fmt.Sscanf(owner.Name, "node%d", &id)
-			via, via6 := s.Address.Addr(), s.Address6.Addr()
+			via, via6 := addr4(s.Node), addr6(s.Node)
 			if keep {
-				via, via6 = owner.Address.Addr(), owner.Address6.Addr()
+				via, via6 = addr4(owner.Node), addr6(owner.Node)
 			}
 			m[blockOf(id)], m[block6Of(id)] = via, via6
 		}
-		want[s.Address.Addr().String()] = m
+		want[addr4(s.Node).String()] = m
 	}
 	return want
 }
@@ -184,12 +180,12 @@ func TestIPv6NextHopOverIPv4ToBIRD2(t *testing.T) {
 	netnstest.Require(t)
 	all := nextHopNodes(true)
 	tor, tor6 := netip.MustParseAddr("198.51.100.239"), netip.MustParseAddr("2001:db8:100::239")
-	ns := torNamespace6(t, all[0].Address.Addr(), tor, all[0].Address6, tor6)
-	birdc, birdLog := birdToR{Addr: tor, Node: all[0].Address.Addr(), More: []netip.Addr{all[1].Address.Addr(), all[2].Address.Addr()},
+	ns := torNamespace6(t, addr4(all[0]), tor, all[0].BGPAddress.Get(ipfamily.IPv6), tor6)
+	birdc, birdLog := birdToR{Addr: tor, Node: addr4(all[0]), More: []netip.Addr{addr4(all[1]), addr4(all[2])},
 		AS: 65000, NodeAS: v1.DefaultASNumber, IPv6: true}.startLogged(t, ns)
 	c := startNextHopCluster(t, []netip.Addr{tor}, false)
 	c.waitToRs(t)
-	protos := map[string]string{"node": all[0].Address.Addr().String(), "node2": all[1].Address.Addr().String(), "node3": all[2].Address.Addr().String()}
+	protos := map[string]string{"node": addr4(all[0]).String(), "node2": addr4(all[1]).String(), "node3": addr4(all[2]).String()}
 	for _, keep := range []bool{false, true} {
 		if keep {
 			c.setKeep(true)
@@ -223,8 +219,8 @@ func TestIPv6NextHopOverIPv4ToFRR(t *testing.T) {
 	}
 	all := nextHopNodes(true)
 	tor, tor6 := netip.MustParseAddr("198.51.100.237"), netip.MustParseAddr("2001:db8:100::237")
-	ns := torNamespace6(t, all[0].Address.Addr(), tor, all[0].Address6, tor6)
-	vtysh := startFRRToR(t, ns, tor, 65000, v1.DefaultASNumber, true, []netip.Addr{all[0].Address.Addr(), all[1].Address.Addr(), all[2].Address.Addr()})
+	ns := torNamespace6(t, addr4(all[0]), tor, all[0].BGPAddress.Get(ipfamily.IPv6), tor6)
+	vtysh := startFRRToR(t, ns, tor, 65000, v1.DefaultASNumber, true, []netip.Addr{addr4(all[0]), addr4(all[1]), addr4(all[2])})
 	c := startNextHopCluster(t, []netip.Addr{tor}, false)
 	c.waitToRs(t)
 	for _, keep := range []bool{false, true} {
@@ -277,8 +273,8 @@ func TestIPv6NextHopOnTheWire(t *testing.T) {
 			c := startNextHopCluster(t, []netip.Addr{tor}, mesh)
 			c.waitMeshed(t)
 			for _, s := range c.senders {
-				sess := dialWire(t, tor, s.Address.Addr())
-				want := c.wantNextHops(false)[s.Address.Addr().String()]
+				sess := dialWire(t, tor, addr4(s.Node))
+				want := c.wantNextHops(false)[addr4(s.Node).String()]
 				deadline := time.Now().Add(15 * time.Second)
 				for {
 					got, bad := wireNextHops(sess.Received())
@@ -311,8 +307,8 @@ func (c nextHopCluster) waitMeshed(t *testing.T) {
 	for _, n := range c.nodes {
 		for _, o := range c.nodes {
 			if n != o {
-				n.routes.waitRoute(t, o.block, o.Address.Addr(), 20*time.Second)
-				n.routes.waitRoute(t, block6Of(blockID(o)), o.Address6.Addr(), 20*time.Second)
+				n.routes.waitRoute(t, o.block, addr4(o.Node), 20*time.Second)
+				n.routes.waitRoute(t, block6Of(blockID(o)), addr6(o.Node), 20*time.Second)
 			}
 		}
 	}
@@ -394,17 +390,16 @@ func wireNextHops(us []bgpwire.Received) (map[netip.Prefix]netip.Addr, []string)
 // 8950's extended next hop, not negotiated) is ever sent, only the IPv6 blocks.
 func TestIPv6SessionCarriesNoIPv4(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(135, nil, "")}
-	all[0].Address6 = netip.MustParsePrefix("2001:db8:100::135/64")
+	all := []model.Node{mkNode(135, nil, "")}
+	all[0].BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix("2001:db8:100::135/64"))
 	peer6 := netip.MustParseAddr("2001:db8:100::235")
 	netnstest.AddLoopback(t, peer6)
 	n := startNode(t, all[0], all, func(b *Bird) {
-		b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "raw6"}, Spec: v1.BGPPeerSpec{PeerIP: peer6.String(), ASNumber: 65000}}})
-		b.SetPools([]netip.Prefix{pool, pool6})
-		b.SetRoutable(append([]netip.Prefix{block6Of(135)}, testBlocks...))
-		b.SetLocalPrefixes([]netip.Prefix{blockOf(135), block6Of(135)})
+		send(b, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "raw6"}, Spec: v1.BGPPeerSpec{PeerIP: peer6.String(), ASNumber: 65000}})...)
+		send(b, poolUpdate(pool6))
+		send(b, claims6(135)...)
 	})
-	sess := dialWire(t, peer6, n.Address6.Addr())
+	sess := dialWire(t, peer6, addr6(n.Node))
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		us := sess.Received()
@@ -420,7 +415,7 @@ func TestIPv6SessionCarriesNoIPv4(t *testing.T) {
 			eor6 = eor6 || u.EndOfRIB == 2
 		}
 		// End-of-RIB follows the initial table: by then every IPv4 route would have come too.
-		if eor6 && got[block6Of(135)] == n.Address6.Addr() {
+		if eor6 && got[block6Of(135)] == addr6(n.Node) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
 	"github.com/tabbynet/tabby/internal/testwait"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // callLog is a Speaker that records the calls that change routes or filters, in order.
@@ -69,7 +71,7 @@ func (c *callLog) SetPolicy(_ context.Context, p speaker.Policy) error {
 }
 
 // newLogged is a Bird of node self over the recording speaker spk.
-func newLogged(t *testing.T, spk *callLog, self Node) *Bird {
+func newLogged(t *testing.T, spk *callLog, self model.Node) *Bird {
 	t.Helper()
 	b, err := New(Config{NodeName: self.Name, Logger: testLogger(),
 		NewSpeaker: func(*slog.Logger, string) (speaker.Speaker, error) { return spk, nil }})
@@ -101,10 +103,9 @@ func TestWithdrawalBeforePolicy(t *testing.T) {
 	self := mkNode(31, nil, "")
 	b := newLogged(t, spk, self)
 	a, c := blockOf(31), netip.MustParsePrefix("10.244.31.64/26")
-	b.SetNodes([]Node{self})
-	b.SetPools([]netip.Prefix{pool})
-	b.SetRoutable(testBlocks)
-	b.SetLocalPrefixes([]netip.Prefix{a})
+	send(b, nodeUpdates(self)...)
+	send(b, poolUpdate(pool))
+	send(b, testBlockUpdates()...) // a among them
 	run(t, b)
 
 	waitCalls := func(from int, want ...string) {
@@ -126,23 +127,26 @@ func TestWithdrawalBeforePolicy(t *testing.T) {
 	}
 	waitCalls(0, "policy local=[10.244.31.0/26]", "add 10.244.31.0/26")
 	n := len(spk.since(0))
-	b.SetLocalPrefixes([]netip.Prefix{c})
-	waitCalls(n, "delete 10.244.31.0/26", "policy local=[10.244.31.64/26]", "add 10.244.31.64/26")
+	send(b, release(a))
+	waitCalls(n, "delete 10.244.31.0/26", "policy local=[]")
+	n = len(spk.since(0))
+	send(b, claim(c, self.Name))
+	waitCalls(n, "policy local=[10.244.31.64/26]", "add 10.244.31.64/26")
 }
 
-// runTwoNodes runs the agent of node31 (with node32 beside it, its block, the pool and routable,
-// what IPAM explains) over a recording speaker until its first policy and path are set.
-func runTwoNodes(t *testing.T, routable []netip.Prefix) (*callLog, *Bird) {
+// runTwoNodes runs the agent of node31 (with node32 beside it, its block and the pool; with
+// allBlocks, testBlocks) over a recording speaker until its first policy and path are set.
+func runTwoNodes(t *testing.T, allBlocks bool) (*callLog, *Bird) {
 	t.Helper()
 	spk := &callLog{}
 	self := mkNode(31, nil, "")
 	b := newLogged(t, spk, self)
-	b.SetNodes([]Node{self, mkNode(32, nil, "")})
-	b.SetPools([]netip.Prefix{pool})
-	if routable != nil {
-		b.SetRoutable(routable)
+	send(b, nodeUpdates(self, mkNode(32, nil, ""))...)
+	send(b, poolUpdate(pool))
+	if allBlocks {
+		send(b, testBlockUpdates()...)
 	}
-	b.SetLocalPrefixes([]netip.Prefix{blockOf(31)})
+	send(b, claim(blockOf(31), self.Name))
 	run(t, b)
 	testwait.Until(t, "the first reconcile's policy and path", 5*time.Second, func() bool { return len(spk.since(0)) >= 2 })
 	return spk, b
@@ -152,14 +156,14 @@ func runTwoNodes(t *testing.T, routable []netip.Prefix) (*callLog, *Bird) {
 // not recompute its peers (a recomputation walks every node of the cluster); a change still
 // reconciles at once.
 func TestIdleDoesNotReconcile(t *testing.T) {
-	_, b := runTwoNodes(t, nil)
+	_, b := runTwoNodes(t, false)
 	// Three ticks of the once-a-second timer with nothing to do.
 	before := b.reconciles.Load()
 	waitTicks(t, b, 3)
 	if n := b.reconciles.Load() - before; n != 0 {
 		t.Fatalf("%d reconciles while idle, want 0", n)
 	}
-	b.SetLocalPrefixes([]netip.Prefix{blockOf(31), netip.MustParsePrefix("10.244.31.64/26")})
+	send(b, claim(netip.MustParsePrefix("10.244.31.64/26"), "node31"))
 	testwait.Until(t, "a reconcile after a change", 5*time.Second, func() bool { return b.reconciles.Load() > before })
 }
 
@@ -167,10 +171,11 @@ func TestIdleDoesNotReconcile(t *testing.T) {
 // changes what IPAM explains, and without an external router nothing in the speaker depends on
 // it, so it does not wake the agent; with one, the policy follows it.
 func TestRoutableWithoutRouterDoesNotReconcile(t *testing.T) {
-	spk, b := runTwoNodes(t, testBlocks)
+	spk, b := runTwoNodes(t, true)
 
 	before := b.reconciles.Load()
-	b.SetRoutable(append(slices.Clone(testBlocks), netip.MustParsePrefix("10.244.240.64/26")))
+	elsewhere := netip.MustParsePrefix("10.244.240.64/26")
+	send(b, claim(elsewhere, "node240"))
 	waitTicks(t, b, 2)
 	if n := b.reconciles.Load() - before; n != 0 {
 		t.Fatalf("%d reconciles for another node's block without an external router, want 0", n)
@@ -178,11 +183,11 @@ func TestRoutableWithoutRouterDoesNotReconcile(t *testing.T) {
 
 	// An external router: the policy carries what IPAM explains, the change made meanwhile too.
 	n := len(spk.since(0))
-	b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.250", ASNumber: 65000}}})
+	send(b, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.250", ASNumber: 65000}})...)
 	want := fmt.Sprintf("policy local=[10.244.31.0/26] explained=%d", len(testBlocks)+1)
 	testwait.Until(t, want, 5*time.Second, func() bool { return slices.Contains(spk.since(n), want) })
 	n = len(spk.since(0))
-	b.SetRoutable(testBlocks)
+	send(b, release(elsewhere))
 	want = fmt.Sprintf("policy local=[10.244.31.0/26] explained=%d", len(testBlocks))
 	testwait.Until(t, want, 5*time.Second, func() bool { return slices.Contains(spk.since(n), want) })
 }

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -46,12 +47,12 @@ func stayDown(t *testing.T, tn *testNode, addr string, d time.Duration) PeerStat
 // says why; a missing Secret keeps the session closed; fixing the Secret re-keys the session.
 func TestPasswords(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(61, nil, ""), mkNode(62, nil, "")}
+	all := []model.Node{mkNode(61, nil, ""), mkNode(62, nil, "")}
 	setup := func(pw string, peers []v1.BGPPeer) func(*Bird) {
 		return func(b *Bird) {
-			b.SetBGPConfiguration(meshOff())
-			b.SetBGPPeers(peers)
-			b.SetSecrets(secretsWith(pw))
+			send(b, confUpdate(meshOff()))
+			send(b, peerUpdates(peers...)...)
+			send(b, secretUpdates(secretsWith(pw))...)
 		}
 	}
 	a := startNode(t, all[0], all, setup("right", passwordPeer("bgp-auth")))
@@ -68,21 +69,21 @@ func TestPasswords(t *testing.T) {
 	}
 
 	// The other side has no password at all.
-	b.bird.SetBGPPeers(passwordPeer(""))
+	send(b.bird, peerUpdates(passwordPeer("")...)...)
 	st = stayDown(t, a, "198.51.100.62", 4*time.Second)
 	t.Logf("missing password at the peer: %+v", st)
 
 	// Our side's Secret is missing: the session is not opened and the status names the Secret.
-	a.bird.SetSecrets(nil)
-	b.bird.SetBGPPeers(passwordPeer("bgp-auth"))
+	send(a.bird, model.SecretRemove{Name: "bgp-auth"})
+	send(b.bird, peerUpdates(passwordPeer("bgp-auth")...)...)
 	st = stayDown(t, a, "198.51.100.62", 2*time.Second)
 	if st.State != "not configured" || !strings.Contains(st.Info, `secret "bgp-auth" not found`) {
 		t.Errorf("missing Secret: %+v", st)
 	}
 
 	// Both right: the Secret change re-keys the session.
-	a.bird.SetSecrets(secretsWith("right"))
-	b.bird.SetSecrets(secretsWith("right"))
-	a.waitPeer(t, all[1].Address.Addr(), "established", 20*time.Second)
-	b.routes.waitRoute(t, a.block, a.Address.Addr(), 5*time.Second)
+	send(a.bird, secretUpdates(secretsWith("right"))...)
+	send(b.bird, secretUpdates(secretsWith("right"))...)
+	a.waitPeer(t, addr4(all[1]), "established", 20*time.Second)
+	b.routes.waitRoute(t, a.block, addr4(a.Node), 5*time.Second)
 }

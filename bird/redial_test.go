@@ -20,7 +20,6 @@ func TestRedialDecision(t *testing.T) {
 	}
 	node, tor := netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.250")
 	b.desired = map[netip.Addr]peers.Peer{node: {Address: node, Node: "node2"}, tor: {Address: tor}}
-	b.configured = map[netip.Addr]peers.Peer{node: b.desired[node], tor: b.desired[tor]}
 	states := func(addr netip.Addr, list ...string) {
 		for _, s := range list {
 			b.onState(speaker.Event{Type: speaker.PeerStateChanged, Peer: addr, State: s, Time: time.Now()})
@@ -51,10 +50,8 @@ func TestRedialDecision(t *testing.T) {
 		t.Error("peer re-added after it had been established")
 	}
 
-	// Re-added (reconcile clears upSinceAdded), then refused again and again.
-	b.mu.Lock()
-	b.sessionLocked(node).upSinceAdded = false
-	b.mu.Unlock()
+	// Re-added (the neighbor reconciler clears upSinceAdded), then refused again and again.
+	b.adding(node)
 	n := 0
 	for range maxRedials + 3 {
 		states(node, "active", "opensent", "idle")

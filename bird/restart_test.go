@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
 
@@ -22,20 +23,20 @@ func TestGracefulRestart(t *testing.T) {
 }
 
 func gracefulRestart(t *testing.T, restarting, other int) {
-	all := []Node{mkNode(restarting, nil, ""), mkNode(other, nil, "")}
+	all := []model.Node{mkNode(restarting, nil, ""), mkNode(other, nil, "")}
 	extra := netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/26", 100+restarting))
-	a := startNode(t, all[0], all, func(b *Bird) { b.SetLocalPrefixes([]netip.Prefix{blockOf(restarting), extra}) })
+	a := startNode(t, all[0], all, func(b *Bird) { send(b, claim(extra, all[0].Name)) })
 	b := startNode(t, all[1], all, nil)
-	b.routes.waitRoute(t, a.block, a.Address.Addr(), 15*time.Second)
-	b.routes.waitRoute(t, extra, a.Address.Addr(), 5*time.Second)
-	a.routes.waitRoute(t, b.block, b.Address.Addr(), 5*time.Second)
+	b.routes.waitRoute(t, a.block, addr4(a.Node), 15*time.Second)
+	b.routes.waitRoute(t, extra, addr4(a.Node), 5*time.Second)
+	a.routes.waitRoute(t, b.block, addr4(b.Node), 5*time.Second)
 
 	b.routes.mu.Lock()
 	updates := b.routes.updates
 	b.routes.mu.Unlock()
 	a.stop(t, true)
 	down := time.Now()
-	st := b.waitPeer(t, a.Address.Addr(), "down", 5*time.Second)
+	st := b.waitPeer(t, addr4(a.Node), "down", 5*time.Second)
 	t.Logf("peer down after Stop(true); %s says: %q", b.Name, st.Info)
 	// Longer than any hold timer of the test's sessions would allow without graceful restart.
 	time.Sleep(time.Until(down.Add(3 * time.Second)))
@@ -53,17 +54,17 @@ func gracefulRestart(t *testing.T, restarting, other int) {
 	if _, ok := a2.routes.get(b.block); !ok {
 		t.Error("WaitSynced returned before the restarted node re-learned its peer's block")
 	}
-	b.waitPeer(t, a.Address.Addr(), "established", 20*time.Second)
+	b.waitPeer(t, addr4(a.Node), "established", 20*time.Second)
 	back := time.Since(down)
 	b.routes.waitGone(t, extra, 10*time.Second)
-	a2.routes.waitRoute(t, b.block, b.Address.Addr(), 5*time.Second)
+	a2.routes.waitRoute(t, b.block, addr4(b.Node), 5*time.Second)
 	b.routes.mu.Lock()
 	got := b.routes.updates - updates
 	b.routes.mu.Unlock()
 	if got != 1 { // the stale extra block's withdraw, nothing for the block that stayed
 		t.Errorf("node22 saw %d route updates across the restart, want 1 (withdraw of the stale block)", got)
 	}
-	if nh, ok := b.routes.get(a.block); !ok || nh != a.Address.Addr() {
+	if nh, ok := b.routes.get(a.block); !ok || nh != addr4(a.Node) {
 		t.Errorf("node21's block after restart: %v %v", nh, ok)
 	}
 	t.Logf("session back %v after the graceful stop", back)
@@ -78,15 +79,15 @@ func gracefulRestart(t *testing.T, restarting, other int) {
 // although graceful restart is on (GoBGP alone would keep them for the 120 s restart time).
 func TestDeadNodeFlush(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(31, nil, ""), mkNode(32, nil, ""), mkNode(33, nil, "")}
+	all := []model.Node{mkNode(31, nil, ""), mkNode(32, nil, ""), mkNode(33, nil, "")}
 	var tns []*testNode
 	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, nil))
 	}
 	for _, tn := range tns[1:] {
-		tn.routes.waitRoute(t, tns[0].block, tns[0].Address.Addr(), 15*time.Second)
+		tn.routes.waitRoute(t, tns[0].block, addr4(tns[0].Node), 15*time.Second)
 	}
-	netnstest.CutLink(t, tns[0].Address.Addr())
+	netnstest.CutLink(t, addr4(tns[0].Node))
 	cut := time.Now()
 	for _, tn := range tns[1:] {
 		tn.routes.waitGone(t, tns[0].block, 12*time.Second)
@@ -106,31 +107,32 @@ func TestDeadNodeFlush(t *testing.T) {
 // keeps its routes at its peers even when its sessions die without a notice.
 func TestRestartMarkFromNode(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(41, nil, ""), mkNode(42, nil, "")}
+	all := []model.Node{mkNode(41, nil, ""), mkNode(42, nil, "")}
 	a := startNode(t, all[0], all, nil)
 	b := startNode(t, all[1], all, nil)
-	b.routes.waitRoute(t, a.block, a.Address.Addr(), 15*time.Second)
-	marked := []Node{all[0], all[1]}
-	marked[0].RestartingUntil = time.Now().Add(time.Minute)
-	b.bird.SetNodes(marked)
-	b.waitPeer(t, a.Address.Addr(), "established", time.Second)
+	b.routes.waitRoute(t, a.block, addr4(a.Node), 15*time.Second)
+	marked := all[0]
+	marked.RestartingUntil = time.Now().Add(time.Minute)
+	send(b.bird, model.NodeUpdate{Node: marked})
+	b.waitPeer(t, addr4(a.Node), "established", time.Second)
 	// Let the input reach bird's state before the link goes.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		b.bird.mu.Lock()
-		ok := b.bird.nodes[0].RestartingUntil.After(time.Now())
+		n, _ := b.bird.in.node(all[0].Name)
+		ok := n.RestartingUntil.After(time.Now())
 		b.bird.mu.Unlock()
 		if ok || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	netnstest.CutLink(t, a.Address.Addr())
-	st := b.waitPeer(t, a.Address.Addr(), "down", 15*time.Second)
+	netnstest.CutLink(t, addr4(a.Node))
+	st := b.waitPeer(t, addr4(a.Node), "down", 15*time.Second)
 	if _, ok := b.routes.get(a.block); !ok {
 		t.Fatalf("routes of a node marked restarting were dropped (status %+v)", st)
 	}
 	// The mark is lifted while the node is still away: the routes go.
-	b.bird.SetNodes(all)
+	send(b.bird, model.NodeUpdate{Node: all[0]})
 	b.routes.waitGone(t, a.block, 5*time.Second)
 }

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // TestRouteReflectorsIPv6: TestRouteReflectors with every node dual-stack: over the IPv4
@@ -17,41 +19,37 @@ import (
 func TestRouteReflectorsIPv6(t *testing.T) {
 	netnstest.Require(t)
 	ids := []int{101, 102, 11, 12, 13}
-	all := []Node{
+	all := []model.Node{
 		mkNode(101, rrLabel, "244.0.0.1"), mkNode(102, rrLabel, "244.0.0.1"),
 		mkNode(11, nil, ""), mkNode(12, nil, ""), mkNode(13, nil, ""),
 	}
-	var routable []netip.Prefix
 	for i, id := range ids {
-		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", id))
-		routable = append(routable, block6Of(id))
+		all[i].BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", id)))
 	}
-	routable = append(routable, testBlocks...)
 	var tns []*testNode
-	for i, n := range all {
+	for _, n := range all {
 		cfg := func(c *Config) {}
 		if n.Name == "node11" {
 			cfg = func(c *Config) { c.GoBGPAPI = "127.0.0.1:50152" }
 		}
 		tns = append(tns, startNode(t, n, all, func(b *Bird) {
-			b.SetBGPConfiguration(meshOff())
-			b.SetBGPPeers(calicoRRPeers())
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes([]netip.Prefix{blockOf(ids[i]), block6Of(ids[i])})
+			send(b, confUpdate(meshOff()))
+			send(b, peerUpdates(calicoRRPeers()...)...)
+			send(b, poolUpdate(pool6))
+			send(b, claims6(ids...)...)
 		}, cfg))
 	}
 	clients := tns[2:]
 	for i, a := range clients {
 		for j, b := range clients {
 			if i != j {
-				a.routes.waitRoute(t, block6Of(ids[2+j]), b.Address6.Addr(), 15*time.Second)
-				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+				a.routes.waitRoute(t, block6Of(ids[2+j]), addr6(b.Node), 15*time.Second)
+				a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 			}
 		}
 	}
 	// The reflectors' own IPv6 blocks reach the clients too.
-	clients[0].routes.waitRoute(t, block6Of(101), tns[0].Address6.Addr(), 5*time.Second)
+	clients[0].routes.waitRoute(t, block6Of(101), addr6(tns[0].Node), 5*time.Second)
 
 	// Settled (see TestRouteReflectors): one path from each reflector, each carrying node12's
 	// router ID as originator, the cluster ID, and node12's IPv6 address as next hop.
@@ -62,7 +60,7 @@ func TestRouteReflectorsIPv6(t *testing.T) {
 		var bad []string
 		for _, p := range paths {
 			orig, clusters, nh := attrs(p)
-			if orig != n12.Address.Addr().String() || fmt.Sprint(clusters) != "[244.0.0.1]" || nh != n12.Address6.Addr().String() {
+			if orig != addr4(n12.Node).String() || fmt.Sprint(clusters) != "[244.0.0.1]" || nh != addr6(n12.Node).String() {
 				bad = append(bad, fmt.Sprintf("reflected path from %s: originator %q cluster list %v next hop %q", p.NeighborIp, orig, clusters, nh))
 			}
 		}
@@ -71,16 +69,16 @@ func TestRouteReflectorsIPv6(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("node11's paths for node12's IPv6 block after 10s: %d paths, %v; want one from each reflector, originator %s, next hop %s, cluster list [244.0.0.1]",
-				len(paths), bad, n12.Address.Addr(), n12.Address6.Addr())
+				len(paths), bad, addr4(n12.Node), addr6(n12.Node))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 
 	// node12 withdraws its IPv6 block: gone from every client and reflector; IPv4 stays.
-	n12.bird.SetLocalPrefixes([]netip.Prefix{n12.block})
+	send(n12.bird, release(block6Of(12)))
 	for _, tn := range []*testNode{tns[0], tns[1], clients[0], clients[2]} {
 		tn.routes.waitGone(t, block6Of(12), 10*time.Second)
-		if nh, ok := tn.routes.get(n12.block); !ok || nh != n12.Address.Addr() {
+		if nh, ok := tn.routes.get(n12.block); !ok || nh != addr4(n12.Node) {
 			t.Errorf("%s: node12's IPv4 block after its IPv6 withdrawal: %v %v", tn.Name, nh, ok)
 		}
 	}

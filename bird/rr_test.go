@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -97,11 +98,11 @@ func attrs(p *api.Path) (originator string, clusters []string, nextHop string) {
 // joining later learns everything and is learned everywhere, with nothing restarted.
 func TestRouteReflectors(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{
+	all := []model.Node{
 		mkNode(101, rrLabel, "244.0.0.1"), mkNode(102, rrLabel, "244.0.0.1"),
 		mkNode(11, nil, ""), mkNode(12, nil, ""), mkNode(13, nil, ""),
 	}
-	setup := func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(calicoRRPeers()) }
+	setup := func(b *Bird) { send(b, confUpdate(meshOff())); send(b, peerUpdates(calicoRRPeers()...)...) }
 	var tns []*testNode
 	for i, n := range all {
 		cfg := func(c *Config) {}
@@ -115,12 +116,12 @@ func TestRouteReflectors(t *testing.T) {
 	for _, a := range clients {
 		for _, b := range clients {
 			if a != b {
-				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+				a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 			}
 		}
 	}
 	// The RRs' own blocks reach the clients too.
-	clients[0].routes.waitRoute(t, tns[0].block, tns[0].Address.Addr(), 5*time.Second)
+	clients[0].routes.waitRoute(t, tns[0].block, addr4(tns[0].Node), 5*time.Second)
 
 	// Until a reflector has node12's route first hand (its session with node12 may come up
 	// after the sibling's), it passes on the sibling's copy, cluster list [244.0.0.1 sibling]:
@@ -131,7 +132,7 @@ func TestRouteReflectors(t *testing.T) {
 		var bad []string
 		for _, p := range paths {
 			orig, clusters, nh := attrs(p)
-			if orig != clients[1].Address.Addr().String() || fmt.Sprint(clusters) != "[244.0.0.1]" || nh != clients[1].Address.Addr().String() {
+			if orig != addr4(clients[1].Node).String() || fmt.Sprint(clusters) != "[244.0.0.1]" || nh != addr4(clients[1].Node).String() {
 				bad = append(bad, fmt.Sprintf("reflected path from %s: originator %q cluster list %v next hop %q", p.NeighborIp, orig, clusters, nh))
 			}
 		}
@@ -140,7 +141,7 @@ func TestRouteReflectors(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("node11's paths for node12's block after 10s: %d paths, %v; want one from each reflector, originator and next hop %s, cluster list [244.0.0.1]",
-				len(paths), bad, clients[1].Address.Addr())
+				len(paths), bad, addr4(clients[1].Node))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -161,12 +162,12 @@ func TestRouteReflectors(t *testing.T) {
 	n14 := mkNode(14, nil, "")
 	all14 := append(all[:len(all):len(all)], n14)
 	for _, tn := range tns {
-		tn.bird.SetNodes(all14)
+		send(tn.bird, model.NodeUpdate{Node: n14})
 	}
 	t14 := startNode(t, n14, all14, setup)
 	for _, c := range clients {
-		t14.routes.waitRoute(t, c.block, c.Address.Addr(), 15*time.Second)
-		c.routes.waitRoute(t, t14.block, t14.Address.Addr(), 15*time.Second)
+		t14.routes.waitRoute(t, c.block, addr4(c.Node), 15*time.Second)
+		c.routes.waitRoute(t, t14.block, addr4(t14.Node), 15*time.Second)
 	}
 }
 
@@ -176,11 +177,11 @@ func TestRouteReflectors(t *testing.T) {
 // ended first made GoBGP withdraw that client's block from the clients still up.)
 func TestRouteReflectorGracefulStop(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(111, rrLabel, "244.0.0.1")}
+	all := []model.Node{mkNode(111, rrLabel, "244.0.0.1")}
 	for i := 31; i < 39; i++ {
 		all = append(all, mkNode(i, nil, ""))
 	}
-	setup := func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(calicoRRPeers()) }
+	setup := func(b *Bird) { send(b, confUpdate(meshOff())); send(b, peerUpdates(calicoRRPeers()...)...) }
 	rr := startNode(t, all[0], all, setup)
 	var clients []*testNode
 	for _, n := range all[1:] {
@@ -189,7 +190,7 @@ func TestRouteReflectorGracefulStop(t *testing.T) {
 	for _, a := range clients {
 		for _, b := range clients {
 			if a != b {
-				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+				a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 			}
 		}
 	}
@@ -201,7 +202,7 @@ func TestRouteReflectorGracefulStop(t *testing.T) {
 	}
 	rr.stop(t, true)
 	for _, c := range clients {
-		c.waitPeer(t, rr.Address.Addr(), "down", 5*time.Second)
+		c.waitPeer(t, addr4(rr.Node), "down", 5*time.Second)
 	}
 	for i, c := range clients {
 		c.routes.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 	"github.com/tabbynet/tabby/bird/speaker"
@@ -30,7 +31,7 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 	netnstest.Require(t)
 	const rrKey = "tabby.dev/route-reflector"
 	rr := func(site string) map[string]string { return map[string]string{rrKey: "true", "site": site} }
-	all := []Node{
+	all := []model.Node{
 		mkNode(101, rr("a"), "244.0.0.1"), mkNode(102, rr("b"), "244.0.0.1"),
 		mkNode(11, map[string]string{"dual": "true"}, ""), mkNode(12, map[string]string{"dual": "true"}, ""),
 		mkNode(13, map[string]string{"site": "a"}, ""), mkNode(14, map[string]string{"site": "b"}, ""),
@@ -44,7 +45,7 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "site-a"}, Spec: v1.BGPPeerSpec{NodeSelector: "site == 'a' && !has(" + rrKey + ")", PeerSelector: "site == 'a' && has(" + rrKey + ")"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "site-b"}, Spec: v1.BGPPeerSpec{NodeSelector: "site == 'b' && !has(" + rrKey + ")", PeerSelector: "site == 'b' && has(" + rrKey + ")"}},
 	}
-	setup := func(b *Bird) { b.SetBGPConfiguration(meshOff()); b.SetBGPPeers(bgpPeers) }
+	setup := func(b *Bird) { send(b, confUpdate(meshOff())); send(b, peerUpdates(bgpPeers...)...) }
 	var tns []*testNode
 	apis := map[string]string{}
 	for i, n := range all {
@@ -56,7 +57,7 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 	for _, a := range tns {
 		for _, b := range tns {
 			if a != b {
-				a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+				a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 			}
 		}
 	}
@@ -65,18 +66,20 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 	for _, owner := range []*testNode{tns[2], tns[6], tns[4], tns[5]} { // dual-homed (2), rr1-only, rr2-only
 		dual := owner.Labels["dual"] == "true"
 		var i int
-		fmt.Sscanf(owner.Address.Addr().String(), "198.51.100.%d", &i)
+		fmt.Sscanf(addr4(owner.Node).String(), "198.51.100.%d", &i)
 		var added []netip.Prefix
 		for j := 0; j < 8; j++ {
 			added = append(added, netip.MustParsePrefix(fmt.Sprintf("10.244.%d.%d/29", 100+i, 8*j)))
 		}
-		owner.bird.SetLocalPrefixes(append([]netip.Prefix{owner.block}, added...))
+		for _, p := range added {
+			send(owner.bird, claim(p, owner.Name))
+		}
 		for _, tn := range tns {
 			if tn == owner {
 				continue
 			}
 			for _, p := range added {
-				tn.routes.waitRoute(t, p, owner.Address.Addr(), 15*time.Second)
+				tn.routes.waitRoute(t, p, addr4(owner.Node), 15*time.Second)
 			}
 		}
 		if owner == tns[5] {
@@ -84,7 +87,7 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 			// they reach the client without the tag that marks a sibling's copy inside rr1
 			// (as received: the client's import policy would remove it too).
 			for _, p := range added {
-				paths := gobgpAdjIn(t, apis[tns[4].Name], rrs[0].Address.Addr().String(), p)
+				paths := gobgpAdjIn(t, apis[tns[4].Name], addr4(rrs[0].Node).String(), p)
 				if len(paths) != 1 {
 					t.Errorf("node13 received %d paths for %s from rr1, want 1", len(paths), p)
 				}
@@ -98,7 +101,7 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 		if dual {
 			// The case that stuck: each reflector holds the owner's path and its sibling's copy.
 			for i, r := range rrs {
-				sibling := rrs[1-i].Address.Addr().String()
+				sibling := addr4(rrs[1-i].Node).String()
 				for _, p := range added {
 					waitPaths(t, r.Name, apis[r.Name], p, func(paths []*api.Path) bool {
 						return slices.ContainsFunc(paths, func(x *api.Path) bool { return x.NeighborIp == sibling })
@@ -110,11 +113,13 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 		var watches []*adjInWatch
 		if dual {
 			watches = []*adjInWatch{
-				watchAdjIn(t, tns[4].Name, apis[tns[4].Name], rrs[0].Address.Addr().String(), added),
-				watchAdjIn(t, tns[5].Name, apis[tns[5].Name], rrs[1].Address.Addr().String(), added),
+				watchAdjIn(t, tns[4].Name, apis[tns[4].Name], addr4(rrs[0].Node).String(), added),
+				watchAdjIn(t, tns[5].Name, apis[tns[5].Name], addr4(rrs[1].Node).String(), added),
 			}
 		}
-		owner.bird.SetLocalPrefixes([]netip.Prefix{owner.block})
+		for _, p := range added {
+			send(owner.bird, release(p))
+		}
 		for _, tn := range tns {
 			for _, p := range added {
 				tn.routes.waitGone(t, p, 15*time.Second)
@@ -137,7 +142,7 @@ func TestRouteReflectorsWithdraw(t *testing.T) {
 		// The owner's block is untouched.
 		for _, tn := range tns {
 			if tn != owner {
-				tn.routes.waitRoute(t, owner.block, owner.Address.Addr(), 5*time.Second)
+				tn.routes.waitRoute(t, owner.block, addr4(owner.Node), 5*time.Second)
 			}
 		}
 	}

@@ -2,11 +2,13 @@ package bird
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -17,9 +19,9 @@ import (
 // a range withdraws it.
 func TestServiceAdvertisement(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
+	all := []model.Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
 	tor := netip.MustParseAddr("198.51.100.253")
-	n81, n82 := all[0].Address.Addr(), all[1].Address.Addr()
+	n81, n82 := addr4(all[0]), addr4(all[1])
 	// A cluster IP range outside the pools, and external IPs inside one.
 	clusterIPs, externalIPs := netip.MustParsePrefix("203.0.113.192/27"), netip.MustParsePrefix("10.244.250.0/24")
 	conf := func(external bool) *v1.BGPConfiguration {
@@ -37,8 +39,8 @@ func TestServiceAdvertisement(t *testing.T) {
 	r := startRouter(t, tor, 65003, map[netip.Addr]uint32{n81: 64512, n82: 64512}, hijack.String())
 	// node82 has not seen the configuration yet (a rollout): it must not get the services from
 	// node81, where it would route them away (the external IPs lie in a pool).
-	a := startNode(t, all[0], all, func(b *Bird) { b.SetBGPPeers(peers); b.SetBGPConfiguration(conf(true)) })
-	b := startNode(t, all[1], all, func(b *Bird) { b.SetBGPPeers(peers) })
+	a := startNode(t, all[0], all, func(b *Bird) { send(b, peerUpdates(peers...)...); send(b, confUpdate(conf(true))) })
+	b := startNode(t, all[1], all, func(b *Bird) { send(b, peerUpdates(peers...)...) })
 	for _, p := range []netip.Prefix{clusterIPs, externalIPs} {
 		r.waitReceived(t, n81, p, n81.String())
 	}
@@ -61,7 +63,7 @@ func TestServiceAdvertisement(t *testing.T) {
 
 	// Every node announces them: one path per node at the ToR; the ToR's /32 that node82 had
 	// learned while it did not know the range is dropped.
-	b.bird.SetBGPConfiguration(conf(true))
+	send(b.bird, confUpdate(conf(true)))
 	for _, p := range []netip.Prefix{clusterIPs, externalIPs} {
 		r.waitReceived(t, n82, p, n82.String())
 	}
@@ -71,8 +73,8 @@ func TestServiceAdvertisement(t *testing.T) {
 	})
 
 	// External IPs no longer advertised: gone from the ToR, the cluster IPs stay.
-	a.bird.SetBGPConfiguration(conf(false))
-	b.bird.SetBGPConfiguration(conf(false))
+	send(a.bird, confUpdate(conf(false)))
+	send(b.bird, confUpdate(conf(false)))
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		got81, got82 := r.received(t, n81), r.received(t, n82)
@@ -88,5 +90,65 @@ func TestServiceAdvertisement(t *testing.T) {
 			t.Fatalf("external IPs still advertised 15 s after their removal: %v %v", got81, got82)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServiceAdvertisementIPv6: an IPv6 service CIDR is announced to an external router like an
+// IPv4 one, with the node's IPv6 address as next hop, over the IPv4 session (MP-BGP) or an IPv6
+// one; removed from the configuration, it is withdrawn and the IPv4 one stays.
+func TestServiceAdvertisementIPv6(t *testing.T) {
+	netnstest.Require(t)
+	tor, nodeAddr := netip.MustParseAddr("198.51.100.244"), netip.MustParseAddr("198.51.100.88")
+	tor6, node6 := netip.MustParseAddr("2001:db8:100::244"), netip.MustParsePrefix("2001:db8:100::88/64")
+	svc4, svc6 := netip.MustParsePrefix("203.0.113.192/27"), netip.MustParsePrefix("2001:db8:96::/112")
+	conf := func(svc ...netip.Prefix) *v1.BGPConfiguration {
+		c := &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+		for _, p := range svc {
+			c.Spec.ServiceClusterIPs = append(c.Spec.ServiceClusterIPs, v1.ServiceCIDR{CIDR: p.String()})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		peerIP netip.Addr
+		tor    birdToR
+	}{
+		{"MP-BGP over the IPv4 session", tor, birdToR{Node: nodeAddr, IPv6: true, Addr6: tor6}},
+		{"IPv6 session", tor6, birdToR{Addr6: tor6, Node6: node6.Addr()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := torNamespace6(t, nodeAddr, tor, node6, tor6)
+			r := tc.tor
+			r.Addr, r.AS, r.NodeAS = tor, 65000, v1.DefaultASNumber
+			birdc := r.start(t, ns)
+			n := withIPv6Address(mkNode(88, nil, ""), node6)
+			a := startNode(t, n, []model.Node{n}, func(b *Bird) {
+				send(b, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tc.peerIP.String(), ASNumber: 65000}})...)
+				send(b, poolUpdate(pool6))
+				send(b, confUpdate(conf(svc4, svc6)))
+			})
+			a.waitPeer(t, tc.peerIP, "established", 30*time.Second)
+			waitBIRDRoute(t, birdc, "", svc6, node6.Addr())
+			over4 := tc.peerIP.Is4()
+			if over4 {
+				waitBIRDRoute(t, birdc, "", svc4, nodeAddr)
+			}
+
+			send(a.bird, confUpdate(conf(svc4)))
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				out := birdc("show", "route", svc6.String())
+				if !strings.Contains(out, svc6.String()) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("BIRD2 still has %s 10 s after its removal:\n%s", svc6, out)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if over4 {
+				waitBIRDRoute(t, birdc, "", svc4, nodeAddr)
+			}
+		})
 	}
 }

@@ -12,8 +12,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // TestToRIPv6: a BIRD2 ToR and a dual-stack tabby node, with IPv6 carried over an IPv6 session
@@ -48,12 +50,11 @@ func TestToRIPv6(t *testing.T) {
 			r.Announce = []netip.Prefix{inside, otherRack6}
 			birdc := r.start(t, ns)
 			n := mkNode(93, nil, "")
-			n.Address6 = node6
-			a := startNode(t, n, []Node{n}, func(b *Bird) {
-				b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tc.peerIP.String(), ASNumber: 65000}}})
-				b.SetPools([]netip.Prefix{pool, pool6})
-				b.SetRoutable(append([]netip.Prefix{own, otherRack6}, testBlocks...))
-				b.SetLocalPrefixes([]netip.Prefix{blockOf(93), own})
+			n.BGPAddress.Set(ipfamily.IPv6, node6)
+			a := startNode(t, n, []model.Node{n}, func(b *Bird) {
+				send(b, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tc.peerIP.String(), ASNumber: 65000}})...)
+				send(b, poolUpdate(pool6))
+				send(b, claims6(93, 0xe6)...)
 			})
 			a.waitPeer(t, tc.peerIP, "established", 30*time.Second)
 			if strings.Contains(tc.want, "ipv6 up") {
@@ -134,32 +135,30 @@ func waitStatusFamilies(t *testing.T, a *testNode, peer netip.Addr, want string)
 func TestToRIPv6TwoNodes(t *testing.T) {
 	netnstest.Require(t)
 	tor, tor6 := netip.MustParseAddr("198.51.100.246"), netip.MustParseAddr("2001:db8:100::246")
-	all := []Node{mkNode(95, nil, ""), mkNode(96, nil, "")}
+	all := []model.Node{mkNode(95, nil, ""), mkNode(96, nil, "")}
 	for i := range all {
-		all[i].Address6 = netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 95+i))
+		all[i].BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", 95+i)))
 	}
-	ns := torNamespace6(t, all[0].Address.Addr(), tor, all[0].Address6, tor6)
+	ns := torNamespace6(t, addr4(all[0]), tor, all[0].BGPAddress.Get(ipfamily.IPv6), tor6)
 	// The second node on the ToR's link too: a direct eBGP neighbour.
-	if out, err := exec.Command("ip", "addr", "add", all[1].Address6.String(), "dev", fmt.Sprintf("tor%d", os.Getpid()%100000), "nodad").CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "addr", "add", all[1].BGPAddress.Get(ipfamily.IPv6).String(), "dev", fmt.Sprintf("tor%d", os.Getpid()%100000), "nodad").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	birdc := birdToR{Addr: tor, AS: 65000, NodeAS: v1.DefaultASNumber, Addr6: tor6, Node6: all[0].Address6.Addr(), More: []netip.Addr{all[1].Address6.Addr()}}.start(t, ns)
+	birdc := birdToR{Addr: tor, AS: 65000, NodeAS: v1.DefaultASNumber, Addr6: tor6, Node6: addr6(all[0]), More: []netip.Addr{addr6(all[1])}}.start(t, ns)
 	bgpPeers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor6"}, Spec: v1.BGPPeerSpec{PeerIP: tor6.String(), ASNumber: 65000}}}
-	routable := append([]netip.Prefix{block6Of(95), block6Of(96)}, testBlocks...)
 	var tns []*testNode
-	for i, n := range all {
+	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, func(b *Bird) {
-			b.SetBGPPeers(bgpPeers)
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes([]netip.Prefix{blockOf(95 + i), block6Of(95 + i)})
+			send(b, peerUpdates(bgpPeers...)...)
+			send(b, poolUpdate(pool6))
+			send(b, claims6(95, 96)...)
 		}))
 	}
 	for i, proto := range []string{"node", "node2"} {
 		tns[i].waitPeer(t, tor6, "established", 30*time.Second)
 		own, other := block6Of(95+i), block6Of(96-i)
-		waitBIRDRoute(t, birdc, proto, own, all[i].Address6.Addr())
-		waitBIRDRoute(t, birdc, proto, other, all[i].Address6.Addr())
+		waitBIRDRoute(t, birdc, proto, own, addr6(all[i]))
+		waitBIRDRoute(t, birdc, proto, other, addr6(all[i]))
 		// Each node sends its block and the other's, IPv6 only.
 		if got, want := waitStatusFamilies(t, tns[i], tor6, "ipv6 up 0/0/2"), "ipv6 up 0/0/2"; got != want {
 			t.Errorf("%s's session with the ToR: %q, want %q", all[i].Name, got, want)
@@ -175,8 +174,8 @@ func TestToRIPv6TwoNodes(t *testing.T) {
 func TestIPv6PeerWithoutIPv6Address(t *testing.T) {
 	netnstest.Require(t)
 	n := mkNode(94, nil, "")
-	a := startNode(t, n, []Node{n}, func(b *Bird) {
-		b.SetBGPPeers([]v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor6"}, Spec: v1.BGPPeerSpec{PeerIP: "2001:db8:100::247", ASNumber: 65000}}})
+	a := startNode(t, n, []model.Node{n}, func(b *Bird) {
+		send(b, peerUpdates(v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor6"}, Spec: v1.BGPPeerSpec{PeerIP: "2001:db8:100::247", ASNumber: 65000}})...)
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -197,32 +196,23 @@ func TestIPv6PeerWithoutIPv6Address(t *testing.T) {
 // node cannot (no family in common) and is left out without breaking the others.
 func TestIPv6OnlyMesh(t *testing.T) {
 	netnstest.Require(t)
-	six := func(i int) Node {
-		return Node{Name: fmt.Sprintf("node%d", i), Address6: netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i))}
+	six := func(i int) model.Node {
+		return withIPv6Address(model.Node{Name: fmt.Sprintf("node%d", i)}, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i)))
 	}
 	dual := mkNode(33, nil, "")
-	dual.Address6 = netip.MustParsePrefix("2001:db8:100::33/64")
-	all := []Node{six(31), six(32), dual, mkNode(34, nil, "")}
-	routable := append([]netip.Prefix{block6Of(31), block6Of(32), block6Of(33)}, testBlocks...)
+	dual.BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix("2001:db8:100::33/64"))
+	all := []model.Node{six(31), six(32), dual, mkNode(34, nil, "")}
 	var tns []*testNode
-	for i, n := range all {
-		var local []netip.Prefix
-		if n.Address6.IsValid() {
-			local = append(local, block6Of(31+i))
-		}
-		if n.Address.IsValid() {
-			local = append(local, blockOf(31+i))
-		}
+	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, func(b *Bird) {
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes(local)
+			send(b, poolUpdate(pool6))
+			send(b, claims6(31, 32, 33)...)
 		}))
 	}
 	for i, a := range tns[:3] {
 		for j, b := range tns[:3] {
 			if i != j {
-				a.routes.waitRoute(t, block6Of(31+j), b.Address6.Addr(), 15*time.Second)
+				a.routes.waitRoute(t, block6Of(31+j), addr6(b.Node), 15*time.Second)
 			}
 		}
 	}
@@ -239,7 +229,7 @@ func TestIPv6OnlyMesh(t *testing.T) {
 		t.Errorf("node31's sessions %v, want %s", got, want)
 	}
 	// The dual-stack node keeps its IPv4 session with the IPv4-only one.
-	tns[3].routes.waitRoute(t, blockOf(33), dual.Address.Addr(), 15*time.Second)
+	tns[3].routes.waitRoute(t, blockOf(33), addr4(dual), 15*time.Second)
 }
 
 // TestIPv6OnlyRouteReflector: IPv6-only nodes with the mesh off and a route reflector: the
@@ -247,28 +237,26 @@ func TestIPv6OnlyMesh(t *testing.T) {
 // with the originating node's IPv6 address kept as next hop.
 func TestIPv6OnlyRouteReflector(t *testing.T) {
 	netnstest.Require(t)
-	six := func(i int, labels map[string]string, cluster string) Node {
-		return Node{Name: fmt.Sprintf("node%d", i), Labels: labels, RRClusterID: cluster, Address6: netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i))}
+	six := func(i int, labels map[string]string, cluster string) model.Node {
+		return withIPv6Address(model.Node{Name: fmt.Sprintf("node%d", i), Labels: labels, RRClusterID: cluster}, netip.MustParsePrefix(fmt.Sprintf("2001:db8:100::%d/64", i)))
 	}
-	all := []Node{six(41, rrLabel, "244.0.0.9"), six(42, nil, ""), six(43, nil, "")}
-	routable := append([]netip.Prefix{block6Of(41), block6Of(42), block6Of(43)}, testBlocks...)
+	all := []model.Node{six(41, rrLabel, "244.0.0.9"), six(42, nil, ""), six(43, nil, "")}
 	var tns []*testNode
-	for i, n := range all {
+	for _, n := range all {
 		tns = append(tns, startNode(t, n, all, func(b *Bird) {
-			b.SetBGPConfiguration(meshOff())
-			b.SetBGPPeers(calicoRRPeers())
-			b.SetPools([]netip.Prefix{pool, pool6})
-			b.SetRoutable(routable)
-			b.SetLocalPrefixes([]netip.Prefix{block6Of(41 + i)})
+			send(b, confUpdate(meshOff()))
+			send(b, peerUpdates(calicoRRPeers()...)...)
+			send(b, poolUpdate(pool6))
+			send(b, claims6(41, 42, 43)...)
 		}))
 	}
-	tns[1].routes.waitRoute(t, block6Of(43), all[2].Address6.Addr(), 15*time.Second)
-	tns[2].routes.waitRoute(t, block6Of(42), all[1].Address6.Addr(), 15*time.Second)
+	tns[1].routes.waitRoute(t, block6Of(43), addr6(all[2]), 15*time.Second)
+	tns[2].routes.waitRoute(t, block6Of(42), addr6(all[1]), 15*time.Second)
 	st, err := tns[1].bird.Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Peers) != 1 || st.Peers[0].Address != all[0].Address6.Addr().String() || st.Peers[0].Type != "route-reflector" {
+	if len(st.Peers) != 1 || st.Peers[0].Address != addr6(all[0]).String() || st.Peers[0].Type != "route-reflector" {
 		t.Errorf("client's sessions %+v, want the reflector only, over IPv6", st.Peers)
 	}
 }

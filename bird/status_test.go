@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 	"github.com/tabbynet/tabby/bird/status"
 )
@@ -18,10 +19,10 @@ import (
 func TestStatusServiceAndMetrics(t *testing.T) {
 	netnstest.Require(t)
 	sock := filepath.Join(t.TempDir(), "bird.sock")
-	all := []Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
+	all := []model.Node{mkNode(81, nil, ""), mkNode(82, nil, "")}
 	a := startNode(t, all[0], all, nil, func(c *Config) { c.StatusSocket = sock })
 	b := startNode(t, all[1], all, nil)
-	a.routes.waitRoute(t, b.block, b.Address.Addr(), 15*time.Second)
+	a.routes.waitRoute(t, b.block, addr4(b.Node), 15*time.Second)
 
 	c, err := status.Dial(sock)
 	if err != nil {

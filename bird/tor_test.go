@@ -12,6 +12,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
@@ -102,9 +103,9 @@ func (r *router) waitReceived(t *testing.T, neighbor netip.Addr, p netip.Prefix,
 // other ToR; the ToRs learn the blocks with the node as next hop.
 func TestExternalRouters(t *testing.T) {
 	netnstest.Require(t)
-	all := []Node{mkNode(71, nil, ""), mkNode(72, nil, "")}
+	all := []model.Node{mkNode(71, nil, ""), mkNode(72, nil, "")}
 	tor1, tor2 := netip.MustParseAddr("198.51.100.251"), netip.MustParseAddr("198.51.100.252")
-	n71 := all[0].Address.Addr()
+	n71 := addr4(all[0])
 	torRoute, hostRoute := netip.MustParsePrefix("10.244.99.0/26"), netip.MustParsePrefix("172.16.0.0/16")
 	bgpPeers := []v1.BGPPeer{
 		{ObjectMeta: metav1.ObjectMeta{Name: "tor1"}, Spec: v1.BGPPeerSpec{Node: "node71", PeerIP: tor1.String(), ASNumber: 65001}},
@@ -112,15 +113,15 @@ func TestExternalRouters(t *testing.T) {
 	}
 	r1 := startRouter(t, tor1, 65001, map[netip.Addr]uint32{n71: 64512}, torRoute.String(), hostRoute.String(), blockOf(71).String())
 	r2 := startRouter(t, tor2, 65002, map[netip.Addr]uint32{n71: 64512})
-	a := startNode(t, all[0], all, func(b *Bird) { b.SetBGPPeers(bgpPeers) })
-	b := startNode(t, all[1], all, func(b *Bird) { b.SetBGPPeers(bgpPeers) })
+	a := startNode(t, all[0], all, func(b *Bird) { send(b, peerUpdates(bgpPeers...)...) })
+	b := startNode(t, all[1], all, func(b *Bird) { send(b, peerUpdates(bgpPeers...)...) })
 
 	a.routes.waitRoute(t, torRoute, tor1, 15*time.Second)
 	b.routes.waitRoute(t, a.block, n71, 5*time.Second)
 	got2 := r2.waitReceived(t, n71, a.block, n71.String()) // our own: next hop is us anyway
 	// keepOriginalNextHop: the mesh route reaches tor2 with its owner as next hop; tor1 gets
 	// this node as next hop.
-	r2.waitReceived(t, n71, b.block, b.Address.Addr().String())
+	r2.waitReceived(t, n71, b.block, addr4(b.Node).String())
 	r1.waitReceived(t, n71, a.block, n71.String())
 	got1 := r1.waitReceived(t, n71, b.block, n71.String())
 	for _, p := range []netip.Prefix{torRoute, hostRoute} {

@@ -29,7 +29,7 @@ func TestWaitSyncedBacksOff(t *testing.T) {
 	addr := netip.MustParseAddr("198.51.100.12")
 	spk := &peersCounter{}
 	b := &Bird{log: slog.Default(), spk: spk, started: time.Now(),
-		desired: map[netip.Addr]peers.Peer{addr: {Address: addr}}, configured: map[netip.Addr]peers.Peer{addr: {Address: addr}}}
+		desired: map[netip.Addr]peers.Peer{addr: {Address: addr}}, configuredN: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := b.WaitSynced(ctx, time.Second); err == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 )
 
@@ -17,15 +18,16 @@ type withdrawMesh struct {
 	own   [][]netip.Prefix
 	all   []netip.Prefix
 	owner map[netip.Prefix]int
+	held  map[netip.Prefix]bool // the blocks of all the nodes were last told of
 }
 
 func startWithdrawMesh(b *testing.B, nodes, blocksPer int) *withdrawMesh {
 	netnstest.Require(b)
-	var all []Node
+	var all []model.Node
 	for i := range nodes {
 		all = append(all, mkNode(41+i, nil, ""))
 	}
-	m := &withdrawMesh{owner: map[netip.Prefix]int{}}
+	m := &withdrawMesh{owner: map[netip.Prefix]int{}, held: map[netip.Prefix]bool{}}
 	for i, n := range all {
 		var own []netip.Prefix
 		for k := range blocksPer {
@@ -35,19 +37,28 @@ func startWithdrawMesh(b *testing.B, nodes, blocksPer int) *withdrawMesh {
 		}
 		m.own = append(m.own, own)
 		m.all = append(m.all, own...)
-		m.tns = append(m.tns, startNode(b, n, all, func(bd *Bird) { bd.SetLocalPrefixes(own) }))
+		m.tns = append(m.tns, startNode(b, n, all, nil))
 	}
 	m.set(m.all)
 	m.waitAll(b, m.all)
 	return m
 }
 
-// set gives every node the inputs of a cluster where only blocks are left.
+// set tells every node of the claims and releases that leave only blocks of the mesh's.
 func (m *withdrawMesh) set(blocks []netip.Prefix) {
-	routable := slices.Concat(testBlocks, blocks)
-	for i, tn := range m.tns {
-		tn.bird.SetLocalPrefixes(slices.DeleteFunc(slices.Clone(m.own[i]), func(p netip.Prefix) bool { return !slices.Contains(blocks, p) }))
-		tn.bird.SetRoutable(routable)
+	var msgs []any
+	for _, p := range m.all {
+		now := slices.Contains(blocks, p)
+		switch {
+		case now && !m.held[p]:
+			msgs = append(msgs, claim(p, m.tns[m.owner[p]].Name))
+		case !now && m.held[p]:
+			msgs = append(msgs, release(p))
+		}
+		m.held[p] = now
+	}
+	for _, tn := range m.tns {
+		send(tn.bird, msgs...)
 	}
 }
 
@@ -56,7 +67,7 @@ func (m *withdrawMesh) waitAll(b *testing.B, blocks []netip.Prefix) {
 		o := m.tns[m.owner[p]]
 		for _, tn := range m.tns {
 			if tn != o {
-				tn.routes.waitRoute(b, p, o.Address.Addr(), 20*time.Second)
+				tn.routes.waitRoute(b, p, addr4(o.Node), 20*time.Second)
 			}
 		}
 	}

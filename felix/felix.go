@@ -113,8 +113,6 @@ type Felix struct {
 	// changedAt: unix nanoseconds of the oldest input change no apply has taken yet (0: none),
 	// for the apply's lag (tabby_felix_apply_lag_seconds).
 	changedAt atomic.Int64
-	// legacy is what the deprecated whole-list setters were last given (legacy.go).
-	legacy legacyInputs
 
 	dpMu   sync.Mutex // dataplane state, one pass at a time
 	inSync bool

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
@@ -84,4 +85,29 @@ func (f *Felix) send(msgs ...any) {
 	for _, m := range msgs {
 		f.OnUpdate(m)
 	}
+}
+
+// endpointUpdates are the workload messages that take this node's endpoints from prev to cur,
+// as the syncer sends them: a WorkloadRemove for every host veth that went, a WorkloadUpdate for
+// every one that came or changed pods.
+func endpointUpdates(prev, cur []policy.Endpoint) []any {
+	was := map[string]policy.Key{}
+	for _, e := range prev {
+		was[e.Interface] = e.Pod
+	}
+	var out []any
+	now := map[string]bool{}
+	for _, e := range cur {
+		now[e.Interface] = true
+		if pk, ok := was[e.Interface]; !ok || pk != e.Pod {
+			out = append(out, model.WorkloadUpdate{Workload: model.Workload{Pod: e.Pod, Interface: e.Interface}})
+		}
+	}
+	for _, e := range prev {
+		if !now[e.Interface] {
+			out = append(out, model.WorkloadRemove{Interface: e.Interface})
+			now[e.Interface] = true
+		}
+	}
+	return out
 }

@@ -35,17 +35,14 @@ type NetworkPolicyRemove struct{ Key policy.Key }
 
 // PodIPsUpdate: every pod's addresses in the cluster, as IPAM allocated them (a pod has its
 // address from the moment its CNI ADD allocated it, before the kubelet reports it). The map
-// is felix's afterwards.
+// is felix's afterwards. The syncer sends it once, in its first pass, after that pass's
+// WorkloadUpdates: from then on the policy manager knows this node's endpoints too. This
+// node's endpoints are its workloads (the model's WorkloadUpdate and WorkloadRemove).
 type PodIPsUpdate struct{ IPs map[policy.Key][]netip.Addr }
 
 // PodIPsDelta: the addresses that went and came since the last PodIPsUpdate or PodIPsDelta
 // (an address is in at most one of the two).
 type PodIPsDelta struct{ Removed, Added []policy.PodAddr }
-
-// EndpointsUpdate: the pods on this node and their host veths, the whole list. The policy
-// manager also takes this node's workloads one by one, as the model's WorkloadUpdate and
-// WorkloadRemove (with the model's InSync once all were sent), the change stream's way.
-type EndpointsUpdate struct{ Endpoints []policy.Endpoint }
 
 // PolicyInSync: every pod, namespace and NetworkPolicy has been sent once. Until then the
 // policy manager writes nothing: a restart must not replace the rules in the kernel with ones

@@ -127,7 +127,9 @@ func benchManager(b *testing.B) (*policyManager, func()) {
 		}
 	}
 	m.OnUpdate(PodIPsUpdate{IPs: ips})
-	m.OnUpdate(EndpointsUpdate{Endpoints: eps})
+	for _, msg := range endpointUpdates(nil, eps) {
+		m.OnUpdate(msg)
+	}
 	for i := range benchPolicies {
 		m.OnUpdate(NetworkPolicyUpdate{Policy: benchPolicy(i)})
 	}

@@ -32,12 +32,12 @@ type policyManager struct {
 	sets   SetWriter
 	state  *policy.State
 
-	// inSync: every Pod, Namespace and NetworkPolicy has been sent (PolicyInSync); haveIPs and
-	// haveEndpoints: IPAM's view has arrived (the datastore's first snapshot, or every
-	// workload and the model's InSync). Until all three, nothing is written: policies without
-	// this node's endpoints would drop every local pod as an unknown workload, and without pod
-	// addresses every allowed peer.
-	inSync, haveIPs, haveEndpoints bool
+	// inSync: every Pod, Namespace and NetworkPolicy has been sent (PolicyInSync); haveIPAM:
+	// IPAM's view has arrived, the first PodIPsUpdate, which the syncer sends after the
+	// WorkloadUpdates of its first pass (this node's endpoints). Until both, nothing is
+	// written: policies without this node's endpoints would drop every local pod as an unknown
+	// workload, and without pod addresses every allowed peer.
+	inSync, haveIPAM bool
 }
 
 func newPolicyManager(filter map[ipfamily.Family]ChainWriter, sets SetWriter) *policyManager {
@@ -64,28 +64,22 @@ func (m *policyManager) OnUpdate(msg any) {
 		m.state.RemovePolicy(u.Key)
 	case PodIPsUpdate:
 		m.state.SetAddrs(u.IPs)
-		m.haveIPs = true
+		m.haveIPAM = true
 	case PodIPsDelta:
-		if m.haveIPs { // a delta means nothing without the whole map it changes
+		if m.haveIPAM { // a delta means nothing without the whole map it changes
 			m.state.ApplyAddrs(u.Removed, u.Added)
 		}
-	case EndpointsUpdate:
-		m.state.SetEndpoints(u.Endpoints)
-		m.haveEndpoints = true
 	case model.WorkloadUpdate:
 		m.state.UpdateEndpoint(policy.Endpoint{Interface: u.Workload.Interface, Pod: u.Workload.Pod})
 	case model.WorkloadRemove:
 		m.state.RemoveEndpoint(u.Interface)
-	case model.InSync:
-		// Every workload of this node has been sent.
-		m.haveEndpoints = true
 	case PolicyInSync:
 		m.inSync = true
 	}
 }
 
 func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) error {
-	if !m.inSync || !m.haveIPs || !m.haveEndpoints || (!resync && !m.state.Pending()) {
+	if !m.inSync || !m.haveIPAM || (!resync && !m.state.Pending()) {
 		return nil
 	}
 	for _, d := range m.state.Flush() {

@@ -20,6 +20,15 @@ type policyCluster struct {
 	pods  map[policy.Key]policy.Pod
 	ips   map[policy.Key][]netip.Addr
 	local []policy.Endpoint
+	sent  []policy.Endpoint // the endpoints felix was last told of
+}
+
+// sendEndpoints tells felix of the local endpoints that came and went since the last call.
+func (c *policyCluster) sendEndpoints(f *Felix) {
+	for _, m := range endpointUpdates(c.sent, c.local) {
+		f.OnUpdate(m)
+	}
+	c.sent = append([]policy.Endpoint(nil), c.local...)
 }
 
 func newPolicyCluster(pods, local int) *policyCluster {
@@ -52,8 +61,8 @@ func (c *policyCluster) send(f *Felix, policies int) {
 	for _, p := range c.pods {
 		f.OnUpdate(PodUpdate{Pod: &p})
 	}
+	c.sendEndpoints(f)
 	c.sendIPs(f)
-	f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
 	for i := range policies {
 		f.OnUpdate(NetworkPolicyUpdate{Policy: testPolicy(i)})
 	}
@@ -171,7 +180,7 @@ func TestPolicyChangesAreSmallBatches(t *testing.T) {
 		p, _ := c.add(pods+1, true)
 		f.OnUpdate(PodUpdate{Pod: &p})
 		c.sendIPs(f)
-		f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
+		c.sendEndpoints(f)
 	}, 2, 2*(2*(local+3)+20), 1)
 	// A relabelled remote pod moves between sets: members only.
 	step("remote pod relabelled", func() {
@@ -183,7 +192,7 @@ func TestPolicyChangesAreSmallBatches(t *testing.T) {
 	// The same snapshot again (tabby-node sends it on every datastore event): nothing.
 	step("unchanged snapshot", func() {
 		c.sendIPs(f)
-		f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
+		c.sendEndpoints(f)
 	}, 0, 0, 0)
 }
 
@@ -201,17 +210,18 @@ func TestNoPolicyPodsCostNothing(t *testing.T) {
 	p, _ := c.add(200, true)
 	f.OnUpdate(PodUpdate{Pod: &p})
 	c.sendIPs(f)
-	f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
+	c.sendEndpoints(f)
 	f.mustApply(t)
 	if calls := kern.Calls(); len(calls) != 0 {
 		t.Fatalf("a pod with no policy anywhere ran %v", calls)
 	}
 }
 
-// At a restart the policy informers may sync before the datastore's first snapshot: with the
+// At a restart the policy informers may sync before the datastore's first pass: with the
 // policies but not yet this node's endpoints and the pods' addresses, a rendering would drop
-// every local pod as an unknown workload. Nothing is written until both have arrived.
-func TestPolicyWaitsForTheSnapshot(t *testing.T) {
+// every local pod as an unknown workload. Nothing is written until the first pass's
+// PodIPsUpdate, which follows its WorkloadUpdates (this node's endpoints).
+func TestPolicyWaitsForTheDatastore(t *testing.T) {
 	kern := fakekernel.New()
 	f, _, _ := fullSyncedFelixOn(t, kern, nil, 1)
 	c := newPolicyCluster(50, 5)
@@ -228,16 +238,16 @@ func TestPolicyWaitsForTheSnapshot(t *testing.T) {
 	f.OnUpdate(PolicyInSync{})
 	f.mustApply(t)
 	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; got != nil {
-		t.Fatalf("written before the snapshot: %v", got)
+		t.Fatalf("written before the datastore's first pass: %v", got)
+	}
+	c.sendEndpoints(f)
+	f.mustApply(t)
+	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; got != nil {
+		t.Fatalf("written before the pods' addresses: %v", got)
 	}
 	c.sendIPs(f)
 	f.mustApply(t)
-	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; got != nil {
-		t.Fatalf("written before the endpoints: %v", got)
-	}
-	f.OnUpdate(EndpointsUpdate{Endpoints: c.local})
-	f.mustApply(t)
 	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; len(got) != len(c.local)+1 {
-		t.Fatalf("dispatch after the snapshot: %v, want the %d endpoints and the drop", got, len(c.local))
+		t.Fatalf("dispatch after the first pass: %v, want the %d endpoints and the drop", got, len(c.local))
 	}
 }

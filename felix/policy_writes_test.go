@@ -223,8 +223,9 @@ func TestPolicyManagerWritesOnlyDifferences(t *testing.T) {
 			m.OnUpdate(model.WorkloadUpdate{Workload: model.Workload{Pod: k, Interface: iface}})
 		case 7: // the whole list, as tabby-node's snapshots send it
 			what = "endpoints"
-			var eps []policy.Endpoint
+			var eps, prev []policy.Endpoint
 			for iface, pk := range claims {
+				prev = append(prev, policy.Endpoint{Interface: iface, Pod: pk})
 				if rng.IntN(5) > 0 {
 					eps = append(eps, policy.Endpoint{Interface: iface, Pod: pk})
 				}
@@ -233,7 +234,9 @@ func TestPolicyManagerWritesOnlyDifferences(t *testing.T) {
 			for _, ep := range eps {
 				claims[ep.Interface] = ep.Pod
 			}
-			m.OnUpdate(EndpointsUpdate{Endpoints: eps})
+			for _, msg := range endpointUpdates(prev, eps) {
+				m.OnUpdate(msg)
+			}
 		case 8: // the same state again: nothing to write
 			what = "unchanged"
 			m.OnUpdate(PodIPsUpdate{IPs: clonedIPs(c.ips)})

@@ -37,3 +37,6 @@ func (q *updateQueue) take() []any {
 // RouteUpdate/RouteRemove from the BGP speaker, InSync) and the policy messages (messages.go).
 // It is safe to call from any goroutine.
 func (f *Felix) OnUpdate(msg any) { f.updates.push(msg) }
+
+// OnUpdates is OnUpdate for a batch (the syncer's pass), queued in order with one wake-up.
+func (f *Felix) OnUpdates(msgs []any) { f.updates.push(msgs...) }

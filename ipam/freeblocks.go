@@ -3,6 +3,8 @@ package ipam
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // freeBlocks yields a pool's free blocks, lowest first, by walking the gaps between the blocks in
@@ -23,12 +25,7 @@ type freeBlocks struct {
 // it (a pool re-created with another blockSize leaves blocks of the old size behind).
 func newFreeBlocks(pool netip.Prefix, size int, used []netip.Prefix) *freeBlocks {
 	used = slices.Clone(used)
-	slices.SortFunc(used, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(used, ipfamily.ComparePrefixes)
 	return &freeBlocks{pool: pool, size: size, used: used, cand: netip.PrefixFrom(pool.Addr(), size)}
 }
 

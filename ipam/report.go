@@ -378,12 +378,7 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 			r.DuplicateIPs = append(r.DuplicateIPs, os...)
 		}
 	}
-	slices.SortFunc(cidrs, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(cidrs, ipfamily.ComparePrefixes)
 	for i := range cidrs {
 		// Sorted by address, a block can only overlap the ones after it that start inside it.
 		for j := i + 1; j < len(cidrs) && cidrs[i].Contains(cidrs[j].Addr()); j++ {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func TestRecordAddresses(t *testing.T) {
 	v4, v6 := netip.MustParsePrefix("198.51.100.11/24"), netip.MustParsePrefix("2001:db8:100::11/64")
 	record := func(addr6 netip.Prefix) *corev1.Node {
 		t.Helper()
-		if err := a.recordAddresses(ctx, n, v4, addr6); err != nil {
+		if err := a.recordAddresses(ctx, n, ipfamily.PairOf(v4, addr6)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := nodes.Get(ctx, "addr-a", metav1.GetOptions{})

@@ -14,12 +14,10 @@ type Config struct {
 	NodeName   string
 	Namespace  string // Secrets for BGP passwords live here
 	Kubeconfig string // empty: $KUBECONFIG, ~/.kube/config, in-cluster
-	// BGPAddress is the autodetection method: "" (the Node's InternalIP), cidr=…, interface=…,
-	// can-reach=…, or none: an IPv6-only node, which then needs BGPAddress6.
-	BGPAddress string
-	// BGPAddress6 is the IPv6 one: the same methods plus "none"; "" takes the Node's IPv6
-	// InternalIP when it has one, else the node has no IPv6.
-	BGPAddress6 string
+	// BGPAddress is the autodetection method of each family: "" (the Node's InternalIP of the
+	// family; for IPv6 none when it has no IPv6 one), cidr=…, interface=…, can-reach=…, or none.
+	// An IPv6-only node has IPv4 none and an IPv6 method.
+	BGPAddress  ipfamily.Pair[string]
 	HealthAddr  string
 	MetricsAddr string
 	RunDir      string // ipam.sock and bird.sock live here
@@ -59,11 +57,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--run-dir is required")
 	}
 	// Detection runs only once the Node exists; a typo must fail at once, not after that wait.
-	if _, err := autodetect.ParseFamily(ipfamily.IPv4, c.BGPAddress); err != nil {
-		return fmt.Errorf("--bgp-address: %w", err)
-	}
-	if _, err := autodetect.ParseFamily(ipfamily.IPv6, c.BGPAddress6); err != nil {
-		return fmt.Errorf("--bgp-address6: %w", err)
+	for _, fam := range ipfamily.All {
+		if _, err := autodetect.ParseFamily(fam, c.BGPAddress.Get(fam)); err != nil {
+			return fmt.Errorf("%s: %w", bgpAddressFlag(fam), err)
+		}
 	}
 	if c.TyphaService != "" && len(c.TyphaAddrs) > 0 {
 		return fmt.Errorf("--typha-service=%s and --typha-addr=%s: name one way to find tabby-typha", c.TyphaService, strings.Join(c.TyphaAddrs, ","))
@@ -76,9 +73,17 @@ func (c *Config) Validate() error {
 	if (c.TyphaService != "" || len(c.TyphaAddrs) > 0) && c.TyphaCAFile == "" {
 		return fmt.Errorf("--typha-ca-file is required with tabby-typha: the agent verifies its certificate")
 	}
-	if c.BGPAddress == autodetect.None && (c.BGPAddress6 == autodetect.None || c.BGPAddress6 == "") {
+	if v6 := c.BGPAddress.Get(ipfamily.IPv6); c.BGPAddress.Get(ipfamily.IPv4) == autodetect.None && (v6 == autodetect.None || v6 == "") {
 		// "" for IPv6 would let a Node without an IPv6 InternalIP start with no address at all.
-		return fmt.Errorf("--bgp-address=none: an IPv6-only node needs --bgp-address6 (a method, not %q)", c.BGPAddress6)
+		return fmt.Errorf("--bgp-address=none: an IPv6-only node needs --bgp-address6 (a method, not %q)", v6)
 	}
 	return nil
+}
+
+// bgpAddressFlag is the flag that sets a family's BGP address method.
+func bgpAddressFlag(fam ipfamily.Family) string {
+	if fam == ipfamily.IPv6 {
+		return "--bgp-address6"
+	}
+	return "--bgp-address"
 }

@@ -4,7 +4,7 @@
 //
 // Start-up (node.go): find this node's BGP address (bird/autodetect) and record it on the Node;
 // start the IPAM service so pods can get addresses (ipam.go); felix and bird then work from the
-// datastore snapshots (sync.go), advertised prefixes handed to bird before its peers are added
+// syncer's change stream (sync.go), advertised prefixes handed to bird before its peers are added
 // (End-of-RIB is sent as soon as a session is up). Until the datastore has synced and every BGP
 // peer has sent End-of-RIB, felix adds and replaces but removes nothing (lifecycle.go): after a
 // restart, a route not yet re-learned is not a stale route.

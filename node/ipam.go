@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -14,7 +17,6 @@ import (
 	ipamrpc "github.com/tabbynet/tabby/ipam/rpc"
 	"github.com/tabbynet/tabby/node/installcni"
 	"github.com/tabbynet/tabby/node/syncer"
-	"k8s.io/client-go/tools/cache"
 )
 
 func (a *Agent) serveIPAM() (*ipamrpc.Server, error) {
@@ -86,11 +88,7 @@ func (a *Agent) runTunnelAddress(ctx context.Context) error {
 		case <-a.tunnelKick:
 		case <-retry.C:
 		}
-		a.mu.Lock()
-		want := needsTunnel(a.last)
-		have := a.last.Local != nil && a.last.Local.IPIPTunnelAddr.IsValid()
-		a.mu.Unlock()
-		if want == have {
+		if want, have := a.tunnel.state(); want == have {
 			continue
 		}
 		addr, needed, err := a.alloc.EnsureTunnelAddress(ctx, a.cfg.NodeName)
@@ -103,18 +101,59 @@ func (a *Agent) runTunnelAddress(ctx context.Context) error {
 	}
 }
 
-// needsTunnel: an enabled IPIP pool selects this node (the allocator decides the same way; this
-// only spares it a call per snapshot).
-func needsTunnel(s syncer.Snapshot) bool {
-	if s.Local == nil {
+// tunnelNeed follows what decides whether this node needs an IPIP tunnel address: the pools and
+// this node's labels and address. The allocator decides the same way; this only spares it a
+// call per change.
+type tunnelNeed struct {
+	node  string
+	mu    sync.Mutex
+	pools map[string]model.Pool
+	local *model.Node
+}
+
+func newTunnelNeed(node string) *tunnelNeed {
+	return &tunnelNeed{node: node, pools: map[string]model.Pool{}}
+}
+
+// record takes a change of the stream and tells whether it is one of the inputs.
+func (t *tunnelNeed) record(msg any) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch m := msg.(type) {
+	case model.PoolUpdate:
+		t.pools[m.Pool.Name] = m.Pool
+	case model.PoolRemove:
+		delete(t.pools, m.Name)
+	case model.NodeUpdate:
+		if m.Node.Name != t.node {
+			return false
+		}
+		n := m.Node
+		t.local = &n
+	case model.NodeRemove:
+		if m.Name != t.node {
+			return false
+		}
+		t.local = nil
+	default:
 		return false
 	}
-	for _, p := range s.Pools {
-		if !p.Disabled && p.IPIP() && p.Matches(s.Local.Labels) {
-			return true
+	return true
+}
+
+// state: whether an enabled IPIP pool selects this node, and whether it has a tunnel address.
+func (t *tunnelNeed) state() (want, have bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.local == nil {
+		return false, false
+	}
+	for _, p := range t.pools {
+		if !p.Disabled && p.IPIP() && p.Matches(t.local.Labels) {
+			want = true
 		}
 	}
-	return false
+	return want, t.local.IPIPTunnelAddr.IsValid()
 }
 
 // refreshCNIKubeconfig keeps the CNI plugins' kubeconfig (their direct path to the API server

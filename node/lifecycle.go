@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird"
 )
 
@@ -19,14 +20,14 @@ func (a *Agent) shutdown() error {
 const inSyncGrace = 30 * time.Second
 
 // declareInSync lets felix remove stale state once it knows everything again: the datastore has
-// synced (the first snapshot and the NetworkPolicy inputs, so no policy chain of the last run is
+// synced (every object of the syncer's and the NetworkPolicy inputs, so no policy chain of the last run is
 // taken away before it is computed again) and every BGP peer that is up has sent its End-of-RIB — re-learn,
 // re-advertise, and only then remove what is stale.
 func (a *Agent) declareInSync(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-a.firstSnap:
+	case <-a.synced:
 	}
 	if a.policy != nil {
 		select {
@@ -41,7 +42,7 @@ func (a *Agent) declareInSync(ctx context.Context) error {
 		}
 		a.log.Warn("BGP did not sync: removing stale routes anyway", "error", err)
 	}
-	a.felix.SetInSync()
+	a.felix.OnUpdate(model.InSync{})
 	return nil
 }
 

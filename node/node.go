@@ -21,7 +21,6 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
-	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
@@ -43,14 +42,10 @@ type Agent struct {
 	syncer *syncer.Syncer
 	policy *syncer.PolicyWatcher
 
+	tunnel     *tunnelNeed
 	tunnelKick chan struct{}
-	firstSnap  chan struct{} // closed by the first snapshot
-	firstOnce  sync.Once
-	mu         sync.Mutex
-	last       syncer.Snapshot
-	// endpoints: the local endpoints last handed to felix's policy manager (nil: none yet).
-	// Only onSnapshot touches it.
-	endpoints *[]policy.Endpoint
+	synced     chan struct{} // closed once the syncer has sent every object (model.InSync)
+	syncedOnce sync.Once
 }
 
 // Run runs tabby-node until ctx ends, then shuts down as cfg.Shutdown says.
@@ -70,7 +65,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if c, err = withTypha(c, restCfg, cfg, log); err != nil {
 		return err
 	}
-	a := &Agent{cfg: cfg, log: log, client: c, reg: prometheus.NewRegistry(), tunnelKick: make(chan struct{}, 1), firstSnap: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: log, client: c, reg: prometheus.NewRegistry(), tunnelKick: make(chan struct{}, 1), synced: make(chan struct{})}
+	a.tunnel = newTunnelNeed(cfg.NodeName)
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if fan := c.Fanout(); fan != nil {
 		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tabby_datastore_via_typha",
@@ -87,28 +83,27 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	addr, uplink, err := detectAddress(ipfamily.IPv4, cfg.BGPAddress, self)
-	if err != nil {
-		return err
+	var addrs ipfamily.Pair[netip.Prefix]
+	var uplinks ipfamily.Pair[string]
+	for _, fam := range ipfamily.All {
+		method := cfg.BGPAddress.Get(fam)
+		addr, uplink, err := detectAddress(fam, method, self)
+		if err != nil {
+			return err
+		}
+		if addr.IsValid() {
+			log.Info("BGP address detected", "family", fam, "address", addr, "interface", uplink, "method", methodName(method))
+		} else {
+			log.Info("no BGP address of this family: the node does without it", "family", fam, "method", methodName(method))
+		}
+		addrs.Set(fam, addr)
+		uplinks.Set(fam, uplink)
 	}
-	if addr.IsValid() {
-		log.Info("BGP address detected", "address", addr, "interface", uplink, "method", methodName(cfg.BGPAddress))
-	} else {
-		log.Info("no IPv4 BGP address: an IPv6-only node", "method", methodName(cfg.BGPAddress))
+	if !addrs.Get(ipfamily.IPv4).IsValid() && !addrs.Get(ipfamily.IPv6).IsValid() {
+		return fmt.Errorf("node %s has neither an IPv4 nor an IPv6 BGP address (--bgp-address=%s, --bgp-address6=%s)", cfg.NodeName,
+			methodName(cfg.BGPAddress.Get(ipfamily.IPv4)), methodName(cfg.BGPAddress.Get(ipfamily.IPv6)))
 	}
-	addr6, uplink6, err := detectAddress(ipfamily.IPv6, cfg.BGPAddress6, self)
-	if err != nil {
-		return err
-	}
-	if !addr.IsValid() && !addr6.IsValid() {
-		return fmt.Errorf("node %s has neither an IPv4 nor an IPv6 BGP address (--bgp-address=%s, --bgp-address6=%s)", cfg.NodeName, methodName(cfg.BGPAddress), methodName(cfg.BGPAddress6))
-	}
-	if addr6.IsValid() {
-		log.Info("BGP IPv6 address detected", "address", addr6, "interface", uplink6, "method", methodName(cfg.BGPAddress6))
-	} else {
-		log.Info("no IPv6 BGP address: IPv6 is off on this node", "method", methodName(cfg.BGPAddress6))
-	}
-	if err := a.recordAddresses(ctx, self, addr, addr6); err != nil {
+	if err := a.recordAddresses(ctx, self, addrs); err != nil {
 		return err
 	}
 
@@ -132,7 +127,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return a.syncer.Blocks()
 		}})
 	if a.felix, err = felix.New(felix.Config{
-		NodeName: cfg.NodeName, UplinkInterface: ipfamily.PairOf(uplink, uplink6), TunnelMTU: tunnelMTU(cfg.MTU),
+		NodeName: cfg.NodeName, UplinkInterface: uplinks, TunnelMTU: tunnelMTU(cfg.MTU),
 		WorkloadGracePeriod: cfg.WorkloadGrace, ResyncInterval: cfg.ResyncInterval,
 		WaitForInSync: true,
 	}, felix.WithLogger(log), felix.WithRegistry(a.reg)); err != nil {
@@ -141,14 +136,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if a.bgp, err = bird.New(bird.Config{
 		NodeName: cfg.NodeName, GoBGPAPI: cfg.GoBGPAPI,
 		StatusSocket: filepath.Join(cfg.RunDir, "bird.sock"),
-		OnRoute:      a.onBGPRoute,
-		Logger:       log.With("component", "bird"),
+		// Learned routes go to felix, which picks the device; no session opens before every
+		// node, pool and block has been seen.
+		Routes:        a.felix.OnUpdate,
+		WaitForInSync: true,
+		Logger:        log.With("component", "bird"),
 	}); err != nil {
 		return fmt.Errorf("start bird: %w", err)
 	}
 	a.reg.MustRegister(a.bgp.Collectors()...)
 	dm := syncer.NewMetrics(a.reg)
-	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnSnapshot: a.onSnapshot, Logger: log.With("component", "syncer"), Metrics: dm})
+	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnUpdate: a.onUpdates, Logger: log.With("component", "syncer"), Metrics: dm})
 	a.policy = syncer.NewPolicyWatcher(c, a.felix.OnUpdate, log.With("component", "policy"), dm)
 
 	ipamSrv, err := a.serveIPAM()
@@ -174,15 +172,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer close(felixDone)
 		return a.felix.Run(felixCtx)
 	})
-	g.Go(func() error {
-		// bird computes its sessions from the nodes: start it with the first snapshot.
-		select {
-		case <-gctx.Done():
-			return nil
-		case <-a.firstSnap:
-		}
-		return a.bgp.Run(gctx)
-	})
+	g.Go(func() error { return a.bgp.Run(gctx) })
 	g.Go(func() error { return a.syncer.Run(gctx) })
 	g.Go(func() error { return a.policy.Run(gctx) })
 	g.Go(func() error { return a.pods.Run(gctx) })
@@ -249,13 +239,17 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 
 // recordAddresses writes the detected addresses into the Node annotations felix and the other
 // nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation.
-func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addr, addr6 netip.Prefix) error {
-	want := map[string]*string{v1.AnnotationBGPIPv4Address: nil, v1.AnnotationBGPIPv6Address: nil}
-	if addr.IsValid() {
-		want[v1.AnnotationBGPIPv4Address] = ptr(addr.String())
-	}
-	if addr6.IsValid() {
-		want[v1.AnnotationBGPIPv6Address] = ptr(addr6.String())
+func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addrs ipfamily.Pair[netip.Prefix]) error {
+	want := map[string]*string{}
+	for _, fam := range ipfamily.All {
+		key := v1.AnnotationBGPIPv4Address
+		if fam == ipfamily.IPv6 {
+			key = v1.AnnotationBGPIPv6Address
+		}
+		want[key] = nil
+		if addr := addrs.Get(fam); addr.IsValid() {
+			want[key] = ptr(addr.String())
+		}
 	}
 	patch := map[string]*string{}
 	for k, v := range want {

@@ -3,7 +3,6 @@ package node
 import (
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,51 +13,15 @@ import (
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/internal/ipfamily"
-	"github.com/tabbynet/tabby/node/syncer"
 )
 
-func TestNeedsTunnel(t *testing.T) {
-	pool := func(mode v1.IPIPMode, sel string, disabled bool) model.Pool {
-		p, errs := validation.ParseIPPool(&v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", IPIPMode: mode, NodeSelector: sel, Disabled: disabled}})
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
-		return p
+func parsePool(t *testing.T, name string, mode v1.IPIPMode, sel string, disabled bool) model.Pool {
+	t.Helper()
+	p, errs := validation.ParseIPPool(&v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/16", IPIPMode: mode, NodeSelector: sel, Disabled: disabled}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
 	}
-	local := &model.Node{Name: "a", Labels: map[string]string{"zone": "x"}}
-	for _, tc := range []struct {
-		name string
-		s    syncer.Snapshot
-		want bool
-	}{
-		{"no local node yet", syncer.Snapshot{Pools: []model.Pool{pool(v1.IPIPModeAlways, "", false)}}, false},
-		{"never", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeNever, "", false)}}, false},
-		{"cross-subnet selects us", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true},
-		{"always, other zone", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeAlways, "zone == 'y'", false)}}, false},
-		{"always but disabled", syncer.Snapshot{Local: local, Pools: []model.Pool{pool(v1.IPIPModeAlways, "", true)}}, false},
-	} {
-		if got := needsTunnel(tc.s); got != tc.want {
-			t.Errorf("%s: needsTunnel = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestBirdNodes(t *testing.T) {
-	got := birdNodes([]model.Node{
-		{Name: "a", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/25"), netip.Prefix{}), ASN: 65001, RRClusterID: "244.0.0.1"},
-		{Name: "b", InternalIP: ipfamily.PairOf(netip.MustParseAddr("198.51.100.12"), netip.Addr{})}, // not annotated yet
-		{Name: "c"}, // nothing known: no address
-	})
-	want := []bird.Node{
-		{Name: "a", Address: netip.MustParsePrefix("198.51.100.11/25"), ASN: 65001, RRClusterID: "244.0.0.1"},
-		{Name: "b", Address: netip.MustParsePrefix("198.51.100.12/32")},
-		{Name: "c"},
-	}
-	for i := range want {
-		if got[i].Name != want[i].Name || got[i].Address != want[i].Address || got[i].ASN != want[i].ASN || got[i].RRClusterID != want[i].RRClusterID {
-			t.Errorf("node %d = %+v, want %+v", i, got[i], want[i])
-		}
-	}
+	return p
 }
 
 func TestAllEstablished(t *testing.T) {
@@ -72,9 +35,9 @@ func TestAllEstablished(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	for _, c := range []Config{{RunDir: "/run"}, {NodeName: "a"}, {NodeName: "a", RunDir: "/run", Shutdown: "sometimes"},
-		{NodeName: "a", RunDir: "/run", BGPAddress: "cidr=2001:db8::/32"}, {NodeName: "a", RunDir: "/run", BGPAddress6: "cidr=198.51.100.0/24"},
+		{NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("cidr=2001:db8::/32", "")}, {NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("", "cidr=198.51.100.0/24")},
 		// No address of either family: refused before the agent waits for its Node.
-		{NodeName: "a", RunDir: "/run", BGPAddress: "none", BGPAddress6: "none"}, {NodeName: "a", RunDir: "/run", BGPAddress: "none"},
+		{NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("none", "none")}, {NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("none", "")},
 		// tabby-typha: one way to find it, a namespace/name, and a CA to verify it.
 		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha", TyphaAddrs: []string{"198.51.100.5:5473"}, TyphaCAFile: "/ca"},
 		{NodeName: "a", RunDir: "/run", TyphaService: "tabby-typha", TyphaCAFile: "/ca"},
@@ -83,8 +46,8 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v: want an error", c)
 		}
 	}
-	for _, c := range []Config{{NodeName: "a", RunDir: "/run"}, {NodeName: "a", RunDir: "/run", BGPAddress: "cidr=198.51.100.0/24", BGPAddress6: "none"},
-		{NodeName: "a", RunDir: "/run", BGPAddress: "none", BGPAddress6: "cidr=2001:db8::/32"},
+	for _, c := range []Config{{NodeName: "a", RunDir: "/run"}, {NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("cidr=198.51.100.0/24", "none")},
+		{NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("none", "cidr=2001:db8::/32")},
 		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha", TyphaCAFile: "/ca"}} {
 		if err := c.Validate(); err != nil {
 			t.Error(err)

@@ -1,115 +1,49 @@
 package node
 
 import (
-	"net/netip"
-	"slices"
-
 	"github.com/tabbynet/tabby/apis/model"
-	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
-	"github.com/tabbynet/tabby/internal/ipfamily"
-	"github.com/tabbynet/tabby/node/syncer"
 )
 
-// onSnapshot hands the new desired state to felix and bird. Advertised prefixes go to bird before
-// its peers (End-of-RIB is sent as soon as a session is up).
-func (a *Agent) onSnapshot(s syncer.Snapshot) {
-	a.mu.Lock()
-	a.last = s
-	a.mu.Unlock()
+// onUpdates hands one pass of the syncer's changes to the agents, each the messages it is made
+// of: felix the dataplane's (nodes, pools, blocks, this node's workloads, the pods' addresses),
+// bird BGP's (nodes, pools, blocks, the BGP objects and their Secrets). Each queues its part as
+// one batch for its own loop; nothing here keeps, diffs or converts state.
+//
+// The datastore's InSync goes to bird alone (it opens no session before it). felix hears InSync
+// from declareInSync, once BGP has re-learned its routes too: before that, a route felix does
+// not know yet is not a stale route.
+func (a *Agent) onUpdates(msgs []any) {
+	var toFelix, toBird []any
+	var synced, tunnelInputs bool
+	for _, msg := range msgs {
+		switch msg.(type) {
+		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta:
+			toFelix = append(toFelix, msg)
+		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.SecretUpdate, model.SecretRemove:
+			toBird = append(toBird, msg)
+		case model.InSync:
+			toBird = append(toBird, msg)
+			synced = true
+		default: // nodes, pools, blocks
+			toFelix = append(toFelix, msg)
+			toBird = append(toBird, msg)
+			tunnelInputs = a.tunnel.record(msg) || tunnelInputs
+		}
+	}
+	a.felix.OnUpdates(toFelix)
+	a.bgp.OnUpdates(toBird)
+	if tunnelInputs {
+		a.kickTunnel()
+	}
+	if synced {
+		a.syncedOnce.Do(func() { close(a.synced) })
+	}
+}
 
-	// Only what changed: a pod's allocation elsewhere in the cluster (most events, in a large
-	// cluster) must not make BGP evaluate its peers again, nor felix its pools.
-	ch := s.Changed
-	if ch&syncer.ChangedNodes != 0 && s.Local != nil {
-		a.felix.SetLocalNode(s.Local.BGPAddress.Get(ipfamily.IPv4), s.Local.IPIPTunnelAddr)
-		a.felix.SetLocalNode6(s.Local.BGPAddress.Get(ipfamily.IPv6))
-	}
-	if ch&syncer.ChangedPools != 0 {
-		var pools []felix.Pool
-		for _, p := range s.Pools {
-			pools = append(pools, felix.Pool{Name: p.Name, CIDR: p.CIDR, IPIPMode: p.IPIPMode, NATOutgoing: p.NATOutgoing, Disabled: p.Disabled})
-		}
-		a.felix.SetPools(pools)
-		// Both families: the speaker keeps a prefix set per family, and advertises an IPv6
-		// prefix only from a node with an IPv6 BGP address (its next hop).
-		a.bgp.SetPools(s.PoolPrefixes())
-	}
-	if ch&syncer.ChangedBlocks != 0 {
-		var workloads []felix.Workload
-		for _, w := range s.Workloads {
-			workloads = append(workloads, felix.Workload{IP: w.IP, Interface: w.Interface})
-		}
-		a.felix.SetLocalBlocks(s.LocalBlocks)
-		a.felix.SetWorkloads(workloads)
-	}
-	if ch&(syncer.ChangedBlocks|syncer.ChangedPodIPs) != 0 {
-		for _, msg := range a.policyUpdates(s) {
-			a.felix.OnUpdate(msg)
-		}
-	}
-	if ch&syncer.ChangedBlocks != 0 {
-		a.bgp.SetRoutable(s.Routable)
-		a.bgp.SetLocalPrefixes(s.AdvertisedPrefixes())
-	}
-	// Passwords before the peers that use them.
-	if ch&syncer.ChangedBGP != 0 {
-		a.bgp.SetBGPConfiguration(s.BGPConfig)
-	}
-	if ch&syncer.ChangedSecrets != 0 {
-		a.bgp.SetSecrets(s.Secrets)
-	}
-	if ch&syncer.ChangedBGP != 0 {
-		a.bgp.SetBGPPeers(s.BGPPeers)
-	}
-	if ch&syncer.ChangedNodes != 0 {
-		a.bgp.SetNodes(birdNodes(s.Nodes))
-	}
-
+func (a *Agent) kickTunnel() {
 	select {
 	case a.tunnelKick <- struct{}{}:
 	default:
 	}
-	a.firstOnce.Do(func() { close(a.firstSnap) })
-}
-
-// policyUpdates is what felix's policy manager needs from a snapshot whose blocks or pods'
-// addresses changed: the pod addresses that came and went (all of them the first time) and this
-// node's endpoints when they changed. A block of another node claimed or released with no pod in
-// it needs nothing: every message wakes felix's loop, on every node of the cluster.
-func (a *Agent) policyUpdates(s syncer.Snapshot) []any {
-	podIPs, endpoints := syncer.PolicyView(s)
-	var msgs []any
-	switch {
-	case s.PodIPsChanged == nil:
-		msgs = append(msgs, felix.PodIPsUpdate{IPs: podIPs})
-	case len(s.PodIPsChanged.Removed) > 0 || len(s.PodIPsChanged.Added) > 0:
-		msgs = append(msgs, felix.PodIPsDelta{Removed: s.PodIPsChanged.Removed, Added: s.PodIPsChanged.Added})
-	}
-	if a.endpoints == nil || !slices.Equal(*a.endpoints, endpoints) {
-		msgs = append(msgs, felix.EndpointsUpdate{Endpoints: endpoints})
-		a.endpoints = &endpoints
-	}
-	return msgs
-}
-
-func birdNodes(nodes []model.Node) []bird.Node {
-	out := make([]bird.Node, 0, len(nodes))
-	for _, n := range nodes {
-		addr, internal := n.BGPAddress.Get(ipfamily.IPv4), n.InternalIP.Get(ipfamily.IPv4)
-		if !addr.IsValid() && internal.IsValid() {
-			addr = netip.PrefixFrom(internal, 32)
-		}
-		out = append(out, bird.Node{Name: n.Name, Labels: n.Labels, Address: addr, Address6: n.BGPAddress.Get(ipfamily.IPv6), ASN: n.ASN, RRClusterID: n.RRClusterID, RestartingUntil: n.RestartingUntil})
-	}
-	return out
-}
-
-// onBGPRoute passes a learned best path to felix, which picks the device.
-func (a *Agent) onBGPRoute(u bird.RouteUpdate) {
-	if u.Withdrawn {
-		a.felix.DeleteBGPRoute(u.Prefix)
-		return
-	}
-	a.felix.UpsertBGPRoute(felix.BGPRoute{Prefix: u.Prefix, NextHop: u.NextHop})
 }

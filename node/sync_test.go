@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
@@ -16,18 +14,17 @@ import (
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/felix/sysctl"
 	"github.com/tabbynet/tabby/internal/ipfamily"
-	"github.com/tabbynet/tabby/node/syncer"
 )
 
 type nopSysctl struct{}
 
 func (nopSysctl) Set(...sysctl.Setting) error { return nil }
 
-// TestSnapshotWithOneMorePodWritesOneRoute: tabby-node hands felix its whole snapshot on every
-// datastore event. A snapshot that differs from the last by one pod must reach the kernel as
-// that pod's route alone: pools, blocks and the node, handed over again unchanged, recompute
-// nothing (no other route written, no iptables or ipset command).
-func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
+// TestOnUpdatesOneMorePodWritesOneRoute: tabby-node hands each agent the changes of a pass and
+// nothing else. After the first pass (the node, two pools, two blocks, 50 pods), a pass with
+// one pod more reaches the kernel as that pod's route alone (no other route, no iptables or
+// ipset command), and a pass of BGP objects alone writes nothing.
+func TestOnUpdatesOneMorePodWritesOneRoute(t *testing.T) {
 	fk := nl.NewFake()
 	fk.AddLink("eth0", 1500)
 	fk.AddLink("cali0123456789a", 1500)
@@ -42,96 +39,108 @@ func TestSnapshotWithOneMorePodWritesOneRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{felix: f, bgp: b, tunnelKick: make(chan struct{}, 1), firstSnap: make(chan struct{})}
+	a := &Agent{felix: f, bgp: b, tunnel: newTunnelNeed("n1"), tunnelKick: make(chan struct{}, 1), synced: make(chan struct{})}
 
-	snap := syncer.Snapshot{
-		Changed:  syncer.ChangedAll, // handed over again in full every time: felix must see that nothing changed
-		NodeName: "n1",
-		Local:    &model.Node{Name: "n1", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.Prefix{})},
-		Pools: []model.Pool{
-			{Name: "b", CIDR: netip.MustParsePrefix("10.245.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
-			{Name: "a", CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
-		},
-		LocalBlocks: []netip.Prefix{netip.MustParsePrefix("10.244.1.64/26"), netip.MustParsePrefix("10.244.1.0/26")},
+	first := []any{
+		model.NodeUpdate{Node: model.Node{Name: "n1", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.Prefix{})}},
+		model.PoolUpdate{Pool: model.Pool{Name: "a", CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true}},
+		model.PoolUpdate{Pool: model.Pool{Name: "b", CIDR: netip.MustParsePrefix("10.245.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever, NATOutgoing: true}},
+		model.BlockUpdate{Block: model.Block{CIDR: netip.MustParsePrefix("10.244.1.0/26"), Node: "n1"}},
+		model.BlockUpdate{Block: model.Block{CIDR: netip.MustParsePrefix("10.244.1.64/26"), Node: "n1"}},
 	}
+	w := model.Workload{Pod: model.PodKey{Namespace: "default", Name: "web"}, Interface: "cali0123456789a"}
 	for i := 0; i < 50; i++ {
-		snap.Workloads = append(snap.Workloads, syncer.Workload{IP: netip.AddrFrom4([4]byte{10, 244, 1, byte(1 + i)}), Interface: "cali0123456789a"})
+		w.IPs = append(w.IPs, netip.AddrFrom4([4]byte{10, 244, 1, byte(1 + i)}))
 	}
+	first = append(first, model.WorkloadUpdate{Workload: w}, model.InSync{})
 	apply := func() {
 		t.Helper()
 		if err := f.ApplyNow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a.onSnapshot(snap)
+	a.onUpdates(first)
 	apply()
 	if n := len(fk.Routes()); n != 52 {
-		t.Fatalf("full sync: %d routes, want 50 pods + 2 blackholes", n)
+		t.Fatalf("first pass: %d routes, want 50 pods + 2 blackholes", n)
 	}
 	if got := kern.Sets()["tabby-masq-ipam-pools"].Members; len(got) != 2 {
-		t.Fatalf("full sync: NAT set %q, want both pools", got)
+		t.Fatalf("first pass: NAT set %q, want both pools", got)
+	}
+	select {
+	case <-a.synced:
+	default:
+		t.Error("the first pass's InSync did not mark the datastore synced")
 	}
 
-	// The next event: the same pools, blocks and node (as new slices, in another order), one pod more.
-	next := snap
-	next.Local = &model.Node{Name: "n1", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.Prefix{})}
-	next.Pools = []model.Pool{snap.Pools[1], snap.Pools[0]}
-	next.LocalBlocks = []netip.Prefix{snap.LocalBlocks[1], snap.LocalBlocks[0]}
-	next.Workloads = append(append([]syncer.Workload(nil), snap.Workloads...), syncer.Workload{IP: netip.MustParseAddr("10.244.1.60"), Interface: "cali0123456789a"})
+	more := w
+	more.IPs = append(append([]netip.Addr(nil), w.IPs...), netip.MustParseAddr("10.244.1.60"))
 	replaces, dels, links := fk.Calls("RouteReplace"), fk.Calls("RouteDel"), fk.Calls("LinkList")
 	kern.ResetCalls()
-	a.onSnapshot(next)
+	a.onUpdates([]any{model.WorkloadUpdate{Workload: more}})
 	apply()
 	if got := fk.Calls("RouteReplace") - replaces; got != 1 {
-		t.Errorf("one new pod: %d route replaces, want 1", got)
+		t.Errorf("one new pod address: %d route replaces, want 1", got)
 	}
 	if got := fk.Calls("RouteDel") - dels; got != 0 {
-		t.Errorf("one new pod: %d route deletes, want 0", got)
+		t.Errorf("one new pod address: %d route deletes, want 0", got)
 	}
 	if got := fk.Calls("LinkList") - links; got != 0 {
-		t.Errorf("one new pod: %d link lists, want 0", got)
+		t.Errorf("one new pod address: %d link lists, want 0", got)
 	}
 	if got := kern.Calls(); len(got) != 0 {
-		t.Errorf("one new pod: iptables/ipset commands %v (NAT re-applied), want none", got)
+		t.Errorf("one new pod address: iptables/ipset commands %v (NAT re-applied), want none", got)
 	}
 	if _, ok := fk.Route("10.244.1.60/32"); !ok {
 		t.Error("the new pod's route is missing")
 	}
 
-	// The same snapshot once more: nothing at all.
 	replaces = fk.Calls("RouteReplace")
-	a.onSnapshot(next)
+	a.onUpdates([]any{model.BGPPeerUpdate{Peer: &v1.BGPPeer{Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65000}}}, model.SecretUpdate{Name: "s"}})
 	apply()
 	if fk.Calls("RouteReplace") != replaces || len(kern.Calls()) != 0 {
-		t.Error("an unchanged snapshot wrote to the kernel")
+		t.Error("a pass of BGP objects wrote to the kernel")
 	}
 }
 
-// TestPolicyUpdatesOnlyWhatChanged: felix's policy manager is handed every pod address and the
-// endpoints at first, then only what changed; a snapshot in which only another node's empty
-// block came or went hands it nothing (each message wakes felix's loop, on every node).
-func TestPolicyUpdatesOnlyWhatChanged(t *testing.T) {
-	a := &Agent{}
-	pod := syncer.PodKey{Namespace: "default", Name: "web"}
-	snap := syncer.Snapshot{Workloads: []syncer.Workload{{IP: netip.MustParseAddr("10.244.1.1"), Interface: "cali0123456789a", Pod: pod}}}
-	kinds := func(msgs []any) (out []string) {
-		for _, m := range msgs {
-			out = append(out, fmt.Sprintf("%T", m))
+// TestTunnelNeed: an enabled IPIP pool that selects this node needs a tunnel address; the
+// inputs are this node's Node and the pools, and nothing else of the stream.
+func TestTunnelNeed(t *testing.T) {
+	pool := func(name string, mode v1.IPIPMode, sel string, disabled bool) model.Pool {
+		p := model.Pool{Name: name, CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: mode, Disabled: disabled}
+		if sel != "" {
+			p = parsePool(t, name, mode, sel, disabled)
 		}
-		return out
+		return p
 	}
-	check := func(what string, want ...string) {
-		t.Helper()
-		if got := kinds(a.policyUpdates(snap)); !slices.Equal(got, want) {
-			t.Errorf("%s: messages %v, want %v", what, got, want)
+	local := model.Node{Name: "a", Labels: map[string]string{"zone": "x"}}
+	for _, tc := range []struct {
+		name       string
+		msgs       []any
+		want, have bool
+	}{
+		{"no local node yet", []any{model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}}, false, false},
+		{"never", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeNever, "", false)}}, false, false},
+		{"cross-subnet selects us", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true, false},
+		{"always, other zone", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "zone == 'y'", false)}}, false, false},
+		{"always but disabled", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", true)}}, false, false},
+		{"pool removed", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}, model.PoolRemove{Name: "p"}}, false, false},
+		{"has its address", []any{model.NodeUpdate{Node: model.Node{Name: "a", IPIPTunnelAddr: netip.MustParseAddr("10.244.0.1")}}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}}, true, true},
+	} {
+		tn := newTunnelNeed("a")
+		for _, m := range tc.msgs {
+			if !tn.record(m) {
+				t.Errorf("%s: %T not taken as an input", tc.name, m)
+			}
+		}
+		if want, have := tn.state(); want != tc.want || have != tc.have {
+			t.Errorf("%s: want %v have %v, expected %v %v", tc.name, want, have, tc.want, tc.have)
 		}
 	}
-	check("first snapshot", "felix.PodIPsUpdate", "felix.EndpointsUpdate")
-	snap.PodIPsChanged = &syncer.PodIPsChange{}
-	check("another node's empty block")
-	snap.PodIPsChanged = &syncer.PodIPsChange{Added: []syncer.PodAddr{{Pod: syncer.PodKey{Namespace: "default", Name: "db"}, IP: netip.MustParseAddr("10.244.2.1")}}}
-	check("a pod elsewhere", "felix.PodIPsDelta")
-	snap.PodIPsChanged = &syncer.PodIPsChange{}
-	snap.Workloads = append(snap.Workloads, syncer.Workload{IP: netip.MustParseAddr("10.244.1.2"), Interface: "cali0123456789b", Pod: syncer.PodKey{Namespace: "default", Name: "web2"}})
-	check("a pod here", "felix.EndpointsUpdate")
+	tn := newTunnelNeed("a")
+	for _, m := range []any{model.NodeUpdate{Node: model.Node{Name: "b"}}, model.BlockUpdate{}, model.WorkloadUpdate{}} {
+		if tn.record(m) {
+			t.Errorf("%T (another node's, or not an input) taken as an input", m)
+		}
+	}
 }

@@ -4,10 +4,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ServiceCIDR is a range of service addresses to advertise.
+// ServiceCIDR is a range of service addresses to advertise, IPv4 or IPv6.
 type ServiceCIDR struct {
-	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4",messageExpression="'cidr: ' + self + ' is not an IPv4 CIDR'"
-	// +kubebuilder:validation:MaxLength=18
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical CIDR'"
+	// +kubebuilder:validation:MaxLength=43
 	CIDR string `json:"cidr"`
 }
 

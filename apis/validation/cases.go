@@ -66,7 +66,14 @@ var Cases = []Case{
 	{"peer bad port", peer("badport", v1.BGPPeerSpec{PeerIP: "198.51.100.1:70000", ASNumber: 65001}), "peerIP"},
 	{"peer node and nodeSelector", peer("both", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, Node: "a", NodeSelector: "all()"}), "nodeSelector"},
 	{"peer neither ip nor selector", peer("neither", v1.BGPPeerSpec{ASNumber: 65001}), "peerIP"},
-	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000)}}, ""},
+	// The one valid BGPConfiguration (a singleton): service CIDRs of both families.
+	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000),
+		ServiceClusterIPs:  []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}, {CIDR: "2001:db8:96::/112"}},
+		ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:ffff:ffff:ffff:ffff:ffff:ff00/120"}}}}, ""},
+	{"bgpconfig service CIDR host bits", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:96::1/112"}}}}, "serviceClusterIPs"},
+	{"bgpconfig service CIDR not a CIDR", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: v1.BGPConfigurationSpec{ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0"}}}}, "serviceExternalIPs"},
 	{"bgpconfig asNumber 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(0)}}, "asNumber"},
 	{"bgpconfig not default", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "metadata.name"},
 }

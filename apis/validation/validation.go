@@ -38,15 +38,6 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// ParseIPv4CIDR is ParseCIDR for the fields that are IPv4-only so far.
-func ParseIPv4CIDR(s string) (netip.Prefix, error) {
-	p, err := ParseCIDR(s)
-	if err == nil && ipfamily.OfPrefix(p) != ipfamily.IPv4 {
-		return netip.Prefix{}, fmt.Errorf("not an IPv4 CIDR")
-	}
-	return p, err
-}
-
 // ParsePeerIP parses BGPPeer.peerIP: an IPv4 or IPv6 address with an optional port (default
 // 179): 198.51.100.1, 198.51.100.1:1179, 2001:db8::1 or [2001:db8::1]:1179. A link-local IPv6
 // address is refused: a session to it needs an interface, which a BGPPeer does not name.
@@ -201,12 +192,12 @@ func BGPConfiguration(c *v1.BGPConfiguration) field.ErrorList {
 		errs = append(errs, field.NotSupported(spec.Child("logSeverity"), c.Spec.LogSeverity, []string{"Debug", "Info", "Warning", "Error"}))
 	}
 	for i, s := range c.Spec.ServiceClusterIPs {
-		if _, err := ParseIPv4CIDR(s.CIDR); err != nil {
+		if _, err := ParseCIDR(s.CIDR); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("serviceClusterIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
 		}
 	}
 	for i, s := range c.Spec.ServiceExternalIPs {
-		if _, err := ParseIPv4CIDR(s.CIDR); err != nil {
+		if _, err := ParseCIDR(s.CIDR); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("serviceExternalIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
 		}
 	}

@@ -7,13 +7,16 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/selector"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Type says why a session exists, in the words `tabbyctl node status` prints.
@@ -37,32 +40,46 @@ const (
 	ExternalHold      = 90 * time.Second
 )
 
-// Node is a tabby node as BGP sees it.
-type Node struct {
-	Name        string
-	Labels      map[string]string
-	Address     netip.Prefix // BGP address with the prefix length of its interface
-	Address6    netip.Prefix // the IPv6 one; invalid: the node has no IPv6
-	ASN         uint32       // 0: BGPConfiguration.asNumber
-	RRClusterID string
+// BGPAddress is a node's BGP address of each family, with the prefix length of its interface:
+// its annotations, and for IPv4 until the node has annotated itself, its InternalIP.
+func BGPAddress(n model.Node) ipfamily.Pair[netip.Prefix] {
+	a := n.BGPAddress
+	if ip := n.InternalIP.Get(ipfamily.IPv4); !a.Get(ipfamily.IPv4).IsValid() && ip.Is4() {
+		a.Set(ipfamily.IPv4, netip.PrefixFrom(ip, 32))
+	}
+	return a
+}
+
+// SessionsDiffer tells whether what Compute reads of a node differs between a and b: a change of
+// anything else (its restart mark, its tunnel address) changes no session.
+func SessionsDiffer(a, b model.Node) bool {
+	return a.Name != b.Name || !maps.Equal(a.Labels, b.Labels) || BGPAddress(a) != BGPAddress(b) ||
+		a.ASN != b.ASN || a.RRClusterID != b.RRClusterID
 }
 
 // Input is everything the peer set depends on.
 type Input struct {
 	LocalNode string
-	Nodes     []Node
-	Config    *v1.BGPConfiguration // nil: defaults
-	Peers     []v1.BGPPeer
-	Secrets   map[string]map[string][]byte // Secrets of tabby-node's namespace: name → data
+	// Nodes are the cluster's nodes, this one included. Where two claim one address, the first
+	// in this order gets the session.
+	Nodes   []model.Node
+	Config  *v1.BGPConfiguration // nil: defaults
+	Peers   []v1.BGPPeer
+	Secrets map[string]map[string][]byte // Secrets of tabby-node's namespace: name → data
 }
 
 // Speaker is the speaker-wide configuration.
 type Speaker struct {
 	RouterID netip.Addr
-	Address  netip.Prefix
-	// Address6 is the next hop of the node's IPv6 prefixes; valid: every session also carries
-	// IPv6 unicast (MP-BGP).
-	Address6   netip.Prefix
+	// Address is the node's BGP address of each family (invalid: none of that family): where
+	// the sessions of that family start from and the speaker listens, and the next hop of the
+	// node's own prefixes of that family. With an IPv6 one, every session also carries IPv6
+	// unicast (MP-BGP).
+	Address ipfamily.Pair[netip.Prefix]
+	// Listen, when valid, is where the speaker listens for connections of its family instead of
+	// Address (0.0.0.0: every IPv4 address). Compute leaves it unset: it is the agent's choice,
+	// not the cluster's.
+	Listen     netip.Addr
 	ASN        uint32
 	ListenPort uint16
 	ClusterID  string // non-empty: this node is a route reflector
@@ -117,7 +134,7 @@ type Result struct {
 }
 
 // LocalASN is the AS of a node: its annotation, else BGPConfiguration.asNumber, else 64512.
-func LocalASN(n Node, cfg *v1.BGPConfiguration) uint32 {
+func LocalASN(n model.Node, cfg *v1.BGPConfiguration) uint32 {
 	if n.ASN != 0 {
 		return n.ASN
 	}
@@ -153,7 +170,7 @@ func meshEnabled(cfg *v1.BGPConfiguration) bool {
 // Compute returns the speaker configuration and sessions of in.LocalNode. It fails only when the
 // local node itself cannot speak BGP (unknown, or no address yet).
 func Compute(in Input) (Result, error) {
-	var local *Node
+	var local *model.Node
 	for i := range in.Nodes {
 		if in.Nodes[i].Name == in.LocalNode {
 			local = &in.Nodes[i]
@@ -162,16 +179,18 @@ func Compute(in Input) (Result, error) {
 	if local == nil {
 		return Result{}, fmt.Errorf("local node %q is not among the %d nodes", in.LocalNode, len(in.Nodes))
 	}
-	if local.Address.IsValid() && !local.Address.Addr().Is4() || local.Address6.IsValid() && !local.Address6.Addr().Is6() {
-		return Result{}, fmt.Errorf("local node %q: BGP addresses %s and %s are not IPv4 and IPv6", local.Name, local.Address, local.Address6)
+	localAddr := BGPAddress(*local)
+	for _, f := range ipfamily.All {
+		if a := localAddr.Get(f); a.IsValid() && ipfamily.OfPrefix(a) != f {
+			return Result{}, fmt.Errorf("local node %q: %s BGP address %s is not %s", local.Name, f, a, f)
+		}
 	}
-	if !local.Address.IsValid() && !local.Address6.IsValid() {
+	if localAddr == (ipfamily.Pair[netip.Prefix]{}) {
 		return Result{}, fmt.Errorf("local node %q has no BGP address (annotations %s, %s)", local.Name, v1.AnnotationBGPIPv4Address, v1.AnnotationBGPIPv6Address)
 	}
 	res := Result{Speaker: Speaker{
 		RouterID:   RouterID(*local),
-		Address:    local.Address,
-		Address6:   local.Address6,
+		Address:    localAddr,
 		ASN:        LocalASN(*local, in.Config),
 		ListenPort: listenPort(in.Config),
 		ClusterID:  local.RRClusterID,
@@ -181,11 +200,11 @@ func Compute(in Input) (Result, error) {
 	// use: with a thousand nodes it was over half of a computation (a Node change elsewhere in a
 	// large cluster), and most computations have no peerIP that opens on this node.
 	var byAddr map[netip.Addr]int
-	nodeAt := func(addr netip.Addr) (Node, bool) {
+	nodeAt := func(addr netip.Addr) (model.Node, bool) {
 		if byAddr == nil {
 			byAddr = make(map[netip.Addr]int, len(in.Nodes))
 			for i, n := range in.Nodes {
-				for _, a := range []netip.Prefix{n.Address, n.Address6} {
+				for _, a := range BGPAddress(n) {
 					if a.IsValid() {
 						byAddr[a.Addr()] = i
 					}
@@ -194,16 +213,13 @@ func Compute(in Input) (Result, error) {
 		}
 		i, ok := byAddr[addr]
 		if !ok {
-			return Node{}, false
+			return model.Node{}, false
 		}
 		return in.Nodes[i], true
 	}
 	// ourAddr is the address a session to a peer of that family starts from (invalid: none).
 	ourAddr := func(peer netip.Addr) netip.Addr {
-		if peer.Is6() {
-			return local.Address6.Addr()
-		}
-		return local.Address.Addr()
+		return localAddr.Get(ipfamily.OfAddr(peer)).Addr()
 	}
 	chosen := map[netip.Addr]Peer{}
 	add := func(p Peer) {
@@ -219,7 +235,7 @@ func Compute(in Input) (Result, error) {
 		chosen[p.Address] = p
 	}
 	// towardsNode fills the relation to another tabby node: iBGP route-reflector roles.
-	towardsNode := func(p *Peer, n Node) {
+	towardsNode := func(p *Peer, n model.Node) {
 		p.Node = n.Name
 		p.Passive = ourAddr(p.Address).Compare(p.Address) > 0
 		p.Keepalive, p.Hold = keepalive, hold
@@ -253,10 +269,10 @@ func Compute(in Input) (Result, error) {
 		}
 		typ := Global
 		// opens tells whether the BGPPeer's node/nodeSelector picks node n.
-		opens := func(n Node) bool { return true }
+		opens := func(n model.Node) bool { return true }
 		switch {
 		case bp.Spec.Node != "":
-			opens = func(n Node) bool { return n.Name == bp.Spec.Node }
+			opens = func(n model.Node) bool { return n.Name == bp.Spec.Node }
 			typ = NodeSpecific
 		case bp.Spec.NodeSelector != "":
 			sel, err := selector.Parse(bp.Spec.NodeSelector)
@@ -264,7 +280,7 @@ func Compute(in Input) (Result, error) {
 				res.Problems = append(res.Problems, fmt.Sprintf("%s ignored: nodeSelector: %v", src, err))
 				continue
 			}
-			opens = func(n Node) bool { return sel.Matches(n.Labels) }
+			opens = func(n model.Node) bool { return sel.Matches(n.Labels) }
 			typ = NodeSpecific
 		}
 		base := Peer{
@@ -323,7 +339,7 @@ func Compute(in Input) (Result, error) {
 		// towards the nodes peerSelector picks, and those open it back (Calico's semantics: the
 		// route reflectors learn their clients from the same object).
 		for _, n := range in.Nodes {
-			addr := sessionAddr(*local, n)
+			addr := sessionAddr(localAddr, n)
 			if n.Name == local.Name || !addr.IsValid() {
 				continue
 			}
@@ -339,7 +355,7 @@ func Compute(in Input) (Result, error) {
 
 	if meshEnabled(in.Config) && local.RRClusterID == "" {
 		for _, n := range in.Nodes {
-			addr := sessionAddr(*local, n)
+			addr := sessionAddr(localAddr, n)
 			if n.Name == local.Name || n.RRClusterID != "" || !addr.IsValid() {
 				continue
 			}
@@ -367,12 +383,12 @@ func Compute(in Input) (Result, error) {
 // sessionAddr is where a session between two tabby nodes goes: the other node's IPv4 address
 // when both have one, else its IPv6 address when both have that (IPv6-only nodes), else
 // nowhere (an IPv4-only and an IPv6-only node cannot peer).
-func sessionAddr(local, n Node) netip.Addr {
-	switch {
-	case local.Address.IsValid() && n.Address.IsValid() && n.Address.Addr().Is4():
-		return n.Address.Addr()
-	case local.Address6.IsValid() && n.Address6.IsValid() && n.Address6.Addr().Is6():
-		return n.Address6.Addr()
+func sessionAddr(local ipfamily.Pair[netip.Prefix], n model.Node) netip.Addr {
+	other := BGPAddress(n)
+	for _, f := range ipfamily.All {
+		if a := other.Get(f); local.Get(f).IsValid() && a.IsValid() && ipfamily.OfPrefix(a) == f {
+			return a.Addr()
+		}
 	}
 	return netip.Addr{}
 }
@@ -380,9 +396,9 @@ func sessionAddr(local, n Node) netip.Addr {
 // RouterID is the node's BGP router ID: its IPv4 address, or for an IPv6-only node four bytes
 // of a hash of its name in 240.0.0.0/4 (reserved, so never a real IPv4 neighbour), as Calico
 // derives one ("hash"). The router ID only has to be unique in the AS.
-func RouterID(n Node) netip.Addr {
-	if n.Address.IsValid() {
-		return n.Address.Addr()
+func RouterID(n model.Node) netip.Addr {
+	if a := BGPAddress(n).Get(ipfamily.IPv4); a.IsValid() {
+		return a.Addr()
 	}
 	h := fnv.New32a()
 	h.Write([]byte(n.Name))

@@ -9,11 +9,19 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-func node(name, addr string, labels map[string]string, asn uint32, cluster string) Node {
-	return Node{Name: name, Address: netip.MustParsePrefix(addr), Labels: labels, ASN: asn, RRClusterID: cluster}
+func node(name, addr string, labels map[string]string, asn uint32, cluster string) model.Node {
+	return model.Node{Name: name, BGPAddress: ipfamily.PairOf(netip.MustParsePrefix(addr), netip.Prefix{}), Labels: labels, ASN: asn, RRClusterID: cluster}
+}
+
+// withIPv6Address is n with an IPv6 BGP address.
+func withIPv6Address(n model.Node, addr string) model.Node {
+	n.BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix(addr))
+	return n
 }
 
 func peer(name string, spec v1.BGPPeerSpec) v1.BGPPeer {
@@ -67,55 +75,55 @@ func TestCompute(t *testing.T) {
 	cases := []struct {
 		name    string
 		local   string
-		nodes   []Node
+		nodes   []model.Node
 		cfg     *v1.BGPConfiguration
 		peers   []v1.BGPPeer
 		want    string
 		wantASN uint32
 		problem string
 	}{
-		{name: "mesh default", local: "n1", nodes: []Node{n1, n2, n3},
+		{name: "mesh default", local: "n1", nodes: []model.Node{n1, n2, n3},
 			want: "198.51.100.2:179/mesh/n2/64512 198.51.100.3:179/mesh/n3/64512", wantASN: 64512},
-		{name: "mesh off", local: "n1", nodes: []Node{n1, n2, n3}, cfg: meshOff, want: ""},
-		{name: "mesh skips nodes without address", local: "n1", nodes: []Node{n1, {Name: "bare"}}, want: ""},
+		{name: "mesh off", local: "n1", nodes: []model.Node{n1, n2, n3}, cfg: meshOff, want: ""},
+		{name: "mesh skips nodes without address", local: "n1", nodes: []model.Node{n1, {Name: "bare"}}, want: ""},
 		{name: "asn and port from configuration, annotation wins", local: "n1",
-			nodes: []Node{n1, node("n2", "198.51.100.2/24", nil, 65002, "")},
+			nodes: []model.Node{n1, node("n2", "198.51.100.2/24", nil, 65002, "")},
 			cfg:   &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{ASNumber: ptr(uint32(65001)), ListenPort: ptr(int32(1179))}},
 			want:  "198.51.100.2:1179/mesh/n2/65002", wantASN: 65001},
-		{name: "route reflectors left out of the mesh", local: "n1", nodes: []Node{n1, n2, r1},
+		{name: "route reflectors left out of the mesh", local: "n1", nodes: []model.Node{n1, n2, r1},
 			want: "198.51.100.2:179/mesh/n2/64512"},
-		{name: "rr node has no mesh", local: "r1", nodes: []Node{n1, n2, r1}, want: ""},
-		{name: "rr topology, client side", local: "n1", nodes: []Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
+		{name: "rr node has no mesh", local: "r1", nodes: []model.Node{n1, n2, r1}, want: ""},
+		{name: "rr topology, client side", local: "n1", nodes: []model.Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
 			want: "198.51.100.101:179/route-reflector/r1/64512 198.51.100.102:179/route-reflector/r2/64512"},
-		{name: "rr topology, reflector side learns clients from the same object", local: "r1", nodes: []Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
+		{name: "rr topology, reflector side learns clients from the same object", local: "r1", nodes: []model.Node{n1, n2, r1, r2}, cfg: meshOff, peers: rrPeers,
 			want: "198.51.100.2:179/route-reflector-client/n2/64512/rrc=244.0.0.1 198.51.100.1:179/route-reflector-client/n1/64512/rrc=244.0.0.1 198.51.100.102:179/route-reflector/r2/64512/rrc=244.0.0.1/sibling"},
-		{name: "a reflector of another cluster is a client, not a sibling", local: "r1", nodes: []Node{n1, r1, r2, node("r3", "198.51.100.103/24", rr, 0, "244.0.0.3")}, cfg: meshOff, peers: rrPeers,
+		{name: "a reflector of another cluster is a client, not a sibling", local: "r1", nodes: []model.Node{n1, r1, r2, node("r3", "198.51.100.103/24", rr, 0, "244.0.0.3")}, cfg: meshOff, peers: rrPeers,
 			want: "198.51.100.1:179/route-reflector-client/n1/64512/rrc=244.0.0.1 198.51.100.102:179/route-reflector/r2/64512/rrc=244.0.0.1/sibling 198.51.100.103:179/route-reflector/r3/64512/rrc=244.0.0.1"},
-		{name: "global peer with port and password", local: "n1", nodes: []Node{n1},
+		{name: "global peer with port and password", local: "n1", nodes: []model.Node{n1},
 			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{PeerIP: "203.0.113.1:1179", ASNumber: 65000, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp", Key: "tor"}}})},
 			want:  "203.0.113.1:1179/global//65000/pw=s3cret"},
-		{name: "missing secret is an error, not an open session", local: "n1", nodes: []Node{n1},
+		{name: "missing secret is an error, not an open session", local: "n1", nodes: []model.Node{n1},
 			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{PeerIP: "203.0.113.1", ASNumber: 65000, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp", Key: "nope"}}})},
 			want:  "203.0.113.1:179/global//65000/err"},
-		{name: "node-specific peer for another node", local: "n1", nodes: []Node{n1, n2}, cfg: meshOff,
+		{name: "node-specific peer for another node", local: "n1", nodes: []model.Node{n1, n2}, cfg: meshOff,
 			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{Node: "n2", PeerIP: "203.0.113.1", ASNumber: 65000})}, want: ""},
-		{name: "node-specific peer for this node, multihop, keep next hop", local: "n1", nodes: []Node{n1, n2}, cfg: meshOff,
+		{name: "node-specific peer for this node, multihop, keep next hop", local: "n1", nodes: []model.Node{n1, n2}, cfg: meshOff,
 			peers: []v1.BGPPeer{peer("tor", v1.BGPPeerSpec{Node: "n1", PeerIP: "203.0.113.1", ASNumber: 65000, EBGPMultihop: 3, KeepOriginalNextHop: true})},
 			want:  "203.0.113.1:179/node-specific//65000/ttl=3/keepnh"},
-		{name: "nodeSelector", local: "n3", nodes: []Node{n1, n3}, cfg: meshOff,
+		{name: "nodeSelector", local: "n3", nodes: []model.Node{n1, n3}, cfg: meshOff,
 			peers: []v1.BGPPeer{peer("rack-a", v1.BGPPeerSpec{NodeSelector: "rack == 'a'", PeerIP: "203.0.113.1", ASNumber: 65000}),
 				peer("rack-b", v1.BGPPeerSpec{NodeSelector: "rack == 'b'", PeerIP: "203.0.113.2", ASNumber: 65000})},
 			want: "203.0.113.2:179/node-specific//65000"},
-		{name: "peerIP of another tabby node is iBGP with cluster timers", local: "n1", nodes: []Node{n1, n2}, cfg: meshOff,
+		{name: "peerIP of another tabby node is iBGP with cluster timers", local: "n1", nodes: []model.Node{n1, n2}, cfg: meshOff,
 			peers: []v1.BGPPeer{peer("to-n2", v1.BGPPeerSpec{PeerIP: "198.51.100.2", ASNumber: 64512})},
 			want:  "198.51.100.2:179/global/n2/64512"},
-		{name: "explicit peer wins over the mesh for one address", local: "n1", nodes: []Node{n1, n2},
+		{name: "explicit peer wins over the mesh for one address", local: "n1", nodes: []model.Node{n1, n2},
 			peers: []v1.BGPPeer{peer("to-n2", v1.BGPPeerSpec{PeerIP: "198.51.100.2", ASNumber: 64512})},
 			want:  "198.51.100.2:179/global/n2/64512", problem: "asked for by bgppeer/to-n2 and mesh"},
-		{name: "bad selector ignored with a problem", local: "n1", nodes: []Node{n1},
+		{name: "bad selector ignored with a problem", local: "n1", nodes: []model.Node{n1},
 			peers: []v1.BGPPeer{peer("bad", v1.BGPPeerSpec{NodeSelector: "has(", PeerIP: "203.0.113.1", ASNumber: 65000})},
 			want:  "", problem: "bgppeer/bad ignored"},
-		{name: "ebgp between tabby nodes is not reflected", local: "r1", nodes: []Node{r1, node("x", "198.51.100.9/24", nil, 65009, "")}, cfg: meshOff,
+		{name: "ebgp between tabby nodes is not reflected", local: "r1", nodes: []model.Node{r1, node("x", "198.51.100.9/24", nil, 65009, "")}, cfg: meshOff,
 			peers: []v1.BGPPeer{peer("all", v1.BGPPeerSpec{PeerSelector: "all()"})},
 			want:  "198.51.100.9:179/global/x/65009"},
 	}
@@ -165,17 +173,17 @@ func sameWords(a, b string) bool {
 }
 
 func TestComputeErrors(t *testing.T) {
-	if _, err := Compute(Input{LocalNode: "ghost", Nodes: []Node{n1}}); err == nil || !strings.Contains(err.Error(), `"ghost"`) {
+	if _, err := Compute(Input{LocalNode: "ghost", Nodes: []model.Node{n1}}); err == nil || !strings.Contains(err.Error(), `"ghost"`) {
 		t.Errorf("unknown node: %v", err)
 	}
-	if _, err := Compute(Input{LocalNode: "bare", Nodes: []Node{{Name: "bare"}}}); err == nil || !strings.Contains(err.Error(), v1.AnnotationBGPIPv4Address) {
+	if _, err := Compute(Input{LocalNode: "bare", Nodes: []model.Node{{Name: "bare"}}}); err == nil || !strings.Contains(err.Error(), v1.AnnotationBGPIPv4Address) {
 		t.Errorf("no address: %v", err)
 	}
 }
 
 func TestTimersFromConfiguration(t *testing.T) {
 	cfg := &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{KeepaliveTime: &metav1.Duration{Duration: time.Second}, HoldTime: &metav1.Duration{Duration: 3 * time.Second}}}
-	res, err := Compute(Input{LocalNode: "n1", Nodes: []Node{n1, n2}, Config: cfg})
+	res, err := Compute(Input{LocalNode: "n1", Nodes: []model.Node{n1, n2}, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +195,10 @@ func TestTimersFromConfiguration(t *testing.T) {
 // A BGPPeer with an IPv6 address: a session on a node with an IPv6 BGP address, a problem (and
 // no session) on one without; the node's own IPv6 address is never a peer.
 func TestIPv6PeerIP(t *testing.T) {
-	dual := n1
-	dual.Address6 = netip.MustParsePrefix("2001:db8:100::1/64")
+	dual := withIPv6Address(n1, "2001:db8:100::1/64")
 	tor6 := peer("tor6", v1.BGPPeerSpec{PeerIP: "[2001:db8:100::fe]:1179", ASNumber: 65000})
 	self6 := peer("self6", v1.BGPPeerSpec{PeerIP: "2001:db8:100::1", ASNumber: 65000})
-	res, err := Compute(Input{LocalNode: "n1", Nodes: []Node{dual, n2}, Peers: []v1.BGPPeer{tor6, self6}})
+	res, err := Compute(Input{LocalNode: "n1", Nodes: []model.Node{dual, n2}, Peers: []v1.BGPPeer{tor6, self6}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,11 +212,11 @@ func TestIPv6PeerIP(t *testing.T) {
 	if len(res.Problems) != 0 {
 		t.Errorf("dual-stack node: problems %v", res.Problems)
 	}
-	res, err = Compute(Input{LocalNode: "n2", Nodes: []Node{dual, n2}, Peers: []v1.BGPPeer{tor6}})
+	res, err = Compute(Input{LocalNode: "n2", Nodes: []model.Node{dual, n2}, Peers: []v1.BGPPeer{tor6}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Peers) != 1 || res.Peers[0].Address != n1.Address.Addr() {
+	if len(res.Peers) != 1 || res.Peers[0].Address != n1.BGPAddress.Get(ipfamily.IPv4).Addr() {
 		t.Errorf("IPv4-only node: peers %+v, want the mesh session only", res.Peers)
 	}
 	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "bgppeer/tor6") || !strings.Contains(res.Problems[0], "no IPv6 BGP address") {
@@ -221,11 +228,11 @@ func TestIPv6PeerIP(t *testing.T) {
 // mesh sessions over IPv6 to nodes that have IPv6, none to an IPv4-only node, and a BGPPeer at
 // an IPv4 address is a problem, not a session.
 func TestIPv6OnlyNode(t *testing.T) {
-	a := Node{Name: "a", Address6: netip.MustParsePrefix("2001:db8:100::a/64")}
-	b := Node{Name: "b", Address6: netip.MustParsePrefix("2001:db8:100::b/64")}
+	a := withIPv6Address(model.Node{Name: "a"}, "2001:db8:100::a/64")
+	b := withIPv6Address(model.Node{Name: "b"}, "2001:db8:100::b/64")
 	v4 := n1
 	tor := peer("tor4", v1.BGPPeerSpec{PeerIP: "198.51.100.254", ASNumber: 65000})
-	res, err := Compute(Input{LocalNode: "a", Nodes: []Node{a, b, v4}, Peers: []v1.BGPPeer{tor}})
+	res, err := Compute(Input{LocalNode: "a", Nodes: []model.Node{a, b, v4}, Peers: []v1.BGPPeer{tor}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,13 +240,67 @@ func TestIPv6OnlyNode(t *testing.T) {
 	if !netip.MustParsePrefix("240.0.0.0/4").Contains(id) || id != RouterID(a) || id == RouterID(b) {
 		t.Errorf("router IDs a %s b %s", id, RouterID(b))
 	}
-	if len(res.Peers) != 1 || res.Peers[0].Address != b.Address6.Addr() || res.Peers[0].Type != Mesh {
+	if len(res.Peers) != 1 || res.Peers[0].Address != b.BGPAddress.Get(ipfamily.IPv6).Addr() || res.Peers[0].Type != Mesh {
 		t.Errorf("peers %+v, want the mesh session to b over IPv6", res.Peers)
 	}
 	if len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "no IPv4 BGP address") {
 		t.Errorf("problems %v", res.Problems)
 	}
-	if _, err := Compute(Input{LocalNode: "c", Nodes: []Node{{Name: "c"}}}); err == nil {
+	if _, err := Compute(Input{LocalNode: "c", Nodes: []model.Node{{Name: "c"}}}); err == nil {
 		t.Error("a node with no BGP address at all was accepted")
+	}
+}
+
+// A node's BGP address is its annotation; a node that has not annotated itself yet is reached
+// at its IPv4 InternalIP (as a /32), never at an IPv6 one.
+func TestBGPAddress(t *testing.T) {
+	annotated := withIPv6Address(node("a", "198.51.100.11/25", nil, 0, ""), "2001:db8:100::11/64")
+	annotated.InternalIP = ipfamily.PairOf(netip.MustParseAddr("198.51.100.99"), netip.Addr{})
+	for _, c := range []struct {
+		name string
+		n    model.Node
+		want ipfamily.Pair[netip.Prefix]
+	}{
+		{"annotated", annotated, annotated.BGPAddress},
+		{"not annotated yet", model.Node{Name: "b", InternalIP: ipfamily.PairOf(netip.MustParseAddr("198.51.100.12"), netip.MustParseAddr("2001:db8:100::12"))},
+			ipfamily.PairOf(netip.MustParsePrefix("198.51.100.12/32"), netip.Prefix{})},
+		{"nothing known", model.Node{Name: "c"}, ipfamily.Pair[netip.Prefix]{}},
+	} {
+		if got := BGPAddress(c.n); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Only what Compute reads of a node makes its sessions worth computing again.
+func TestSessionsDiffer(t *testing.T) {
+	base := node("a", "198.51.100.11/24", map[string]string{"rack": "a"}, 0, "")
+	bare := model.Node{Name: "b", InternalIP: ipfamily.PairOf(netip.MustParseAddr("198.51.100.12"), netip.Addr{})}
+	for _, c := range []struct {
+		name string
+		a, b model.Node
+		want bool
+	}{
+		{"same", base, base, false},
+		{"restart mark", base, func() model.Node { n := base; n.RestartingUntil = time.Now(); return n }(), false},
+		{"tunnel address", base, func() model.Node { n := base; n.IPIPTunnelAddr = netip.MustParseAddr("10.244.1.1"); return n }(), false},
+		{"InternalIP of an annotated node", base, func() model.Node {
+			n := base
+			n.InternalIP.Set(ipfamily.IPv4, netip.MustParseAddr("198.51.100.99"))
+			return n
+		}(), false},
+		{"InternalIP of a node not annotated yet", bare, func() model.Node {
+			n := bare
+			n.InternalIP.Set(ipfamily.IPv4, netip.MustParseAddr("198.51.100.99"))
+			return n
+		}(), true},
+		{"labels", base, func() model.Node { n := base; n.Labels = map[string]string{"rack": "b"}; return n }(), true},
+		{"IPv6 address", base, withIPv6Address(base, "2001:db8:100::11/64"), true},
+		{"AS", base, func() model.Node { n := base; n.ASN = 65001; return n }(), true},
+		{"reflector", base, func() model.Node { n := base; n.RRClusterID = "244.0.0.1"; return n }(), true},
+	} {
+		if got := SessionsDiffer(c.a, c.b); got != c.want {
+			t.Errorf("%s: SessionsDiffer = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/tabbynet/tabby/bird/peers"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 var (
@@ -31,10 +32,9 @@ type GoBGP struct {
 	apiAddr  string
 	srv      *server.BgpServer
 	routerID netip.Addr
-	address  netip.Addr // our IPv4 BGP address (invalid: none): source of every IPv4 session
-	// address6 is our IPv6 BGP address (invalid: none): the source of every IPv6 session.
-	// With it, IPv4 sessions carry IPv6 unicast too.
-	address6 netip.Addr
+	// address is our BGP address of each family (invalid: none): the source of every session
+	// of that family. With an IPv6 one, IPv4 sessions carry IPv6 unicast too.
+	address ipfamily.Pair[netip.Addr]
 
 	mu         sync.Mutex
 	watches    []func(Event)
@@ -72,9 +72,9 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 		g.srv = server.NewBgpServer(opts...)
 		go g.srv.Serve()
 	}
-	g.routerID, g.address, g.address6 = s.RouterID, s.Address.Addr(), s.Address6.Addr()
-	if g.address.IsUnspecified() {
-		g.address = s.RouterID // listening everywhere; sessions still start from the node address
+	g.routerID = s.RouterID
+	for _, f := range ipfamily.All {
+		g.address.Set(f, s.Address.Get(f).Addr())
 	}
 	global := &api.Global{
 		Asn:        s.ASN,
@@ -88,16 +88,23 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV6_UNICAST]),
 		},
 	}
-	if s.Address.IsValid() {
-		global.ListenAddresses = []string{s.Address.Addr().String()}
-	}
-	if s.Address6.IsValid() {
-		// GoBGP fails to start at all when one listen address cannot be bound: an IPv6
-		// address that is not (or not yet) on an interface must not take IPv4 BGP down too.
-		if err := canBind(s.Address6.Addr()); err != nil {
-			g.log.Warn("not listening for BGP on the IPv6 address: IPv6 peers are reached by dialling out only", "address", s.Address6.Addr(), "error", err)
-		} else {
-			global.ListenAddresses = append(global.ListenAddresses, s.Address6.Addr().String())
+	for _, f := range ipfamily.All {
+		listen := g.address.Get(f)
+		if ipfamily.OfAddr(s.Listen) == f {
+			listen = s.Listen
+		}
+		switch {
+		case !listen.IsValid():
+		case f == ipfamily.IPv4:
+			global.ListenAddresses = append(global.ListenAddresses, listen.String())
+		default:
+			// GoBGP fails to start at all when one listen address cannot be bound: an IPv6
+			// address that is not (or not yet) on an interface must not take IPv4 BGP down too.
+			if err := canBind(listen); err != nil {
+				g.log.Warn("not listening for BGP on the IPv6 address: IPv6 peers are reached by dialling out only", "address", listen, "error", err)
+			} else {
+				global.ListenAddresses = append(global.ListenAddresses, listen.String())
+			}
 		}
 	}
 	if err := g.srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
@@ -182,8 +189,9 @@ func seconds(d time.Duration) uint64 {
 
 // apiPeer is the session to p. On an IPv4 session a dual-stack node offers IPv6 unicast too
 // (MP-BGP), an IPv4-only one exactly what it always did; a session to an IPv6 address starts
-// from local6 and carries IPv6 unicast only, as in Calico (IPv4 routes have their IPv4 session).
-func apiPeer(p peers.Peer, routerID, local, local6 netip.Addr) *api.Peer {
+// from our IPv6 address and carries IPv6 unicast only, as in Calico (IPv4 routes have their IPv4
+// session).
+func apiPeer(p peers.Peer, routerID netip.Addr, address ipfamily.Pair[netip.Addr]) *api.Peer {
 	restart := uint32(seconds(p.RestartTime))
 	ap := &api.Peer{
 		Conf: &api.PeerConf{
@@ -208,10 +216,11 @@ func apiPeer(p peers.Peer, routerID, local, local6 netip.Addr) *api.Peer {
 	families := []*api.Family{ipv4Unicast}
 	switch {
 	case p.Address.Is6():
-		families, local = []*api.Family{ipv6Unicast}, local6
-	case local6.IsValid():
+		families = []*api.Family{ipv6Unicast}
+	case address.Get(ipfamily.IPv6).IsValid():
 		families = append(families, ipv6Unicast)
 	}
+	local := address.Get(ipfamily.OfAddr(p.Address))
 	for _, f := range families {
 		ap.AfiSafis = append(ap.AfiSafis, &api.AfiSafi{
 			Config:            &api.AfiSafiConfig{Family: f, Enabled: true},
@@ -241,7 +250,7 @@ func apiPeer(p peers.Peer, routerID, local, local6 netip.Addr) *api.Peer {
 
 // AddPeer implements Speaker.
 func (g *GoBGP) AddPeer(ctx context.Context, p peers.Peer) error {
-	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.routerID, g.address, g.address6)}); err != nil {
+	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.routerID, g.address)}); err != nil {
 		return fmt.Errorf("add peer %s AS %d: %w", p.Address, p.ASN, err)
 	}
 	return nil

@@ -255,7 +255,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	last := g.lastPolicy
 	g.lastPolicy = &p
 	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) ||
-		!slices.Equal(last.NextHopSelf, p.NextHopSelf) || last.Address6 != p.Address6 || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
+		!slices.Equal(last.NextHopSelf, p.NextHopSelf) || last.IPv6NextHop != p.IPv6NextHop || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
 		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_DIRECTION_BOTH}); err != nil {
 			return fmt.Errorf("re-apply policy: %w", err)
 		}
@@ -275,12 +275,12 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 // for which no link-local address of ours would be right (RFC 2545 section 3). Without an IPv6
 // address no session carries IPv6 (apiPeer), so there is nothing to rewrite.
 func nextHopSelf6(p Policy, strip *api.CommunityAction) []*api.Statement {
-	if !p.Address6.IsValid() || len(p.NextHopSelf) == 0 {
+	if !p.IPv6NextHop.IsValid() || len(p.NextHopSelf) == 0 {
 		return nil
 	}
 	return []*api.Statement{{Name: setName6("tabby-export-pools-next-hop-self"),
 		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: setNextHopSelf}, PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: setName6(setPools)}},
-		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Address: p.Address6.String()}, Community: strip}}}
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Address: p.IPv6NextHop.String()}, Community: strip}}}
 }
 
 // patchPrefixSets brings the local and explained prefix sets from last to p with the prefixes

@@ -52,10 +52,11 @@ type Policy struct {
 	// NextHopSelf are the other eBGP peers: what this node passes on to them carries this node
 	// as next hop. GoBGP would put the session's local address there, which on an IPv4 session
 	// is an IPv4 address that no router accepts for an IPv6 route (RFC 4760, RFC 2545): IPv6
-	// routes get Address6 instead.
+	// routes get IPv6NextHop instead.
 	NextHopSelf []netip.Addr
-	// Address6 is this node's IPv6 BGP address (invalid: none, and then no session carries IPv6).
-	Address6 netip.Addr
+	// IPv6NextHop is this node's IPv6 BGP address, the next hop of the IPv6 routes it passes on
+	// (invalid: none, and then no session carries IPv6).
+	IPv6NextHop netip.Addr
 	// Siblings are the other route reflectors of this node's cluster: what they send is tagged
 	// and made less preferred, and never sent to a sibling (see bird/doc.go).
 	Siblings []netip.Addr
@@ -72,7 +73,7 @@ type Policy struct {
 func (a Policy) Equal(b Policy) bool {
 	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.Services, b.Services) &&
 		slices.Equal(a.External, b.External) && slices.Equal(a.KeepNextHop, b.KeepNextHop) &&
-		slices.Equal(a.NextHopSelf, b.NextHopSelf) && a.Address6 == b.Address6 && slices.Equal(a.Siblings, b.Siblings) &&
+		slices.Equal(a.NextHopSelf, b.NextHopSelf) && a.IPv6NextHop == b.IPv6NextHop && slices.Equal(a.Siblings, b.Siblings) &&
 		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/node"
 )
 
@@ -32,8 +33,8 @@ func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
 			fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 		}),
 		group("BGP", func(fs *pflag.FlagSet) {
-			fs.StringVar(&cfg.BGPAddress, "bgp-address", "", "BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP (default: the interface holding the Node's InternalIP)")
-			fs.StringVar(&cfg.BGPAddress6, "bgp-address6", "", "IPv6 BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP or none (default: the Node's IPv6 InternalIP if it has one, else no IPv6)")
+			fs.StringVar(cfg.BGPAddress.Ptr(ipfamily.IPv4), "bgp-address", "", "BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP (default: the interface holding the Node's InternalIP)")
+			fs.StringVar(cfg.BGPAddress.Ptr(ipfamily.IPv6), "bgp-address6", "", "IPv6 BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP or none (default: the Node's IPv6 InternalIP if it has one, else no IPv6)")
 			fs.StringVar(&cfg.GoBGPAPI, "gobgp-api", "127.0.0.1:50051", "GoBGP's own gRPC API (loopback only; empty disables)")
 			fs.StringVar(&cfg.Shutdown, "shutdown", "restart", "on SIGTERM: restart (peers keep routes: graceful restart) or final (withdraw everything)")
 		}),

@@ -93,9 +93,9 @@ const (
 	UplinkMTU  = 1400
 )
 
-// Node is a network namespace standing in for a node's root namespace: libcni runs there, so
+// HostNS is a network namespace standing in for a node's root namespace: libcni runs there, so
 // the plugins' host-side work (veths, routes, sysctls, iptables) lands in it.
-type Node struct {
+type HostNS struct {
 	NS       ns.NetNS
 	CNI      *libcni.CNIConfig
 	CacheDir string
@@ -103,10 +103,10 @@ type Node struct {
 	Handle *netlink.Handle
 }
 
-// NewNode creates a node namespace with an uplink holding NodeAddr and a default route, and a libcni that finds
+// NewHostNS creates a node namespace with an uplink holding NodeAddr and a default route, and a libcni that finds
 // plugins in binDirs and caches results in a private directory.
-func NewNode(binDirs []string, cacheDir string) (_ *Node, err error) {
-	n := &Node{CacheDir: cacheDir}
+func NewHostNS(binDirs []string, cacheDir string) (_ *HostNS, err error) {
+	n := &HostNS{CacheDir: cacheDir}
 	if n.NS, err = testutils.NewNS(); err != nil {
 		return nil, fmt.Errorf("create node netns: %w", err)
 	}
@@ -155,7 +155,7 @@ func NewNode(binDirs []string, cacheDir string) (_ *Node, err error) {
 }
 
 // Close removes the node namespace (and with it every veth end left in it).
-func (n *Node) Close() {
+func (n *HostNS) Close() {
 	if n.Handle != nil {
 		n.Handle.Close()
 	}
@@ -167,12 +167,12 @@ func (n *Node) Close() {
 
 // Do runs f on an OS thread inside the node namespace; processes f starts (the plugins)
 // inherit it.
-func (n *Node) Do(f func() error) error {
+func (n *HostNS) Do(f func() error) error {
 	return n.NS.Do(func(ns.NetNS) error { return f() })
 }
 
 // Add runs ADD of a conflist for a pod from the node namespace.
-func (n *Node) Add(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (res any, err error) {
+func (n *HostNS) Add(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (res any, err error) {
 	err = n.Do(func() error {
 		r, e := n.CNI.AddNetworkList(ctx, list, rt)
 		res = r
@@ -182,17 +182,17 @@ func (n *Node) Add(ctx context.Context, list *libcni.NetworkConfigList, rt *libc
 }
 
 // Del runs DEL.
-func (n *Node) Del(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
+func (n *HostNS) Del(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
 	return n.Do(func() error { return n.CNI.DelNetworkList(ctx, list, rt) })
 }
 
 // Check runs CHECK.
-func (n *Node) Check(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
+func (n *HostNS) Check(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
 	return n.Do(func() error { return n.CNI.CheckNetworkList(ctx, list, rt) })
 }
 
 // HostVeths lists the cali* links in the node namespace.
-func (n *Node) HostVeths() ([]string, error) {
+func (n *HostNS) HostVeths() ([]string, error) {
 	links, err := n.Handle.LinkList()
 	if err != nil {
 		return nil, err
@@ -207,7 +207,7 @@ func (n *Node) HostVeths() ([]string, error) {
 }
 
 // TabbyRoutes lists the routes of protocol 201 in the node namespace, both families.
-func (n *Node) TabbyRoutes() ([]netlink.Route, error) {
+func (n *HostNS) TabbyRoutes() ([]netlink.Route, error) {
 	return n.Handle.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Protocol: 201}, netlink.RT_FILTER_PROTOCOL)
 }
 

@@ -19,7 +19,7 @@ type Proxy struct {
 }
 
 // Proxy starts a forwarder to target (host:port) listening on 127.0.0.1 inside the node.
-func (n *Node) Proxy(target string) (*Proxy, error) {
+func (n *HostNS) Proxy(target string) (*Proxy, error) {
 	var l net.Listener
 	if err := n.Do(func() error {
 		var err error

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tabbynet/tabby/internal/ipfamily"
+
 	"github.com/vishvananda/netlink"
 
 	"github.com/tabbynet/tabby/internal/nlretry"
@@ -50,10 +52,10 @@ func Check(a Attachment) error {
 		for _, ip := range a.IPs {
 			gateways[GatewayFor(ip)] = true
 		}
-		if gateways[Gateway] && !hasRoute(routes, func(r netlink.Route) bool {
-			return isHostDst(r, Gateway) && r.Scope == netlink.SCOPE_LINK
+		if gw4 := Gateways.Get(ipfamily.IPv4); gateways[gw4] && !hasRoute(routes, func(r netlink.Route) bool {
+			return isHostDst(r, gw4) && r.Scope == netlink.SCOPE_LINK
 		}) {
-			bad("container route %s dev %s scope link missing", Gateway, a.IfName)
+			bad("container route %s dev %s scope link missing", gw4, a.IfName)
 		}
 		for gw := range gateways {
 			if !hasRoute(routes, func(r netlink.Route) bool {

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tabbynet/tabby/internal/ipfamily"
+
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -27,21 +29,14 @@ import (
 	"github.com/tabbynet/tabby/internal/nlretry"
 )
 
-// Gateway is the pod's next hop: never assigned anywhere, answered by the host's proxy ARP.
-var Gateway = netip.MustParseAddr("169.254.1.1")
-
-// Gateway6 is the pod's IPv6 next hop: the host veth's own link-local address, which the kernel
-// derives from its MAC ee:ee:ee:ee:ee:ee (EUI-64), so the host answers neighbour discovery for
-// it without proxy NDP.
-var Gateway6 = netip.MustParseAddr("fe80::ecee:eeff:feee:eeee")
+// Gateways are the pod's next hops, per family. IPv4: never assigned anywhere, answered by the
+// host's proxy ARP. IPv6: the host veth's own link-local address, which the kernel derives from
+// its MAC ee:ee:ee:ee:ee:ee (EUI-64), so the host answers neighbour discovery for it without
+// proxy NDP.
+var Gateways = ipfamily.PairOf(netip.MustParseAddr("169.254.1.1"), netip.MustParseAddr("fe80::ecee:eeff:feee:eeee"))
 
 // GatewayFor is the pod's gateway for an address of ip's family.
-func GatewayFor(ip netip.Addr) netip.Addr {
-	if ip.Is6() && !ip.Is4In6() {
-		return Gateway6
-	}
-	return Gateway
-}
+func GatewayFor(ip netip.Addr) netip.Addr { return Gateways.Get(ipfamily.OfAddr(ip)) }
 
 // HostVethMAC is the MAC of every host-side veth (Calico's): pods see one gateway MAC whichever
 // node they run on, and nothing needs the real MAC.
@@ -255,16 +250,16 @@ func (p *Pair) Configure(ips []netip.Addr) (Links, error) {
 		}
 	}
 	if has4 {
-		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: hostNet(Gateway), Scope: netlink.SCOPE_LINK}); err != nil {
-			return Links{}, fmt.Errorf("add route %s dev %s scope link in container: %w", Gateway, a.IfName, err)
+		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: hostNet(Gateways.Get(ipfamily.IPv4)), Scope: netlink.SCOPE_LINK}); err != nil {
+			return Links{}, fmt.Errorf("add route %s dev %s scope link in container: %w", Gateways.Get(ipfamily.IPv4), a.IfName, err)
 		}
-		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: Gateway.AsSlice()}); err != nil {
-			return Links{}, fmt.Errorf("add default via %s in container: %w", Gateway, err)
+		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Gw: Gateways.Get(ipfamily.IPv4).AsSlice()}); err != nil {
+			return Links{}, fmt.Errorf("add default via %s in container: %w", Gateways.Get(ipfamily.IPv4), err)
 		}
 	}
 	if has6 {
-		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: Gateway6.AsSlice()}); err != nil {
-			return Links{}, fmt.Errorf("add default via %s dev %s in container: %w", Gateway6, a.IfName, err)
+		if err := ch.RouteAdd(&netlink.Route{LinkIndex: cl.Attrs().Index, Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: Gateways.Get(ipfamily.IPv6).AsSlice()}); err != nil {
+			return Links{}, fmt.Errorf("add default via %s dev %s in container: %w", Gateways.Get(ipfamily.IPv6), a.IfName, err)
 		}
 	}
 	for _, ip := range ips {

@@ -103,7 +103,7 @@ func randSuffix() string {
 // from inside the node netns.
 type harness struct {
 	t          *testing.T
-	node       *cnitest.Node
+	node       *cnitest.HostNS
 	nodeName   string
 	network    string
 	kubeconfig string
@@ -117,7 +117,7 @@ func newHarness(t *testing.T) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	h := &harness{t: t, ctx: ctx, nodeName: "node-" + randSuffix(), network: "tabbynet-" + randSuffix(), socket: "none"}
-	node, err := cnitest.NewNode(binDirs, t.TempDir())
+	node, err := cnitest.NewHostNS(binDirs, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

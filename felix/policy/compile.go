@@ -365,7 +365,7 @@ func compileIPBlock(b *networkingv1.IPBlock) (ipBlock, error) {
 		// stays "in cidr and in no except", and rendering handles every overlap.
 		out.except = append(out.except, ex)
 	}
-	slices.SortFunc(out.except, comparePrefixes)
+	slices.SortFunc(out.except, ipfamily.ComparePrefixes)
 	out.except = slices.Compact(out.except)
 	parts := []string{cidr.String()}
 	for _, e := range out.except {
@@ -377,10 +377,6 @@ func compileIPBlock(b *networkingv1.IPBlock) (ipBlock, error) {
 		out.setName = setName(setKindCIDR, ipfamily.OfPrefix(cidr), out.id)
 	}
 	return out, nil
-}
-
-func comparePrefixes(a, b netip.Prefix) int {
-	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 }
 
 func (b ipBlock) contains(ip netip.Addr) bool {

@@ -6,13 +6,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/lab"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/tabbynet/tabby/hack/lab"
 )
 
 const (

@@ -9,10 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tabbynet/tabby/hack/lab"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tabbynet/tabby/hack/lab"
 )
 
 // referenceConflist is the reference plugins' network: ptp with host-local, on a range of the

@@ -11,10 +11,11 @@ import (
 	"net"
 	"path/filepath"
 
-	"github.com/tabbynet/tabby/internal/unixsock"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
+
+	"github.com/tabbynet/tabby/internal/unixsock"
 )
 
 // Name is the codec's content subtype.

@@ -120,3 +120,16 @@ func (p *Pair[T]) Set(f Family, v T) { p[f.index()] = v }
 
 // PairOf is a pair from an IPv4 and an IPv6 value.
 func PairOf[T any](v4, v6 T) Pair[T] { return Pair[T]{v4, v6} }
+
+// Ptr points at f's value, for whatever fills it in place (a flag).
+func (p *Pair[T]) Ptr(f Family) *T { return &p[f.index()] }
+
+// ComparePrefixes orders prefixes by address, then by length (10.0.0.0/8, 10.0.0.0/16,
+// 10.1.0.0/16): the order a walk of an address range needs, and the one people read.
+// netip.Prefix.Compare orders by length first.
+func ComparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}

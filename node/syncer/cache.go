@@ -122,40 +122,6 @@ func (c *viewCache) views(yield func(blockView) bool) {
 	}
 }
 
-// routesChanged tells whether one of the blocks' changes came, went, or changed what sameRoutes
-// compares.
-func routesChanged(changes []blockChange) bool {
-	for _, ch := range changes {
-		if ch.old == nil || ch.cur == nil || !sameRoutes(*ch.old, *ch.cur) {
-			return true
-		}
-	}
-	return false
-}
-
-// nextNodes is prev, the nodes sorted by name, with the changes applied: a copy, prev is a
-// snapshot's. No change: prev itself.
-func nextNodes(prev []model.Node, changes []nodeChange) []model.Node {
-	if len(changes) == 0 {
-		return prev
-	}
-	out := slices.Clone(prev)
-	for _, ch := range changes {
-		if ch.cur == nil {
-			if i, found := slices.BinarySearchFunc(out, ch.old.Name, byName); found {
-				out = slices.Delete(out, i, i+1)
-			}
-			continue
-		}
-		if i, found := slices.BinarySearchFunc(out, ch.cur.Name, byName); found {
-			out[i] = *ch.cur
-		} else {
-			out = slices.Insert(out, i, *ch.cur)
-		}
-	}
-	return out
-}
-
 // sortedKeys are m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

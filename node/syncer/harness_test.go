@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
@@ -98,6 +99,28 @@ func (s *Syncer) remove(tb testing.TB, resource, key string) {
 		tb.Fatal(err)
 	}
 	s.handlers[resource].OnDelete(old)
+}
+
+// discard is a logger for tests whose invalid objects are meant.
+var discard = slog.New(slog.DiscardHandler)
+
+// list is every object the informer holds.
+func list[T runtime.Object](inf cache.SharedIndexInformer) []T {
+	items := inf.GetStore().List()
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		out = append(out, it.(T))
+	}
+	return out
+}
+
+// unchanged fails the test when msgs, sent by an earlier pass and rendered then as text, were
+// changed since: the agents own what the stream sent them, the syncer must not modify it.
+func unchanged(tb testing.TB, what string, msgs []any, text string) {
+	tb.Helper()
+	if now := fmt.Sprint(msgs); msgs != nil && now != text {
+		tb.Fatalf("%s: the previous pass's messages were changed in place:\n was %s\n now %s", what, text, now)
+	}
 }
 
 // inputs are the objects the syncer's caches hold, for Build.

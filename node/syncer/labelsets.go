@@ -12,9 +12,9 @@ import (
 const maxLabelSets = 4096
 
 // labelSets shares equal label maps between cached pods. The pods of one Deployment, ReplicaSet
-// or DaemonSet carry the same labels, and a small Go map costs a few hundred bytes: in a
-// 30,000-pod cluster every tabby-node held 20 MB of identical maps. A shared map must never be
-// modified; nothing modifies a cached object.
+// or DaemonSet carry the same labels, and even a small Go map is not small: in a large cluster
+// every tabby-node would otherwise hold the same maps many times over. A shared map must never
+// be modified; nothing modifies a cached object.
 type labelSets struct {
 	mu   sync.Mutex
 	sets map[string]map[string]string

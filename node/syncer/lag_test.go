@@ -13,11 +13,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/internal/testenv"
 )
 
-// An event that arrives while the agents are still busy with the previous snapshot waits for
-// them, and the lag metric says so: it runs from the event's arrival, not from the snapshot's
+// An event that arrives while the agents are still busy with the previous pass's messages waits
+// for them, and the lag metric says so: it runs from the event's arrival, not from the pass's
 // start (which tabby_datastore_snapshot_seconds times).
 func TestSyncerLagCountsTheWait(t *testing.T) {
 	if testing.Short() {
@@ -28,34 +29,39 @@ func TestSyncerLagCountsTheWait(t *testing.T) {
 	defer cancel()
 	var hold atomic.Bool
 	gate, held := make(chan struct{}), make(chan struct{}, 1)
-	snaps := make(chan Snapshot, 100)
+	passes := make(chan []any, 100)
 	m := NewMetrics(prometheus.NewRegistry())
-	s := New(env.Client, Config{NodeName: "lag-n0", Metrics: m, OnSnapshot: func(snap Snapshot) {
+	s := New(env.Client, Config{NodeName: "lag-n0", Metrics: m, OnUpdate: func(msgs []any) {
 		if hold.Load() {
 			held <- struct{}{}
 			<-gate
 		}
-		snaps <- snap
+		passes <- msgs
 	}})
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(sctx) }()
 	defer func() { stop(); <-done }()
-	wait := func(what string, cond func(Snapshot) bool) {
+	wait := func(what string, cond func([]any) bool) {
 		t.Helper()
 		for {
 			select {
-			case sn := <-snaps:
-				if cond(sn) {
+			case msgs := <-passes:
+				if cond(msgs) {
 					return
 				}
 			case <-ctx.Done():
-				t.Fatalf("no snapshot with %s", what)
+				t.Fatalf("no pass sent %s", what)
 			}
 		}
 	}
-	routable := func(cidr string) func(Snapshot) bool {
-		return func(sn Snapshot) bool { return slices.Contains(sn.Routable, netip.MustParsePrefix(cidr)) }
+	block := func(cidr string) func([]any) bool {
+		return func(msgs []any) bool {
+			return slices.ContainsFunc(msgs, func(m any) bool {
+				u, ok := m.(model.BlockUpdate)
+				return ok && u.Block.CIDR == netip.MustParsePrefix(cidr)
+			})
+		}
 	}
 	create := func(i int) {
 		t.Helper()
@@ -66,16 +72,16 @@ func TestSyncerLagCountsTheWait(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.IPAMBlocks().Delete(context.Background(), b.Name, metav1.DeleteOptions{}) })
 	}
-	wait("the first", func(Snapshot) bool { return true })
+	wait("the first", func([]any) bool { return true })
 	n0, slow0 := lagSamples(t, m)
 
-	// The agents take the first block's snapshot and are slow with it.
+	// The agents take the first block's pass and are slow with it.
 	hold.Store(true)
 	create(201)
 	select {
 	case <-held:
 	case <-ctx.Done():
-		t.Fatal("the first block's snapshot never came")
+		t.Fatal("the first block's pass never came")
 	}
 	hold.Store(false)
 	// The second block's event arrives meanwhile, and waits.
@@ -89,26 +95,26 @@ func TestSyncerLagCountsTheWait(t *testing.T) {
 	}
 	time.Sleep(busy)
 	close(gate)
-	wait("the second block", routable("10.244.202.0/26"))
+	wait("the second block", block("10.244.202.0/26"))
 
-	// Both snapshots waited: the first in the agents' hands, the second for them. Timed from
-	// the snapshot's start, the second would be a millisecond or less.
+	// Both passes waited: the first in the agents' hands, the second for them. Timed from the
+	// pass's start, the second would be much less.
 	for {
 		n, slow := lagSamples(t, m)
 		if n-n0 >= 2 {
 			if slow-slow0 < 2 {
-				t.Fatalf("%d snapshots, %d of them %v or more after their oldest event; want both blocks' (the second waited %v for the agents)", n-n0, slow-slow0, busy/2, busy)
+				t.Fatalf("%d passes, %d of them %v or more after their oldest event; want both blocks' (the second waited %v for the agents)", n-n0, slow-slow0, busy/2, busy)
 			}
 			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d snapshots' lag observed, want 2", n-n0)
+			t.Fatalf("%d passes' lag observed, want 2", n-n0)
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// busy is how long the test's agents hold a snapshot.
+// busy is how long the test's agents hold a pass's messages.
 const busy = 50 * time.Millisecond
 
 // lagSamples counts the lag's samples, and those over busy/2.

@@ -9,12 +9,12 @@ import (
 )
 
 // Metrics say what the datastore costs this node: the watch events it receives, by resource,
-// the time a pass takes from the caches to the agents (its change stream and snapshot), and how
-// long an event waited for it.
+// the time a pass takes from the caches to the agents (its change stream), and how long an event
+// waited for it.
 type Metrics struct {
-	events   *prometheus.CounterVec
-	snapshot prometheus.Histogram
-	lag      prometheus.Histogram
+	events *prometheus.CounterVec
+	pass   prometheus.Histogram
+	lag    prometheus.Histogram
 }
 
 // NewMetrics registers the syncer's metrics with reg.
@@ -22,14 +22,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tabby_datastore_events_total",
 			Help: "Watch events received from the API server, by resource."}, []string{"resource"}),
-		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_datastore_snapshot_seconds",
-			Help:    "Time to build a snapshot of the datastore and hand it to felix and BGP.",
+		// The name says snapshot: dashboards read it by that name.
+		pass: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_datastore_snapshot_seconds",
+			Help:    "Time of one pass over the datastore's changes: read from the caches and handed to felix and BGP as messages.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_datastore_lag_seconds",
-			Help:    "Time from a watch event reaching tabby-node to felix and BGP being handed the snapshot that holds it, per snapshot, from its oldest event.",
+			Help:    "Time from a watch event reaching tabby-node to felix and BGP being handed the pass that holds it, per pass, from its oldest event.",
 			Buckets: felixmetrics.Buckets}),
 	}
-	reg.MustRegister(m.events, m.snapshot, m.lag)
+	reg.MustRegister(m.events, m.pass, m.lag)
 	return m
 }
 
@@ -40,13 +41,13 @@ func (m *Metrics) event(resource string) {
 	}
 }
 
-// observeSnapshot records a pass handed to the agents at end, begun at start, whose oldest
-// event arrived at since (zero: none, the first pass's or a kick's).
-func (m *Metrics) observeSnapshot(since, start, end time.Time) {
+// observePass records a pass handed to the agents at end, begun at start, whose oldest event
+// arrived at since (zero: none, the first pass's).
+func (m *Metrics) observePass(since, start, end time.Time) {
 	if m == nil {
 		return
 	}
-	m.snapshot.Observe(end.Sub(start).Seconds())
+	m.pass.Observe(end.Sub(start).Seconds())
 	if !since.IsZero() {
 		m.lag.Observe(end.Sub(since).Seconds())
 	}

@@ -10,10 +10,10 @@ func TestPacer(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	p := newPacer()
 
-	// Cheap snapshots (a small cluster): events close together never wait.
+	// Cheap passes (a small cluster): events close together never wait.
 	for i := range 100 {
 		if w := p.wait(at(i)); w != 0 {
-			t.Fatalf("event at %d ms, 1 ms after a 0.2 ms snapshot, waited %v", i, w)
+			t.Fatalf("event at %d ms, 1 ms after a 0.2 ms pass, waited %v", i, w)
 		}
 		p.spent(at(i), 200*time.Microsecond)
 	}
@@ -29,14 +29,14 @@ func TestPacer(t *testing.T) {
 		n++
 		now = now.Add(time.Millisecond) // the next event comes 1 ms later
 	}
-	if share := float64(busy) / float64(now.Sub(at(0))); share > snapshotDuty*1.05 || share < snapshotDuty*0.8 {
-		t.Errorf("4 ms snapshots back to back used %.2f of the time, want about %.2f (%d snapshots)", share, snapshotDuty, n)
+	if share := float64(busy) / float64(now.Sub(at(0))); share > passDuty*1.05 || share < passDuty*0.8 {
+		t.Errorf("4 ms passes back to back used %.2f of the time, want about %.2f (%d passes)", share, passDuty, n)
 	}
 
-	// One very long snapshot (a full rebuild) makes the next event wait at most burst/duty.
+	// One very long pass (the first, in a large cluster) makes the next event wait at most burst/duty.
 	p = newPacer()
 	p.spent(at(0), 2*time.Second)
-	if w, limit := p.wait(at(0)), time.Duration(float64(snapshotBurst)/snapshotDuty); w > limit || w == 0 {
-		t.Errorf("after a 2 s snapshot the next waits %v, want (0, %v]", w, limit)
+	if w, limit := p.wait(at(0)), time.Duration(float64(passBurst)/passDuty); w > limit || w == 0 {
+		t.Errorf("after a 2 s pass the next waits %v, want (0, %v]", w, limit)
 	}
 }

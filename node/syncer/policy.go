@@ -22,8 +22,8 @@ import (
 
 // PolicyWatcher feeds felix what NetworkPolicy needs: every Pod's labels and named ports, every
 // Namespace's labels and every NetworkPolicy, one message per informer event (felix's manager
-// then rewrites only what the change touches). Its caches keep nothing else of those objects:
-// a Pod trimmed to its labels and ports is a few hundred bytes.
+// then rewrites only what the change touches). Its caches keep nothing else of those objects: a
+// Pod is trimmed to its labels and ports.
 type PolicyWatcher struct {
 	pods, namespaces, policies cache.SharedIndexInformer
 	send                       func(msg any)
@@ -114,9 +114,9 @@ func PolicyPod(p *corev1.Pod) policy.Pod {
 }
 
 // policyPodObject is what the pod informer keeps of a Pod: the part NetworkPolicy reads, which
-// names it, and its resourceVersion. A Pod trimmed but kept as a corev1.Pod still cost 1.6 KB of
-// structs (a 30,000-pod cluster: 48 MB in every tabby-node), and an embedded ObjectMeta 250
-// bytes of mostly empty fields; this is about a hundred, its labels shared with like pods.
+// names it, and its resourceVersion. Every tabby-node caches every Pod of the cluster: a Pod
+// trimmed but kept as a corev1.Pod is still mostly empty structs, and so is an embedded
+// ObjectMeta; this keeps the few fields read, its labels shared with like pods.
 type policyPodObject struct {
 	pod             policy.Pod
 	resourceVersion string

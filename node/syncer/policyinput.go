@@ -3,9 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -16,23 +14,16 @@ import (
 	"github.com/tabbynet/tabby/felix/policy"
 )
 
-// PolicyView is what NetworkPolicy reads of a snapshot: every pod's addresses as IPAM
-// allocated them, cluster-wide (the snapshot's own map, which nobody modifies), and the node's
-// endpoints (its pods behind their host veths).
-func PolicyView(s Snapshot) (ips map[policy.Key][]netip.Addr, endpoints []policy.Endpoint) {
+// PolicyInput is the calculator's input for node as tabby-node on that node reaches it, from the
+// same API objects: the pods' addresses and the node's endpoints (its pods behind their host
+// veths) from the IPAM blocks, as Build derives them, the rest from the Pods (PolicyPod),
+// Namespaces and NetworkPolicies. tabbyctl uses it to show and check what a node enforces.
+func PolicyInput(node string, blocks []*v1.IPAMBlock, pods []*corev1.Pod, namespaces []*corev1.Namespace, policies []*networkingv1.NetworkPolicy) policy.Input {
+	s := Build(Inputs{NodeName: node, Blocks: blocks}, slog.New(slog.DiscardHandler))
+	var endpoints []policy.Endpoint
 	for _, w := range s.Workloads {
 		endpoints = append(endpoints, policy.Endpoint{Interface: w.Interface, Pod: w.Pod})
 	}
-	return s.PodIPs, endpoints
-}
-
-// PolicyInput is the calculator's input for node as tabby-node on that node builds it, from the
-// same API objects: the addresses and endpoints from the IPAM blocks (PolicyView), the rest from
-// the Pods (PolicyPod), Namespaces and NetworkPolicies. tabbyctl uses it to show and check what
-// a node enforces.
-func PolicyInput(node string, blocks []*v1.IPAMBlock, pods []*corev1.Pod, namespaces []*corev1.Namespace, policies []*networkingv1.NetworkPolicy) policy.Input {
-	s := Build(Inputs{NodeName: node, Blocks: blocks}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ips, endpoints := PolicyView(s)
 	in := policy.Input{
 		Pods:       make(map[policy.Key]*policy.Pod, len(pods)),
 		Namespaces: make(map[string]*policy.Namespace, len(namespaces)),
@@ -43,7 +34,7 @@ func PolicyInput(node string, blocks []*v1.IPAMBlock, pods []*corev1.Pod, namesp
 		pp := PolicyPod(p)
 		in.Pods[pp.Key] = &pp
 	}
-	in.IPs = ips
+	in.IPs = s.PodIPs
 	for _, ns := range namespaces {
 		in.Namespaces[ns.Name] = &policy.Namespace{Name: ns.Name, Labels: ns.Labels}
 	}

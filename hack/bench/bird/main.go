@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +24,11 @@ import (
 	"github.com/vishvananda/netlink"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 const (
@@ -67,8 +68,8 @@ func reexecInNetns() error {
 
 func addr(i int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("198.51.100.%d", i)) }
 
-func mkNode(i int, rr bool) bird.Node {
-	n := bird.Node{Name: fmt.Sprintf("node%d", i), Address: netip.PrefixFrom(addr(i), 24)}
+func mkNode(i int, rr bool) model.Node {
+	n := model.Node{Name: fmt.Sprintf("node%d", i), BGPAddress: ipfamily.PairOf(netip.PrefixFrom(addr(i), 24), netip.Prefix{})}
 	if rr {
 		n.Labels = map[string]string{"tabby.dev/route-reflector": "true"}
 		n.RRClusterID = "244.0.0.1"
@@ -221,7 +222,7 @@ func ratio(got, target time.Duration) string {
 
 func run(tp topology) (result, error) {
 	res := result{name: tp.name}
-	var all []bird.Node
+	var all []model.Node
 	for i := 1; i <= nodes; i++ {
 		all = append(all, mkNode(i, tp.rr(i)))
 	}
@@ -251,15 +252,15 @@ func run(tp topology) (result, error) {
 			continue
 		}
 		name := n.Name
-		b, err := bird.New(bird.Config{NodeName: name, Logger: log, OnRoute: func(u bird.RouteUpdate) {
-			if !u.Withdrawn {
+		b, err := bird.New(bird.Config{NodeName: name, Logger: log, Routes: func(msg any) {
+			if u, ok := msg.(model.RouteUpdate); ok {
 				sn.mark(name, u.Prefix, time.Now())
 			}
 		}})
 		if err != nil {
 			return res, err
 		}
-		configure(b, all, tp, []netip.Prefix{block(i)})
+		configure(b, name, all, tp, block(i))
 		birds = append(birds, b)
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = b.Run(ctx) }()
@@ -272,13 +273,12 @@ func run(tp topology) (result, error) {
 	}
 	res.converge = time.Since(start)
 
-	src := birds[tp.source-1]
-	local := []netip.Prefix{block(tp.source)}
+	src, srcName := birds[tp.source-1], all[tp.source-1].Name
 	for k := 0; k < samples; k++ {
 		p := extra(k)
-		local = append(local, p)
 		t0 := time.Now()
-		src.SetLocalPrefixes(slices.Clone(local))
+		// A /32 block claimed by the source node.
+		src.OnUpdate(model.BlockUpdate{Block: model.Block{CIDR: p, Node: srcName}})
 		got, err := sn.waitAll(p, nodes-1, 10*time.Second)
 		if err != nil {
 			return res, err
@@ -302,23 +302,29 @@ func run(tp topology) (result, error) {
 	return res, nil
 }
 
-func configure(b *bird.Bird, all []bird.Node, tp topology, local []netip.Prefix) {
-	b.SetNodes(all)
-	b.SetBGPConfiguration(tp.conf)
-	b.SetBGPPeers(tp.peers)
-	b.SetPools([]netip.Prefix{pool})
-	b.SetLocalPrefixes(local)
+// configure gives node self's agent the cluster, as the model's messages: the nodes, the BGP
+// configuration, the BGPPeers, the pool and self's block.
+func configure(b *bird.Bird, self string, all []model.Node, tp topology, own netip.Prefix) {
+	for _, n := range all {
+		b.OnUpdate(model.NodeUpdate{Node: n})
+	}
+	b.OnUpdate(model.BGPConfigurationUpdate{Config: tp.conf})
+	for _, p := range tp.peers {
+		b.OnUpdate(model.BGPPeerUpdate{Peer: &p})
+	}
+	b.OnUpdate(model.PoolUpdate{Pool: model.Pool{Name: "default", CIDR: pool}})
+	b.OnUpdate(model.BlockUpdate{Block: model.Block{CIDR: own, Node: self}})
 }
 
 type childSpec struct {
-	Self  bird.Node
-	All   []bird.Node
+	Self  model.Node
+	All   []model.Node
 	Conf  *v1.BGPConfiguration
 	Peers []v1.BGPPeer
 }
 
 // startChild runs one node's speaker in a child process; it reports routes on stdout.
-func startChild(n bird.Node, all []bird.Node, tp topology, sn *seen) (*exec.Cmd, error) {
+func startChild(n model.Node, all []model.Node, tp topology, sn *seen) (*exec.Cmd, error) {
 	raw, _ := json.Marshal(childSpec{Self: n, All: all, Conf: tp.conf, Peers: tp.peers})
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = append(os.Environ(), envSpeaker+"="+string(raw))
@@ -358,8 +364,9 @@ func runSpeaker(raw string) error {
 	b, err := bird.New(bird.Config{
 		NodeName: spec.Self.Name,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-		OnRoute: func(u bird.RouteUpdate) {
-			if u.Withdrawn {
+		Routes: func(msg any) {
+			u, ok := msg.(model.RouteUpdate)
+			if !ok {
 				return
 			}
 			mu.Lock()
@@ -372,8 +379,8 @@ func runSpeaker(raw string) error {
 		return err
 	}
 	var i int
-	fmt.Sscanf(spec.Self.Address.Addr().String(), "198.51.100.%d", &i)
-	configure(b, spec.All, topology{conf: spec.Conf, peers: spec.Peers}, []netip.Prefix{block(i)})
+	fmt.Sscanf(spec.Self.BGPAddress.Get(ipfamily.IPv4).Addr().String(), "198.51.100.%d", &i)
+	configure(b, spec.Self.Name, spec.All, topology{conf: spec.Conf, peers: spec.Peers}, block(i))
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
 	err = b.Run(ctx)

@@ -117,7 +117,7 @@ func run(pods, parallel int, cpuprofile, pluginLog string) error {
 		}
 	}
 
-	node, err := cnitest.NewNode([]string{tabbyDir, refDir}, filepath.Join(tmp, "cache"))
+	node, err := cnitest.NewHostNS([]string{tabbyDir, refDir}, filepath.Join(tmp, "cache"))
 	if err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func rtFor(v variant, i int, p ns.NetNS) *libcni.RuntimeConf {
 
 func podName(i int) string { return fmt.Sprintf("pod-%03d", i) }
 
-func measure(ctx context.Context, node *cnitest.Node, v variant, pods []ns.NetNS, parallel int) (figures, error) {
+func measure(ctx context.Context, node *cnitest.HostNS, v variant, pods []ns.NetNS, parallel int) (figures, error) {
 	var f figures
 	adds := make([]time.Duration, len(pods))
 	dels := make([]time.Duration, len(pods))

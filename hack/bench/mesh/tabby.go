@@ -10,10 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
-	"golang.org/x/sync/errgroup"
 )
 
 const rrClusterID = "244.0.0.1"

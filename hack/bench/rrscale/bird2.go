@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
 )
@@ -88,7 +89,7 @@ template bgp common {
 template bgp rrclient from common {
 	rr client; rr cluster id %s;
 }
-`, peers.RouterID(peers.Node{Name: b.Node.Name}), me, asn, int(w.o.hold9().Seconds()), int(w.o.hold9().Seconds())/3, rrClusterID)
+`, peers.RouterID(model.Node{Name: b.Node.Name}), me, asn, int(w.o.hold9().Seconds()), int(w.o.hold9().Seconds())/3, rrClusterID)
 	for j, a := range w.rrAddrs {
 		if j == self {
 			continue

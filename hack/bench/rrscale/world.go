@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/hack/lab"
@@ -106,7 +107,7 @@ func startWorld(ctx context.Context, o options) (_ *world, err error) {
 	}
 	w.inj = newInjector(w.clients, w.rrAddrs, blocks, owner, asn)
 	for _, n := range w.rrs {
-		id := peers.RouterID(peers.Node{Name: n.Name})
+		id := peers.RouterID(model.Node{Name: n.Name})
 		if id.As4()[0] == w.inj.clients[0].id[0] && int(id.As4()[1])<<16|int(id.As4()[2])<<8|int(id.As4()[3]) < o.clients {
 			return w, fmt.Errorf("reflector %s's router ID %s is a client's", n.Name, id)
 		}

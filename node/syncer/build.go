@@ -1,16 +1,6 @@
-// Package syncer turns the datastore (Nodes, IPPools, IPAM blocks, BGP objects, Secrets) into
-// what this node's agents need, parsed once into apis/model: a stream of typed changes
-// (Config.OnUpdate: nodes, pools, blocks, this node's workloads, every pod's addresses, BGP's
-// configuration, peers and Secrets) and, until the agents read only that, a whole Snapshot
-// (Config.OnSnapshot). Build is pure: the informer side (watch.go) only collects objects and says
-// which changed. After its first pass the syncer reads only the objects that changed and keeps
-// each block's view (cache.go), so that a pod replaced on another node costs an agent the same in
-// a cluster of 100 nodes as in one of 1,000 (BenchmarkStreamPodReplaced,
-// BenchmarkSnapshotPodReplaced).
 package syncer
 
 import (
-	"iter"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -35,36 +25,14 @@ type Workload struct {
 	Pod       PodKey
 }
 
-// PodKey names a pod; it is NetworkPolicy's key, so that the snapshot's PodIPs go to felix as
-// they are (one map of every pod in the cluster, not two).
+// PodKey names a pod; it is NetworkPolicy's key, so that the pods' addresses go to felix as the
+// stream's PodIPsUpdate carries them (one map of every pod in the cluster, not two).
 type PodKey = policy.Key
 
-// Changes say which inputs of a snapshot may differ from the previous one the syncer handed
-// out, so that the agents are given only what changed (a pod's allocation elsewhere in the
-// cluster must not make BGP re-evaluate its peers).
-type Changes uint8
-
-const (
-	ChangedNodes   Changes = 1 << iota // Nodes, Local
-	ChangedPools                       // Pools
-	ChangedBlocks                      // LocalBlocks, Borrowed, Routable, Workloads
-	ChangedBGP                         // BGPConfig, BGPPeers
-	ChangedSecrets                     // Secrets
-	// ChangedPodIPs: PodIPsChanged holds addresses. Apart from ChangedBlocks because it is what
-	// most block updates in a large cluster change, and all they change: a pod replaced on
-	// another node moves no route.
-	ChangedPodIPs
-	ChangedAll = ChangedNodes | ChangedPools | ChangedBlocks | ChangedBGP | ChangedSecrets | ChangedPodIPs
-)
-
-// Snapshot is the desired state inputs of one node.
+// Snapshot is what this node's agents need of the whole datastore, computed at once by Build: the
+// state the change stream, applied, must reach.
 type Snapshot struct {
-	// Changed: what differs from the previous snapshot (ChangedAll for the first, and for one
-	// built by Build).
-	Changed     Changes
-	NodeName    string
-	Local       *model.Node // nil until this node's Node object is seen
-	Nodes       []model.Node
+	Nodes       []model.Node // sorted by name
 	Pools       []model.Pool // the valid IPPools, sorted by name
 	LocalBlocks []netip.Prefix
 	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
@@ -74,19 +42,14 @@ type Snapshot struct {
 	Routable  []netip.Prefix
 	Workloads []Workload
 	// PodIPs are the addresses IPAM allocated to each pod, cluster-wide: what NetworkPolicy
-	// peers resolve to, known from the moment the CNI ADD allocated them. From the syncer, only
-	// its first snapshot holds them all; later ones carry PodIPsChanged instead (PodIPs nil).
-	// Whoever is handed the map owns it (felix).
-	PodIPs map[PodKey][]netip.Addr
-	// PodIPsChanged: the addresses that went and came since the previous snapshot; nil when
-	// PodIPs is whole.
-	PodIPsChanged *PodIPsChange
-	BGPConfig     *v1.BGPConfiguration
-	BGPPeers      []v1.BGPPeer
-	Secrets       map[string]map[string][]byte
+	// peers resolve to, known from the moment the CNI ADD allocated them.
+	PodIPs    map[PodKey][]netip.Addr
+	BGPConfig *v1.BGPConfiguration
+	BGPPeers  []v1.BGPPeer
+	Secrets   map[string]map[string][]byte
 }
 
-// Inputs are the objects the snapshot is built from.
+// Inputs are the objects Build reads.
 type Inputs struct {
 	NodeName  string
 	Nodes     []*corev1.Node
@@ -97,16 +60,16 @@ type Inputs struct {
 	Secrets   []*corev1.Secret
 }
 
-// Build computes the snapshot. Invalid objects are skipped with a log line naming the field, so
-// one bad BGPPeer never takes the node's other sessions down.
+// Build computes the node's whole state from every object, as the syncer's first pass reads them
+// (the same parsers): the reference model of the change stream. Invalid objects are skipped with
+// a log line naming the field, so one bad BGPPeer never takes the node's other sessions down.
 func Build(in Inputs, log *slog.Logger) Snapshot {
-	s := Snapshot{Changed: ChangedAll, NodeName: in.NodeName, Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
+	s := Snapshot{Secrets: map[string]map[string][]byte{}, PodIPs: map[PodKey][]netip.Addr{}}
 	s.Nodes = make([]model.Node, 0, len(in.Nodes))
 	for _, n := range in.Nodes {
 		s.Nodes = append(s.Nodes, parseNode(n, log))
 	}
 	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.Name, b.Name) })
-	s.Local = localNode(s.Nodes, in.NodeName)
 
 	for _, p := range in.Pools {
 		if pool, ok := parsePool(p, log); ok {
@@ -121,7 +84,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 			views = append(views, v)
 		}
 	}
-	s.setBlocks(slices.Values(views))
+	s.setBlocks(views)
 	for _, v := range views {
 		for _, a := range v.podIPs {
 			s.PodIPs[a.Pod] = append(s.PodIPs[a.Pod], a.IP)
@@ -177,10 +140,9 @@ func validConfig(c *v1.BGPConfiguration, log *slog.Logger) *v1.BGPConfiguration 
 	return c
 }
 
-// setBlocks sets what the blocks contribute to the snapshot, from each block's view.
-func (s *Snapshot) setBlocks(views iter.Seq[blockView]) {
-	s.LocalBlocks, s.Borrowed, s.Routable, s.Workloads = nil, nil, nil, nil
-	for v := range views {
+// setBlocks sets what the blocks contribute, from each block's view.
+func (s *Snapshot) setBlocks(views []blockView) {
+	for _, v := range views {
 		if v.local {
 			s.LocalBlocks = append(s.LocalBlocks, v.block.CIDR)
 		}
@@ -197,7 +159,7 @@ func (s *Snapshot) setBlocks(views iter.Seq[blockView]) {
 	slices.SortFunc(s.Workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 }
 
-// blockView is what one IPAMBlock contributes to the snapshot of a node and to its change stream.
+// blockView is what one IPAMBlock contributes to a node's change stream (and to Build's state).
 type blockView struct {
 	// block is what routing reads of it: its prefix, its node, the addresses other nodes
 	// borrowed in it.
@@ -246,51 +208,11 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 			v.workloads = append(v.workloads, Workload{IP: ip, Interface: names.HostVethName(a.Namespace, a.Pod, containerID(a.Handle)), Pod: pod})
 		}
 	}
-	// In address order, not the map's: sameRoutes compares them.
+	// In address order, not the map's: the stream compares a block's versions.
 	slices.SortFunc(v.block.Borrowed, func(a, b model.Borrowed) int { return a.Addr.Compare(b.Addr) })
 	slices.SortFunc(v.borrowed, netip.Addr.Compare)
 	slices.SortFunc(v.workloads, func(a, b Workload) int { return a.IP.Compare(b.IP) })
 	return v, true
-}
-
-// sameRoutes: the two views put the same routes, and the same workloads, in a snapshot; they
-// may differ in the pods' addresses (podIPs), and in which other node the block or a borrowed
-// address is routed to (the snapshot leaves other nodes' routes to BGP; the change stream's
-// BlockUpdate says it).
-func sameRoutes(a, b blockView) bool {
-	return a.block.CIDR == b.block.CIDR && a.local == b.local &&
-		slices.EqualFunc(a.block.Borrowed, b.block.Borrowed, func(x, y model.Borrowed) bool { return x.Addr == y.Addr }) &&
-		slices.Equal(a.borrowed, b.borrowed) && slices.Equal(a.workloads, b.workloads)
-}
-
-// localNode is a copy of the node named name among nodes (sorted by name), nil when it is not.
-func localNode(nodes []model.Node, name string) *model.Node {
-	i, ok := slices.BinarySearchFunc(nodes, name, byName)
-	if !ok {
-		return nil
-	}
-	local := nodes[i]
-	return &local
-}
-
-func byName(n model.Node, name string) int { return strings.Compare(n.Name, name) }
-
-// PoolPrefixes lists the pools' CIDRs.
-func (s Snapshot) PoolPrefixes() []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range s.Pools {
-		out = append(out, p.CIDR)
-	}
-	return out
-}
-
-// AdvertisedPrefixes are this node's blocks and its borrowed /32s.
-func (s Snapshot) AdvertisedPrefixes() []netip.Prefix {
-	out := slices.Clone(s.LocalBlocks)
-	for _, a := range s.Borrowed {
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
-	}
-	return out
 }
 
 // parseNode is the node as tabby reads it, its invalid annotations reported.

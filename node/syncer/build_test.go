@@ -51,11 +51,11 @@ func TestBuild(t *testing.T) {
 		},
 	}
 	s := Build(in, slog.Default())
-	if s.Local == nil || s.Local.ASN != 65010 || s.Local.BGPAddress != ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.MustParsePrefix("2001:db8:100::11/64")) || s.Local.IPIPTunnelAddr != netip.MustParseAddr("10.244.0.1") {
-		t.Fatalf("local node = %+v", s.Local)
-	}
-	if len(s.Nodes) != 3 || s.Nodes[1].Name != "b" || s.Nodes[1].RRClusterID != "244.0.0.1" {
+	if len(s.Nodes) != 3 || s.Nodes[0].Name != "a" || s.Nodes[1].Name != "b" || s.Nodes[1].RRClusterID != "244.0.0.1" {
 		t.Fatalf("nodes = %+v", s.Nodes)
+	}
+	if a := s.Nodes[0]; a.ASN != 65010 || a.BGPAddress != ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.MustParsePrefix("2001:db8:100::11/64")) || a.IPIPTunnelAddr != netip.MustParseAddr("10.244.0.1") {
+		t.Fatalf("node a = %+v", a)
 	}
 	if s.Nodes[2].BGPAddress.Get(ipfamily.IPv4).IsValid() || s.Nodes[2].InternalIP.Get(ipfamily.IPv4) != netip.MustParseAddr("198.51.100.9") {
 		t.Fatalf("a node with a bad annotation keeps its InternalIP and no BGP address: %+v", s.Nodes[2])
@@ -85,10 +85,6 @@ func TestBuild(t *testing.T) {
 	// NetworkPolicy peers: every pod's address, cluster-wide (b's pod too), never the tunnel's.
 	if got := fmt.Sprint(s.PodIPs); got != "map[default/db:[10.244.0.3] default/web:[10.244.0.2] kube-system/dns:[10.244.0.69]]" {
 		t.Fatalf("pod IPs = %s", got)
-	}
-	adv := s.AdvertisedPrefixes()
-	if len(adv) != 2 || adv[1] != netip.MustParsePrefix("10.244.0.69/32") {
-		t.Fatalf("advertised = %v", adv)
 	}
 	// What IPAM explains, cluster-wide: both blocks and both borrowed addresses (b's in a's
 	// block too), never the block's own addresses.

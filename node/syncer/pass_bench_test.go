@@ -15,22 +15,12 @@ import (
 
 // The cost of a pass after a pod was replaced on another node (the event a large cluster sends
 // every agent most), against the cluster's size: it must not grow with the number of blocks. A
-// full build of the same datastore is beside it. The syncer runs as in tabby-node, over informer
-// caches filled directly (no API server: their watch is not what is measured), handing out a
-// snapshot.
-func BenchmarkSnapshotPodReplaced(b *testing.B) {
-	benchPodReplaced(b, Config{OnSnapshot: func(Snapshot) {}}, func(b *testing.B, snap Snapshot, _ []any) {
-		if snap.Changed != ChangedPodIPs {
-			b.Fatalf("changed %b, want the pods' addresses only", snap.Changed)
-		}
-	})
-}
-
-// BenchmarkStreamPodReplaced is BenchmarkSnapshotPodReplaced with the syncer sending its change
-// stream alone: the pass sends the pod's address out and its successor's in, and nothing that
-// moves a route (the block's routes did not change).
+// full Build of the same datastore is beside it. The syncer runs as in tabby-node, over informer
+// caches filled directly (no API server: their watch is not what is measured). The pass sends
+// the pod's address out and its successor's in, and nothing that moves a route (the block's
+// routes did not change).
 func BenchmarkStreamPodReplaced(b *testing.B) {
-	benchPodReplaced(b, Config{OnUpdate: func([]any) {}}, func(b *testing.B, _ Snapshot, msgs []any) {
+	benchPodReplaced(b, func(b *testing.B, msgs []any) {
 		if len(msgs) != 1 {
 			b.Fatalf("sent %v, want the pods' addresses only", msgs)
 		}
@@ -41,10 +31,9 @@ func BenchmarkStreamPodReplaced(b *testing.B) {
 	})
 }
 
-func benchPodReplaced(b *testing.B, cfg Config, check func(*testing.B, Snapshot, []any)) {
+func benchPodReplaced(b *testing.B, check func(*testing.B, []any)) {
 	for _, n := range []int{100, 1000, 10000} {
-		cfg.NodeName, cfg.Logger = "n0", discard
-		s := newTestSyncer(b, cfg)
+		s := newTestSyncer(b, Config{NodeName: "n0", Logger: discard, OnUpdate: func([]any) {}})
 		store := s.blocks.GetStore()
 		var in Inputs
 		for i := range n {
@@ -75,18 +64,14 @@ func benchPodReplaced(b *testing.B, cfg Config, check func(*testing.B, Snapshot,
 					b.Fatal(err)
 				}
 				s.mu.Lock()
-				s.pending |= ChangedBlocks
 				s.dirty.blocks[blk.Name] = struct{}{}
 				s.mu.Unlock()
-				snap, m, _ := s.pass()
-				check(b, snap, m)
+				m, _ := s.pass()
+				check(b, m)
 				msgs += len(m)
 			}
 			b.ReportMetric(float64(msgs)/float64(k), "msgs/op")
 		})
-		if cfg.OnSnapshot == nil {
-			continue // the full build is the snapshot's alternative
-		}
 		b.Run(fmt.Sprintf("blocks=%d/full", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -114,16 +99,10 @@ func benchBlock(i, rv int) *v1.IPAMBlock {
 }
 
 // A Node changed elsewhere in the cluster (a label, an address: the kubelet's status reports are
-// filtered out before): the syncer reads that node alone and copies the sorted list with it in
-// place. The copy (a snapshot is never changed once handed out) still grows with the cluster.
-func BenchmarkSnapshotNodeChanged(b *testing.B) {
-	benchNodeChanged(b, Config{OnSnapshot: func(Snapshot) {}}, func(*testing.B, []any) {})
-}
-
-// BenchmarkStreamNodeChanged is BenchmarkSnapshotNodeChanged with the change stream alone: the
-// node, and nothing else, whatever the cluster's size.
+// filtered out before): the syncer reads that node alone and sends it, and nothing else,
+// whatever the cluster's size.
 func BenchmarkStreamNodeChanged(b *testing.B) {
-	benchNodeChanged(b, Config{OnUpdate: func([]any) {}}, func(b *testing.B, msgs []any) {
+	benchNodeChanged(b, func(b *testing.B, msgs []any) {
 		if len(msgs) != 1 {
 			b.Fatalf("sent %v, want the node", msgs)
 		}
@@ -133,10 +112,9 @@ func BenchmarkStreamNodeChanged(b *testing.B) {
 	})
 }
 
-func benchNodeChanged(b *testing.B, cfg Config, check func(*testing.B, []any)) {
+func benchNodeChanged(b *testing.B, check func(*testing.B, []any)) {
 	for _, n := range []int{100, 1000} {
-		cfg.NodeName, cfg.Logger = "n0", discard
-		s := newTestSyncer(b, cfg)
+		s := newTestSyncer(b, Config{NodeName: "n0", Logger: discard, OnUpdate: func([]any) {}})
 		ns := s.nodes.GetStore()
 		bs := s.blocks.GetStore()
 		mk := func(i, rv int) *corev1.Node {
@@ -156,10 +134,9 @@ func benchNodeChanged(b *testing.B, cfg Config, check func(*testing.B, []any)) {
 				rv++
 				_ = ns.Update(mk(7, rv))
 				s.mu.Lock()
-				s.pending |= ChangedNodes
 				s.dirty.nodes["n7"] = struct{}{}
 				s.mu.Unlock()
-				_, msgs, _ := s.pass()
+				msgs, _ := s.pass()
 				check(b, msgs)
 			}
 		})

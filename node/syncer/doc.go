@@ -1,0 +1,24 @@
+// Package syncer turns the datastore into the change stream this node's agents are fed
+// (Config.OnUpdate): apis/model's typed messages (nodes, pools, blocks, this node's workloads,
+// BGP's configuration, peers and the Secrets their passwords refer to) and every pod's addresses
+// (felix.PodIPsUpdate, then felix.PodIPsDelta), each object parsed once at the edge
+// (apis/validation).
+//
+// The informers (watch.go) only collect objects and mark the keys that changed. A pass, run by
+// Syncer.Run after a burst of events (paced under a stream of them: pace.go), reads only those
+// objects, keeps each Node parsed and each IPAMBlock's view while its resourceVersion stays
+// (cache.go), and compares them with what it sent (stream.go): a new version that changes
+// nothing tabby reads sends nothing, and a pod replaced on another node costs the same whatever
+// the cluster's size (BenchmarkStreamPodReplaced).
+//
+// The order of a pass's messages is part of the contract: nodes, pools, blocks, this node's
+// workloads, the pods' addresses, BGP's configuration, Secrets, peers, each kind by name. The
+// first pass sends every object as an update, its WorkloadUpdates before its PodIPsUpdate, and
+// ends with model.InSync; tabby-node's routing of the messages and felix's policy manager rely
+// on it.
+//
+// Build computes the same state at once from every object, with the same parsers and nothing
+// kept between calls: the reference model the randomized tests compare the stream with after
+// every step, and what tabbyctl reads of the blocks (PolicyInput). PolicyWatcher sends felix
+// NetworkPolicy's other inputs (Pods, Namespaces, NetworkPolicies) one event at a time.
+package syncer
