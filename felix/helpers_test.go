@@ -2,14 +2,13 @@ package felix
 
 import (
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tabbynet/tabby/apis/model"
-	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/model/modeltest"
 	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
@@ -42,44 +41,17 @@ func histogram(h prometheus.Metric) (count uint64, sum float64) {
 func uplink(name string) ipfamily.Pair[string] { return ipfamily.PairOf(name, "") }
 
 // thisNode is node n1's NodeUpdate: its IPv4 BGP address and tunnel address ("" for none).
-func thisNode(bgp, tunnel string) model.NodeUpdate {
-	n := model.Node{Name: "n1"}
-	if bgp != "" {
-		n.BGPAddress.Set(ipfamily.IPv4, netip.MustParsePrefix(bgp))
-	}
-	if tunnel != "" {
-		n.IPIPTunnelAddr = netip.MustParseAddr(tunnel)
-	}
-	return model.NodeUpdate{Node: n}
-}
-
-func pool(name, cidr string, mode v1.IPIPMode, natOutgoing bool) model.PoolUpdate {
-	if mode == "" {
-		mode = v1.IPIPModeNever
-	}
-	return model.PoolUpdate{Pool: model.Pool{Name: name, CIDR: netip.MustParsePrefix(cidr), IPIPMode: mode, NATOutgoing: natOutgoing}}
-}
+func thisNode(bgp, tunnel string) model.NodeUpdate { return modeltest.Node("n1", bgp, "", tunnel) }
 
 // localBlock is a block affine to n1.
-func localBlock(cidr string) model.BlockUpdate {
-	return model.BlockUpdate{Block: model.Block{CIDR: netip.MustParsePrefix(cidr), Node: "n1"}}
-}
+func localBlock(cidr string) model.BlockUpdate { return modeltest.Block(cidr, "n1") }
 
-func workload(iface string, ips ...string) model.WorkloadUpdate {
-	w := model.Workload{Pod: model.PodKey{Namespace: "default", Name: "pod-" + iface}, Interface: iface}
-	for _, ip := range ips {
-		w.IPs = append(w.IPs, netip.MustParseAddr(ip))
-	}
-	return model.WorkloadUpdate{Workload: w}
-}
-
-func learned(prefix, nextHop string) model.RouteUpdate {
-	return model.RouteUpdate{Prefix: netip.MustParsePrefix(prefix), NextHop: netip.MustParseAddr(nextHop)}
-}
-
-func withdrawn(prefix string) model.RouteRemove {
-	return model.RouteRemove{Prefix: netip.MustParsePrefix(prefix)}
-}
+var (
+	pool      = modeltest.Pool
+	workload  = modeltest.Workload
+	learned   = modeltest.Learned
+	withdrawn = modeltest.Withdrawn
+)
 
 func (f *Felix) send(msgs ...any) {
 	for _, m := range msgs {

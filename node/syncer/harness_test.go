@@ -328,3 +328,24 @@ func sortedValues[V any](m map[string]V) []V {
 	}
 	return out
 }
+
+// randomPasses runs steps passes, each after the datastore changes change makes (it returns how
+// many; a pass after none must send nothing), and checks after each that the stream applied to
+// st matches Build, and that no pass changed the messages of the one before in place.
+func randomPasses(t *testing.T, s *Syncer, st *streamState, steps int, change func() int) {
+	t.Helper()
+	var prev []any // the first pass's map of addresses is the state's, changed by the deltas
+	var prevText string
+	for step := range steps {
+		n := change()
+		msgs, _ := s.pass()
+		what := fmt.Sprintf("step %d", step)
+		if n == 0 && len(msgs) != 0 {
+			t.Fatalf("%s: nothing changed, sent %v", what, msgs)
+		}
+		unchanged(t, what, prev, prevText)
+		st.apply(t, msgs)
+		st.check(t, s, what)
+		prev, prevText = msgs, fmt.Sprint(msgs)
+	}
+}

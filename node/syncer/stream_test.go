@@ -65,20 +65,14 @@ func TestStreamMatchesBuild(t *testing.T) {
 	st.check(t, s, "first pass")
 	rng := rand.New(rand.NewPCG(3, 39))
 	rv := 1
-	var prev []any // the previous pass's messages (the first pass's map of addresses is the state's)
-	var prevText string
-	for step := range 2000 {
-		for range 1 + rng.IntN(3) {
+	randomPasses(t, s, st, 2000, func() int {
+		n := 1 + rng.IntN(3)
+		for range n {
 			rv++
 			randomChange(t, s, rng, rv)
 		}
-		msgs, _ := s.pass()
-		what := fmt.Sprintf("step %d", step)
-		unchanged(t, what, prev, prevText)
-		st.apply(t, msgs)
-		st.check(t, s, what)
-		prev, prevText = msgs, fmt.Sprint(msgs)
-	}
+		return n
+	})
 }
 
 // randomChange changes one object of a random kind, as version rv.
