@@ -234,8 +234,8 @@ func (b *Bird) waitForWork(ctx context.Context, tick <-chan time.Time) bool {
 		case <-b.kick:
 			return true
 		case <-tick:
-			// Only time-bound work wakes a pass: in a large cluster a pass a second was most of
-			// an idle tabby-node's CPU.
+			// Only time-bound work wakes a pass: in a large cluster a pass every tick would be
+			// what an idle tabby-node spends its CPU on.
 			b.ticks.Add(1)
 			if b.timedWork() {
 				return true
@@ -298,10 +298,10 @@ func (b *Bird) Collectors() []prometheus.Collector { return []prometheus.Collect
 // those not learned again only once this returns (re-learn, re-advertise, then remove stale).
 func (b *Bird) WaitSynced(ctx context.Context, grace time.Duration) error {
 	// Peers is GoBGP's ListPeer: it builds every peer under the server's exclusive lock, which
-	// holds up every session's message handling, keepalives included. A route reflector with
-	// 1,000 clients that polled it every 50 ms spent a fifth of its CPU there and let hold
-	// timers expire while its clients were still converging (hack/bench/rrscale); so the
-	// poll backs off, and a quick sync is still seen within 50-100 ms.
+	// holds up every session's message handling, keepalives included. On a route reflector
+	// with many clients a steady poll took CPU from the sessions and let hold timers expire
+	// while its clients were still converging (hack/bench/rrscale); so the poll backs off from
+	// syncPollMin, and a quick sync is still seen soon.
 	wait := syncPollMin
 	for {
 		b.mu.Lock()

@@ -67,9 +67,10 @@ func (b *Bird) onState(e speaker.Event) {
 	p, ok := b.desired[e.Peer]
 	// A connection to a tabby node that ends before the session opens leaves GoBGP's FSM in
 	// Idle for a hard-coded 5 s, refusing the peer's own connections meanwhile. After a
-	// restart that is the usual case (the peer is still in its own 5 s Idle after our
-	// graceful-restart Cease) and cost 5 s more. A peer that was never established since it
-	// was added holds no route, so re-adding it loses nothing and dials again in 1-2 s.
+	// restart that is the usual case (the peer is still in its own Idle after our
+	// graceful-restart Cease) and would hold the session back by that Idle again. A peer that
+	// was never established since it was added holds no route, so re-adding it loses nothing,
+	// and a fresh FSM dials again after its usual connect delay.
 	if ok && p.Node != "" && e.State == "idle" && (old == "opensent" || old == "openconfirm") &&
 		!s.upSinceAdded && s.redials < maxRedials {
 		s.redial = true

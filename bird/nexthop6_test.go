@@ -173,8 +173,8 @@ func birdPaths(birdc func(...string) string, protoAddr map[string]string) map[st
 // TestIPv6NextHopOverIPv4ToBIRD2: a BIRD2 ToR in its own AS peers over IPv4 sessions carrying
 // both families with the two route reflectors and a client. With the default BGPPeer every
 // block of every node reaches it from each of them with that sender's address of the block's
-// family as next hop, and BIRD logs no invalid NEXT_HOP: a relayed IPv6 route used to carry the
-// session's IPv4 address, which BIRD drops ("mismatched address family"). With
+// family as next hop, and BIRD logs no invalid NEXT_HOP: a relayed IPv6 route carrying the
+// session's IPv4 address would be dropped ("mismatched address family"). With
 // keepOriginalNextHop the next hop is the owner's address of the family.
 func TestIPv6NextHopOverIPv4ToBIRD2(t *testing.T) {
 	netnstest.Require(t)

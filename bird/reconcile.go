@@ -22,9 +22,9 @@ import (
 // neighbors follow from them. Then the speaker itself, started or restarted; our withdrawn
 // paths, then the policy, then our new paths, then the peers. GoBGP sends End-of-RIB as soon as
 // a session is up, so a path added after its peer would make a graceful-restart helper withdraw
-// and re-add our stale routes (see bird/doc.go). A withdrawal goes before the policy: taking a
-// route away is right under any policy, and the policy update would only delay it at every
-// peer; a new path goes after the policy that accepts it.
+// and re-add our stale routes (docs/architecture.md, "Restart versus death"). A withdrawal goes
+// before the policy: taking a route away is right under any policy, and the policy update would
+// only delay it at every peer; a new path goes after the policy that accepts it.
 func (b *Bird) CompleteDeferredWork(ctx context.Context) error {
 	b.passMu.Lock()
 	defer b.passMu.Unlock()

@@ -30,7 +30,7 @@ func startRouter(t *testing.T, addr netip.Addr, asn uint32, neighbors map[netip.
 
 // startRouterMode is startRouter with a choice of passive sessions: a test that resets a
 // session from tabby's side wants the router to wait, since two GoBGPs both dialling after a
-// reset can miss each other for many seconds; see bird/doc.go.
+// reset can miss each other for many seconds (docs/architecture.md, "Restart versus death").
 func startRouterMode(t *testing.T, addr netip.Addr, asn uint32, neighbors map[netip.Addr]uint32, passive bool, announce ...string) *router {
 	t.Helper()
 	netnstest.AddLoopback(t, addr)

@@ -1,11 +1,25 @@
 // Package felix is tabby's dataplane agent: it makes the node's kernel (routes, tunl0, sysctls,
 // NAT outgoing, NetworkPolicy) match what the datastore and the BGP speaker say, and owns only
-// what is tabby's. The layout follows Calico Felix: one input, OnUpdate, takes the model's
-// changes (apis/model) and the policy messages; felix's loop hands each to every manager, which
-// records what concerns it; then every manager's CompleteDeferredWork states what changed into
-// the shared writers (the route table, the iptables tables, the ipsets), which felix applies
-// once per pass for all managers. The kernel's own events (links, the host's routes) reach the
-// managers the same way. The decisions are in calc, which never touches the kernel.
+// what is tabby's. The layout follows Calico Felix.
+//
+// One input, OnUpdate (OnUpdates for a batch), takes apis/model's changes (nodes, pools, blocks,
+// this node's workloads, the learned routes, InSync) and NetworkPolicy's own messages
+// (messages.go); the loop (loop.go) hands each message, and the kernel's link and host-route
+// events, to every Manager, which records what concerns it and marks itself dirty. Then every
+// manager's CompleteDeferredWork states what changed into the shared Writers, which felix
+// applies once per pass for all managers: ipsets, iptables, stale ipsets, then routes.
+//
+// The managers, in the order they run: sysctl.Manager (forwarding, the cali interfaces'
+// settings), tunnel.Manager (tunl0), localroutes (each pod's host route and the blackholes of
+// this node's blocks), bgproutes (the routes BGP learned), nat (natOutgoing) and the policy
+// manager (policy_manager.go, over felix/policy's incremental State). The route table
+// (felix/routetable) takes each route-producing manager's routes as a class of its own and
+// programs, per prefix, the route of the class that wins; a manager added with AddManager
+// writes into the same Writers, touching neither the syncer nor the other managers.
+//
+// Until model.InSync (Config.WaitForInSync) the writers add and replace but delete nothing. The
+// route decisions are in felix/calc and the policy rendering in felix/policy; neither touches
+// the kernel. The design: docs/architecture.md, "felix: the dataplane".
 package felix
 
 import (

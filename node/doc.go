@@ -1,17 +1,24 @@
 // Package node is tabby-node: the agent that runs on every node (host network) and brings felix
-// (the dataplane), bird (the BGP speaker), the node-local IPAM service for the CNI plugin and the
-// IPAM garbage collector together over one view of the datastore (node/syncer).
+// (the dataplane), bird (the BGP speaker), the node-local IPAM service for the CNI plugins and
+// the IPAM garbage collector together over one view of the datastore (node/syncer).
 //
-// Start-up (node.go): find this node's BGP address (bird/autodetect) and record it on the Node;
-// start the IPAM service so pods can get addresses (ipam.go); felix and bird then work from the
-// syncer's change stream (sync.go), advertised prefixes handed to bird before its peers are added
-// (End-of-RIB is sent as soon as a session is up). Until the datastore has synced and every BGP
-// peer has sent End-of-RIB, felix adds and replaces but removes nothing (lifecycle.go): after a
-// restart, a route not yet re-learned is not a stale route.
+// Start-up (node.go): wait for this node's Node, find its BGP address of each family
+// (bird/autodetect) and record it on the Node; build the allocator, felix and bird; start the
+// syncer, the NetworkPolicy watcher, the IPAM service on its unix socket (ipam.go), the health
+// and metrics endpoints, the garbage collector and the tunnel address's keeper.
 //
-// Shutdown is restart-style by default (a DaemonSet rolling update restarts the agent): felix
-// stops first and leaves the kernel routes in place, then bird closes its sessions with a
-// graceful-restart notice, so peers keep the routes as helpers and pod traffic flows while the
-// agent is away. A session lost without that notice is a dead node: peers drop its routes at once.
-// `--shutdown=final` withdraws everything instead.
+// The wiring (sync.go) holds no state: each pass of the syncer's change stream is split between
+// felix (nodes, pools, blocks, this node's workloads, the pods' addresses) and bird (nodes,
+// pools, blocks, the BGP objects and their Secrets); the NetworkPolicy watcher feeds felix
+// directly, and bird's learned routes go straight to felix (bird.Config.Routes). The
+// datastore's model.InSync goes to bird alone, which opens no session before it. felix hears
+// model.InSync later (lifecycle.go): once the datastore and the NetworkPolicy inputs have synced
+// and every BGP peer that is up has sent End-of-RIB (or a grace has passed), so that after a
+// restart a route not yet re-learned is not taken for a stale one.
+//
+// Shutdown (lifecycle.go) is restart-style by default (a DaemonSet rolling update restarts the
+// agent): felix stops first and leaves the kernel as it is, then bird closes its sessions with
+// a graceful-restart notice, so peers keep the routes and pod traffic flows while the agent is
+// away; then the IPAM service finishes the calls in flight. `--shutdown=final` withdraws
+// everything instead.
 package node

@@ -109,9 +109,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	a.store = ipam.NewKubeStore(c)
 	a.pods = podcache.New(c, cfg.NodeName)
-	// The allocator lists from the API server's watch cache (it never relies on a fresh list:
-	// claiming a block waited ~80 ms for a consistent one); so does the garbage collector's first
-	// look (gcLists), its second look reads consistently.
+	// The allocator lists from the API server's watch cache (it never relies on a fresh list,
+	// and a consistent one waits for that cache to catch up with etcd, which held up every
+	// block claim); so does the garbage collector's first look (gcLists), its second look reads
+	// consistently.
 	// Pools and blocks come from the syncer's informers (set below, before the IPAM socket serves).
 	a.alloc = ipam.New(ipam.NewKubeStore(c).ListsFromCache(), ipam.Config{Logger: log.With("component", "ipam"), PodAnnotations: a.pods.Annotations,
 		Pools: func() ([]v1.IPPool, bool) {

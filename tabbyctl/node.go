@@ -25,8 +25,10 @@ func (a *app) nodeCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Whether tabby-node runs on this node, and its BGP sessions",
 		Long: `Reads tabby-node's status socket on this machine (--socket, default
-/var/run/tabby/bird.sock) and prints whether tabby-node is running and its IPv4 BGP peers.
-Exits non-zero when tabby-node does not answer.
+/var/run/tabby/bird.sock) and prints whether tabby-node is running and its BGP peers, one
+table per family (IPv4, IPv6) as calicoctl prints them, each session with the routes it
+received, accepted and sent per address family, and the configured peers that cannot get a
+session. Exits non-zero when tabby-node does not answer.
 
 --node NAME reads the socket of node NAME under --socket-dir instead, for a host that runs
 several nodes' tabby-node side by side or a directory where each node's run directory is

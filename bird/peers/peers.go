@@ -102,7 +102,7 @@ type Peer struct {
 	ClusterID string // with RRClient: the cluster ID we reflect for
 	// Sibling: the peer is another route reflector of our own cluster (both reflect for
 	// ClusterID). The speaker keeps what it learns from a sibling away from the other siblings
-	// (see bird/doc.go, "Route reflectors").
+	// (see docs/architecture.md, "Route reflectors").
 	Sibling             bool
 	EBGPMultihop        uint8 // TTL; 0 = directly connected
 	KeepOriginalNextHop bool
@@ -197,8 +197,8 @@ func Compute(in Input) (Result, error) {
 	}}
 	keepalive, hold := Timers(in.Config)
 	// nodeAt finds the tabby node an explicit BGPPeer's peerIP is. Its index is built on first
-	// use: with a thousand nodes it was over half of a computation (a Node change elsewhere in a
-	// large cluster), and most computations have no peerIP that opens on this node.
+	// use: in a large cluster building it dominated a computation (a Node change elsewhere),
+	// and most computations have no peerIP that opens on this node.
 	var byAddr map[netip.Addr]int
 	nodeAt := func(addr netip.Addr) (model.Node, bool) {
 		if byAddr == nil {
@@ -248,10 +248,10 @@ func Compute(in Input) (Result, error) {
 			p.Type = RouteReflectorClient
 		}
 		// A reflector treats every iBGP tabby node as a client, other reflectors of its own
-		// cluster (siblings) included: GoBGP (v3; kept on v4) adds ORIGINATOR_ID and CLUSTER_LIST only on
-		// routes it sends to a client, so a client route passed to a non-client reflector would
-		// come out of it with the wrong ORIGINATOR_ID. Loops between siblings are kept out by
-		// the route policy, not by the CLUSTER_LIST (bird/doc.go).
+		// cluster (siblings) included: GoBGP adds ORIGINATOR_ID and CLUSTER_LIST only on routes
+		// it sends to a client, so a client route passed to a non-client reflector would come
+		// out of it with the wrong ORIGINATOR_ID. Loops between siblings are kept out by the
+		// route policy, not by the CLUSTER_LIST (docs/architecture.md, "Route reflectors").
 		if local.RRClusterID != "" {
 			p.RRClient, p.ClusterID = true, local.RRClusterID
 			p.Sibling = n.RRClusterID == local.RRClusterID

@@ -81,8 +81,8 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 		RouterId:   s.RouterID.String(),
 		ListenPort: int32(s.ListenPort),
 		// Only the families tabby speaks. Left empty, GoBGP builds its global and route-server
-		// RIBs for every family it knows (two dozen), each table with 2,048 pre-allocated shards:
-		// 12 MB of heap that a node never uses.
+		// RIBs for every family it knows (two dozen), each table with its shards pre-allocated:
+		// heap that a node never uses.
 		Families: []uint32{
 			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]),
 			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV6_UNICAST]),
@@ -144,17 +144,18 @@ func (g *GoBGP) Stop(ctx context.Context, restart bool) error {
 	}
 	// Every session at once (an empty address is every peer): a session that ends before
 	// another makes GoBGP withdraw its routes from the sessions still up, so a reflector that
-	// reset its 1,000 clients one call after the other sent each client the withdrawal of the
-	// clients reset before it (N² updates, 16 s to stop; and a client that had those routes
-	// only from this reflector lost them, where a graceful restart should have kept them).
+	// reset its clients one call after the other sent each client the withdrawal of the
+	// clients reset before it (updates growing with the square of the clients; and a client
+	// that had those routes only from this reflector lost them, where a graceful restart
+	// should have kept them).
 	// A peer not established keeps the notification queued and sends it if its session opens
 	// before the server stops.
 	if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "", Communication: RestartCommunication}); err != nil {
 		return fmt.Errorf("graceful stop: reset every session: %w", err)
 	}
 	// The reset is asynchronous: wait for the NOTIFICATIONs to leave. Each look lists every
-	// peer under GoBGP's exclusive lock, which the sessions' teardown needs too: a reflector
-	// with 1,000 clients polled every 5 ms and had not stopped after 20 s.
+	// peer under GoBGP's exclusive lock, which the sessions' teardown needs too: a tight poll
+	// keeps a reflector with many clients from ever finishing, so the looks back off.
 	wait := 5 * time.Millisecond
 	for {
 		states, err := g.Peers(ctx)
@@ -238,7 +239,8 @@ func apiPeer(p peers.Peer, routerID netip.Addr, address ipfamily.Pair[netip.Addr
 			// policy and, when that check drops a new best path, never withdraws the old one it
 			// sent: with the shared cluster ID, two siblings kept each other's copy of a
 			// withdrawn client route for good. Our router ID (RFC 4456's default cluster ID)
-			// keeps that check out of the way; the policy keeps loops out (bird/doc.go).
+			// keeps that check out of the way; the policy keeps loops out (docs/architecture.md,
+			// "Route reflectors").
 			ap.RouteReflector.RouteReflectorClusterId = routerID.String()
 		}
 	}

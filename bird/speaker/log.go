@@ -28,8 +28,8 @@ func newLogHandler(log *slog.Logger, emit func(Event)) *logHandler {
 
 // Enabled is true at debug and above: GoBGP logs connect failures at debug, and status wants
 // them. Below debug, GoBGP logs every UPDATE a session sends or receives, with its NLRI and
-// attributes: built for nothing, that was 5 % of a route reflector's CPU, so those records are
-// made only when tabby's logger wants them.
+// attributes: on a route reflector, building those records for nothing was a visible part of
+// its CPU, so they are made only when tabby's logger wants them.
 func (h *logHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelDebug || h.next.Enabled(ctx, l)
 }

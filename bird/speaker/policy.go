@@ -149,9 +149,9 @@ func firstASChecks(peers []PeerAS) ([]*api.DefinedSet, []*api.Statement) {
 // SetPolicy implements Speaker. Import: routes inside a pool, except that an external router
 // may not announce one of our own prefixes (or anything inside them); what it announces is
 // tagged, and so is what a sibling reflector sends (less preferred, never sent to a sibling:
-// see bird/doc.go). Export: pool routes, never one learned from an external router (no transit
-// between ToRs, no ToR route leaked into the mesh); the service ranges, to external routers
-// only, and never imported. Everything else is rejected both ways.
+// docs/architecture.md, "Route reflectors"). Export: pool routes, never one learned from an
+// external router (no transit between ToRs, no ToR route leaked into the mesh); the service
+// ranges, to external routers only, and never imported. Everything else is rejected both ways.
 func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	// Our own and the explained prefixes change with every block claimed or released in the
 	// cluster: patch those sets in place rather than replace every set, policy and assignment
@@ -229,8 +229,8 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
 	}), nextHopSelf6(p, stripSibling), bothFamilies([]*api.Statement{
 		// Only a sibling's copy carries the tag: every other route goes out unmodified, the
-		// copy all clients of a reflector share, built and serialised once (bird/doc.go,
-		// Scale).
+		// copy all clients of a reflector share, built and serialised once
+		// (docs/architecture.md, "GoBGP at scale").
 		{Name: "tabby-export-pools-from-sibling", Conditions: &api.Conditions{PrefixSet: match(setPools), CommunitySet: match(setFromSib)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
 		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},

@@ -37,7 +37,7 @@ type Speaker interface {
 	Accepted(ctx context.Context) (map[netip.Addr]map[string]uint64, error)
 }
 
-// Policy is tabby's route filter (see bird/doc.go).
+// Policy is tabby's route filter (docs/architecture.md, "Route policy").
 type Policy struct {
 	Pools []netip.Prefix // accepted and advertised, with every more-specific prefix
 	Local []netip.Prefix // ours: never accepted from an external router
@@ -58,7 +58,8 @@ type Policy struct {
 	// (invalid: none, and then no session carries IPv6).
 	IPv6NextHop netip.Addr
 	// Siblings are the other route reflectors of this node's cluster: what they send is tagged
-	// and made less preferred, and never sent to a sibling (see bird/doc.go).
+	// and made less preferred, and never sent to a sibling (docs/architecture.md, "Route
+	// reflectors").
 	Siblings []netip.Addr
 	// Explained are the prefixes inside the pools that IPAM can explain: every block's exact
 	// prefix and every borrowed /32 in the cluster. Inside a pool an external router's route
@@ -130,7 +131,8 @@ const (
 )
 
 // RestartCommunication is the shutdown communication (RFC 8203) of a graceful-restart-style
-// stop: peers running bird see it and keep our routes (see bird/doc.go).
+// stop: peers running bird see it and keep our routes (docs/architecture.md, "Restart versus
+// death").
 const RestartCommunication = "tabby graceful restart"
 
 // PeerState is a peer as the speaker sees it.

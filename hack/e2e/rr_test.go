@@ -130,8 +130,8 @@ func TestRouteReflectors(t *testing.T) {
 	}
 
 	// Blocks released by a client (IPAMBlock and BlockAffinity deleted, as IPAM releases an
-	// empty block) vanish from every node and the ToR. With both reflectors holding each
-	// other's reflected copy, about half of them used to stay everywhere for good.
+	// empty block) vanish from every node and the ToR, although both reflectors hold each
+	// other's reflected copy of them.
 	var extra []netip.Prefix
 	owners := map[netip.Prefix]*lab.Node{}
 	for i, c := range clients[:2] {

@@ -21,10 +21,10 @@ import (
 // inside, MP-BGP) with both reflectors and one client, with default BGPPeers. BIRD installs every
 // node's IPv6 block with the IPv6 address of a node it peers with as next hop (next-hop-self) and
 // logs no refused route, and the router reaches every pod at both addresses. The reflectors and
-// the client pass on blocks that are not theirs: those used to go out with the IPv4 session's
-// address as next hop, which BIRD drops ("Invalid NEXT_HOP attribute - mismatched address
-// family"), so the router lost the pods of the client it does not peer with. With
-// keepOriginalNextHop every block is via its owner.
+// the client pass on blocks that are not theirs: with the IPv4 session's address as their
+// next hop BIRD would drop them ("Invalid NEXT_HOP attribute - mismatched address family")
+// and the router lose the pods of the client it does not peer with. With keepOriginalNextHop
+// every block is via its owner.
 func TestIPv6ToRNextHops(t *testing.T) {
 	l := startLab(t, lab.Options{Families: lab.DualStack})
 	ctx := testCtx(t, 6*time.Minute)

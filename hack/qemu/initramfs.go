@@ -217,7 +217,7 @@ func lddLibraries(ctx context.Context, files []string) ([]string, error) {
 // of every member, so a changed host tool or kernel gives a new archive.
 func buildInitramfs(ctx context.Context, k Kernel, extraTools []string) (string, error) {
 	// Host tools do not change while a test binary runs: reuse the archive found earlier and
-	// skip the ldd and hashing work (about 0.4 s) on every later boot.
+	// skip the ldd and hashing work on every later boot.
 	memoKey := k.Dir + "\x00" + strings.Join(extraTools, "\x00")
 	initrdMemoMu.Lock()
 	defer initrdMemoMu.Unlock()

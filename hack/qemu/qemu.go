@@ -52,8 +52,8 @@ type Kernel struct {
 	CacheDir string // <cache>/qemu
 	Dir      string // <cache>/qemu/linux-<Version>
 	Version  string // e.g. 6.1.0-56-amd64
-	// Image is what qemu boots: the uncompressed vmlinux (PVH entry, boots in a third of the
-	// time under TCG) when prepare.sh could extract it, else the bzImage.
+	// Image is what qemu boots: the uncompressed vmlinux (PVH entry: no decompression, which
+	// is slow under TCG) when prepare.sh could extract it, else the bzImage.
 	Image string
 }
 

@@ -175,7 +175,7 @@ func (c *cluster) measure(ctx context.Context, blocks, base int, profiles string
 		return res, err
 	}
 	if profiles != "" {
-		// Long enough for the deletions (about 50 ms each); the idle tail costs the profile
+		// Long enough for the deletions, with room to spare; the idle tail costs the profile
 		// nothing.
 		wait := benchutil.ProfileAgents(ctx, c.nodes, profiles, strings.ReplaceAll(c.topo.name, " ", ""), time.Duration(len(ps))*100*time.Millisecond)
 		defer func() {
@@ -225,7 +225,7 @@ func (c *cluster) measure(ctx context.Context, blocks, base int, profiles string
 	}
 	// The blocks go at once, as when nodes are drained (each owner's IPAM releases its own, in
 	// parallel): one client deleting 50 blocks and 50 affinities in series would measure its own
-	// round trips (about 1 s of them here), not the withdrawal. The affinities go afterwards.
+	// round trips, not the withdrawal. The affinities go afterwards.
 	start := time.Now()
 	g, gctx = errgroup.WithContext(ctx)
 	for _, b := range ps {

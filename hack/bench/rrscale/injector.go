@@ -146,9 +146,9 @@ type session struct {
 
 func newSession(in *injector, c *client, rr int, conn net.Conn) *session {
 	s := &session{in: in, c: c, rr: rr, conn: conn, first: make([]atomic.Int64, len(in.blocks)), gone: make([]atomic.Int64, len(in.blocks))}
-	// Written now, not first at the run's first withdrawal: then 2,000 readers faulting in
-	// 16 MB of fresh pages at once made that withdrawal read 100 ms late, and only in the
-	// phase that ran first.
+	// Written now, not first at the run's first withdrawal: then every session's reader
+	// faulting in the record's fresh pages at once made that withdrawal read late, and only in
+	// the phase that ran first.
 	for i := range s.gone {
 		s.gone[i].Store(0)
 	}
