@@ -1,7 +1,9 @@
 package model
 
 import (
+	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -30,6 +32,12 @@ type Node struct {
 	// IPIPTunnelAddr is tunl0's address (tabby.dev/ipip-tunnel-address, IPv4 only); invalid:
 	// none yet.
 	IPIPTunnelAddr netip.Addr
+	// VXLANTunnelAddr is the address of the node's VXLAN device of each family, its VTEP
+	// (tabby.dev/vxlan-ipv4-tunnel-address, tabby.dev/vxlan-ipv6-tunnel-address); invalid: none.
+	VXLANTunnelAddr ipfamily.Pair[netip.Addr]
+	// VXLANMAC is the MAC address of the node's VXLAN device of each family
+	// (tabby.dev/vxlan-ipv4-mac, tabby.dev/vxlan-ipv6-mac); zero: none.
+	VXLANMAC ipfamily.Pair[MAC]
 	// RestartingUntil marks a planned restart (tabby.dev/bgp-restarting); zero when unset.
 	RestartingUntil time.Time
 	// NotReady: the Node's Ready condition is False or Unknown (its kubelet stopped
@@ -42,7 +50,7 @@ type Node struct {
 func (n Node) Equal(o Node) bool {
 	return n.Name == o.Name && maps.Equal(n.Labels, o.Labels) && n.BGPAddress == o.BGPAddress &&
 		n.InternalIP == o.InternalIP && n.ASN == o.ASN && n.RRClusterID == o.RRClusterID &&
-		n.IPIPTunnelAddr == o.IPIPTunnelAddr && n.RestartingUntil.Equal(o.RestartingUntil) &&
+		n.IPIPTunnelAddr == o.IPIPTunnelAddr && n.VXLANTunnelAddr == o.VXLANTunnelAddr && n.VXLANMAC == o.VXLANMAC && n.RestartingUntil.Equal(o.RestartingUntil) &&
 		n.NotReady == o.NotReady
 }
 
@@ -87,3 +95,26 @@ type Workload struct {
 func (w Workload) Equal(o Workload) bool {
 	return w.Pod == o.Pod && w.Interface == o.Interface && slices.Equal(w.IPs, o.IPs)
 }
+
+// MAC is an Ethernet address, comparable (net.HardwareAddr is a slice).
+type MAC [6]byte
+
+// ParseMAC parses an Ethernet address such as "66:1f:0a:2b:3c:4d".
+func ParseMAC(s string) (MAC, error) {
+	hw, err := net.ParseMAC(s)
+	if err != nil {
+		return MAC{}, err
+	}
+	if len(hw) != 6 {
+		return MAC{}, fmt.Errorf("MAC %q: not a 6-byte Ethernet address", s)
+	}
+	return MAC(hw), nil
+}
+
+// IsZero tells whether m is unset.
+func (m MAC) IsZero() bool { return m == MAC{} }
+
+// HardwareAddr is m as netlink takes it.
+func (m MAC) HardwareAddr() net.HardwareAddr { return net.HardwareAddr(m[:]) }
+
+func (m MAC) String() string { return m.HardwareAddr().String() }

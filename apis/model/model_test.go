@@ -58,6 +58,10 @@ func eachField(t *testing.T, base any, equal func(other any) bool) {
 			*x = time.Unix(1, 0)
 		case *v1.IPIPMode:
 			*x = v1.IPIPModeAlways
+		case *v1.VXLANMode:
+			*x = v1.VXLANModeAlways
+		case *ipfamily.Pair[MAC]:
+			x.Set(ipfamily.IPv6, MAC{0x66, 1, 2, 3, 4, 5})
 		case *selector.Selector:
 			continue // NodeSelector's
 		default:

@@ -19,7 +19,9 @@ type Pool struct {
 	// BlockSize is the prefix length of the pool's blocks, the family's default when unset.
 	BlockSize int
 	// IPIPMode is never empty (Never when unset); always Never for an IPv6 pool.
-	IPIPMode    v1.IPIPMode
+	IPIPMode v1.IPIPMode
+	// VXLANMode is never empty (Never when unset); Never when IPIPMode is not.
+	VXLANMode   v1.VXLANMode
 	NATOutgoing bool
 	Disabled    bool
 	// NodeSelector is the expression as written ("" selects every node); Selector is it parsed.
@@ -30,7 +32,7 @@ type Pool struct {
 // Equal tells whether the two pools are the same in everything tabby reads of them. Selector is
 // NodeSelector parsed, so comparing the expressions compares the selectors.
 func (p Pool) Equal(o Pool) bool {
-	return p.Name == o.Name && p.CIDR == o.CIDR && p.BlockSize == o.BlockSize && p.IPIPMode == o.IPIPMode &&
+	return p.Name == o.Name && p.CIDR == o.CIDR && p.BlockSize == o.BlockSize && p.IPIPMode == o.IPIPMode && p.VXLANMode == o.VXLANMode &&
 		p.NATOutgoing == o.NATOutgoing && p.Disabled == o.Disabled && p.NodeSelector == o.NodeSelector
 }
 
@@ -40,6 +42,12 @@ func (p Pool) Family() ipfamily.Family { return ipfamily.OfPrefix(p.CIDR) }
 // Matches tells whether the pool's nodeSelector selects a node with these labels.
 func (p Pool) Matches(labels map[string]string) bool {
 	return p.Selector == nil || p.Selector.Matches(labels)
+}
+
+// VXLAN tells whether traffic to the pool's addresses on another node may be encapsulated in
+// VXLAN.
+func (p Pool) VXLAN() bool {
+	return p.VXLANMode == v1.VXLANModeAlways || p.VXLANMode == v1.VXLANModeCrossSubnet
 }
 
 // IPIP tells whether traffic to the pool's addresses on another node may be encapsulated.

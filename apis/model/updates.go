@@ -44,6 +44,10 @@ type WorkloadRemove struct{ Interface string }
 // there is none (defaults). Validated: an invalid one is sent as nil.
 type BGPConfigurationUpdate struct{ Config *v1.BGPConfiguration }
 
+// FelixConfigurationUpdate: the cluster's FelixConfiguration (the one named default); nil when
+// there is none (defaults). Validated: an invalid one is sent as nil.
+type FelixConfigurationUpdate struct{ Config *v1.FelixConfiguration }
+
 // BGPPeerUpdate: a valid BGPPeer was created or changed.
 type BGPPeerUpdate struct{ Peer *v1.BGPPeer }
 

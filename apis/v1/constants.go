@@ -16,6 +16,16 @@ const (
 	AnnotationRRClusterID = "tabby.dev/route-reflector-cluster-id"
 	// AnnotationIPIPTunnelAddress is the address of the node's tunl0 device.
 	AnnotationIPIPTunnelAddress = "tabby.dev/ipip-tunnel-address"
+	// AnnotationVXLANIPv4TunnelAddress is the address of the node's IPv4 VXLAN device
+	// (vxlan.tabby), its VTEP: IPAM gives it from a VXLAN pool of the node, as the tunl0 address.
+	AnnotationVXLANIPv4TunnelAddress = "tabby.dev/vxlan-ipv4-tunnel-address"
+	// AnnotationVXLANIPv6TunnelAddress is the same for the IPv6 VXLAN device (vxlan-v6.tabby).
+	AnnotationVXLANIPv6TunnelAddress = "tabby.dev/vxlan-ipv6-tunnel-address"
+	// AnnotationVXLANIPv4MAC is the MAC address of the node's IPv4 VXLAN device: the other nodes'
+	// neighbour and FDB entries for its VTEP name it.
+	AnnotationVXLANIPv4MAC = "tabby.dev/vxlan-ipv4-mac"
+	// AnnotationVXLANIPv6MAC is the same for the IPv6 VXLAN device.
+	AnnotationVXLANIPv6MAC = "tabby.dev/vxlan-ipv6-mac"
 	// AnnotationIPv4Pools on a pod or its namespace names the pools (a JSON list of pool names or
 	// CIDRs) its address must come from; the pod's annotation wins.
 	AnnotationIPv4Pools = "tabby.dev/ipv4pools"

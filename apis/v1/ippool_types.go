@@ -2,6 +2,16 @@ package v1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+// VXLANMode says when traffic to a pool's addresses on another node is encapsulated in VXLAN.
+// +kubebuilder:validation:Enum=Never;Always;CrossSubnet
+type VXLANMode string
+
+const (
+	VXLANModeNever       VXLANMode = "Never"
+	VXLANModeAlways      VXLANMode = "Always"
+	VXLANModeCrossSubnet VXLANMode = "CrossSubnet"
+)
+
 // IPIPMode says when traffic to a pool's addresses on another node is encapsulated in IPIP.
 // +kubebuilder:validation:Enum=Never;Always;CrossSubnet
 type IPIPMode string
@@ -22,6 +32,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.blockSize) || self.blockSize == 0 || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() != 6 || self.blockSize >= 116 && self.blockSize <= 128",fieldPath=".blockSize",message="blockSize must be between 116 and 128 for an IPv6 pool"
 // +kubebuilder:validation:XValidation:rule="!isCIDR(self.cidr) || cidr(self.cidr).prefixLength() <= (has(self.blockSize) && self.blockSize != 0 ? self.blockSize : (cidr(self.cidr).ip().family() == 4 ? 26 : 122)) || has(self.blockSize) && self.blockSize != 0 && self.blockSize < (cidr(self.cidr).ip().family() == 4 ? 20 : 116)",fieldPath=".blockSize",message="blockSize is larger than the pool: the prefix of cidr must be at most blockSize"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipipMode) || self.ipipMode == 'Never' || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() == 4",fieldPath=".ipipMode",message="ipipMode is IPv4-only: an IPv6 pool's ipipMode must be Never or unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.vxlanMode) || self.vxlanMode == 'Never' || !has(self.ipipMode) || self.ipipMode == 'Never'",fieldPath=".vxlanMode",message="vxlanMode cannot be used with ipipMode: a pool encapsulates one way at most"
 type IPPoolSpec struct {
 	// CIDR is the pool's range in canonical form, IPv4 (10.244.0.0/16) or IPv6
 	// (fd00:10:244::/48); it decides the pool's family.
@@ -42,6 +53,14 @@ type IPPoolSpec struct {
 	// +kubebuilder:default=Never
 	// +optional
 	IPIPMode IPIPMode `json:"ipipMode,omitempty"`
+
+	// VXLANMode: Never, Always, or CrossSubnet (only to nodes on another subnet; the same
+	// subnet is routed natively). Both families: an IPv6 pool's VXLAN runs over the nodes' IPv6
+	// addresses. A pool encapsulates one way at most: with vxlanMode other than Never,
+	// ipipMode must be Never.
+	// +kubebuilder:default=Never
+	// +optional
+	VXLANMode VXLANMode `json:"vxlanMode,omitempty"`
 
 	// NATOutgoing masquerades traffic from the pool to destinations outside every pool.
 	// +optional
@@ -65,6 +84,7 @@ type IPPoolSpec struct {
 // +kubebuilder:printcolumn:name="CIDR",type=string,JSONPath=`.spec.cidr`
 // +kubebuilder:printcolumn:name="BlockSize",type=integer,JSONPath=`.spec.blockSize`
 // +kubebuilder:printcolumn:name="IPIPMode",type=string,JSONPath=`.spec.ipipMode`
+// +kubebuilder:printcolumn:name="VXLANMode",type=string,JSONPath=`.spec.vxlanMode`
 // +kubebuilder:printcolumn:name="NATOutgoing",type=boolean,JSONPath=`.spec.natOutgoing`
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.nodeSelector`,priority=1

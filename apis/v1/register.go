@@ -21,6 +21,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&IPPool{}, &IPPoolList{},
 		&BGPConfiguration{}, &BGPConfigurationList{},
+		&FelixConfiguration{}, &FelixConfigurationList{},
 		&BGPPeer{}, &BGPPeerList{},
 		&IPAMBlock{}, &IPAMBlockList{},
 		&BlockAffinity{}, &BlockAffinityList{},
@@ -32,10 +33,11 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 
 // Resource names (plural, lower case) as served by the API server.
 const (
-	ResourceIPPools           = "ippools"
-	ResourceBGPConfigurations = "bgpconfigurations"
-	ResourceBGPPeers          = "bgppeers"
-	ResourceIPAMBlocks        = "ipamblocks"
-	ResourceBlockAffinities   = "blockaffinities"
-	ResourceIPAMHandles       = "ipamhandles"
+	ResourceIPPools             = "ippools"
+	ResourceBGPConfigurations   = "bgpconfigurations"
+	ResourceFelixConfigurations = "felixconfigurations"
+	ResourceBGPPeers            = "bgppeers"
+	ResourceIPAMBlocks          = "ipamblocks"
+	ResourceBlockAffinities     = "blockaffinities"
+	ResourceIPAMHandles         = "ipamhandles"
 )

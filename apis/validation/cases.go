@@ -20,6 +20,12 @@ func pool(name, cidr string, blockSize int, mode v1.IPIPMode) *v1.IPPool {
 	return &v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.IPPoolSpec{CIDR: cidr, BlockSize: blockSize, IPIPMode: mode}}
 }
 
+func vxlanPool(name, cidr string, ipip v1.IPIPMode, vxlan v1.VXLANMode) *v1.IPPool {
+	p := pool(name, cidr, 0, ipip)
+	p.Spec.VXLANMode = vxlan
+	return p
+}
+
 func peer(name string, spec v1.BGPPeerSpec) *v1.BGPPeer {
 	return &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 }
@@ -49,6 +55,11 @@ var Cases = []Case{
 	{"pool6 IPv4 block size", pool("v6bs26", "fd00:10:244::/48", 26, ""), "blockSize"},
 	{"pool6 host bits", pool("v6hostbits", "fd00:10:244::1/48", 122, ""), "cidr"},
 	{"pool6 smaller than the default block", pool("v6small", "fd00:10:244::/124", 0, ""), "blockSize"},
+	{"pool vxlanMode Always", vxlanPool("vx", "10.244.0.0/16", "", v1.VXLANModeAlways), ""},
+	{"pool vxlanMode CrossSubnet", vxlanPool("vxcross", "10.244.0.0/16", v1.IPIPModeNever, v1.VXLANModeCrossSubnet), ""},
+	{"pool6 vxlanMode Always", vxlanPool("v6vx", "fd00:10:244::/48", "", v1.VXLANModeAlways), ""},
+	{"pool vxlanMode with ipipMode", vxlanPool("vxipip", "10.244.0.0/16", v1.IPIPModeAlways, v1.VXLANModeCrossSubnet), "vxlanMode"},
+	{"pool vxlanMode Sometimes", vxlanPool("vxsometimes", "10.244.0.0/16", "", "Sometimes"), "vxlanMode"},
 	{"pool6 ipipMode Always", pool("v6ipip", "fd00:10:244::/48", 122, v1.IPIPModeAlways), "ipipMode"},
 	{"pool6 ipipMode CrossSubnet", pool("v6cross", "fd00:10:244::/48", 0, v1.IPIPModeCrossSubnet), "ipipMode"},
 	{"peer ok", peer("tor", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001}), ""},

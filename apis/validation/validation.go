@@ -113,6 +113,18 @@ func ParseIPPool(p *v1.IPPool) (model.Pool, field.ErrorList) {
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("ipipMode"), p.Spec.IPIPMode, []string{string(v1.IPIPModeNever), string(v1.IPIPModeAlways), string(v1.IPIPModeCrossSubnet)}))
 	}
+	out.VXLANMode = p.Spec.VXLANMode
+	switch p.Spec.VXLANMode {
+	case "":
+		out.VXLANMode = v1.VXLANModeNever
+	case v1.VXLANModeNever:
+	case v1.VXLANModeAlways, v1.VXLANModeCrossSubnet:
+		if out.IPIPMode != v1.IPIPModeNever {
+			errs = append(errs, field.Invalid(spec.Child("vxlanMode"), p.Spec.VXLANMode, fmt.Sprintf("cannot be used with ipipMode %s: a pool encapsulates one way at most", out.IPIPMode)))
+		}
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("vxlanMode"), p.Spec.VXLANMode, []string{string(v1.VXLANModeNever), string(v1.VXLANModeAlways), string(v1.VXLANModeCrossSubnet)}))
+	}
 	sel, err := selector.Parse(p.Spec.NodeSelector)
 	if err != nil {
 		errs = append(errs, field.Invalid(spec.Child("nodeSelector"), p.Spec.NodeSelector, err.Error()))
@@ -343,6 +355,26 @@ func parseAnnotations(annotations map[string]string) (model.Node, field.ErrorLis
 			errs = append(errs, field.Invalid(annotationPath.Key(v1.AnnotationIPIPTunnelAddress), v, "not an IPv4 address"))
 		} else {
 			out.IPIPTunnelAddr = a
+		}
+	}
+	for _, fam := range ipfamily.All {
+		addrKey, macKey := v1.AnnotationVXLANIPv4TunnelAddress, v1.AnnotationVXLANIPv4MAC
+		if fam == ipfamily.IPv6 {
+			addrKey, macKey = v1.AnnotationVXLANIPv6TunnelAddress, v1.AnnotationVXLANIPv6MAC
+		}
+		if v, ok := annotations[addrKey]; ok {
+			if a, err := netip.ParseAddr(v); err != nil || ipfamily.OfAddr(a) != fam || a.Is4In6() {
+				errs = append(errs, field.Invalid(annotationPath.Key(addrKey), v, fmt.Sprintf("not an %s address", fam)))
+			} else {
+				out.VXLANTunnelAddr.Set(fam, a)
+			}
+		}
+		if v, ok := annotations[macKey]; ok {
+			if m, err := model.ParseMAC(v); err != nil || m.IsZero() {
+				errs = append(errs, field.Invalid(annotationPath.Key(macKey), v, "not a 6-byte Ethernet address"))
+			} else {
+				out.VXLANMAC.Set(fam, m)
+			}
 		}
 	}
 	return out, errs
