@@ -26,6 +26,9 @@ var FannedOut = map[string]bool{
 	"ippools": true, "ipamblocks": true, "bgpconfigurations": true, "bgppeers": true,
 }
 
+// DefaultRetryAfter is FanoutConfig.RetryAfter when it is zero.
+const DefaultRetryAfter = 30 * time.Second
+
 // FanoutConfig says how to reach tabby-typha.
 type FanoutConfig struct {
 	// Endpoints lists the addresses (host:port) of the replicas; each connection dials one at
@@ -33,7 +36,8 @@ type FanoutConfig struct {
 	Endpoints func(ctx context.Context) ([]string, error)
 	// CAFile verifies tabby-typha's certificate, issued to ServerName.
 	CAFile, ServerName string
-	// RetryAfter is how long the API server is used directly after tabby-typha failed (0: 30s),
+	// RetryAfter is how long the API server is used directly after tabby-typha failed (0:
+	// DefaultRetryAfter),
 	// and how often (and up to half again) tabby-typha is asked meanwhile.
 	RetryAfter time.Duration
 	Logger     *slog.Logger
@@ -72,7 +76,7 @@ func (c *Client) WithFanout(api *rest.Config, cfg FanoutConfig) (*Client, error)
 		return nil, fmt.Errorf("tabby-typha: no server name to verify its certificate against")
 	}
 	if cfg.RetryAfter == 0 {
-		cfg.RetryAfter = 30 * time.Second
+		cfg.RetryAfter = DefaultRetryAfter
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -167,10 +167,14 @@ func TestPodsAcrossNodes(t *testing.T) {
 }
 
 // checkAgentsOnTypha: the chart's tabby-typha replicas serve, between them, every tabby-node's
-// watch of every cluster-wide kind (their /metrics, through the API server's proxy).
+// watch of every cluster-wide kind (their /metrics, through the API server's proxy). An agent
+// that started before any replica was ready watches the API server until its next probe finds
+// one (RetryAfter and up to half again) and then moves each watch within a sixth of RetryAfter:
+// the deadline leaves room for that whole cycle.
 func checkAgentsOnTypha(ctx context.Context, t *testing.T, c *Cluster) {
 	t.Helper()
-	err := lab.Eventually(ctx, 30*time.Second, func(context.Context) error {
+	back := client.DefaultRetryAfter*3/2 + client.DefaultRetryAfter/6
+	err := lab.Eventually(ctx, back+30*time.Second, func(context.Context) error {
 		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-typha"})
 		if err != nil {
 			return err
