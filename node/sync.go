@@ -6,7 +6,8 @@ import (
 )
 
 // onUpdates hands one pass of the syncer's changes to the agents, each the messages it is made
-// of: felix the dataplane's (nodes, pools, blocks, this node's workloads, the pods' addresses),
+// of: felix the dataplane's (nodes, pools, blocks, this node's workloads, the pods' addresses,
+// the FelixConfiguration),
 // bird BGP's (nodes, pools, blocks, the BGP objects and their Secrets). Each queues its part as
 // one batch for its own loop; nothing here keeps, diffs or converts state.
 //
@@ -18,7 +19,7 @@ func (a *Agent) onUpdates(msgs []any) {
 	var synced, tunnelInputs bool
 	for _, msg := range msgs {
 		switch msg.(type) {
-		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta:
+		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta, model.FelixConfigurationUpdate:
 			toFelix = append(toFelix, msg)
 		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.SecretUpdate, model.SecretRemove:
 			toBird = append(toBird, msg)
