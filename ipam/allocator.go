@@ -69,7 +69,7 @@ type Request struct {
 	Handle string
 	// Node is the node the workload runs on.
 	Node string
-	// Namespace and Pod name the workload (empty for the tunnel address).
+	// Namespace and Pod name the workload (empty for a tunnel address).
 	Namespace, Pod string
 	// Pools restricts the choice to these pools (names or CIDRs), e.g. from the CNI config;
 	// empty: the pod's or its namespace's tabby.dev/ipv4pools annotation, else every enabled pool

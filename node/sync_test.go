@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/tabbynet/tabby/felix/nl"
 	"github.com/tabbynet/tabby/felix/sysctl"
 	"github.com/tabbynet/tabby/internal/ipfamily"
+	"github.com/tabbynet/tabby/ipam"
 )
 
 type nopSysctl struct{}
@@ -103,29 +105,41 @@ func TestOnUpdatesOneMorePodWritesOneRoute(t *testing.T) {
 	}
 }
 
-// TestTunnelNeed: an enabled IPIP pool that selects this node needs a tunnel address; the
-// inputs are this node's Node and the pools, and nothing else of the stream.
+// TestTunnelNeed: a pool that selects this node and encapsulates needs the device's address
+// (and for VXLAN its MAC) on this node's Node, a pool of the other family or encapsulation does
+// not; the inputs are this node's Node and the pools, and nothing else of the stream.
 func TestTunnelNeed(t *testing.T) {
 	pool := func(name string, mode v1.IPIPMode, sel string, disabled bool) model.Pool {
-		p := model.Pool{Name: name, CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: mode, Disabled: disabled}
+		p := model.Pool{Name: name, CIDR: netip.MustParsePrefix("10.244.0.0/16"), IPIPMode: mode, VXLANMode: v1.VXLANModeNever, Disabled: disabled}
 		if sel != "" {
 			p = parsePool(t, name, mode, sel, disabled)
 		}
 		return p
 	}
+	vxlan := func(name, cidr string, mode v1.VXLANMode) model.Pool {
+		return model.Pool{Name: name, CIDR: netip.MustParsePrefix(cidr), IPIPMode: v1.IPIPModeNever, VXLANMode: mode}
+	}
 	local := model.Node{Name: "a", Labels: map[string]string{"zone": "x"}}
+	withVTEP := local
+	withVTEP.VXLANTunnelAddr.Set(ipfamily.IPv6, netip.MustParseAddr("fd00:10:244::1"))
+	withVTEP.VXLANMAC.Set(ipfamily.IPv6, ipam.VXLANTunnel.Get(ipfamily.IPv6).WantMAC("a"))
 	for _, tc := range []struct {
-		name       string
-		msgs       []any
-		want, have bool
+		name string
+		msgs []any
+		want []string // the tunnels out of sync
 	}{
-		{"no local node yet", []any{model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}}, false, false},
-		{"never", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeNever, "", false)}}, false, false},
-		{"cross-subnet selects us", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, true, false},
-		{"always, other zone", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "zone == 'y'", false)}}, false, false},
-		{"always but disabled", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", true)}}, false, false},
-		{"pool removed", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}, model.PoolRemove{Name: "p"}}, false, false},
-		{"has its address", []any{model.NodeUpdate{Node: model.Node{Name: "a", IPIPTunnelAddr: netip.MustParseAddr("10.244.0.1")}}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}}, true, true},
+		{"no local node yet", []any{model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}}, nil},
+		{"never", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeNever, "", false)}}, nil},
+		{"cross-subnet selects us", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeCrossSubnet, "zone == 'x'", false)}}, []string{"IPIP"}},
+		{"always, other zone", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "zone == 'y'", false)}}, nil},
+		{"always but disabled", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", true)}}, nil},
+		{"pool removed", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}, model.PoolRemove{Name: "p"}}, nil},
+		{"has its address", []any{model.NodeUpdate{Node: model.Node{Name: "a", IPIPTunnelAddr: netip.MustParseAddr("10.244.0.1")}}, model.PoolUpdate{Pool: pool("p", v1.IPIPModeAlways, "", false)}}, nil},
+		{"an address no pool needs", []any{model.NodeUpdate{Node: model.Node{Name: "a", IPIPTunnelAddr: netip.MustParseAddr("10.244.0.1")}}}, []string{"IPIP"}},
+		{"VXLAN of each family", []any{model.NodeUpdate{Node: local}, model.PoolUpdate{Pool: vxlan("v4", "10.244.0.0/16", v1.VXLANModeAlways)},
+			model.PoolUpdate{Pool: vxlan("v6", "fd00:10:244::/48", v1.VXLANModeCrossSubnet)}}, []string{"VXLAN IPv4", "VXLAN IPv6"}},
+		{"IPv6 VXLAN with its VTEP and MAC", []any{model.NodeUpdate{Node: withVTEP}, model.PoolUpdate{Pool: vxlan("v6", "fd00:10:244::/48", v1.VXLANModeAlways)}}, nil},
+		{"a VTEP and MAC no pool needs", []any{model.NodeUpdate{Node: withVTEP}, model.PoolUpdate{Pool: vxlan("v6", "fd00:10:244::/48", v1.VXLANModeNever)}}, []string{"VXLAN IPv6"}},
 	} {
 		tn := newTunnelNeed("a")
 		for _, m := range tc.msgs {
@@ -133,12 +147,16 @@ func TestTunnelNeed(t *testing.T) {
 				t.Errorf("%s: %T not taken as an input", tc.name, m)
 			}
 		}
-		if want, have := tn.state(); want != tc.want || have != tc.have {
-			t.Errorf("%s: want %v have %v, expected %v %v", tc.name, want, have, tc.want, tc.have)
+		var got []string
+		for _, tun := range tn.outOfSync() {
+			got = append(got, tun.Name)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: out of sync %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	tn := newTunnelNeed("a")
-	for _, m := range []any{model.NodeUpdate{Node: model.Node{Name: "b"}}, model.BlockUpdate{}, model.WorkloadUpdate{}} {
+	for _, m := range []any{model.NodeUpdate{Node: model.Node{Name: "b"}}, model.BlockUpdate{}, model.WorkloadUpdate{}, model.FelixConfigurationUpdate{}} {
 		if tn.record(m) {
 			t.Errorf("%T (another node's, or not an input) taken as an input", m)
 		}
