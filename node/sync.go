@@ -13,7 +13,8 @@ import (
 //
 // The datastore's InSync goes to bird alone (it opens no session before it). felix hears InSync
 // from declareInSync, once BGP has re-learned its routes too: before that, a route felix does
-// not know yet is not a stale route.
+// not know yet is not a stale route. A node without BGP (--bgp=none) has no bird: BGP's objects
+// go nowhere.
 func (a *Agent) onUpdates(msgs []any) {
 	var toFelix, toBird []any
 	var synced, tunnelInputs bool
@@ -33,7 +34,9 @@ func (a *Agent) onUpdates(msgs []any) {
 		}
 	}
 	a.felix.OnUpdates(toFelix)
-	a.bgp.OnUpdates(toBird)
+	if a.bgp != nil {
+		a.bgp.OnUpdates(toBird)
+	}
 	if tunnelInputs {
 		a.kickTunnel()
 	}

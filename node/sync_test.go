@@ -2,10 +2,14 @@ package node
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -161,4 +165,58 @@ func TestTunnelNeed(t *testing.T) {
 			t.Errorf("%T (another node's, or not an input) taken as an input", m)
 		}
 	}
+}
+
+// Without BGP (--bgp=none) the agent has no bird: BGP's objects go nowhere, felix still gets its
+// own (the FelixConfiguration among them), and felix's InSync waits for the datastore alone, so
+// the route a previous run left and nothing explains is removed without a BGP agent to wait for.
+func TestNoBGP(t *testing.T) {
+	fk := nl.NewFake()
+	fk.AddLink("eth0", 1500)
+	stale := netlink.Route{Dst: ipnet("10.244.9.0/26"), Type: unix.RTN_BLACKHOLE, Protocol: v1.RouteProtocol, Table: unix.RT_TABLE_MAIN}
+	fk.InjectRoute(stale)
+	f, err := felix.New(felix.Config{NodeName: "n1", UplinkInterface: ipfamily.PairOf("eth0", ""), ResyncInterval: time.Hour, WaitForInSync: true},
+		felix.WithNetlink(fk), felix.WithCommandRunner(fakekernel.New()), felix.WithSysctl(nopSysctl{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	a := &Agent{felix: f, tunnel: newTunnelNeed("n1"), tunnelKick: make(chan struct{}, 1), synced: make(chan struct{})}
+	a.onUpdates([]any{
+		model.NodeUpdate{Node: model.Node{Name: "n1", BGPAddress: ipfamily.PairOf(netip.MustParsePrefix("198.51.100.11/24"), netip.Prefix{})}},
+		model.FelixConfigurationUpdate{}, model.BGPConfigurationUpdate{},
+		model.BGPPeerUpdate{Peer: &v1.BGPPeer{Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65000}}}, model.SecretUpdate{Name: "s"},
+		model.InSync{},
+	})
+	if err := f.ApplyNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fk.Route("10.244.9.0/26"); !ok {
+		t.Fatal("felix removed a route before InSync")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := a.declareInSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("declareInSync waited for a BGP agent that does not exist")
+	}
+	if err := f.ApplyNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fk.Route("10.244.9.0/26"); ok {
+		t.Fatal("after InSync, the stale route is still there")
+	}
+	if err := a.shutdown(); err != nil {
+		t.Fatalf("shutdown without BGP: %v", err)
+	}
+}
+
+func ipnet(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }

@@ -28,7 +28,8 @@ func (a *app) nodeCommand() *cobra.Command {
 /var/run/tabby/bird.sock) and prints whether tabby-node is running and its BGP peers, one
 table per family (IPv4, IPv6) as calicoctl prints them, each session with the routes it
 received, accepted and sent per address family, and the configured peers that cannot get a
-session. Exits non-zero when tabby-node does not answer.
+session. On a node whose tabby-node runs without BGP (--bgp=none) it says BGP is off. Exits
+non-zero when tabby-node does not answer.
 
 --node NAME reads the socket of node NAME under --socket-dir instead, for a host that runs
 several nodes' tabby-node side by side or a directory where each node's run directory is

@@ -1,6 +1,7 @@
 // Package names holds the naming conventions every tabby component must agree on: host veth
 // names (the CNI plugin creates them, felix finds them), the object names of IPAM resources, the
-// IPAM handles of the nodes' tunnel addresses, and the MAC of a node's VXLAN devices.
+// IPAM handles of the nodes' tunnel addresses, the MAC of a node's VXLAN devices, and the file
+// by which tabby-node says it runs without BGP.
 package names
 
 import (
@@ -75,6 +76,11 @@ func HandleName(handleID string) string {
 	}
 	return strings.Trim(name, ".-") + suffix
 }
+
+// BGPOffFile, in tabby-node's run directory beside its BGP status socket, says that the node
+// runs without BGP (tabby-node --bgp=none): `tabbyctl node status` tells that from an agent that
+// is not running.
+const BGPOffFile = "bgp-off"
 
 // TunnelHandle is the IPAM handle of a node's tunl0 address.
 func TunnelHandle(node string) string { return "ipip-tunnel-addr-" + node }

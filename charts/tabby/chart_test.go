@@ -262,6 +262,29 @@ func TestTemplateIPv6Pool(t *testing.T) {
 	}
 }
 
+// bgp.enabled=false: tabby-node runs with --bgp=none, declares no BGP port and gets no GoBGP API
+// flag; the default keeps BGP on.
+func TestTemplateNoBGP(t *testing.T) {
+	argsOf := func(objs map[string][]byte) (string, []corev1.ContainerPort) {
+		ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/tabby-node")
+		c := ds.Spec.Template.Spec.Containers[0]
+		return strings.Join(c.Args, " "), c.Ports
+	}
+	args, ports := argsOf(objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system")))
+	if strings.Contains(args, "--bgp=") || ports[0].Name != "bgp" {
+		t.Errorf("default values: args %q ports %v, want BGP on", args, ports)
+	}
+	args, ports = argsOf(objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "--set", "bgp.enabled=false")))
+	if !strings.Contains(args, "--bgp=none") || strings.Contains(args, "--gobgp-api") {
+		t.Errorf("bgp.enabled=false: args %q", args)
+	}
+	for _, p := range ports {
+		if p.Name == "bgp" {
+			t.Errorf("bgp.enabled=false declares port %+v", p)
+		}
+	}
+}
+
 func TestTemplateRouteReflectorsAndToR(t *testing.T) {
 	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "-f", "ci/rr-tor-values.yaml"))
 	bgp := decode[v1.BGPConfiguration](t, objs, "BGPConfiguration/default")
