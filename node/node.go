@@ -251,7 +251,7 @@ func (c *Config) defaults() {
 
 func tunnelMTU(mtu int) int {
 	if mtu > 0 {
-		return mtu - 20
+		return mtu - ipam.IPIPOverhead
 	}
 	return 0
 }
