@@ -383,6 +383,13 @@ func parseAnnotations(annotations map[string]string) (model.Node, field.ErrorLis
 			out.IPIPTunnelAddr = a
 		}
 	}
+	if v, ok := annotations[v1.AnnotationNoBGP]; ok {
+		if v != "true" {
+			errs = append(errs, field.Invalid(annotationPath.Key(v1.AnnotationNoBGP), v, "must be true (tabby-node --bgp=none sets it) or unset"))
+		} else {
+			out.NoBGP = true
+		}
+	}
 	for _, fam := range ipfamily.All {
 		addrKey, macKey := v1.AnnotationVXLANIPv4TunnelAddress, v1.AnnotationVXLANIPv4MAC
 		if fam == ipfamily.IPv6 {
