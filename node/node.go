@@ -274,9 +274,13 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 }
 
 // recordAddresses writes the detected addresses into the Node annotations felix and the other
-// nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation.
+// nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation. A node without BGP
+// says so, so that no other node's speaker opens a session to it.
 func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addrs ipfamily.Pair[netip.Prefix]) error {
-	want := map[string]*string{}
+	want := map[string]*string{v1.AnnotationNoBGP: nil}
+	if !a.cfg.BGPEnabled() {
+		want[v1.AnnotationNoBGP] = ptr("true")
+	}
 	for _, fam := range ipfamily.All {
 		key := v1.AnnotationBGPIPv4Address
 		if fam == ipfamily.IPv6 {
