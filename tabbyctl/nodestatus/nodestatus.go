@@ -47,15 +47,18 @@ type Source interface {
 
 // NodeSocket is node's status socket under dir: dir/NAME/bird.sock when there is one, else
 // dir/NAME/run/bird.sock (a node directory holding its run directory, as the lab lays it out).
+// A run directory without the socket but with the mark of a node without BGP
+// (names.BGPOffFile) is the node's too.
 func NodeSocket(dir, node string) string {
-	direct := filepath.Join(dir, node, filepath.Base(DefaultSocket))
-	if fileExists(direct) {
-		return direct
+	runDirs := []string{filepath.Join(dir, node), filepath.Join(dir, node, "run")}
+	for _, name := range []string{filepath.Base(DefaultSocket), names.BGPOffFile} {
+		for _, d := range runDirs {
+			if fileExists(filepath.Join(d, name)) {
+				return filepath.Join(d, filepath.Base(DefaultSocket))
+			}
+		}
 	}
-	if nested := filepath.Join(dir, node, "run", filepath.Base(DefaultSocket)); fileExists(nested) {
-		return nested
-	}
-	return direct
+	return filepath.Join(runDirs[0], filepath.Base(DefaultSocket))
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -66,9 +66,16 @@ func TestReportPerFamily(t *testing.T) {
 // A node running without BGP has no status socket: node status says BGP is off there while its
 // tabby-node answers on the IPAM socket, and that it is not running once nothing answers.
 func TestReportBGPOff(t *testing.T) {
-	dir := t.TempDir()
+	nodes := t.TempDir()
+	dir := filepath.Join(nodes, "n1", "run") // the lab's layout
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, names.BGPOffFile), nil, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if got := NodeSocket(nodes, "n1"); got != filepath.Join(dir, "bird.sock") {
+		t.Fatalf("NodeSocket = %s, want the socket's place in the run directory that has the mark", got)
 	}
 	l, err := net.Listen("unix", filepath.Join(dir, "ipam.sock"))
 	if err != nil {
