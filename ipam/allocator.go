@@ -69,7 +69,7 @@ type Request struct {
 	Handle string
 	// Node is the node the workload runs on.
 	Node string
-	// Namespace and Pod name the workload (empty for the tunnel address).
+	// Namespace and Pod name the workload (empty for a tunnel address).
 	Namespace, Pod string
 	// Pools restricts the choice to these pools (names or CIDRs), e.g. from the CNI config;
 	// empty: the pod's or its namespace's tabby.dev/ipv4pools annotation, else every enabled pool
@@ -89,8 +89,9 @@ type Assignment struct {
 	IP    netip.Addr
 	Block netip.Prefix
 	Pool  string
-	// IPIP is the pool's model.Pool.IPIP: traffic to the address may arrive encapsulated.
-	IPIP bool
+	// Overhead is what the pool's encapsulation adds to packets between nodes (EncapOverhead):
+	// the pod's MTU leaves room for it.
+	Overhead int
 	// Borrowed: the block is affine to another node; this node advertises the /32.
 	Borrowed bool
 	// Node that allocated the address (Lookup fills it in).

@@ -488,40 +488,6 @@ func testEmptyBlocksReleasedAfterGracePeriod(t *testing.T, f family) {
 	}
 }
 
-func TestTunnelAddress(t *testing.T) {
-	ctx := context.Background()
-	s := newFake(t)
-	s.AddPool("plain", "10.244.0.0/24", 26)
-	a := ipam.New(s, ipam.Config{CacheTTL: -1})
-	if _, needed, err := a.EnsureTunnelAddress(ctx, "n1"); err != nil || needed {
-		t.Fatalf("no IPIP pool: needed=%v err=%v", needed, err)
-	}
-	s.AddPool("tun", "10.244.1.0/24", 26, func(p *v1.IPPool) { p.Spec.IPIPMode = v1.IPIPModeAlways })
-	addr, needed, err := a.EnsureTunnelAddress(ctx, "n1")
-	if err != nil || !needed || !netip.MustParsePrefix("10.244.1.0/24").Contains(addr) {
-		t.Fatalf("tunnel: %v %v %v", addr, needed, err)
-	}
-	n, _ := s.GetNode(ctx, "n1")
-	if n.IPIPTunnelAddr != addr {
-		t.Fatalf("annotated tunnel address %v, want %v", n.IPIPTunnelAddr, addr)
-	}
-	again, _, _ := a.EnsureTunnelAddress(ctx, "n1")
-	if again != addr {
-		t.Fatalf("not stable: %v then %v", addr, again)
-	}
-	s.AddPool("tun", "10.244.1.0/24", 26, func(p *v1.IPPool) { p.Spec.IPIPMode = v1.IPIPModeNever })
-	if _, needed, err := a.EnsureTunnelAddress(ctx, "n1"); err != nil || needed {
-		t.Fatalf("after IPIP off: %v %v", needed, err)
-	}
-	n, _ = s.GetNode(ctx, "n1")
-	if n.IPIPTunnelAddr.IsValid() {
-		t.Fatal("annotation not removed")
-	}
-	if got, _ := a.Lookup(ctx, names.TunnelHandle("n1")); len(got) != 0 {
-		t.Fatal("tunnel address not released")
-	}
-}
-
 // tabby-node hands the allocator its informer's pools: no Assign lists them, however short the
 // cache's life; before the informer has synced, the allocator lists them itself.
 func TestPoolsFromTheInformer(t *testing.T) {

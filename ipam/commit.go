@@ -243,7 +243,7 @@ func (a *Allocator) assignmentAt(ctx context.Context, op *assignOp, c netip.Pref
 		all, _, _ := a.pools(ctx, false)
 		p, _ = poolFor(all, c)
 	}
-	as.Pool, as.IPIP = p.Name, p.IPIP()
+	as.Pool, as.Overhead = p.Name, EncapOverhead(p)
 	return as
 }
 

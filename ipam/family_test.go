@@ -73,7 +73,7 @@ func TestDualStackHandle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v4.IP.String() != "10.244.0.0" || v6.IP.String() != "fd00:10:244::" || v6.Block.String() != "fd00:10:244::/122" || v6.Pool != "v6" || v6.IPIP {
+	if v4.IP.String() != "10.244.0.0" || v6.IP.String() != "fd00:10:244::" || v6.Block.String() != "fd00:10:244::/122" || v6.Pool != "v6" || v6.Overhead != 0 {
 		t.Fatalf("dual stack: %+v / %+v", v4, v6)
 	}
 	for _, r := range []ipam.Request{r4, r6, r4} {

@@ -224,7 +224,7 @@ func (a *Allocator) Lookup(ctx context.Context, handle string) ([]Assignment, er
 		for _, o := range allocationsOf(b, handle) {
 			al := b.Spec.Allocations[strconv.Itoa(o)]
 			out = append(out, Assignment{
-				IP: addrAt(c, o), Block: c, Pool: p.Name, IPIP: p.IPIP(),
+				IP: addrAt(c, o), Block: c, Pool: p.Name, Overhead: EncapOverhead(p),
 				Borrowed: al.Node != "" && al.Node != affinityNode(b), Node: al.Node,
 			})
 		}

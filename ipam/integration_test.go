@@ -283,38 +283,3 @@ func testRealExhaustionAndBorrowing(t *testing.T, f family) {
 		}
 	}
 }
-
-func TestRealTunnelAddress(t *testing.T) {
-	e := sharedEnv(t)
-	ctx := context.Background()
-	scenario(t, e, "tun", "10.244.28.0/26", 28, "tun-a")
-	p, _ := e.Client.IPPools().Get(ctx, "tun")
-	p.Spec.IPIPMode = v1.IPIPModeAlways
-	if _, err := e.Client.IPPools().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	a := ipam.New(kubeStore(t, e), ipam.Config{})
-	addr, needed, err := a.EnsureTunnelAddress(ctx, "tun-a")
-	if err != nil || !needed {
-		t.Fatalf("%v %v", needed, err)
-	}
-	n, _ := e.Kube.CoreV1().Nodes().Get(ctx, "tun-a", metav1.GetOptions{})
-	if n.Annotations[v1.AnnotationIPIPTunnelAddress] != addr.String() {
-		t.Fatalf("annotation %q want %s", n.Annotations[v1.AnnotationIPIPTunnelAddress], addr)
-	}
-	p, _ = e.Client.IPPools().Get(ctx, "tun")
-	p.Spec.IPIPMode = v1.IPIPModeNever
-	if _, err := e.Client.IPPools().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	if _, needed, err := a.EnsureTunnelAddress(ctx, "tun-a"); err != nil || needed {
-		t.Fatalf("%v %v", needed, err)
-	}
-	n, _ = e.Kube.CoreV1().Nodes().Get(ctx, "tun-a", metav1.GetOptions{})
-	if _, ok := n.Annotations[v1.AnnotationIPIPTunnelAddress]; ok {
-		t.Fatal("annotation left")
-	}
-	if err := a.Ready(ctx, "tun-a"); err != nil {
-		t.Fatal(err)
-	}
-}

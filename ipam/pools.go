@@ -45,6 +45,26 @@ func whyNot(p model.Pool, fam ipfamily.Family, labels map[string]string) string 
 	return ""
 }
 
+// IPIPOverhead is what IPIP adds to a packet: the outer IPv4 header.
+const IPIPOverhead = 20
+
+// EncapOverhead is what the pool's encapsulation adds to its packets between nodes: IPIP's
+// outer IPv4 header, or VXLAN's outer headers over the pool's own family (an IPv6 pool's VXLAN
+// runs over the nodes' IPv6 addresses); 0 for a pool routed natively. CrossSubnet counts as
+// encapsulated: some of the pool's traffic is. An address's MTU must leave room for it, or its
+// largest packets would be fragmented or dropped in the tunnel.
+func EncapOverhead(p model.Pool) int {
+	switch {
+	case p.IPIP():
+		return IPIPOverhead
+	case p.VXLAN() && p.Family() == ipfamily.IPv6:
+		return v1.VXLANOverheadIPv6
+	case p.VXLAN():
+		return v1.VXLANOverhead
+	}
+	return 0
+}
+
 // poolFor finds the pool containing a block or address.
 func poolFor(pools []model.Pool, p netip.Prefix) (model.Pool, bool) {
 	for _, pl := range pools {

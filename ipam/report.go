@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -164,15 +163,6 @@ func WhoHas(ctx context.Context, s Store, ip netip.Addr) (Owner, error) {
 	return where, fmt.Errorf("%s: %w", ip, ErrNotAllocated)
 }
 
-// tunnelHandlePrefix starts the handle of every node's tunl0 address (names.TunnelHandle).
-var tunnelHandlePrefix = strings.TrimSuffix(names.TunnelHandle("x"), "x")
-
-// TunnelNode is the node whose tunl0 address handle holds, if it is a tunnel handle.
-func TunnelNode(handle string) (string, bool) {
-	n, ok := strings.CutPrefix(handle, tunnelHandlePrefix)
-	return n, ok && n != ""
-}
-
 // CheckReport lists inconsistencies. tabby-node's garbage collector (ipam/gc) repairs on its own,
 // after its grace period: WithoutPod and WrongPod (unless the pod merely terminated),
 // HandlesWithoutAllocation, WithoutHandle, and everything of a deleted node
@@ -200,7 +190,7 @@ type CheckReport struct {
 	DuplicatePodIPs []SharedPodIP
 	// Running pods reporting an address of a pool that no block allocates.
 	PodsWithoutAllocation []PodAddress
-	// Tunnel addresses (names.TunnelHandle) of nodes that no longer exist.
+	// Tunnel addresses (Tunnel.Handle: IPIP, VXLAN) of nodes that no longer exist.
 	TunnelsOfDeletedNodes []Owner
 	// Blocks whose affine node no longer exists.
 	BlocksOfDeletedNodes []BlockUsage
@@ -345,7 +335,7 @@ func Check(ctx context.Context, s Store) (CheckReport, error) {
 					// No address in its status yet is a pod being set up, not a leak.
 					r.WrongPod = append(r.WrongPod, WrongPod{Owner: o, PodIPs: pod.IPs})
 				}
-			} else if n, ok := TunnelNode(o.Handle); ok && !nodeSet[n] {
+			} else if _, n, ok := TunnelOf(o.Handle); ok && !nodeSet[n] {
 				r.TunnelsOfDeletedNodes = append(r.TunnelsOfDeletedNodes, o)
 			}
 		}

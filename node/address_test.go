@@ -55,4 +55,18 @@ func TestRecordAddresses(t *testing.T) {
 	if again := record(v6); again.ResourceVersion != rv {
 		t.Fatalf("unchanged addresses wrote the Node (resourceVersion %s -> %s)", rv, again.ResourceVersion)
 	}
+	if _, ok := n.Annotations[v1.AnnotationNoBGP]; ok {
+		t.Fatalf("a node with BGP says it has none: %v", n.Annotations)
+	}
+
+	// Without BGP the node says so, and keeps its addresses (the underlay VXLAN runs over);
+	// with BGP again, the mark goes.
+	a.cfg.BGP = BGPNone
+	if n = record(v6); n.Annotations[v1.AnnotationNoBGP] != "true" || n.Annotations[v1.AnnotationBGPIPv4Address] != v4.String() {
+		t.Fatalf("--bgp=none: annotations %v", n.Annotations)
+	}
+	a.cfg.BGP = BGPBird
+	if n = record(v6); n.Annotations[v1.AnnotationNoBGP] != "" {
+		t.Fatalf("BGP back on: annotations %v", n.Annotations)
+	}
 }

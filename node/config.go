@@ -17,7 +17,11 @@ type Config struct {
 	// BGPAddress is the autodetection method of each family: "" (the Node's InternalIP of the
 	// family; for IPv6 none when it has no IPv6 one), cidr=…, interface=…, can-reach=…, or none.
 	// An IPv6-only node has IPv4 none and an IPv6 method.
-	BGPAddress  ipfamily.Pair[string]
+	BGPAddress ipfamily.Pair[string]
+	// BGP is "bird" (the default when empty: tabby's BGP agent runs) or "none": no BGP agent at
+	// all, for clusters whose pools use VXLAN (Calico's calico_backend: vxlan). The BGP address
+	// is still detected and recorded: it is the node's underlay address.
+	BGP         string
 	HealthAddr  string
 	MetricsAddr string
 	RunDir      string // ipam.sock and bird.sock live here
@@ -53,6 +57,11 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("--shutdown=%q: want restart or final", c.Shutdown)
 	}
+	switch c.BGP {
+	case "", BGPBird, BGPNone:
+	default:
+		return fmt.Errorf("--bgp=%q: want %s (run BGP) or %s (no BGP: VXLAN pools)", c.BGP, BGPBird, BGPNone)
+	}
 	if c.RunDir == "" {
 		return fmt.Errorf("--run-dir is required")
 	}
@@ -79,6 +88,15 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// The values of --bgp.
+const (
+	BGPBird = "bird"
+	BGPNone = "none"
+)
+
+// BGPEnabled tells whether the node runs a BGP agent.
+func (c *Config) BGPEnabled() bool { return c.BGP != BGPNone }
 
 // bgpAddressFlag is the flag that sets a family's BGP address method.
 func bgpAddressFlag(fam ipfamily.Family) string {

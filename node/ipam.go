@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,11 +78,15 @@ func (l gcLists) ListNodes(context.Context) ([]model.Node, error) {
 	return ns, nil
 }
 
-// runTunnelAddress keeps this node's tunl0 address allocated while a pool needs IPIP (and released
-// when none does); felix learns it from the Node annotation the allocator writes.
+// runTunnelAddress keeps this node's tunnel addresses (tunl0's, and the VTEP of each family's
+// VXLAN device with its MAC) allocated while a pool needs the device, and released when none
+// does; felix and the other nodes learn them from the Node annotations the allocator writes. A
+// tunnel whose allocation fails is tried again, less often each time, while the others go on.
 func (a *Agent) runTunnelAddress(ctx context.Context) error {
+	const firstRetry, maxRetry = 5 * time.Second, time.Minute
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	wait := firstRetry
 	for {
 		select {
 		case <-ctx.Done():
@@ -88,22 +94,28 @@ func (a *Agent) runTunnelAddress(ctx context.Context) error {
 		case <-a.tunnelKick:
 		case <-retry.C:
 		}
-		if want, have := a.tunnel.state(); want == have {
-			continue
+		failed := false
+		for _, t := range a.tunnel.outOfSync() {
+			addr, needed, err := a.alloc.EnsureTunnelAddress(ctx, t, a.cfg.NodeName)
+			if err != nil {
+				a.log.Error("tunnel address", "tunnel", t.Name, "error", err, "retryIn", wait)
+				failed = true
+				continue
+			}
+			a.log.Info("tunnel address", "tunnel", t.Name, "address", addr, "needed", needed)
 		}
-		addr, needed, err := a.alloc.EnsureTunnelAddress(ctx, a.cfg.NodeName)
-		if err != nil {
-			a.log.Error("tunnel address", "error", err)
-			retry.Reset(5 * time.Second)
-			continue
+		if failed {
+			retry.Reset(wait)
+			wait = min(2*wait, maxRetry)
+		} else {
+			wait = firstRetry
 		}
-		a.log.Info("tunnel address", "address", addr, "needed", needed)
 	}
 }
 
-// tunnelNeed follows what decides whether this node needs an IPIP tunnel address: the pools and
-// this node's labels and address. The allocator decides the same way; this only spares it a
-// call per change.
+// tunnelNeed follows what decides this node's tunnel addresses: the pools, and this node's
+// labels and annotations. The allocator decides the same way (ipam.Tunnel.InSync); this only
+// spares it a call per change.
 type tunnelNeed struct {
 	node  string
 	mu    sync.Mutex
@@ -141,19 +153,22 @@ func (t *tunnelNeed) record(msg any) bool {
 	return true
 }
 
-// state: whether an enabled IPIP pool selects this node, and whether it has a tunnel address.
-func (t *tunnelNeed) state() (want, have bool) {
+// outOfSync are the tunnels whose address or MAC this node's Node does not carry as the pools
+// say it should; none before the node is known.
+func (t *tunnelNeed) outOfSync() []ipam.Tunnel {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.local == nil {
-		return false, false
+		return nil
 	}
-	for _, p := range t.pools {
-		if !p.Disabled && p.IPIP() && p.Matches(t.local.Labels) {
-			want = true
+	pools := slices.Collect(maps.Values(t.pools))
+	var out []ipam.Tunnel
+	for _, tun := range ipam.Tunnels {
+		if !tun.InSync(*t.local, pools) {
+			out = append(out, tun)
 		}
 	}
-	return want, t.local.IPIPTunnelAddr.IsValid()
+	return out
 }
 
 // refreshCNIKubeconfig keeps the CNI plugins' kubeconfig (their direct path to the API server

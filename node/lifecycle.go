@@ -10,8 +10,11 @@ import (
 
 // shutdown: restart-style leaves the kernel routes in place (felix has stopped) and closes the
 // sessions with a graceful-restart notice, so peers keep this node's routes until it is back;
-// final withdraws everything.
+// final withdraws everything. Without BGP there is nothing to close.
 func (a *Agent) shutdown() error {
+	if a.bgp == nil {
+		return nil
+	}
 	return a.bgp.Stop(a.cfg.Shutdown != "final")
 }
 
@@ -20,9 +23,10 @@ func (a *Agent) shutdown() error {
 const inSyncGrace = 30 * time.Second
 
 // declareInSync lets felix remove stale state once it knows everything again: the datastore has
-// synced (every object of the syncer's and the NetworkPolicy inputs, so no policy chain of the last run is
-// taken away before it is computed again) and every BGP peer that is up has sent its End-of-RIB — re-learn,
-// re-advertise, and only then remove what is stale.
+// synced (every object of the syncer's and the NetworkPolicy inputs, so no policy chain of the
+// last run is taken away before it is computed again) and every BGP peer that is up has sent its
+// End-of-RIB — re-learn, re-advertise, and only then remove what is stale. A node without BGP
+// (--bgp=none) learns no route: the datastore and the policy inputs are all it waits for.
 func (a *Agent) declareInSync(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -36,11 +40,13 @@ func (a *Agent) declareInSync(ctx context.Context) error {
 		case <-a.policy.Synced():
 		}
 	}
-	if err := a.bgp.WaitSynced(ctx, inSyncGrace); err != nil {
-		if ctx.Err() != nil {
-			return nil
+	if a.bgp != nil {
+		if err := a.bgp.WaitSynced(ctx, inSyncGrace); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			a.log.Warn("BGP did not sync: removing stale routes anyway", "error", err)
 		}
-		a.log.Warn("BGP did not sync: removing stale routes anyway", "error", err)
 	}
 	a.felix.OnUpdate(model.InSync{})
 	return nil

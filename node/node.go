@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
@@ -134,20 +137,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}, felix.WithLogger(log), felix.WithRegistry(a.reg)); err != nil {
 		return fmt.Errorf("start felix: %w", err)
 	}
-	if a.bgp, err = bird.New(bird.Config{
-		NodeName: cfg.NodeName, GoBGPAPI: cfg.GoBGPAPI,
-		StatusSocket: filepath.Join(cfg.RunDir, "bird.sock"),
-		// Learned routes go to felix, which picks the device; no session opens before every
-		// node, pool and block has been seen.
-		Routes:        a.felix.OnUpdate,
-		WaitForInSync: true,
-		Logger:        log.With("component", "bird"),
-	}); err != nil {
-		return fmt.Errorf("start bird: %w", err)
+	if err := a.startBGP(); err != nil {
+		return err
 	}
-	a.reg.MustRegister(a.bgp.Collectors()...)
 	dm := syncer.NewMetrics(a.reg)
-	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: cfg.Namespace, OnUpdate: a.onUpdates, Logger: log.With("component", "syncer"), Metrics: dm})
+	// The Secrets in the namespace are BGP passwords: a node without BGP does not watch them.
+	secrets := cfg.Namespace
+	if a.bgp == nil {
+		secrets = ""
+	}
+	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: secrets, OnUpdate: a.onUpdates, Logger: log.With("component", "syncer"), Metrics: dm})
 	a.policy = syncer.NewPolicyWatcher(c, a.felix.OnUpdate, log.With("component", "policy"), dm)
 
 	ipamSrv, err := a.serveIPAM()
@@ -173,7 +172,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer close(felixDone)
 		return a.felix.Run(felixCtx)
 	})
-	g.Go(func() error { return a.bgp.Run(gctx) })
+	if a.bgp != nil {
+		g.Go(func() error { return a.bgp.Run(gctx) })
+	}
 	g.Go(func() error { return a.syncer.Run(gctx) })
 	g.Go(func() error { return a.policy.Run(gctx) })
 	g.Go(func() error { return a.pods.Run(gctx) })
@@ -202,6 +203,40 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return shutdownErr
 }
 
+// startBGP makes the node's BGP agent, or with --bgp=none says so in the run directory, where
+// `tabbyctl node status` looks for the agent's status socket.
+func (a *Agent) startBGP() error {
+	off := filepath.Join(a.cfg.RunDir, names.BGPOffFile)
+	if !a.cfg.BGPEnabled() {
+		a.log.Info("BGP off (--bgp=none): no BGP agent on this node; pools must use VXLAN to reach its pods")
+		if err := os.MkdirAll(a.cfg.RunDir, 0o755); err != nil {
+			return fmt.Errorf("run directory: %w", err)
+		}
+		if err := os.WriteFile(off, []byte("tabby-node runs with --bgp=none: no BGP agent on this node\n"), 0o644); err != nil {
+			return fmt.Errorf("mark BGP off in the run directory: %w", err)
+		}
+		return nil
+	}
+	if err := os.Remove(off); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the BGP-off mark of an earlier run: %w", err)
+	}
+	b, err := bird.New(bird.Config{
+		NodeName: a.cfg.NodeName, GoBGPAPI: a.cfg.GoBGPAPI,
+		StatusSocket: filepath.Join(a.cfg.RunDir, "bird.sock"),
+		// Learned routes go to felix, which picks the device; no session opens before every
+		// node, pool and block has been seen.
+		Routes:        a.felix.OnUpdate,
+		WaitForInSync: true,
+		Logger:        a.log.With("component", "bird"),
+	})
+	if err != nil {
+		return fmt.Errorf("start bird: %w", err)
+	}
+	a.bgp = b
+	a.reg.MustRegister(a.bgp.Collectors()...)
+	return nil
+}
+
 func (c *Config) defaults() {
 	if c.Shutdown == "" {
 		c.Shutdown = "restart"
@@ -216,7 +251,7 @@ func (c *Config) defaults() {
 
 func tunnelMTU(mtu int) int {
 	if mtu > 0 {
-		return mtu - 20
+		return mtu - ipam.IPIPOverhead
 	}
 	return 0
 }
@@ -239,9 +274,13 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 }
 
 // recordAddresses writes the detected addresses into the Node annotations felix and the other
-// nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation.
+// nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation. A node without BGP
+// says so, so that no other node's speaker opens a session to it.
 func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addrs ipfamily.Pair[netip.Prefix]) error {
-	want := map[string]*string{}
+	want := map[string]*string{v1.AnnotationNoBGP: nil}
+	if !a.cfg.BGPEnabled() {
+		want[v1.AnnotationNoBGP] = ptr("true")
+	}
 	for _, fam := range ipfamily.All {
 		key := v1.AnnotationBGPIPv4Address
 		if fam == ipfamily.IPv6 {

@@ -41,14 +41,16 @@ func TestConfigValidate(t *testing.T) {
 		// tabby-typha: one way to find it, a namespace/name, and a CA to verify it.
 		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha", TyphaAddrs: []string{"198.51.100.5:5473"}, TyphaCAFile: "/ca"},
 		{NodeName: "a", RunDir: "/run", TyphaService: "tabby-typha", TyphaCAFile: "/ca"},
-		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha"}} {
+		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha"},
+		{NodeName: "a", RunDir: "/run", BGP: "off"}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: want an error", c)
 		}
 	}
 	for _, c := range []Config{{NodeName: "a", RunDir: "/run"}, {NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("cidr=198.51.100.0/24", "none")},
 		{NodeName: "a", RunDir: "/run", BGPAddress: ipfamily.PairOf("none", "cidr=2001:db8::/32")},
-		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha", TyphaCAFile: "/ca"}} {
+		{NodeName: "a", RunDir: "/run", TyphaService: "kube-system/tabby-typha", TyphaCAFile: "/ca"},
+		{NodeName: "a", RunDir: "/run", BGP: BGPNone}, {NodeName: "a", RunDir: "/run", BGP: BGPBird}} {
 		if err := c.Validate(); err != nil {
 			t.Error(err)
 		}

@@ -6,19 +6,21 @@ import (
 )
 
 // onUpdates hands one pass of the syncer's changes to the agents, each the messages it is made
-// of: felix the dataplane's (nodes, pools, blocks, this node's workloads, the pods' addresses),
+// of: felix the dataplane's (nodes, pools, blocks, this node's workloads, the pods' addresses,
+// the FelixConfiguration),
 // bird BGP's (nodes, pools, blocks, the BGP objects and their Secrets). Each queues its part as
 // one batch for its own loop; nothing here keeps, diffs or converts state.
 //
 // The datastore's InSync goes to bird alone (it opens no session before it). felix hears InSync
 // from declareInSync, once BGP has re-learned its routes too: before that, a route felix does
-// not know yet is not a stale route.
+// not know yet is not a stale route. A node without BGP (--bgp=none) has no bird: BGP's objects
+// go nowhere.
 func (a *Agent) onUpdates(msgs []any) {
 	var toFelix, toBird []any
 	var synced, tunnelInputs bool
 	for _, msg := range msgs {
 		switch msg.(type) {
-		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta:
+		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta, model.FelixConfigurationUpdate:
 			toFelix = append(toFelix, msg)
 		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.SecretUpdate, model.SecretRemove:
 			toBird = append(toBird, msg)
@@ -32,7 +34,9 @@ func (a *Agent) onUpdates(msgs []any) {
 		}
 	}
 	a.felix.OnUpdates(toFelix)
-	a.bgp.OnUpdates(toBird)
+	if a.bgp != nil {
+		a.bgp.OnUpdates(toBird)
+	}
 	if tunnelInputs {
 		a.kickTunnel()
 	}

@@ -15,9 +15,10 @@ func (a *app) getCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "get KIND [NAME...]",
-		Short: "Show resources: ippool, bgppeer (bgpp, bp), bgpconfig, node",
+		Short: "Show resources: ippool, bgppeer (bgpp, bp), bgpconfig, felixconfig, node",
 		Example: `  tabbyctl get ippool -o wide
   tabbyctl get bgppeer tor-1 -o yaml
+  tabbyctl get felixconfig
   tabbyctl get node`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

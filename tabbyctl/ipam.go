@@ -165,8 +165,8 @@ func ownerText(o ipam.Owner, allocated bool) string {
 	who := "handle " + o.Handle
 	if o.Pod != "" {
 		who = fmt.Sprintf("pod %s/%s (handle %s)", o.Namespace, o.Pod, o.Handle)
-	} else if node, ok := ipam.TunnelNode(o.Handle); ok {
-		who = fmt.Sprintf("the IPIP tunnel of node %s (handle %s)", node, o.Handle)
+	} else if t, node, ok := ipam.TunnelOf(o.Handle); ok {
+		who = fmt.Sprintf("the %s tunnel of node %s (handle %s)", t.Name, node, o.Handle)
 	}
 	s := fmt.Sprintf("%s is allocated to %s in block %s (%s)", o.IP, who, o.Block, affinityText(o.BlockNode))
 	if o.Node != "" {

@@ -273,8 +273,8 @@ func TestIPv6Pool(t *testing.T) {
 	mustRun(t, "", "create", "-f", writeFile(t, "pool6.yaml", "apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: v6-pool}\nspec: {cidr: 'fd00:10:244::/48'}\n"))
 	t.Cleanup(func() { run(t, "", "delete", "ippool", "v6-pool") })
 	wantRows(t, mustRun(t, "", "get", "ippool", "v6-pool", "-o", "wide"), [][]string{
-		{"NAME", "CIDR", "SELECTOR", "NAT", "IPIPMODE", "DISABLED", "BLOCKSIZE"},
-		{"v6-pool", "fd00:10:244::/48", "all()", "false", "Never", "false", "122"},
+		{"NAME", "CIDR", "SELECTOR", "NAT", "IPIPMODE", "VXLANMODE", "DISABLED", "BLOCKSIZE"},
+		{"v6-pool", "fd00:10:244::/48", "all()", "false", "Never", "Never", "false", "122"},
 	})
 	if out := mustRun(t, "", "ipam", "show"); !containsRow(out, []string{"v6-pool", "fd00:10:244::/48", "1208925819614629174706176", "0", "0%", "1208925819614629174706176"}) {
 		t.Errorf("ipam show:\n%s", out)

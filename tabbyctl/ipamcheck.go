@@ -50,8 +50,8 @@ func problems(r ipam.CheckReport) []problem {
 		add(leakedAllocation, "%s (block %s, handle %s) is allocated to pod %s/%s, which has address %s", w.IP, w.Block, w.Handle, w.Namespace, w.Pod, w.PodIPs[0])
 	}
 	for _, o := range r.TunnelsOfDeletedNodes {
-		node, _ := ipam.TunnelNode(o.Handle)
-		add(leakedAllocation, "%s (block %s) is the IPIP tunnel address of Node %s, which does not exist", o.IP, o.Block, node)
+		t, node, _ := ipam.TunnelOf(o.Handle)
+		add(leakedAllocation, "%s (block %s) is the %s tunnel address of Node %s, which does not exist", o.IP, o.Block, t.Name, node)
 	}
 	for _, p := range r.PodsWithoutAllocation {
 		add(podWithoutAlloc, "pod %s/%s has address %s, which is not allocated", p.Namespace, p.Name, p.IP)

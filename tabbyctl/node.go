@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/tabbyctl/nodestatus"
+	"github.com/tabbynet/tabby/tabbyctl/vxlanview"
 )
 
 func (a *app) nodeCommand() *cobra.Command {
@@ -28,7 +32,8 @@ func (a *app) nodeCommand() *cobra.Command {
 /var/run/tabby/bird.sock) and prints whether tabby-node is running and its BGP peers, one
 table per family (IPv4, IPv6) as calicoctl prints them, each session with the routes it
 received, accepted and sent per address family, and the configured peers that cannot get a
-session. Exits non-zero when tabby-node does not answer.
+session. On a node whose tabby-node runs without BGP (--bgp=none) it says BGP is off. Exits
+non-zero when tabby-node does not answer.
 
 --node NAME reads the socket of node NAME under --socket-dir instead, for a host that runs
 several nodes' tabby-node side by side or a directory where each node's run directory is
@@ -56,7 +61,67 @@ layout: --socket-dir <lab dir>/nodes, as the demo prints). It does not reach acr
 	status.Flags().StringVar(&node, "node", "", "read the status of node NAME from --socket-dir/NAME/bird.sock or --socket-dir/NAME/run/bird.sock")
 	status.Flags().StringVar(&socketDir, "socket-dir", "/var/run/tabby/nodes", "directory of per-node run directories, for --node")
 	status.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for tabby-node to answer")
-	cmd.AddCommand(status, a.markRestartCommand())
+	cmd.AddCommand(status, a.dataplaneCommand(), a.markRestartCommand())
+	return cmd
+}
+
+// dataplaneCommand prints the VXLAN peers, as the nodes' devices hold them.
+func (a *app) dataplaneCommand() *cobra.Command {
+	var node, output string
+	cmd := &cobra.Command{
+		Use:   "dataplane [--node NAME]",
+		Short: "The VXLAN peers: each node's VTEP, MAC, underlay address and the blocks behind it",
+		Long: `Prints, for each family with a VXLAN pool, every node's VTEP (the address of its VXLAN
+device), the device's MAC, its underlay address (its BGP address, whether or not BGP runs) and
+the blocks routed to it through its VTEP (its blocks of the family's VXLAN pools, and the
+addresses it borrowed in them): what every other node's routes, neighbour and FDB entries for
+it are made of. It is computed from the API objects, read as tabby-node reads them. MISSING
+says why a node's pods cannot be reached over VXLAN yet.
+
+--node NAME shows the view of node NAME: its own row is left out, and the blocks of a
+CrossSubnet pool on nodes of its subnet are in NATIVE (routed without VXLAN).`,
+		Example: `  tabbyctl node dataplane
+  tabbyctl node dataplane --node node-1 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o: Unsupported value: %q: supported values: table, json", output)
+			}
+			c, err := a.cluster()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			nodes, err := c.Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("list Nodes: %w", err)
+			}
+			pools, err := c.IPPools().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("list IPPools: %w", err)
+			}
+			blocks, err := c.IPAMBlocks().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("list IPAMBlocks: %w", err)
+			}
+			if node != "" && !slices.ContainsFunc(nodes.Items, func(n corev1.Node) bool { return n.Name == node }) {
+				return fmt.Errorf("no Node %q", node)
+			}
+			ns, ps, bs := vxlanview.Parse(nodes.Items, pools.Items, blocks.Items)
+			view := vxlanview.Compute(ns, ps, bs, node)
+			if output == "json" {
+				b, err := json.MarshalIndent(view, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(a.Out, "%s\n", b)
+				return err
+			}
+			return vxlanview.Print(a.Out, view)
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "show the view of node NAME")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
 }
 

@@ -210,9 +210,9 @@ func TestCRUDRoundTrip(t *testing.T) {
 		{"crud-b", "10.244.16.0/20", "zone", "==", "'b'"},
 	})
 	wantRows(t, mustRun(t, "", "get", "ippools", "crud-a", "crud-b", "-o", "wide"), [][]string{
-		{"NAME", "CIDR", "SELECTOR", "NAT", "IPIPMODE", "DISABLED", "BLOCKSIZE"},
-		{"crud-a", "10.244.0.0/20", "all()", "true", "Never", "false", "26"},
-		{"crud-b", "10.244.16.0/20", "zone", "==", "'b'", "false", "CrossSubnet", "true", "28"},
+		{"NAME", "CIDR", "SELECTOR", "NAT", "IPIPMODE", "VXLANMODE", "DISABLED", "BLOCKSIZE"},
+		{"crud-a", "10.244.0.0/20", "all()", "true", "Never", "Never", "false", "26"},
+		{"crud-b", "10.244.16.0/20", "zone", "==", "'b'", "false", "CrossSubnet", "Never", "true", "28"},
 	})
 	for _, alias := range []string{"bgppeer", "bgpp", "bp"} {
 		wantRows(t, mustRun(t, "", "get", alias, "crud-rr", "crud-tor"), [][]string{

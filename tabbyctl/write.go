@@ -35,7 +35,8 @@ func (a *app) writeCommand(use, short string, mode writeMode) *cobra.Command {
 		Long: short + `.
 
 Files hold one or more YAML or JSON documents (separated by ---) of apiVersion tabby.dev/v1 and
-kind IPPool, BGPPeer, BGPConfiguration or Node (tabby's settings of an existing Kubernetes Node:
+kind IPPool, BGPPeer, BGPConfiguration, FelixConfiguration or Node (tabby's settings of an
+existing Kubernetes Node:
 spec.bgp.asNumber, ipv4Address, routeReflectorClusterID, ipv4IPIPTunnelAddr, plus labels).
 Every document is validated before anything is written.`,
 		Args: cobra.NoArgs,

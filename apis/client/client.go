@@ -153,6 +153,11 @@ func (c *Client) BGPConfigurations() Resource[*v1.BGPConfiguration, *v1.BGPConfi
 	return Resource[*v1.BGPConfiguration, *v1.BGPConfigurationList]{c.REST, v1.ResourceBGPConfigurations, func() *v1.BGPConfiguration { return &v1.BGPConfiguration{} }, func() *v1.BGPConfigurationList { return &v1.BGPConfigurationList{} }, "", true, c}
 }
 
+// FelixConfigurations are the dataplane's settings (a singleton named default).
+func (c *Client) FelixConfigurations() Resource[*v1.FelixConfiguration, *v1.FelixConfigurationList] {
+	return Resource[*v1.FelixConfiguration, *v1.FelixConfigurationList]{c.REST, v1.ResourceFelixConfigurations, func() *v1.FelixConfiguration { return &v1.FelixConfiguration{} }, func() *v1.FelixConfigurationList { return &v1.FelixConfigurationList{} }, "", true, c}
+}
+
 func (c *Client) BGPPeers() Resource[*v1.BGPPeer, *v1.BGPPeerList] {
 	return Resource[*v1.BGPPeer, *v1.BGPPeerList]{c.REST, v1.ResourceBGPPeers, func() *v1.BGPPeer { return &v1.BGPPeer{} }, func() *v1.BGPPeerList { return &v1.BGPPeerList{} }, "", true, c}
 }

@@ -11,10 +11,11 @@ import (
 func TestOnlyCustomResourcesListAndWatch(t *testing.T) {
 	c := &Client{}
 	for name, declines := range map[string]bool{
-		"ipamblocks":        watchlist.DoesClientNotSupportWatchListSemantics(c.IPAMBlocks().informerSource()),
-		"ippools":           watchlist.DoesClientNotSupportWatchListSemantics(c.IPPools().informerSource()),
-		"bgppeers":          watchlist.DoesClientNotSupportWatchListSemantics(c.BGPPeers().informerSource()),
-		"bgpconfigurations": watchlist.DoesClientNotSupportWatchListSemantics(c.BGPConfigurations().informerSource()),
+		"ipamblocks":          watchlist.DoesClientNotSupportWatchListSemantics(c.IPAMBlocks().informerSource()),
+		"ippools":             watchlist.DoesClientNotSupportWatchListSemantics(c.IPPools().informerSource()),
+		"bgppeers":            watchlist.DoesClientNotSupportWatchListSemantics(c.BGPPeers().informerSource()),
+		"bgpconfigurations":   watchlist.DoesClientNotSupportWatchListSemantics(c.BGPConfigurations().informerSource()),
+		"felixconfigurations": watchlist.DoesClientNotSupportWatchListSemantics(c.FelixConfigurations().informerSource()),
 	} {
 		if !declines {
 			t.Errorf("the %s informer asks for streaming lists", name)

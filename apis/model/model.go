@@ -38,6 +38,8 @@ type Node struct {
 	// VXLANMAC is the MAC address of the node's VXLAN device of each family
 	// (tabby.dev/vxlan-ipv4-mac, tabby.dev/vxlan-ipv6-mac); zero: none.
 	VXLANMAC ipfamily.Pair[MAC]
+	// NoBGP: the node runs no BGP agent (tabby.dev/no-bgp): no session goes to it.
+	NoBGP bool
 	// RestartingUntil marks a planned restart (tabby.dev/bgp-restarting); zero when unset.
 	RestartingUntil time.Time
 	// NotReady: the Node's Ready condition is False or Unknown (its kubelet stopped
@@ -50,8 +52,8 @@ type Node struct {
 func (n Node) Equal(o Node) bool {
 	return n.Name == o.Name && maps.Equal(n.Labels, o.Labels) && n.BGPAddress == o.BGPAddress &&
 		n.InternalIP == o.InternalIP && n.ASN == o.ASN && n.RRClusterID == o.RRClusterID &&
-		n.IPIPTunnelAddr == o.IPIPTunnelAddr && n.VXLANTunnelAddr == o.VXLANTunnelAddr && n.VXLANMAC == o.VXLANMAC && n.RestartingUntil.Equal(o.RestartingUntil) &&
-		n.NotReady == o.NotReady
+		n.IPIPTunnelAddr == o.IPIPTunnelAddr && n.VXLANTunnelAddr == o.VXLANTunnelAddr && n.VXLANMAC == o.VXLANMAC &&
+		n.NoBGP == o.NoBGP && n.RestartingUntil.Equal(o.RestartingUntil) && n.NotReady == o.NotReady
 }
 
 // Block is an IPAM block as routing reads it: its prefix, the node it is affine to, and the

@@ -1,12 +1,17 @@
 // Package names holds the naming conventions every tabby component must agree on: host veth
-// names (the CNI plugin creates them, felix finds them), and the object names of IPAM resources.
+// names (the CNI plugin creates them, felix finds them), the object names of IPAM resources, the
+// IPAM handles of the nodes' tunnel addresses, the MAC of a node's VXLAN devices, and the file
+// by which tabby-node says it runs without BGP.
 package names
 
 import (
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
 	"strings"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // HostVethPrefix starts every host-side workload interface, as in Calico, so operators' existing
@@ -72,5 +77,35 @@ func HandleName(handleID string) string {
 	return strings.Trim(name, ".-") + suffix
 }
 
+// BGPOffFile, in tabby-node's run directory beside its BGP status socket, says that the node
+// runs without BGP (tabby-node --bgp=none): `tabbyctl node status` tells that from an agent that
+// is not running.
+const BGPOffFile = "bgp-off"
+
 // TunnelHandle is the IPAM handle of a node's tunl0 address.
 func TunnelHandle(node string) string { return "ipip-tunnel-addr-" + node }
+
+// VXLANTunnelHandle is the IPAM handle of the address of a node's VXLAN device of family fam,
+// its VTEP: vxlan-tunnel-addr-<node> (vxlan.tabby) and vxlan-v6-tunnel-addr-<node>
+// (vxlan-v6.tabby), Calico's names for the same addresses.
+func VXLANTunnelHandle(node string, fam ipfamily.Family) string {
+	if fam == ipfamily.IPv6 {
+		return "vxlan-v6-tunnel-addr-" + node
+	}
+	return "vxlan-tunnel-addr-" + node
+}
+
+// VXLANMAC is the MAC address of node's VXLAN device of family fam: locally administered,
+// unicast, and a function of the name and family alone. Every other node's neighbour and FDB
+// entries for the VTEP name this MAC, so it must not change while the node is the same node: a
+// re-created Node object (a rejoin, which keeps its IPAM and so its VTEP address) and a
+// restarted agent find the same MAC without keeping it anywhere, and the peers' entries stay
+// right. A random MAC kept only in the Node's annotation would change with the object, and
+// traffic to the node would go to the old MAC until every peer had reprogrammed.
+func VXLANMAC(node string, fam ipfamily.Family) [6]byte {
+	sum := sha256.Sum256([]byte("tabby-vxlan/" + fam.String() + "/" + node))
+	var mac [6]byte
+	copy(mac[:], sum[:6])
+	mac[0] = mac[0]&^0x01 | 0x02 // unicast, locally administered
+	return mac
+}

@@ -3,6 +3,8 @@ package names
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 func TestHostVethName(t *testing.T) {
@@ -46,5 +48,30 @@ func TestObjectNames(t *testing.T) {
 	a, c := HandleName("My_Net.abc"), HandleName("my-net.abc")
 	if a == c {
 		t.Fatalf("distinct handles %q and %q must not share an object name", "My_Net.abc", "my-net.abc")
+	}
+}
+
+// A node's VXLAN MAC is its own per family, the same every time (a re-created Node gets it
+// again), unicast and locally administered.
+func TestVXLANMAC(t *testing.T) {
+	seen := map[[6]byte]string{}
+	for _, node := range []string{"node-a", "node-b", "node-a1", ""} {
+		for _, fam := range ipfamily.All {
+			mac := VXLANMAC(node, fam)
+			if mac != VXLANMAC(node, fam) {
+				t.Fatalf("%s %s: not stable", node, fam)
+			}
+			if mac[0]&0x01 != 0 || mac[0]&0x02 == 0 {
+				t.Errorf("%s %s: %x is not a unicast, locally administered MAC", node, fam, mac)
+			}
+			key := node + "/" + fam.String()
+			if other, ok := seen[mac]; ok {
+				t.Errorf("%s and %s share MAC %x", key, other, mac)
+			}
+			seen[mac] = key
+		}
+	}
+	if VXLANTunnelHandle("n1", ipfamily.IPv4) == VXLANTunnelHandle("n1", ipfamily.IPv6) || VXLANTunnelHandle("n1", ipfamily.IPv4) == TunnelHandle("n1") {
+		t.Error("the tunnels' handles of one node must differ")
 	}
 }

@@ -26,6 +26,10 @@ const (
 	AnnotationVXLANIPv4MAC = "tabby.dev/vxlan-ipv4-mac"
 	// AnnotationVXLANIPv6MAC is the same for the IPv6 VXLAN device.
 	AnnotationVXLANIPv6MAC = "tabby.dev/vxlan-ipv6-mac"
+	// AnnotationNoBGP ("true") is set by a tabby-node that runs without BGP (--bgp=none): no
+	// other node opens a session to it. Its BGP address annotations stay: they are its underlay
+	// addresses, which VXLAN runs over.
+	AnnotationNoBGP = "tabby.dev/no-bgp"
 	// AnnotationIPv4Pools on a pod or its namespace names the pools (a JSON list of pool names or
 	// CIDRs) its address must come from; the pod's annotation wins.
 	AnnotationIPv4Pools = "tabby.dev/ipv4pools"

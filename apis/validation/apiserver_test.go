@@ -52,6 +52,8 @@ func create(ctx context.Context, env *testenv.Env, obj runtime.Object) error {
 		_, err = env.Client.BGPPeers().Create(ctx, o)
 	case *v1.BGPConfiguration:
 		_, err = env.Client.BGPConfigurations().Create(ctx, o)
+	case *v1.FelixConfiguration:
+		_, err = env.Client.FelixConfigurations().Create(ctx, o)
 	}
 	return err
 }

@@ -32,6 +32,12 @@ func peer(name string, spec v1.BGPPeerSpec) *v1.BGPPeer {
 
 func u32(v uint32) *uint32 { return &v }
 
+func intp(v int) *int { return &v }
+
+func felixConfig(name string, spec v1.FelixConfigurationSpec) *v1.FelixConfiguration {
+	return &v1.FelixConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
 // Cases is the shared table of valid and invalid objects.
 var Cases = []Case{
 	{"pool ok", pool("ok", "10.244.0.0/16", 26, v1.IPIPModeCrossSubnet), ""},
@@ -87,6 +93,15 @@ var Cases = []Case{
 		Spec: v1.BGPConfigurationSpec{ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0"}}}}, "serviceExternalIPs"},
 	{"bgpconfig asNumber 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(0)}}, "asNumber"},
 	{"bgpconfig not default", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "metadata.name"},
+	// The one valid FelixConfiguration (a singleton): every field at an edge of its range.
+	{"felixconfig ok", felixConfig("default", v1.FelixConfigurationSpec{VXLANVNI: intp(1<<24 - 1), VXLANPort: intp(1), VXLANMTU: intp(0), VXLANMTUV6: intp(65535)}), ""},
+	{"felixconfig not default", felixConfig("other", v1.FelixConfigurationSpec{}), "metadata.name"},
+	{"felixconfig VNI 0", felixConfig("default", v1.FelixConfigurationSpec{VXLANVNI: intp(0)}), "vxlanVNI"},
+	{"felixconfig VNI 2^24", felixConfig("default", v1.FelixConfigurationSpec{VXLANVNI: intp(1 << 24)}), "vxlanVNI"},
+	{"felixconfig port 0", felixConfig("default", v1.FelixConfigurationSpec{VXLANPort: intp(0)}), "vxlanPort"},
+	{"felixconfig port 65536", felixConfig("default", v1.FelixConfigurationSpec{VXLANPort: intp(65536)}), "vxlanPort"},
+	{"felixconfig MTU negative", felixConfig("default", v1.FelixConfigurationSpec{VXLANMTU: intp(-1)}), "vxlanMTU"},
+	{"felixconfig MTUV6 65536", felixConfig("default", v1.FelixConfigurationSpec{VXLANMTUV6: intp(65536)}), "vxlanMTUV6"},
 }
 
 // Object dispatches to the validator of obj's kind.
@@ -99,6 +114,8 @@ func Object(obj runtime.Object) error {
 		errs = BGPPeer(o)
 	case *v1.BGPConfiguration:
 		errs = BGPConfiguration(o)
+	case *v1.FelixConfiguration:
+		errs = FelixConfiguration(o)
 	default:
 		return nil
 	}

@@ -34,6 +34,8 @@ func TestNodeAnnotationsNameTheAnnotation(t *testing.T) {
 		{v1.AnnotationVXLANIPv4MAC, "66:0a:0b:0c:0d:0e", true},
 		{v1.AnnotationVXLANIPv6MAC, "66:0a:0b:0c:0d", false},
 		{v1.AnnotationVXLANIPv6MAC, "00:00:00:00:00:00", false},
+		{v1.AnnotationNoBGP, "true", true},
+		{v1.AnnotationNoBGP, "yes", false},
 	} {
 		errs := NodeAnnotations(map[string]string{c.key: c.value})
 		if c.ok != (len(errs) == 0) {
@@ -61,6 +63,7 @@ func TestParseNode(t *testing.T) {
 		v1.AnnotationBGPRestarting:          "2026-11-21T12:00:00Z",
 		v1.AnnotationVXLANIPv4TunnelAddress: "10.244.0.2", v1.AnnotationVXLANIPv6TunnelAddress: "fd00:10:244::2",
 		v1.AnnotationVXLANIPv4MAC: "66:0a:0b:0c:0d:0e", v1.AnnotationVXLANIPv6MAC: "66:0a:0b:0c:0d:0f",
+		v1.AnnotationNoBGP: "true",
 	}
 	n, errs := ParseNode(node(all, "::ffff:198.51.100.8", "198.51.100.9", "2001:db8:100::9", "198.51.100.10", "2001:db8:100::10"))
 	want := model.Node{Name: "n1", Labels: map[string]string{"rack": "r1"},
@@ -69,7 +72,8 @@ func TestParseNode(t *testing.T) {
 		ASN:        65010, RRClusterID: "244.0.0.1", IPIPTunnelAddr: netip.MustParseAddr("10.244.0.1"),
 		RestartingUntil: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
 		VXLANTunnelAddr: ipfamily.PairOf(netip.MustParseAddr("10.244.0.2"), netip.MustParseAddr("fd00:10:244::2")),
-		VXLANMAC:        ipfamily.PairOf(model.MAC{0x66, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e}, model.MAC{0x66, 0x0a, 0x0b, 0x0c, 0x0d, 0x0f})}
+		VXLANMAC:        ipfamily.PairOf(model.MAC{0x66, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e}, model.MAC{0x66, 0x0a, 0x0b, 0x0c, 0x0d, 0x0f}),
+		NoBGP:           true}
 	if len(errs) > 0 || !n.Equal(want) {
 		t.Fatalf("ParseNode = %+v, %v; want %+v (the first InternalIP of each family, never a mapped one)", n, errs, want)
 	}

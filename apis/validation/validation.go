@@ -216,6 +216,32 @@ func BGPConfiguration(c *v1.BGPConfiguration) field.ErrorList {
 	return errs
 }
 
+// FelixConfiguration validates a FelixConfiguration: the singleton named default, its VNI and
+// UDP port in range, its MTUs 0 (the uplink's minus the overhead) or an MTU.
+func FelixConfiguration(c *v1.FelixConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if c.Name != v1.DefaultFelixConfigurationName {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), c.Name, "is not allowed: FelixConfiguration is a singleton named default"))
+	}
+	for _, f := range []struct {
+		name    string
+		v       *int
+		lo, hi  int
+		meaning string
+	}{
+		{"vxlanVNI", c.Spec.VXLANVNI, 1, 1<<24 - 1, "a VXLAN network identifier"},
+		{"vxlanPort", c.Spec.VXLANPort, 1, 65535, "a UDP port"},
+		{"vxlanMTU", c.Spec.VXLANMTU, 0, 65535, "an MTU (0: the uplink's minus the overhead)"},
+		{"vxlanMTUV6", c.Spec.VXLANMTUV6, 0, 65535, "an MTU (0: the uplink's minus the overhead)"},
+	} {
+		if f.v != nil && (*f.v < f.lo || *f.v > f.hi) {
+			errs = append(errs, field.Invalid(spec.Child(f.name), *f.v, fmt.Sprintf("must be between %d and %d: %s", f.lo, f.hi, f.meaning)))
+		}
+	}
+	return errs
+}
+
 // BGPPeer validates a BGPPeer.
 func BGPPeer(p *v1.BGPPeer) field.ErrorList {
 	var errs field.ErrorList
@@ -355,6 +381,13 @@ func parseAnnotations(annotations map[string]string) (model.Node, field.ErrorLis
 			errs = append(errs, field.Invalid(annotationPath.Key(v1.AnnotationIPIPTunnelAddress), v, "not an IPv4 address"))
 		} else {
 			out.IPIPTunnelAddr = a
+		}
+	}
+	if v, ok := annotations[v1.AnnotationNoBGP]; ok {
+		if v != "true" {
+			errs = append(errs, field.Invalid(annotationPath.Key(v1.AnnotationNoBGP), v, "must be true (tabby-node --bgp=none sets it) or unset"))
+		} else {
+			out.NoBGP = true
 		}
 	}
 	for _, fam := range ipfamily.All {

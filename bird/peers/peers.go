@@ -54,7 +54,7 @@ func BGPAddress(n model.Node) ipfamily.Pair[netip.Prefix] {
 // anything else (its restart mark, its tunnel address) changes no session.
 func SessionsDiffer(a, b model.Node) bool {
 	return a.Name != b.Name || !maps.Equal(a.Labels, b.Labels) || BGPAddress(a) != BGPAddress(b) ||
-		a.ASN != b.ASN || a.RRClusterID != b.RRClusterID
+		a.ASN != b.ASN || a.RRClusterID != b.RRClusterID || a.NoBGP != b.NoBGP
 }
 
 // Input is everything the peer set depends on.
@@ -382,8 +382,12 @@ func Compute(in Input) (Result, error) {
 
 // sessionAddr is where a session between two tabby nodes goes: the other node's IPv4 address
 // when both have one, else its IPv6 address when both have that (IPv6-only nodes), else
-// nowhere (an IPv4-only and an IPv6-only node cannot peer).
+// nowhere (an IPv4-only and an IPv6-only node cannot peer, and a node that runs no BGP agent,
+// tabby-node --bgp=none, has its addresses for VXLAN only).
 func sessionAddr(local ipfamily.Pair[netip.Prefix], n model.Node) netip.Addr {
+	if n.NoBGP {
+		return netip.Addr{}
+	}
 	other := BGPAddress(n)
 	for _, f := range ipfamily.All {
 		if a := other.Get(f); local.Get(f).IsValid() && a.IsValid() && ipfamily.OfPrefix(a) == f {

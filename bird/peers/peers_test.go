@@ -86,6 +86,9 @@ func TestCompute(t *testing.T) {
 			want: "198.51.100.2:179/mesh/n2/64512 198.51.100.3:179/mesh/n3/64512", wantASN: 64512},
 		{name: "mesh off", local: "n1", nodes: []model.Node{n1, n2, n3}, cfg: meshOff, want: ""},
 		{name: "mesh skips nodes without address", local: "n1", nodes: []model.Node{n1, {Name: "bare"}}, want: ""},
+		{name: "mesh and selectors skip a node without BGP", local: "n1", nodes: []model.Node{n1, n2, func() model.Node { n := n3; n.NoBGP = true; return n }()},
+			peers: []v1.BGPPeer{peer("all", v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "all()"})},
+			want:  "198.51.100.2:179/node-specific/n2/64512"},
 		{name: "asn and port from configuration, annotation wins", local: "n1",
 			nodes: []model.Node{n1, node("n2", "198.51.100.2/24", nil, 65002, "")},
 			cfg:   &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{ASNumber: ptr(uint32(65001)), ListenPort: ptr(int32(1179))}},
@@ -298,6 +301,12 @@ func TestSessionsDiffer(t *testing.T) {
 		{"IPv6 address", base, withIPv6Address(base, "2001:db8:100::11/64"), true},
 		{"AS", base, func() model.Node { n := base; n.ASN = 65001; return n }(), true},
 		{"reflector", base, func() model.Node { n := base; n.RRClusterID = "244.0.0.1"; return n }(), true},
+		{"BGP off", base, func() model.Node { n := base; n.NoBGP = true; return n }(), true},
+		{"VTEP", base, func() model.Node {
+			n := base
+			n.VXLANTunnelAddr.Set(ipfamily.IPv4, netip.MustParseAddr("10.244.1.1"))
+			return n
+		}(), false},
 	} {
 		if got := SessionsDiffer(c.a, c.b); got != c.want {
 			t.Errorf("%s: SessionsDiffer = %v, want %v", c.name, got, c.want)

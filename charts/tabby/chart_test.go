@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +26,7 @@ import (
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tabbynet/tabby/apis/client"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/cni-plugin/config"
@@ -43,15 +45,25 @@ func helmBin(t *testing.T) string {
 
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := helmOutput(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// helmOutput runs helm and returns its stdout, or on failure its stdout and stderr.
+func helmOutput(t *testing.T, args ...string) (string, error) {
+	t.Helper()
 	cmd := exec.Command(helmBin(t), args...)
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s\n%s", strings.Join(args, " "), err, out.String(), errb.String())
+		return out.String() + "\n" + errb.String(), err
 	}
-	return out.String()
+	return out.String(), nil
 }
 
 // objects splits a rendering into kind/name → raw YAML.
@@ -153,8 +165,11 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 
 	pool := decode[v1.IPPool](t, objs, "IPPool/default-ipv4-ippool")
-	if pool.Spec.CIDR != "10.244.0.0/16" || pool.Spec.BlockSize != 26 || !pool.Spec.NATOutgoing || pool.Spec.IPIPMode != v1.IPIPModeNever {
+	if pool.Spec.CIDR != "10.244.0.0/16" || pool.Spec.BlockSize != 26 || !pool.Spec.NATOutgoing || pool.Spec.IPIPMode != v1.IPIPModeNever || pool.Spec.VXLANMode != v1.VXLANModeNever {
 		t.Errorf("pool %+v", pool.Spec)
+	}
+	if _, ok := objs["FelixConfiguration/default"]; ok {
+		t.Errorf("default values render a FelixConfiguration: the agents' defaults need none")
 	}
 	if errs := validation.IPPool(pool); len(errs) > 0 {
 		t.Errorf("pool invalid: %v", errs)
@@ -262,6 +277,86 @@ func TestTemplateIPv6Pool(t *testing.T) {
 	}
 }
 
+// bgp.enabled=false: tabby-node runs with --bgp=none, declares no BGP port and gets no GoBGP API
+// flag; the default keeps BGP on.
+func TestTemplateNoBGP(t *testing.T) {
+	argsOf := func(objs map[string][]byte) (string, []corev1.ContainerPort) {
+		ds := decode[appsv1.DaemonSet](t, objs, "DaemonSet/tabby-node")
+		c := ds.Spec.Template.Spec.Containers[0]
+		return strings.Join(c.Args, " "), c.Ports
+	}
+	args, ports := argsOf(objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system")))
+	if strings.Contains(args, "--bgp=") || ports[0].Name != "bgp" {
+		t.Errorf("default values: args %q ports %v, want BGP on", args, ports)
+	}
+	args, ports = argsOf(objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "--set", "bgp.enabled=false")))
+	if !strings.Contains(args, "--bgp=none") || strings.Contains(args, "--gobgp-api") {
+		t.Errorf("bgp.enabled=false: args %q", args)
+	}
+	for _, p := range ports {
+		if p.Name == "bgp" {
+			t.Errorf("bgp.enabled=false declares port %+v", p)
+		}
+	}
+}
+
+// VXLAN from values: the pools' vxlanMode, valid as the API server's rules see them; the
+// FelixConfiguration, rendered with the fields set and valid; a pool with both encapsulations
+// refused by helm itself, naming the values.
+func TestTemplateVXLAN(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "--set", "bgp.enabled=false",
+		"--set", "ipPool.vxlanMode=Always", "--set", "ipv6Pool.create=true", "--set", "ipv6Pool.vxlanMode=CrossSubnet",
+		"--set", "felixConfiguration.vxlanVNI=4097", "--set", "felixConfiguration.vxlanPort=8472", "--set", "felixConfiguration.vxlanMTU=1400", "--set", "felixConfiguration.vxlanMTUV6=1380"))
+	for name, mode := range map[string]v1.VXLANMode{"IPPool/default-ipv4-ippool": v1.VXLANModeAlways, "IPPool/default-ipv6-ippool": v1.VXLANModeCrossSubnet} {
+		pool := decode[v1.IPPool](t, objs, name)
+		if pool.Spec.VXLANMode != mode {
+			t.Errorf("%s: vxlanMode %q, want %s", name, pool.Spec.VXLANMode, mode)
+		}
+		if errs := validation.IPPool(pool); len(errs) > 0 {
+			t.Errorf("%s invalid: %v", name, errs)
+		}
+	}
+	fc := decode[v1.FelixConfiguration](t, objs, "FelixConfiguration/default")
+	if s := fc.Spec; s.VXLANVNI == nil || *s.VXLANVNI != 4097 || *s.VXLANPort != 8472 || *s.VXLANMTU != 1400 || *s.VXLANMTUV6 != 1380 {
+		t.Errorf("FelixConfiguration %+v", fc.Spec)
+	}
+	if errs := validation.FelixConfiguration(fc); len(errs) > 0 {
+		t.Errorf("FelixConfiguration invalid: %v", errs)
+	}
+	// One field set renders the object with that field alone: the rest keep the agents' defaults.
+	fc = decode[v1.FelixConfiguration](t, objects(t, helm(t, "template", "tabby", ".", "--set", "felixConfiguration.vxlanPort=8472")), "FelixConfiguration/default")
+	if fc.Spec.VXLANVNI != nil || fc.Spec.VXLANMTU != nil || *fc.Spec.VXLANPort != 8472 {
+		t.Errorf("FelixConfiguration with the port alone: %+v", fc.Spec)
+	}
+
+	out, err := helmOutput(t, "template", "tabby", ".", "--set", "ipPool.ipipMode=CrossSubnet", "--set", "ipPool.vxlanMode=Always")
+	if err == nil || !strings.Contains(out, "ipPool: ipipMode and vxlanMode cannot both be on") {
+		t.Errorf("ipipMode and vxlanMode both on: %v\n%s", err, out)
+	}
+}
+
+// Every kind tabby-typha serves (client.FannedOut) may be listed and watched by tabby-node (its
+// informers go through tabby-typha or, while no replica answers, to the API server) and by
+// tabby-typha (its feeds): a kind added to the fan-out and not to the chart's RBAC fails here.
+func TestTemplateRBACCoversTheFannedOutKinds(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system"))
+	for _, role := range []string{"ClusterRole/tabby-node", "ClusterRole/tabby-typha"} {
+		granted := map[string]bool{}
+		for _, r := range decode[rbacv1.ClusterRole](t, objs, role).Rules {
+			if slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "watch") {
+				for _, res := range r.Resources {
+					granted[res] = true
+				}
+			}
+		}
+		for res := range client.FannedOut {
+			if !granted[res] {
+				t.Errorf("%s does not let list and watch %s", role, res)
+			}
+		}
+	}
+}
+
 func TestTemplateRouteReflectorsAndToR(t *testing.T) {
 	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "-f", "ci/rr-tor-values.yaml"))
 	bgp := decode[v1.BGPConfiguration](t, objs, "BGPConfiguration/default")
@@ -338,10 +433,15 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	helm(t, "upgrade", "tabby", ".", kc, "--namespace", "tabby-system", "-f", "ci/rr-tor-values.yaml", "--set", "bgp.asNumber=64600", "--set", "image.tag=v0.2.0")
+	helm(t, "upgrade", "tabby", ".", kc, "--namespace", "tabby-system", "-f", "ci/rr-tor-values.yaml", "--set", "bgp.asNumber=64600", "--set", "image.tag=v0.2.0",
+		"--set", "felixConfiguration.vxlanVNI=4097")
 	cfg, err := env.Client.BGPConfigurations().Get(ctx, "default")
 	if err != nil || *cfg.Spec.ASNumber != 64600 {
 		t.Fatalf("after upgrade: %+v %v", cfg, err)
+	}
+	// The FelixConfiguration's CRD came with the chart (crds/), and the API server took the object.
+	if fc, err := env.Client.FelixConfigurations().Get(ctx, "default"); err != nil || *fc.Spec.VXLANVNI != 4097 {
+		t.Fatalf("FelixConfiguration after upgrade: %+v %v", fc, err)
 	}
 	ds, _ = env.Kube.AppsV1().DaemonSets("tabby-system").Get(ctx, "tabby-node", metav1.GetOptions{})
 	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/tabbynet/tabby:v0.2.0" {

@@ -33,6 +33,7 @@ func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
 			fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 		}),
 		group("BGP", func(fs *pflag.FlagSet) {
+			fs.StringVar(&cfg.BGP, "bgp", node.BGPBird, "bird: run tabby's BGP agent; none: no BGP at all on this node (routes for VXLAN pools come from IPAM's block affinities; native and IPIP pools need BGP)")
 			fs.StringVar(cfg.BGPAddress.Ptr(ipfamily.IPv4), "bgp-address", "", "BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP (default: the interface holding the Node's InternalIP)")
 			fs.StringVar(cfg.BGPAddress.Ptr(ipfamily.IPv6), "bgp-address6", "", "IPv6 BGP address detection: cidr=CIDR, interface=REGEX, can-reach=IP or none (default: the Node's IPv6 InternalIP if it has one, else no IPv6)")
 			fs.StringVar(&cfg.GoBGPAPI, "gobgp-api", "127.0.0.1:50051", "GoBGP's own gRPC API (loopback only; empty disables)")

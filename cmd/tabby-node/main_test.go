@@ -20,7 +20,7 @@ func TestHelpLooksLikeAKubernetesComponent(t *testing.T) {
 	}
 	help := out.String()
 	for _, want := range []string{"Node identity flags:", "BGP flags:", "IPAM flags:", "Dataplane flags:", "Health and observability flags:", "Logging flags:",
-		"--node-name string", "--namespace string", "--bgp-address string", "--health-addr string", "--metrics-addr string", "--run-dir string",
+		"--node-name string", "--namespace string", "--bgp string", "--bgp-address string", "--health-addr string", "--metrics-addr string", "--run-dir string",
 		"--cni-kubeconfig string", "--log-level string", "--gobgp-api string", "--mtu int", "install-cni"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q:\n%s", want, help)

@@ -51,7 +51,8 @@ type NetConf struct {
 	// IPAMSocket is tabby-node's IPAM service; "" means api.DefaultSocket, "none" disables it.
 	IPAMSocket string `json:"ipamSocket,omitempty"`
 	// MTU of the pod interface; 0 means: the MTU of NodeAddressInterface (or of the interface
-	// of the default route), minus 20 when the pod's pool uses IPIP.
+	// of the default route), minus the largest encapsulation overhead of the pod's pools (20 for
+	// IPIP, 50 for VXLAN over IPv4, 70 over IPv6).
 	MTU int `json:"mtu,omitempty"`
 	// NodeAddressInterface is the underlay interface whose MTU sets the default pod MTU.
 	NodeAddressInterface string `json:"nodeAddressInterface,omitempty"`

@@ -19,8 +19,9 @@ import (
 )
 
 // dualStackNode gives the harness's node an IPv6 pool of its own (selected by a label only
-// this node has, so other tests' pods stay IPv4-only) and IPv6 forwarding in its namespace.
-func dualStackNode(t *testing.T, h *harness) netip.Prefix {
+// this node has, so other tests' pods stay IPv4-only, and changed by mutate) and IPv6
+// forwarding in its namespace. It returns the pool's range and name.
+func dualStackNode(t *testing.T, h *harness, mutate ...func(*v1.IPPool)) (netip.Prefix, string) {
 	t.Helper()
 	suffix := randSuffix()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{"tabby-test-dualstack": suffix}}})
@@ -29,10 +30,14 @@ func dualStackNode(t *testing.T, h *harness) netip.Prefix {
 	}
 	cidr := netip.MustParsePrefix("fd00:10:244:" + suffix[:4] + "::/64")
 	name := "v6-" + suffix
-	if _, err := env.Client.IPPools().Create(h.ctx, &v1.IPPool{
+	pool := &v1.IPPool{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       v1.IPPoolSpec{CIDR: cidr.String(), NodeSelector: "tabby-test-dualstack == '" + suffix + "'"},
-	}); err != nil {
+	}
+	for _, m := range mutate {
+		m(pool)
+	}
+	if _, err := env.Client.IPPools().Create(h.ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { env.Client.IPPools().Delete(context.Background(), name, metav1.DeleteOptions{}) })
@@ -41,7 +46,7 @@ func dualStackNode(t *testing.T, h *harness) netip.Prefix {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return cidr
+	return cidr, name
 }
 
 func podIPs(t *testing.T, p *pod) (v4, v6 netip.Addr) {
@@ -73,7 +78,7 @@ func podIPs(t *testing.T, p *pod) (v4, v6 netip.Addr) {
 // wait), CHECK watches both, DEL leaves nothing of either.
 func TestDualStack(t *testing.T) {
 	h := newHarness(t)
-	pool6 := dualStackNode(t, h)
+	pool6, _ := dualStackNode(t, h)
 	list := h.list("1.1.0")
 	a, b := h.newPod("a"), h.newPod("b")
 	for _, p := range []*pod{a, b} {

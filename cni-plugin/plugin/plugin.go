@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -202,8 +201,13 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	}
 	asgs := ar.reply.All()
 	inv.att.IPs = addrsOf(asgs)
-	if inv.conf.MTU == 0 && slices.ContainsFunc(asgs, func(a api.Assignment) bool { return a.IPIP }) {
-		inv.att.MTU = uplinkMTU - 20 // the outer IPv4 header
+	// The pod's one interface carries every family: the largest overhead of its pools bounds it.
+	overhead := 0
+	for _, a := range asgs {
+		overhead = max(overhead, a.EncapOverhead())
+	}
+	if inv.conf.MTU == 0 && overhead > 0 {
+		inv.att.MTU = uplinkMTU - overhead
 		if err := pair.SetMTU(inv.att.MTU); err != nil {
 			return dataplaneError("set pod MTU", err)
 		}

@@ -188,31 +188,6 @@ func TestConnectivity(t *testing.T) {
 	h.assertClean("after DEL")
 }
 
-// TestIPIPMTU: with no "mtu", a pod from an IPIP pool gets the uplink's MTU minus the outer
-// header.
-func TestIPIPMTU(t *testing.T) {
-	h := newHarness(t)
-	name := "ipip-" + randSuffix()
-	if _, err := env.Client.IPPools().Create(h.ctx, &v1.IPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1.IPPoolSpec{CIDR: "10.244.96.0/24", BlockSize: 28, IPIPMode: v1.IPIPModeAlways},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { env.Client.IPPools().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	list := h.list("1.1.0", h.tabbyConf(map[string]any{"ipam": map[string]any{"type": "tabby-ipam", "pools": []string{name}}}))
-	p := h.newPod("tunnelled")
-	ip := h.mustAdd(list, p)
-	if !netip.MustParsePrefix("10.244.96.0/24").Contains(ip) {
-		t.Fatalf("IP %s not from pool %s", ip, name)
-	}
-	h.assertWired(p, ip, cnitest.UplinkMTU-20)
-	if err := h.node.Del(h.ctx, list, p.rt); err != nil {
-		t.Fatal(err)
-	}
-	h.assertClean("after DEL")
-}
-
 func TestIdempotent(t *testing.T) {
 	h := newHarness(t)
 	list := h.list("1.0.0")

@@ -5,7 +5,7 @@
 // Each kind of leftover is collected only after it has been seen for the grace period and passed
 // a second look at fresh data:
 //   - an allocation whose pod no longer exists (looked up by the allocation's namespace/pod;
-//     allocations without pod attributes, such as the tunnel address, are never released);
+//     allocations without pod attributes, such as the tunnel addresses, are never released);
 //   - a handle that holds no allocation (a crash between the handle write and the block write
 //     of a borrowed address);
 //   - a borrowed allocation whose handle object is missing (deleted by hand, or older
@@ -13,7 +13,7 @@
 //     gone, otherwise the handle is written again (a live pod's address is never released).
 //     An address of its node's own block needs no handle object (ipam.NeedsHandle);
 //   - the IPAM of a deleted node (nodes.go), collected by one live node for the cluster: its
-//     allocations whose pods are gone, its tunnel address, its handles, its empty blocks with
+//     allocations whose pods are gone, its tunnel addresses, its handles, its empty blocks with
 //     their affinities; a block still holding live pods' addresses loses its affinity, and is
 //     deleted once it has stayed empty.
 package gc

@@ -12,14 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/tabbynet/tabby/apis/model"
-	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
 
 // A deleted node's IPAM (Calico's kube-controllers do this; tabby has no controller): its pods'
-// addresses, its tunnel address, its blocks and affinities, its handles. No node of it is left to
+// addresses, its tunnel addresses, its blocks and affinities, its handles. No node of it is left to
 // collect them, so one of the live nodes does: the ready tabby node (one whose tabby-node
 // recorded its BGP address, so not a node tabby does not run on, and whose kubelet does not
 // report it NotReady, so not one that may be down) whose name sorts first. Every node reaches the
@@ -86,7 +85,7 @@ func (c *Collector) collectDeletedNodes(ctx context.Context, res *Result) error 
 		note(blockNode(b))
 		for _, al := range b.Spec.Allocations {
 			note(allocNode(b, al))
-			if n, ok := ipam.TunnelNode(al.Handle); ok {
+			if _, n, ok := ipam.TunnelOf(al.Handle); ok {
 				note(n)
 			}
 		}
@@ -155,16 +154,16 @@ func (c *Collector) collectDeletedNodes(ctx context.Context, res *Result) error 
 }
 
 // releaseNode does the release of deleted node n, each step on fresh data: (1) its allocations
-// whose pods are gone, and its tunnel address; (2) its blocks: deleted when empty, else made
-// unaffine (they keep the live pods' addresses); then their BlockAffinities; (3) its handles that
-// hold nothing. Whatever a lost compare-and-swap or a live pod leaves is looked at next round.
+// whose pods are gone, and its tunnel addresses (IPIP, VXLAN of each family); (2) its blocks:
+// deleted when empty, else made unaffine (they keep the live pods' addresses); then their
+// BlockAffinities; (3) its handles that hold nothing. Whatever a lost compare-and-swap or a live pod leaves is looked at next round.
 func (c *Collector) releaseNode(ctx context.Context, n string, res *Result) error {
 	blocks, err := c.store.ListBlocks(ctx)
 	if err != nil {
 		return fmt.Errorf("list IPAMBlocks: %w", err)
 	}
 	var errs []error
-	tunnel := names.TunnelHandle(n)
+	tunnel := func(handle string) bool { _, node, ok := ipam.TunnelOf(handle); return ok && node == n }
 	for i := range blocks {
 		b := &blocks[i]
 		cidr, err := ipam.BlockCIDR(b)
@@ -174,13 +173,13 @@ func (c *Collector) releaseNode(ctx context.Context, n string, res *Result) erro
 		for _, k := range sortedKeys(b.Spec.Allocations) {
 			al := b.Spec.Allocations[k]
 			o, err := strconv.Atoi(k)
-			if err != nil || allocNode(b, al) != n && al.Handle != tunnel {
+			if err != nil || allocNode(b, al) != n && !tunnel(al.Handle) {
 				continue
 			}
 			ip := ipam.AddrAt(cidr, o)
 			hasPod := al.Namespace != "" && al.Pod != ""
-			if !hasPod && al.Handle != tunnel {
-				continue // not a pod's and not the tunnel's: nothing tells us it is unused
+			if !hasPod && !tunnel(al.Handle) {
+				continue // not a pod's and not a tunnel's: nothing tells us it is unused
 			}
 			if hasPod {
 				p, err := c.store.GetPod(ctx, al.Namespace, al.Pod)
@@ -247,7 +246,7 @@ func (c *Collector) releaseNode(ctx context.Context, n string, res *Result) erro
 		return errors.Join(append(errs, fmt.Errorf("list IPAMHandles: %w", err))...)
 	}
 	for _, h := range handles {
-		if held[h.Spec.HandleID] || (h.Annotations[ipam.AnnotationHandleNode] != n && h.Spec.HandleID != tunnel) {
+		if held[h.Spec.HandleID] || (h.Annotations[ipam.AnnotationHandleNode] != n && !tunnel(h.Spec.HandleID)) {
 			continue
 		}
 		// Only the version we looked at: nobody should write a deleted node's handle, but if

@@ -12,20 +12,23 @@ import (
 
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/gc"
 	"github.com/tabbynet/tabby/ipam/ipamtest"
 )
 
 // deletedNodeWorld: nodes a (sorts first), b (to be deleted), c. b holds two blocks: one with a
-// gone pod, a pod still bound to b, b's tunnel address and an address c borrowed; one empty. b
-// also borrowed an address in c's block (its pod gone), and left a handle without allocation.
+// gone pod, a pod still bound to b, b's IPIP and IPv4 VXLAN tunnel addresses and an address c
+// borrowed; one empty. b also borrowed an address in c's block (its pod gone), left a handle
+// without allocation, and holds an IPv6 block with its IPv6 VXLAN tunnel address alone.
 type deletedNodeWorld struct {
 	s                                      *ipamtest.Store
 	alloc                                  *ipam.Allocator
 	now                                    time.Time
-	bBlock, bEmpty                         netip.Prefix
+	bBlock, bEmpty, bBlock6                netip.Prefix
 	gone, stillBound, tunnel, cBorrow, bIn ipam.Assignment
+	vtep, vtep6                            ipam.Assignment
 }
 
 func newDeletedNodeWorld(t *testing.T) *deletedNodeWorld {
@@ -39,6 +42,7 @@ func newDeletedNodeWorld(t *testing.T) *deletedNodeWorld {
 		s.AddTabbyNode(n, nil)
 	}
 	s.AddPool("p", "10.244.0.0/24", 28)
+	s.AddPool("p6", "fd00:10:244::/120", 124)
 	w.alloc = ipam.New(s, ipam.Config{Now: func() time.Time { return w.now }})
 	assign := func(r ipam.Request) ipam.Assignment {
 		t.Helper()
@@ -56,6 +60,9 @@ func newDeletedNodeWorld(t *testing.T) *deletedNodeWorld {
 	w.gone = assign(ipam.Request{Handle: "net.gone", Node: "node-b", Namespace: "default", Pod: "gone"})
 	w.stillBound = assign(ipam.Request{Handle: "net.bound", Node: "node-b", Namespace: "default", Pod: "bound"})
 	w.tunnel = assign(ipam.Request{Handle: names.TunnelHandle("node-b"), Node: "node-b"})
+	w.vtep = assign(ipam.Request{Handle: names.VXLANTunnelHandle("node-b", ipfamily.IPv4), Node: "node-b"})
+	w.vtep6 = assign(ipam.Request{Family: ipfamily.IPv6, Handle: names.VXLANTunnelHandle("node-b", ipfamily.IPv6), Node: "node-b"})
+	w.bBlock6 = w.vtep6.Block
 	w.bBlock = w.gone.Block
 	cOwn := assign(ipam.Request{Handle: "net.c-other", Node: "node-c", Namespace: "default", Pod: "c-other"})
 
@@ -139,7 +146,7 @@ func TestDeletedNodeReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ip := range []netip.Addr{w.gone.IP, w.tunnel.IP, w.bIn.IP} {
+	for _, ip := range []netip.Addr{w.gone.IP, w.tunnel.IP, w.vtep.IP, w.vtep6.IP, w.bIn.IP} {
 		if !slices.Contains(res.ReleasedIPs, ip) || w.held(t, ip) {
 			t.Errorf("%s of deleted node-b not released: %+v", ip, res)
 		}
@@ -149,7 +156,8 @@ func TestDeletedNodeReleased(t *testing.T) {
 			t.Errorf("live pod's %s released", ip)
 		}
 	}
-	if !slices.Equal(res.ReleasedBlocks, []netip.Prefix{w.bEmpty}) || !slices.Equal(res.UnaffinedBlocks, []netip.Prefix{w.bBlock}) {
+	slices.SortFunc(res.ReleasedBlocks, netip.Prefix.Compare)
+	if !slices.Equal(res.ReleasedBlocks, []netip.Prefix{w.bEmpty, w.bBlock6}) || !slices.Equal(res.UnaffinedBlocks, []netip.Prefix{w.bBlock}) {
 		t.Errorf("blocks: released %v unaffined %v", res.ReleasedBlocks, res.UnaffinedBlocks)
 	}
 	b, err := s.GetBlock(ctx, names.BlockName(w.bBlock))
@@ -160,7 +168,7 @@ func TestDeletedNodeReleased(t *testing.T) {
 		t.Errorf("affinities left: %+v", a)
 	}
 	for _, h := range s.Handles() {
-		if h.Name == "net.b-orphan" || h.Name == names.HandleName(names.TunnelHandle("node-b")) || h.Name == "net.gone" {
+		if _, n, ok := ipam.TunnelOf(h.Spec.HandleID); ok && n == "node-b" || h.Name == "net.b-orphan" || h.Name == "net.gone" {
 			t.Errorf("handle %s of node-b left", h.Name)
 		}
 	}

@@ -63,7 +63,7 @@ func TestRealDeletedNode(t *testing.T) {
 		}
 		podIPs = append(podIPs, as.IP)
 	}
-	tunnel, needed, err := allocB.EnsureTunnelAddress(ctx, "gc-b")
+	tunnel, needed, err := allocB.EnsureTunnelAddress(ctx, ipam.IPIPTunnel, "gc-b")
 	if err != nil || !needed {
 		t.Fatal(needed, err)
 	}

@@ -197,7 +197,10 @@ func (l *local) gc(ctx context.Context, r *api.GCRequest) (*api.GCReply, error) 
 }
 
 func fromIPAM(a ipam.Assignment) api.Assignment {
-	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, IPIP: a.IPIP, Borrowed: a.Borrowed}
+	// IPIP for a plugin that predates Overhead (one still running on the node as its agent
+	// restarts): it then leaves IPIP's 20 bytes for any encapsulation, less than VXLAN needs but
+	// not nothing.
+	return api.Assignment{IP: a.IP, Block: a.Block, Pool: a.Pool, Overhead: a.Overhead, IPIP: a.Overhead > 0, Borrowed: a.Borrowed}
 }
 
 // classify wraps an allocator error with its kind, told by the allocator's sentinels.

@@ -2,12 +2,14 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"reflect"
 	"syscall"
 	"testing"
 
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/ipamtest"
 	"github.com/tabbynet/tabby/ipam/rpc/api"
@@ -132,5 +134,44 @@ func TestAssignFamiliesByClient(t *testing.T) {
 	s2.AddPool("v6", "fd00:10:244::/120", 122)
 	if _, err := NewLocal(ipam.New(s2, ipam.Config{})).Assign(ctx, &api.AssignRequest{Handle: "net.old6", Node: "a"}); !errors.Is(err, api.ErrNoPool) {
 		t.Fatalf("old client, IPv6-only node: %v, want ErrNoPool", err)
+	}
+}
+
+// What the pod's MTU needs reaches the plugin: each pool's encapsulation overhead (none
+// natively, 20 for IPIP, 50 for VXLAN over IPv4, 70 over IPv6), and for a plugin of the release
+// before, which reads only "ipip", that the pool encapsulates.
+func TestAssignmentCarriesTheOverhead(t *testing.T) {
+	ctx := context.Background()
+	s := ipamtest.NewStore()
+	s.AddNode("a", nil)
+	s.AddPool("native", "10.244.0.0/24", 26)
+	s.AddPool("ipip", "10.244.1.0/24", 26, func(p *v1.IPPool) { p.Spec.IPIPMode = v1.IPIPModeCrossSubnet })
+	s.AddPool("vxlan", "10.244.2.0/24", 26, func(p *v1.IPPool) { p.Spec.VXLANMode = v1.VXLANModeAlways })
+	s.AddPool("vxlan6", "fd00:10:244::/120", 122, func(p *v1.IPPool) { p.Spec.VXLANMode = v1.VXLANModeCrossSubnet })
+	l := NewLocal(ipam.New(s, ipam.Config{}))
+	for pool, want := range map[string]int{"native": 0, "ipip": 20, "vxlan": 50, "vxlan6": 70} {
+		r, err := l.Assign(ctx, &api.AssignRequest{Handle: "net." + pool, Node: "a", Pools: []string{pool}, MultiFamily: true})
+		if err != nil || len(r.Assignments) != 1 {
+			t.Fatalf("%s: %+v %v", pool, r, err)
+		}
+		if got := r.Assignments[0].EncapOverhead(); got != want {
+			t.Errorf("%s: overhead %d, want %d", pool, got, want)
+		}
+		held, err := l.Lookup(ctx, &api.LookupRequest{Handle: "net." + pool, Node: "a"})
+		if err != nil || len(held.Assignments) != 1 || held.Assignments[0].EncapOverhead() != want {
+			t.Errorf("%s: Lookup says %+v %v, want overhead %d", pool, held, err, want)
+		}
+		wire, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var older struct {
+			Assignment struct {
+				IPIP bool `json:"ipip"`
+			} `json:"assignment"`
+		}
+		if err := json.Unmarshal(wire, &older); err != nil || older.Assignment.IPIP != (want > 0) {
+			t.Errorf("%s: a plugin of the release before reads ipip=%v from %s, want %v", pool, older.Assignment.IPIP, wire, want > 0)
+		}
 	}
 }

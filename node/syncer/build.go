@@ -47,17 +47,20 @@ type Snapshot struct {
 	BGPConfig *v1.BGPConfiguration
 	BGPPeers  []v1.BGPPeer
 	Secrets   map[string]map[string][]byte
+	// FelixConfig is the valid FelixConfiguration named default; nil: the defaults.
+	FelixConfig *v1.FelixConfiguration
 }
 
 // Inputs are the objects Build reads.
 type Inputs struct {
-	NodeName  string
-	Nodes     []*corev1.Node
-	Pools     []*v1.IPPool
-	Blocks    []*v1.IPAMBlock
-	BGPConfig *v1.BGPConfiguration
-	BGPPeers  []*v1.BGPPeer
-	Secrets   []*corev1.Secret
+	NodeName    string
+	Nodes       []*corev1.Node
+	Pools       []*v1.IPPool
+	Blocks      []*v1.IPAMBlock
+	BGPConfig   *v1.BGPConfiguration
+	BGPPeers    []*v1.BGPPeer
+	Secrets     []*corev1.Secret
+	FelixConfig *v1.FelixConfiguration
 }
 
 // Build computes the node's whole state from every object, as the syncer's first pass reads them
@@ -103,6 +106,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	}
 	slices.SortFunc(s.BGPPeers, func(a, b v1.BGPPeer) int { return strings.Compare(a.Name, b.Name) })
 	s.BGPConfig = validConfig(in.BGPConfig, log)
+	s.FelixConfig = validFelixConfig(in.FelixConfig, log)
 	for _, sec := range in.Secrets {
 		s.Secrets[sec.Name] = sec.Data
 	}
@@ -135,6 +139,18 @@ func validConfig(c *v1.BGPConfiguration, log *slog.Logger) *v1.BGPConfiguration 
 	}
 	if errs := validation.BGPConfiguration(c); len(errs) > 0 {
 		log.Warn("ignoring invalid BGPConfiguration: using defaults", "error", errs.ToAggregate())
+		return nil
+	}
+	return c
+}
+
+// validFelixConfig is c when it is valid, nil (the defaults, logged with the field) when it is not.
+func validFelixConfig(c *v1.FelixConfiguration, log *slog.Logger) *v1.FelixConfiguration {
+	if c == nil {
+		return nil
+	}
+	if errs := validation.FelixConfiguration(c); len(errs) > 0 {
+		log.Warn("ignoring invalid FelixConfiguration: using defaults", "error", errs.ToAggregate())
 		return nil
 	}
 	return c

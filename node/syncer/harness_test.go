@@ -50,6 +50,8 @@ func resourceOf(obj runtime.Object) string {
 		return "ipamblocks"
 	case *v1.BGPConfiguration:
 		return "bgpconfigurations"
+	case *v1.FelixConfiguration:
+		return "felixconfigurations"
 	case *v1.BGPPeer:
 		return "bgppeers"
 	case *corev1.Secret:
@@ -60,7 +62,7 @@ func resourceOf(obj runtime.Object) string {
 
 func (s *Syncer) informer(resource string) cache.SharedIndexInformer {
 	return map[string]cache.SharedIndexInformer{"nodes": s.nodes, "ippools": s.pools, "ipamblocks": s.blocks,
-		"bgpconfigurations": s.configs, "bgppeers": s.peers, "secrets": s.secrets}[resource]
+		"bgpconfigurations": s.configs, "felixconfigurations": s.felixConfigs, "bgppeers": s.peers, "secrets": s.secrets}[resource]
 }
 
 // put stores obj in its informer's cache, in place of the version under its key, and sends the
@@ -126,7 +128,7 @@ func unchanged(tb testing.TB, what string, msgs []any, text string) {
 // inputs are the objects the syncer's caches hold, for Build.
 func (s *Syncer) inputs() Inputs {
 	in := Inputs{NodeName: s.nodeName, Nodes: list[*corev1.Node](s.nodes), Pools: list[*v1.IPPool](s.pools),
-		Blocks: list[*v1.IPAMBlock](s.blocks), BGPPeers: list[*v1.BGPPeer](s.peers), BGPConfig: s.bgpConfig()}
+		Blocks: list[*v1.IPAMBlock](s.blocks), BGPPeers: list[*v1.BGPPeer](s.peers), BGPConfig: s.bgpConfig(), FelixConfig: s.felixConfig()}
 	if s.secrets != nil {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
@@ -143,6 +145,7 @@ type streamState struct {
 	workloads map[string]model.Workload
 	podIPs    map[PodKey][]netip.Addr
 	config    *v1.BGPConfiguration
+	felixConf *v1.FelixConfiguration
 	peers     map[string]*v1.BGPPeer
 	secrets   map[string]map[string][]byte
 	inSync    bool
@@ -207,6 +210,9 @@ func (st *streamState) apply(tb testing.TB, msgs []any) {
 		case model.BGPConfigurationUpdate:
 			redundant = st.inSync && (m.Config == nil) == (st.config == nil) && (m.Config == nil || apiequality.Semantic.DeepEqual(m.Config.Spec, st.config.Spec))
 			st.config = m.Config
+		case model.FelixConfigurationUpdate:
+			redundant = st.inSync && (m.Config == nil) == (st.felixConf == nil) && (m.Config == nil || apiequality.Semantic.DeepEqual(m.Config.Spec, st.felixConf.Spec))
+			st.felixConf = m.Config
 		case model.BGPPeerUpdate:
 			old, ok := st.peers[m.Peer.Name]
 			redundant = ok && apiequality.Semantic.DeepEqual(old.Spec, m.Peer.Spec)
@@ -308,6 +314,9 @@ func (st *streamState) check(tb testing.TB, s *Syncer, what string) {
 	}
 	if (st.config == nil) != (want.BGPConfig == nil) || st.config != nil && !apiequality.Semantic.DeepEqual(st.config.Spec, want.BGPConfig.Spec) {
 		fail("BGPConfiguration", st.config, want.BGPConfig)
+	}
+	if (st.felixConf == nil) != (want.FelixConfig == nil) || st.felixConf != nil && !apiequality.Semantic.DeepEqual(st.felixConf.Spec, want.FelixConfig.Spec) {
+		fail("FelixConfiguration", st.felixConf, want.FelixConfig)
 	}
 	peers := map[string]v1.BGPPeerSpec{}
 	for _, p := range want.BGPPeers {

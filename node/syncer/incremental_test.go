@@ -79,7 +79,8 @@ func TestPassesMatchBuild(t *testing.T) {
 // Against a real API server, each pass sends the object that changed and nothing else: a node
 // joining or leaving, alone; the kubelet's status report, nothing; a block elsewhere in the
 // cluster, the block and its pods' addresses; a pod replaced on the block's own node, the pods'
-// addresses alone (no route moved); the block deleted, its removal and its pods' addresses out.
+// addresses alone (no route moved); the block deleted, its removal and its pods' addresses out;
+// the FelixConfiguration written and deleted, it alone.
 func TestSyncerReportsWhatChanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the control plane")
@@ -190,6 +191,24 @@ func TestSyncerReportsWhatChanged(t *testing.T) {
 	msgs = next("the deleted block")
 	sent(msgs, "a block deleted", model.BlockRemove{CIDR: block.CIDR}, addrsDelta(msgs))
 	podAddrs(t, "a block deleted", msgs[len(msgs)-1], []string{"p200-1", "p200-7"}, nil)
+
+	// The FelixConfiguration written, then deleted: it alone, then nil (the defaults).
+	vni := 4097
+	fc := &v1.FelixConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultFelixConfigurationName}, Spec: v1.FelixConfigurationSpec{VXLANVNI: &vni}}
+	if _, err := env.Client.FelixConfigurations().Create(ctx, fc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.FelixConfigurations().Delete(context.Background(), fc.Name, metav1.DeleteOptions{})
+	})
+	msgs = next("the FelixConfiguration")
+	if u, ok := msgs[0].(model.FelixConfigurationUpdate); len(msgs) != 1 || !ok || u.Config == nil || *u.Config.Spec.VXLANVNI != vni {
+		t.Fatalf("a FelixConfiguration written: sent %v", msgs)
+	}
+	if err := env.Client.FelixConfigurations().Delete(ctx, fc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sent(next("the FelixConfiguration deleted"), "the FelixConfiguration deleted", model.FelixConfigurationUpdate{})
 }
 
 // addrsDelta is the PodIPsDelta among msgs, for a comparison of the messages' kinds and order

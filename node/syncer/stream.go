@@ -23,9 +23,10 @@ type stream struct {
 	pools map[string]model.Pool
 	peers map[string]*v1.BGPPeer
 	// secrets by informer key (namespace/name).
-	secrets map[string]map[string][]byte
-	config  *v1.BGPConfiguration
-	veths   hostVeths
+	secrets     map[string]map[string][]byte
+	config      *v1.BGPConfiguration
+	felixConfig *v1.FelixConfiguration
+	veths       hostVeths
 }
 
 func newStream() *stream {
@@ -36,24 +37,28 @@ func newStream() *stream {
 // streamInputs is what changed in a pass: the view cache's changes of nodes and blocks, and the
 // keys of the other kinds' objects that changed with a lookup of their current version.
 type streamInputs struct {
-	first        bool
-	nodes        []nodeChange
-	blocks       []blockChange
-	pools        map[string]struct{}
-	getPool      func(key string) *v1.IPPool
-	peers        map[string]struct{}
-	getPeer      func(key string) *v1.BGPPeer
-	config       bool // the default BGPConfiguration changed
-	getConfig    func() *v1.BGPConfiguration
-	secrets      map[string]struct{}
-	getSecret    func(key string) *corev1.Secret
-	podIPs       func() map[PodKey][]netip.Addr
-	podIPsChange *PodIPsChange
+	first     bool
+	nodes     []nodeChange
+	blocks    []blockChange
+	pools     map[string]struct{}
+	getPool   func(key string) *v1.IPPool
+	peers     map[string]struct{}
+	getPeer   func(key string) *v1.BGPPeer
+	config    bool // the default BGPConfiguration changed
+	getConfig func() *v1.BGPConfiguration
+	// felixConfig: the default FelixConfiguration changed.
+	felixConfig    bool
+	getFelixConfig func() *v1.FelixConfiguration
+	secrets        map[string]struct{}
+	getSecret      func(key string) *corev1.Secret
+	podIPs         func() map[PodKey][]netip.Addr
+	podIPsChange   *PodIPsChange
 }
 
 // messages are the pass's changes, in the order the agents apply them: nodes, pools, blocks,
-// this node's workloads, the pods' addresses, then BGP's configuration, the Secrets its peers'
-// passwords refer to, the peers; the first pass ends with InSync. Within a kind, by name.
+// this node's workloads, the pods' addresses, the dataplane's configuration, then BGP's
+// configuration, the Secrets its peers' passwords refer to, the peers; the first pass ends with
+// InSync. Within a kind, by name.
 func (st *stream) messages(in streamInputs, log *slog.Logger) []any {
 	var msgs []any
 	for _, ch := range in.nodes {
@@ -108,6 +113,14 @@ func (st *stream) messages(in streamInputs, log *slog.Logger) []any {
 		msgs = append(msgs, felix.PodIPsUpdate{IPs: in.podIPs()})
 	} else if !in.podIPsChange.empty() {
 		msgs = append(msgs, felix.PodIPsDelta{Removed: in.podIPsChange.Removed, Added: in.podIPsChange.Added})
+	}
+
+	if in.first || in.felixConfig {
+		cur := validFelixConfig(in.getFelixConfig(), log)
+		if in.first || (cur == nil) != (st.felixConfig == nil) || cur != nil && !apiequality.Semantic.DeepEqual(cur.Spec, st.felixConfig.Spec) {
+			st.felixConfig = cur
+			msgs = append(msgs, model.FelixConfigurationUpdate{Config: cur})
+		}
 	}
 
 	if in.first || in.config {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,8 +20,8 @@ import (
 )
 
 // streamWorld is a small cluster of every kind the syncer sends: nodes (this one, n0, among
-// them), pools of both families, IPv4 and IPv6 blocks with dual-stack pods, a BGPConfiguration,
-// peers and a Secret.
+// them), pools of both families, IPv4 and IPv6 blocks with dual-stack pods, a FelixConfiguration,
+// a BGPConfiguration, peers and a Secret.
 func streamWorld(t *testing.T, s *Syncer) {
 	t.Helper()
 	for i := range 4 {
@@ -33,6 +34,7 @@ func streamWorld(t *testing.T, s *Syncer) {
 		s.put(t, testBlock6(i, "1", 4))
 	}
 	s.put(t, &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultBGPConfigurationName, ResourceVersion: "1"}, Spec: v1.BGPConfigurationSpec{ASNumber: ptr(uint32(64512))}})
+	s.put(t, streamFelixConfig("1", 4096))
 	s.put(t, streamPeer("tor", "1", "198.51.100.1"))
 	s.put(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "bgp", ResourceVersion: "1"}, Data: map[string][]byte{"password": []byte("a")}})
 }
@@ -48,13 +50,18 @@ func streamPeer(name, rv, ip string) *v1.BGPPeer {
 	return &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}, Spec: v1.BGPPeerSpec{PeerIP: ip, ASNumber: 65001}}
 }
 
+func streamFelixConfig(rv string, vni int) *v1.FelixConfiguration {
+	return &v1.FelixConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v1.DefaultFelixConfigurationName, ResourceVersion: rv}, Spec: v1.FelixConfigurationSpec{VXLANVNI: &vni}}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // The change stream, applied to a map per kind, is what Build says of the whole datastore after
 // every step of random changes to every kind of object: nodes (joined, gone, readdressed, their
-// annotations made invalid, a restart mark, the kubelet's status), pools (changed, made invalid,
-// deleted), blocks of both families (pods replaced, borrowed, dual-stack pods of this node),
-// the BGPConfiguration, peers and Secrets. No message it sends changes nothing, and nothing it
+// annotations made invalid, a restart mark, the kubelet's status, a VTEP and its MAC), pools
+// (changed, made invalid, deleted, VXLAN on and off), blocks of both families (pods replaced,
+// borrowed, dual-stack pods of this node), the FelixConfiguration, the BGPConfiguration, peers
+// and Secrets. No message it sends changes nothing, and nothing it
 // sent is modified afterwards.
 func TestStreamMatchesBuild(t *testing.T) {
 	s := newTestSyncer(t, Config{NodeName: "n0", Logger: discard, OnUpdate: func([]any) {}})
@@ -79,7 +86,7 @@ func TestStreamMatchesBuild(t *testing.T) {
 func randomChange(t *testing.T, s *Syncer, rng *rand.Rand, rv int) {
 	t.Helper()
 	version := strconv.Itoa(rv)
-	switch rng.IntN(8) {
+	switch rng.IntN(9) {
 	case 0, 1, 2: // blocks: most of the changes
 		randomBlockChange(t, s, rng, rv)
 	case 3, 4:
@@ -92,10 +99,17 @@ func randomChange(t *testing.T, s *Syncer, rng *rand.Rand, rv int) {
 		}
 		n := old.DeepCopy()
 		n.ResourceVersion = version
-		switch rng.IntN(7) {
+		switch rng.IntN(8) {
 		case 0:
 			s.remove(t, "nodes", name)
 			return
+		case 7: // its VTEP of either family, and the MAC
+			addrKey, macKey, addr := v1.AnnotationVXLANIPv4TunnelAddress, v1.AnnotationVXLANIPv4MAC, fmt.Sprintf("10.244.%d.1", rng.IntN(4))
+			if rng.IntN(2) == 0 {
+				addrKey, macKey, addr = v1.AnnotationVXLANIPv6TunnelAddress, v1.AnnotationVXLANIPv6MAC, fmt.Sprintf("fd00:10:244:%x::1", rng.IntN(4))
+			}
+			n.Annotations[addrKey] = addr
+			n.Annotations[macKey] = fmt.Sprintf("66:00:00:00:00:%02x", rng.IntN(3)+1)
 		case 1:
 			n.Annotations = map[string]string{v1.AnnotationBGPIPv4Address: fmt.Sprintf("203.0.113.%d/24", rng.IntN(250)+1),
 				v1.AnnotationBGPIPv6Address: fmt.Sprintf("2001:db8::%x/64", rng.IntN(250)+1)}
@@ -120,10 +134,12 @@ func randomChange(t *testing.T, s *Syncer, rng *rand.Rand, rv int) {
 		}
 		p = p.DeepCopy()
 		p.ResourceVersion = version
-		switch rng.IntN(5) {
+		switch rng.IntN(6) {
 		case 0:
 			s.remove(t, "ippools", name)
 			return
+		case 5: // VXLAN on or off (invalid with IPIP: the pool removed)
+			p.Spec.VXLANMode = []v1.VXLANMode{v1.VXLANModeNever, v1.VXLANModeAlways, v1.VXLANModeCrossSubnet}[rng.IntN(3)]
 		case 1:
 			p.Spec.NATOutgoing = !p.Spec.NATOutgoing
 		case 2: // invalid: a pool removed
@@ -168,6 +184,19 @@ func randomChange(t *testing.T, s *Syncer, rng *rand.Rand, rv int) {
 			s.put(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, ResourceVersion: version},
 				Data: map[string][]byte{"password": []byte([]string{"a", "b"}[rng.IntN(2)])}})
 		}
+	case 8:
+		switch rng.IntN(4) {
+		case 0:
+			s.remove(t, "felixconfigurations", v1.DefaultFelixConfigurationName)
+		case 1: // the same spec, a new version: nothing tabby reads
+			if c := s.felixConfig(); c != nil {
+				c = c.DeepCopy()
+				c.ResourceVersion = version
+				s.put(t, c)
+			}
+		default: // 0: an invalid VNI, the defaults
+			s.put(t, streamFelixConfig(version, []int{0, 4096, 4097}[rng.IntN(3)]))
+		}
 	}
 }
 
@@ -185,7 +214,7 @@ func TestStreamFirstPassEndsInSync(t *testing.T) {
 		count[fmt.Sprintf("%T", m)]++
 	}
 	want := map[string]int{"model.NodeUpdate": 4, "model.PoolUpdate": 2, "model.BlockUpdate": 12, "model.WorkloadUpdate": 8,
-		"felix.PodIPsUpdate": 1, "model.BGPConfigurationUpdate": 1, "model.BGPPeerUpdate": 1, "model.SecretUpdate": 1, "model.InSync": 1}
+		"felix.PodIPsUpdate": 1, "model.FelixConfigurationUpdate": 1, "model.BGPConfigurationUpdate": 1, "model.BGPPeerUpdate": 1, "model.SecretUpdate": 1, "model.InSync": 1}
 	if fmt.Sprint(count) != fmt.Sprint(want) {
 		t.Fatalf("the first pass sent %v, want %v", count, want)
 	}
@@ -198,9 +227,9 @@ func TestStreamFirstPassEndsInSync(t *testing.T) {
 	if msgs, _ := s.pass(); len(msgs) != 0 {
 		t.Fatalf("a pass with nothing changed sent %v", msgs)
 	}
-	// Without a BGPConfiguration, the first pass says so: the defaults.
+	// Without a FelixConfiguration or a BGPConfiguration, the first pass says so: the defaults.
 	s = newTestSyncer(t, Config{NodeName: "n0", Logger: discard, OnUpdate: func([]any) {}})
-	if msgs, _ := s.pass(); fmt.Sprint(msgs) != fmt.Sprint([]any{felix.PodIPsUpdate{IPs: map[PodKey][]netip.Addr{}}, model.BGPConfigurationUpdate{}, model.InSync{}}) {
+	if msgs, _ := s.pass(); fmt.Sprint(msgs) != fmt.Sprint([]any{felix.PodIPsUpdate{IPs: map[PodKey][]netip.Addr{}}, model.FelixConfigurationUpdate{}, model.BGPConfigurationUpdate{}, model.InSync{}}) {
 		t.Fatalf("the first pass of an empty datastore sent %v", msgs)
 	}
 }
@@ -242,6 +271,12 @@ func TestStreamSendsNothingForAnUnchangedObject(t *testing.T) {
 			c := s.bgpConfig().DeepCopy()
 			c.ResourceVersion = "2"
 			c.Annotations = map[string]string{"note": "x"}
+			s.put(t, c)
+		}},
+		{"FelixConfiguration: a label", func() {
+			c := s.felixConfig().DeepCopy()
+			c.ResourceVersion = "2"
+			c.Labels = map[string]string{"team": "net"}
 			s.put(t, c)
 		}},
 		{"BGPPeer: a label", func() {
@@ -301,5 +336,37 @@ func TestStreamInvalidPoolIsRemoved(t *testing.T) {
 		t.Fatalf("the pool fixed: sent %v, want it back", msgs)
 	} else if u, ok := msgs[0].(model.PoolUpdate); !ok || u.Pool.IPIPMode != v1.IPIPModeAlways {
 		t.Fatalf("the pool fixed: sent %#v", msgs[0])
+	}
+}
+
+// A FelixConfiguration that turns invalid is sent as nil (the defaults), the log naming the
+// field; fixed, it is sent again; deleted, nil again.
+func TestStreamInvalidFelixConfigurationIsTheDefaults(t *testing.T) {
+	var logs bytes.Buffer
+	s := newTestSyncer(t, Config{NodeName: "n0", Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnUpdate: func([]any) {}})
+	streamWorld(t, s)
+	msgs, _ := s.pass()
+	if !slices.ContainsFunc(msgs, func(m any) bool {
+		u, ok := m.(model.FelixConfigurationUpdate)
+		return ok && u.Config != nil && *u.Config.Spec.VXLANVNI == 4096
+	}) {
+		t.Fatalf("the first pass does not send the FelixConfiguration: %v", msgs)
+	}
+	s.put(t, streamFelixConfig("2", 1<<24))
+	if msgs, _ := s.pass(); fmt.Sprint(msgs) != fmt.Sprint([]any{model.FelixConfigurationUpdate{}}) {
+		t.Fatalf("an invalid FelixConfiguration: sent %v, want nil (the defaults)", msgs)
+	}
+	if !strings.Contains(logs.String(), "spec.vxlanVNI") {
+		t.Fatalf("the log does not name the field: %s", logs.String())
+	}
+	s.put(t, streamFelixConfig("3", 4097))
+	if msgs, _ := s.pass(); len(msgs) != 1 {
+		t.Fatalf("the FelixConfiguration fixed: sent %v", msgs)
+	} else if u, ok := msgs[0].(model.FelixConfigurationUpdate); !ok || u.Config == nil || *u.Config.Spec.VXLANVNI != 4097 {
+		t.Fatalf("the FelixConfiguration fixed: sent %#v", msgs[0])
+	}
+	s.remove(t, "felixconfigurations", v1.DefaultFelixConfigurationName)
+	if msgs, _ := s.pass(); fmt.Sprint(msgs) != fmt.Sprint([]any{model.FelixConfigurationUpdate{}}) {
+		t.Fatalf("the FelixConfiguration deleted: sent %v, want nil", msgs)
 	}
 }

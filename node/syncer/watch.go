@@ -28,7 +28,7 @@ type Syncer struct {
 	onUpdate func(msgs []any)
 	metrics  *Metrics
 
-	nodes, pools, blocks, configs, peers, secrets cache.SharedIndexInformer
+	nodes, pools, blocks, configs, felixConfigs, peers, secrets cache.SharedIndexInformer
 	// handlers are the informers' event handlers, by resource.
 	handlers map[string]cache.ResourceEventHandler
 	changed  chan struct{}
@@ -50,24 +50,24 @@ type Syncer struct {
 
 // dirtyKeys are the keys of the objects that changed, by kind.
 type dirtyKeys struct {
-	nodes, pools, blocks, configs, peers, secrets map[string]struct{}
+	nodes, pools, blocks, configs, felixConfigs, peers, secrets map[string]struct{}
 }
 
 // empty: no object changed.
 func (d *dirtyKeys) empty() bool {
-	return len(d.nodes)+len(d.pools)+len(d.blocks)+len(d.configs)+len(d.peers)+len(d.secrets) == 0
+	return len(d.nodes)+len(d.pools)+len(d.blocks)+len(d.configs)+len(d.felixConfigs)+len(d.peers)+len(d.secrets) == 0
 }
 
 func newDirtyKeys() dirtyKeys {
 	return dirtyKeys{nodes: map[string]struct{}{}, pools: map[string]struct{}{}, blocks: map[string]struct{}{},
-		configs: map[string]struct{}{}, peers: map[string]struct{}{}, secrets: map[string]struct{}{}}
+		configs: map[string]struct{}{}, felixConfigs: map[string]struct{}{}, peers: map[string]struct{}{}, secrets: map[string]struct{}{}}
 }
 
 // take hands over the keys and leaves empty sets for the handlers; s.mu must be held. A set
 // without keys stays: most passes make no new map.
 func (d *dirtyKeys) take() dirtyKeys {
 	out := *d
-	for _, m := range []*map[string]struct{}{&d.nodes, &d.pools, &d.blocks, &d.configs, &d.peers, &d.secrets} {
+	for _, m := range []*map[string]struct{}{&d.nodes, &d.pools, &d.blocks, &d.configs, &d.felixConfigs, &d.peers, &d.secrets} {
 		if len(*m) > 0 {
 			*m = map[string]struct{}{}
 		}
@@ -81,7 +81,8 @@ type Config struct {
 	// Namespace holds the Secrets that BGP passwords refer to (tabby-node's own namespace).
 	Namespace string
 	// OnUpdate, when set, is sent each pass's changes, in order: the first pass after the caches
-	// synced sends every object as an update and ends with model.InSync; the next ones send
+	// synced sends every object as an update (the BGPConfiguration and the FelixConfiguration
+	// even when there is none: nil, the defaults) and ends with model.InSync; the next ones send
 	// only what changed (model's updates.go, felix.PodIPsUpdate then felix.PodIPsDelta). A pass
 	// in which nothing tabby reads changed sends nothing.
 	OnUpdate func(msgs []any)
@@ -106,6 +107,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 	s.pools = client.Informer(c.IPPools(), trim.Object)
 	s.blocks = client.Informer(c.IPAMBlocks(), trim.Object)
 	s.configs = client.Informer(c.BGPConfigurations(), trim.Object)
+	s.felixConfigs = client.Informer(c.FelixConfigurations(), trim.Object)
 	s.peers = client.Informer(c.BGPPeers(), trim.Object)
 	for _, k := range []struct {
 		inf      cache.SharedIndexInformer
@@ -116,6 +118,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 		{s.pools, "ippools", func(d *dirtyKeys) map[string]struct{} { return d.pools }},
 		{s.blocks, "ipamblocks", func(d *dirtyKeys) map[string]struct{} { return d.blocks }},
 		{s.configs, "bgpconfigurations", func(d *dirtyKeys) map[string]struct{} { return d.configs }},
+		{s.felixConfigs, "felixconfigurations", func(d *dirtyKeys) map[string]struct{} { return d.felixConfigs }},
 		{s.peers, "bgppeers", func(d *dirtyKeys) map[string]struct{} { return d.peers }},
 		{s.secrets, "secrets", func(d *dirtyKeys) map[string]struct{} { return d.secrets }},
 	} {
@@ -168,7 +171,7 @@ func sameNode(a, b *corev1.Node) bool {
 }
 
 func (s *Syncer) informers() []cache.SharedIndexInformer {
-	out := []cache.SharedIndexInformer{s.nodes, s.pools, s.blocks, s.configs, s.peers}
+	out := []cache.SharedIndexInformer{s.nodes, s.pools, s.blocks, s.configs, s.felixConfigs, s.peers}
 	if s.secrets != nil {
 		out = append(out, s.secrets)
 	}
@@ -243,7 +246,8 @@ func (s *Syncer) pass() ([]any, time.Time) {
 		// Every object, from the caches as they are now: the keys of the events before (the
 		// caches' initial lists) are among them.
 		since = time.Time{}
-		dirty = dirtyKeys{nodes: keys(s.nodes), pools: keys(s.pools), blocks: keys(s.blocks), configs: keys(s.configs), peers: keys(s.peers), secrets: keys(s.secrets)}
+		dirty = dirtyKeys{nodes: keys(s.nodes), pools: keys(s.pools), blocks: keys(s.blocks), configs: keys(s.configs),
+			felixConfigs: keys(s.felixConfigs), peers: keys(s.peers), secrets: keys(s.secrets)}
 	}
 	s.passed = true
 	s.cache.updateBlocks(dirty.blocks, func(key string) *v1.IPAMBlock { return get[*v1.IPAMBlock](s.blocks, key) }, s.nodeName, s.log)
@@ -254,10 +258,12 @@ func (s *Syncer) pass() ([]any, time.Time) {
 		podIPs = diffPodIPs(blocks)
 	}
 	_, config := dirty.configs[v1.DefaultBGPConfigurationName]
+	_, felixConfig := dirty.felixConfigs[v1.DefaultFelixConfigurationName]
 	msgs := s.stream.messages(streamInputs{first: first, nodes: nodes, blocks: blocks,
 		pools: dirty.pools, getPool: func(key string) *v1.IPPool { return get[*v1.IPPool](s.pools, key) },
 		peers: dirty.peers, getPeer: func(key string) *v1.BGPPeer { return get[*v1.BGPPeer](s.peers, key) },
 		config: config, getConfig: s.bgpConfig,
+		felixConfig: felixConfig, getFelixConfig: s.felixConfig,
 		secrets: dirty.secrets, getSecret: func(key string) *corev1.Secret { return get[*corev1.Secret](s.secrets, key) },
 		podIPs: s.cache.podIPs, podIPsChange: podIPs,
 	}, s.log)
@@ -267,6 +273,11 @@ func (s *Syncer) pass() ([]any, time.Time) {
 // bgpConfig is the cluster's BGPConfiguration (the one named default), nil when there is none.
 func (s *Syncer) bgpConfig() *v1.BGPConfiguration {
 	return get[*v1.BGPConfiguration](s.configs, v1.DefaultBGPConfigurationName)
+}
+
+// felixConfig is the cluster's FelixConfiguration (the one named default), nil when there is none.
+func (s *Syncer) felixConfig() *v1.FelixConfiguration {
+	return get[*v1.FelixConfiguration](s.felixConfigs, v1.DefaultFelixConfigurationName)
 }
 
 // get is the object the informer holds under key (nil: none).

@@ -25,7 +25,8 @@ import (
 	"github.com/tabbynet/tabby/tabbyctl/nodeview"
 )
 
-// Object is one tabby object: *v1.IPPool, *v1.BGPPeer, *v1.BGPConfiguration or *nodeview.Resource.
+// Object is one tabby object: *v1.IPPool, *v1.BGPPeer, *v1.BGPConfiguration,
+// *v1.FelixConfiguration or *nodeview.Resource.
 type Object interface {
 	runtime.Object
 	GetName() string
@@ -54,7 +55,7 @@ func (d Document) Where() string {
 }
 
 // Kinds accepted in files.
-var Kinds = []string{"IPPool", "BGPPeer", "BGPConfiguration", nodeview.Kind}
+var Kinds = []string{"IPPool", "BGPPeer", "BGPConfiguration", "FelixConfiguration", nodeview.Kind}
 
 func newObject(kind string) Object {
 	switch kind {
@@ -64,6 +65,8 @@ func newObject(kind string) Object {
 		return &v1.BGPPeer{}
 	case "BGPConfiguration":
 		return &v1.BGPConfiguration{}
+	case "FelixConfiguration":
+		return &v1.FelixConfiguration{}
 	case nodeview.Kind:
 		return &nodeview.Resource{}
 	}
@@ -236,6 +239,8 @@ func Validate(obj Object) field.ErrorList {
 		errs = append(errs, validation.BGPPeer(o)...)
 	case *v1.BGPConfiguration:
 		errs = append(errs, validation.BGPConfiguration(o)...)
+	case *v1.FelixConfiguration:
+		errs = append(errs, validation.FelixConfiguration(o)...)
 	case *nodeview.Resource:
 		errs = append(errs, o.Validate()...)
 	}

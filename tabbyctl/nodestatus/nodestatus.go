@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/bird/status"
+	"github.com/tabbynet/tabby/ipam/rpc/api"
 )
 
 // DefaultSocket is where tabby-node's BGP speaker serves its status.
@@ -44,15 +47,18 @@ type Source interface {
 
 // NodeSocket is node's status socket under dir: dir/NAME/bird.sock when there is one, else
 // dir/NAME/run/bird.sock (a node directory holding its run directory, as the lab lays it out).
+// A run directory without the socket but with the mark of a node without BGP
+// (names.BGPOffFile) is the node's too.
 func NodeSocket(dir, node string) string {
-	direct := filepath.Join(dir, node, filepath.Base(DefaultSocket))
-	if fileExists(direct) {
-		return direct
+	runDirs := []string{filepath.Join(dir, node), filepath.Join(dir, node, "run")}
+	for _, name := range []string{filepath.Base(DefaultSocket), names.BGPOffFile} {
+		for _, d := range runDirs {
+			if fileExists(filepath.Join(d, name)) {
+				return filepath.Join(d, filepath.Base(DefaultSocket))
+			}
+		}
 	}
-	if nested := filepath.Join(dir, node, "run", filepath.Base(DefaultSocket)); fileExists(nested) {
-		return nested
-	}
-	return direct
+	return filepath.Join(runDirs[0], filepath.Base(DefaultSocket))
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -63,8 +69,18 @@ var ErrNotRunning = errors.New("tabby-node is not running")
 // Report prints the status and returns ErrNotRunning (wrapped with the reason) when the node's
 // tabby-node did not answer: then nothing is printed on w, the caller says it once, with the
 // reason, and exits non-zero.
+//
+// A node whose tabby-node runs without BGP (--bgp=none) has no status socket: Report says BGP is
+// off there, once the agent's IPAM socket beside it answers.
 func Report(ctx context.Context, w io.Writer, socket string, dial func(socket string) (Source, func(), error), now time.Time) error {
 	if _, err := os.Stat(socket); err != nil {
+		if off, running := bgpOff(ctx, socket); off && running {
+			fmt.Fprintln(w, "tabby-node is running with BGP off (--bgp=none): this node has no BGP sessions.")
+			fmt.Fprintln(w, "Its pods are reached through VXLAN pools, routed from IPAM's block affinities (tabbyctl node dataplane).")
+			return nil
+		} else if off {
+			return fmt.Errorf("%w: its last run had BGP off (--bgp=none), and its IPAM socket does not answer", ErrNotRunning)
+		}
 		return fmt.Errorf("%w: status socket %s: %v", ErrNotRunning, socket, err)
 	}
 	src, closeFn, err := dial(socket)
@@ -100,6 +116,23 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 		}
 	}
 	return nil
+}
+
+// bgpOff tells whether the run directory of socket says tabby-node runs without BGP
+// (names.BGPOffFile), and whether a tabby-node answers there: its IPAM socket accepts a
+// connection, so the mark is not one a stopped agent left behind.
+func bgpOff(ctx context.Context, socket string) (off, running bool) {
+	dir := filepath.Dir(socket)
+	if _, err := os.Stat(filepath.Join(dir, names.BGPOffFile)); err != nil {
+		return false, false
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", filepath.Join(dir, filepath.Base(api.DefaultSocket)))
+	if err != nil {
+		return true, false
+	}
+	conn.Close()
+	return true, true
 }
 
 // isIPv6 tells an IPv6 peer address ("2001:db8::1" or "[2001:db8::1]:1179").

@@ -3,12 +3,15 @@ package nodestatus
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/names"
 	"github.com/tabbynet/tabby/bird/status"
 )
 
@@ -57,5 +60,42 @@ func TestReportPerFamily(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("node status lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// A node running without BGP has no status socket: node status says BGP is off there while its
+// tabby-node answers on the IPAM socket, and that it is not running once nothing answers.
+func TestReportBGPOff(t *testing.T) {
+	nodes := t.TempDir()
+	dir := filepath.Join(nodes, "n1", "run") // the lab's layout
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, names.BGPOffFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := NodeSocket(nodes, "n1"); got != filepath.Join(dir, "bird.sock") {
+		t.Fatalf("NodeSocket = %s, want the socket's place in the run directory that has the mark", got)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, "ipam.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(string) (Source, func(), error) {
+		t.Fatal("dialled a status socket that does not exist")
+		return nil, nil, nil
+	}
+	var out bytes.Buffer
+	if err := Report(context.Background(), &out, filepath.Join(dir, "bird.sock"), dial, time.Now()); err != nil {
+		t.Fatalf("BGP off: %v", err)
+	}
+	if !strings.Contains(out.String(), "BGP off") || strings.Contains(out.String(), "not running") {
+		t.Fatalf("node status of a node without BGP:\n%s", out.String())
+	}
+	l.Close()
+	out.Reset()
+	err = Report(context.Background(), &out, filepath.Join(dir, "bird.sock"), dial, time.Now())
+	if !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), "BGP off") || out.Len() != 0 {
+		t.Fatalf("BGP off, tabby-node stopped: %v, printed %q", err, out.String())
 	}
 }

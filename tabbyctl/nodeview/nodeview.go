@@ -34,9 +34,34 @@ type BGPSpec struct {
 	IPv4IPIPTunnelAddr string `json:"ipv4IPIPTunnelAddr,omitempty"`
 }
 
-// Spec of the view.
+// Spec of the view. The VXLAN fields are the node's VTEP of each family and its device's MAC,
+// which its tabby-node allocates and records (named as on Calico's Node resource).
 type Spec struct {
 	BGP *BGPSpec `json:"bgp,omitempty"`
+	// IPv4VXLANTunnelAddr is vxlan.tabby's address (tabby.dev/vxlan-ipv4-tunnel-address).
+	IPv4VXLANTunnelAddr string `json:"ipv4VXLANTunnelAddr,omitempty"`
+	// VXLANTunnelMACAddr is vxlan.tabby's MAC (tabby.dev/vxlan-ipv4-mac).
+	VXLANTunnelMACAddr string `json:"vxlanTunnelMACAddr,omitempty"`
+	// IPv6VXLANTunnelAddr is vxlan-v6.tabby's address (tabby.dev/vxlan-ipv6-tunnel-address).
+	IPv6VXLANTunnelAddr string `json:"ipv6VXLANTunnelAddr,omitempty"`
+	// VXLANTunnelMACAddrV6 is vxlan-v6.tabby's MAC (tabby.dev/vxlan-ipv6-mac).
+	VXLANTunnelMACAddrV6 string `json:"vxlanTunnelMACAddrV6,omitempty"`
+}
+
+// vxlanField is a VXLAN field of the view: its annotation, its name in the view, its value.
+type vxlanField struct {
+	key, name string
+	v         *string
+}
+
+// vxlanFields are the VXLAN fields of the view, in display order.
+func (s *Spec) vxlanFields() []vxlanField {
+	return []vxlanField{
+		{v1.AnnotationVXLANIPv4TunnelAddress, "ipv4VXLANTunnelAddr", &s.IPv4VXLANTunnelAddr},
+		{v1.AnnotationVXLANIPv4MAC, "vxlanTunnelMACAddr", &s.VXLANTunnelMACAddr},
+		{v1.AnnotationVXLANIPv6TunnelAddress, "ipv6VXLANTunnelAddr", &s.IPv6VXLANTunnelAddr},
+		{v1.AnnotationVXLANIPv6MAC, "vxlanTunnelMACAddrV6", &s.VXLANTunnelMACAddrV6},
+	}
 }
 
 // Resource is the Node resource as tabbyctl shows and edits it: one Kubernetes Node's labels and
@@ -50,7 +75,7 @@ type Resource struct {
 
 // DeepCopyObject makes Resource a runtime.Object.
 func (n *Resource) DeepCopyObject() runtime.Object {
-	out := &Resource{TypeMeta: n.TypeMeta}
+	out := &Resource{TypeMeta: n.TypeMeta, Spec: n.Spec}
 	n.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if n.Spec.BGP != nil {
 		b := *n.Spec.BGP
@@ -64,7 +89,8 @@ func (n *Resource) DeepCopyObject() runtime.Object {
 }
 
 // Annotations are the annotation keys the view owns, in display order.
-var Annotations = []string{v1.AnnotationBGPASN, v1.AnnotationBGPIPv4Address, v1.AnnotationRRClusterID, v1.AnnotationIPIPTunnelAddress}
+var Annotations = []string{v1.AnnotationBGPASN, v1.AnnotationBGPIPv4Address, v1.AnnotationRRClusterID, v1.AnnotationIPIPTunnelAddress,
+	v1.AnnotationVXLANIPv4TunnelAddress, v1.AnnotationVXLANIPv4MAC, v1.AnnotationVXLANIPv6TunnelAddress, v1.AnnotationVXLANIPv6MAC}
 
 // FromKube builds the view of a Kubernetes Node. Only tabby's annotations are carried over;
 // labels are kept because BGPPeer and IPPool selectors match on them.
@@ -97,12 +123,21 @@ func FromKube(k *corev1.Node) *Resource {
 	if b != (BGPSpec{}) {
 		n.Spec.BGP = &b
 	}
+	for _, f := range n.Spec.vxlanFields() {
+		*f.v = a[f.key]
+	}
 	return n
 }
 
 // TabbyAnnotations renders the view's BGP settings as annotations; absent settings are absent.
 func (n *Resource) TabbyAnnotations() map[string]string {
 	out := map[string]string{}
+	spec := n.Spec
+	for _, f := range spec.vxlanFields() {
+		if *f.v != "" {
+			out[f.key] = *f.v
+		}
+	}
 	b := n.Spec.BGP
 	if b == nil {
 		return out
@@ -132,6 +167,10 @@ func (n *Resource) Validate() field.ErrorList {
 		v1.AnnotationBGPIPv4Address:    bgp.Child("ipv4Address"),
 		v1.AnnotationRRClusterID:       bgp.Child("routeReflectorClusterID"),
 		v1.AnnotationIPIPTunnelAddress: bgp.Child("ipv4IPIPTunnelAddr"),
+	}
+	spec := n.Spec
+	for _, f := range spec.vxlanFields() {
+		paths[f.key] = field.NewPath("spec", f.name)
 	}
 	for _, e := range errs {
 		for key, p := range paths {

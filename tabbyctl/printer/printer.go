@@ -132,12 +132,12 @@ func row(o any, wide bool, pc Context) ([]string, []string) {
 		if wide {
 			// The defaults as IPAM applies them (a blockSize depends on the family); a pool the
 			// API server should not have taken is shown as stored.
-			bs, mode := strconv.Itoa(x.Spec.BlockSize), string(x.Spec.IPIPMode)
+			bs, ipip, vxlan := strconv.Itoa(x.Spec.BlockSize), orDash(string(x.Spec.IPIPMode)), orDash(string(x.Spec.VXLANMode))
 			if p, errs := validation.ParseIPPool(x); len(errs) == 0 {
-				bs, mode = strconv.Itoa(p.BlockSize), string(p.IPIPMode)
+				bs, ipip, vxlan = strconv.Itoa(p.BlockSize), string(p.IPIPMode), string(p.VXLANMode)
 			}
-			h = append(h, "NAT", "IPIPMODE", "DISABLED", "BLOCKSIZE")
-			r = append(r, strconv.FormatBool(x.Spec.NATOutgoing), mode, strconv.FormatBool(x.Spec.Disabled), bs)
+			h = append(h, "NAT", "IPIPMODE", "VXLANMODE", "DISABLED", "BLOCKSIZE")
+			r = append(r, strconv.FormatBool(x.Spec.NATOutgoing), ipip, vxlan, strconv.FormatBool(x.Spec.Disabled), bs)
 		}
 		return h, r
 	case *v1.BGPPeer:
@@ -197,6 +197,18 @@ func row(o any, wide bool, pc Context) ([]string, []string) {
 			r = append(r, orDash(strings.Join(svc, ",")))
 		}
 		return h, r
+	case *v1.FelixConfiguration:
+		// Unset fields as the agents apply them; an MTU of 0 is the uplink's minus the overhead.
+		num := func(v *int, def string) string {
+			if v == nil || *v == 0 {
+				return def
+			}
+			return strconv.Itoa(*v)
+		}
+		s := x.Spec
+		return []string{"NAME", "VNI", "PORT", "MTU", "MTUV6"},
+			[]string{x.Name, num(s.VXLANVNI, strconv.Itoa(v1.DefaultVXLANVNI)), num(s.VXLANPort, strconv.Itoa(v1.DefaultVXLANPort)),
+				num(s.VXLANMTU, fmt.Sprintf("(uplink-%d)", v1.VXLANOverhead)), num(s.VXLANMTUV6, fmt.Sprintf("(uplink-%d)", v1.VXLANOverheadIPv6))}
 	case *nodeview.Resource:
 		b := x.Spec.BGP
 		if b == nil {

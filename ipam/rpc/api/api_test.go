@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -22,7 +23,7 @@ func fake(err error) api.Service {
 			if err != nil {
 				return nil, err
 			}
-			return &api.AssignReply{Assignment: api.Assignment{IP: netip.MustParseAddr("10.244.0.7"), Block: netip.MustParsePrefix("10.244.0.0/26"), Pool: "p", IPIP: true}}, nil
+			return &api.AssignReply{Assignment: api.Assignment{IP: netip.MustParseAddr("10.244.0.7"), Block: netip.MustParsePrefix("10.244.0.0/26"), Pool: "p", Overhead: 50, IPIP: true}}, nil
 		},
 		Release: func(context.Context, *api.ReleaseRequest) (*api.ReleaseReply, error) { return &api.ReleaseReply{}, err },
 		Lookup:  func(context.Context, *api.LookupRequest) (*api.LookupReply, error) { return &api.LookupReply{}, err },
@@ -56,7 +57,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Assignment.IP.String() != "10.244.0.7" || r.Assignment.Block.String() != "10.244.0.0/26" || !r.Assignment.IPIP {
+	if r.Assignment.IP.String() != "10.244.0.7" || r.Assignment.Block.String() != "10.244.0.0/26" || r.Assignment.EncapOverhead() != 50 || !r.Assignment.IPIP {
 		t.Fatalf("assignment %+v", r.Assignment)
 	}
 	g, err := c.GC(context.Background(), &api.GCRequest{Node: "a", Network: "n"})
@@ -201,4 +202,22 @@ func TestConcurrentCallsAndGracefulStop(t *testing.T) {
 		}
 	}
 	<-stopped
+}
+
+// A current plugin reads what an agent of the release before says of the pod's MTU: "ipip" alone
+// is IPIP's outer header; a reply with neither is no overhead.
+func TestAssignmentFromAnOlderAgent(t *testing.T) {
+	for wire, want := range map[string]int{
+		`{"ip":"10.244.0.7","block":"10.244.0.0/26","pool":"p","ipip":true}`:               20,
+		`{"ip":"10.244.0.7","block":"10.244.0.0/26","pool":"p"}`:                           0,
+		`{"ip":"10.244.0.7","block":"10.244.0.0/26","pool":"p","overhead":70,"ipip":true}`: 70,
+	} {
+		var a api.Assignment
+		if err := json.Unmarshal([]byte(wire), &a); err != nil {
+			t.Fatal(err)
+		}
+		if got := a.EncapOverhead(); got != want {
+			t.Errorf("%s: overhead %d, want %d", wire, got, want)
+		}
+	}
 }

@@ -101,10 +101,27 @@ type Assignment struct {
 	IP    netip.Addr   `json:"ip"`
 	Block netip.Prefix `json:"block"`
 	Pool  string       `json:"pool"`
-	// IPIP: traffic from other nodes to this address may arrive IPIP-encapsulated (the pool's
-	// model.Pool.IPIP), so the pod's MTU leaves room for the outer IPv4 header.
+	// Overhead is what the pool's encapsulation adds to packets from other nodes to this
+	// address (ipam.EncapOverhead: 20 for IPIP, 50 for VXLAN over IPv4, 70 over IPv6; 0: none),
+	// so the pod's MTU leaves room for it.
+	Overhead int `json:"overhead,omitempty"`
+	// IPIP is what an agent that predates Overhead says instead: the pool encapsulates in IPIP.
+	// Read (EncapOverhead) and written (for any encapsulation) for one release, so that a plugin
+	// and an agent of two releases still agree while a node upgrades.
 	IPIP     bool `json:"ipip,omitempty"`
 	Borrowed bool `json:"borrowed,omitempty"`
+}
+
+// ipipOverhead is ipam.IPIPOverhead, which this package cannot import (see the package doc).
+const ipipOverhead = 20
+
+// EncapOverhead is what the pod's MTU must leave room for on this address: Overhead, or from an
+// agent that predates it, IPIP's outer header when it says IPIP.
+func (a Assignment) EncapOverhead() int {
+	if a.Overhead == 0 && a.IPIP {
+		return ipipOverhead
+	}
+	return a.Overhead
 }
 
 // AssignReply carries the assignment.
