@@ -25,10 +25,16 @@ import (
 // mirror is the input the messages sent so far add up to, as calc.Compute takes it.
 type mirror struct {
 	node      model.Node
+	nodes     map[string]model.Node
 	pools     map[string]model.Pool
-	local     map[netip.Prefix]bool
+	blocks    map[netip.Prefix]model.Block
 	workloads map[string]model.Workload
 	learned   map[netip.Prefix]netip.Addr
+}
+
+func newMirror() *mirror {
+	return &mirror{nodes: map[string]model.Node{}, pools: map[string]model.Pool{}, blocks: map[netip.Prefix]model.Block{},
+		workloads: map[string]model.Workload{}, learned: map[netip.Prefix]netip.Addr{}}
 }
 
 func (m *mirror) apply(msg any) {
@@ -37,18 +43,20 @@ func (m *mirror) apply(msg any) {
 		if u.Node.Name == "n1" {
 			m.node = u.Node
 		}
+		m.nodes[u.Node.Name] = u.Node
 	case model.NodeRemove:
 		if u.Name == "n1" {
 			m.node = model.Node{}
 		}
+		delete(m.nodes, u.Name)
 	case model.PoolUpdate:
 		m.pools[u.Pool.Name] = u.Pool
 	case model.PoolRemove:
 		delete(m.pools, u.Name)
 	case model.BlockUpdate:
-		m.local[u.Block.CIDR] = u.Block.Node == "n1"
+		m.blocks[u.Block.CIDR] = u.Block
 	case model.BlockRemove:
-		delete(m.local, u.CIDR)
+		delete(m.blocks, u.CIDR)
 	case model.WorkloadUpdate:
 		m.workloads[u.Workload.Interface] = u.Workload
 	case model.WorkloadRemove:
@@ -67,10 +75,13 @@ func (m *mirror) input(uplink ipfamily.Pair[string], host []calc.HostRoute) calc
 		Workloads:  slices.Collect(maps.Values(m.workloads)),
 		BGPRoutes:  m.learned,
 		HostRoutes: host,
+		NodeName:   "n1",
+		Nodes:      slices.Collect(maps.Values(m.nodes)),
+		Blocks:     slices.Collect(maps.Values(m.blocks)),
 	}
-	for b, local := range m.local {
-		if local {
-			in.LocalBlocks = append(in.LocalBlocks, b)
+	for _, b := range m.blocks {
+		if b.Node == "n1" {
+			in.LocalBlocks = append(in.LocalBlocks, b.CIDR)
 		}
 	}
 	return in
@@ -79,8 +90,9 @@ func (m *mirror) input(uplink ipfamily.Pair[string], host []calc.HostRoute) calc
 // churn draws the random changes: every kind of message, on values chosen to collide: pods on
 // addresses that are also local /32 blocks and learned /32s, learned routes on local blocks,
 // behind a tunnel, outside every pool, with this node's own next hop and with unusable ones;
-// pools changing mode under the learned routes, this node's subnet changing under their next
-// hops, blocks changing node.
+// pools changing mode (native, IPIP, VXLAN, CrossSubnet) under the learned and the VXLAN routes,
+// this node's subnet changing under their next hops, blocks changing node and lending addresses
+// to other nodes (this one included), nodes' VTEPs coming, going and colliding.
 type churn struct {
 	rng *rand.Rand
 }
@@ -112,9 +124,17 @@ var (
 		{Name: "cross", CIDR: pfxOf("10.244.200.0/24")},
 		{Name: "v6", CIDR: pfxOf("fd00:10:244::/48"), IPIPMode: v1.IPIPModeNever},
 	}
-	churnModes    = []v1.IPIPMode{v1.IPIPModeNever, v1.IPIPModeCrossSubnet, v1.IPIPModeAlways}
-	churnNodeAddr = []netip.Prefix{pfxOf("198.51.100.11/24"), pfxOf("198.51.100.11/25"), {}}
-	churnNode6    = []netip.Prefix{pfxOf("2001:db8:100::11/64"), {}}
+	churnModes      = []v1.IPIPMode{v1.IPIPModeNever, v1.IPIPModeCrossSubnet, v1.IPIPModeAlways}
+	churnVXLANModes = []v1.VXLANMode{v1.VXLANModeNever, v1.VXLANModeCrossSubnet, v1.VXLANModeAlways}
+	churnNodeAddr   = []netip.Prefix{pfxOf("198.51.100.11/24"), pfxOf("198.51.100.11/25"), {}}
+	churnNode6      = []netip.Prefix{pfxOf("2001:db8:100::11/64"), {}}
+	// The other nodes' underlay addresses: in this node's subnet or not, this node's own.
+	churnPeerAddr = []netip.Prefix{pfxOf("198.51.100.12/24"), pfxOf("198.51.100.200/24"), pfxOf("203.0.113.7/24"), pfxOf("198.51.100.11/24"), {}}
+	churnPeer6    = []netip.Prefix{pfxOf("2001:db8:100::12/64"), pfxOf("2001:db8:300::13/64"), {}}
+	churnNodes    = []string{"n1", "n1", "n2", "n3"}
+	churnVTEPs    = []netip.Addr{addrOf("10.244.0.1"), addrOf("10.244.1.1"), addrOf("10.244.1.2"), addrOf("10.244.200.1"), addrOf("10.244.2.1"), {}}
+	churnVTEP6s   = []netip.Addr{addrOf("fd00:10:244::1"), addrOf("fd00:10:244::41"), addrOf("fd00:10:244::81"), {}}
+	churnMACs     = []model.MAC{{0x66, 0, 0, 0, 0, 1}, {0x66, 0, 0, 0, 0, 2}, {0x66, 0, 0, 0, 0, 3}, {0x66, 0, 0, 0, 0, 4}, {0x66, 0, 0, 0, 0, 5}, {0x66, 0, 0, 0, 0, 6}, {}}
 )
 
 func addrOf(s string) netip.Addr  { return netip.MustParseAddr(s) }
@@ -135,13 +155,18 @@ func (c churn) message() any {
 	case op < 70:
 		return model.RouteRemove{Prefix: churnPrefixes[c.pick(len(churnPrefixes))]}
 	case op < 78:
-		node := []string{"n1", "n2"}[c.pick(2)]
-		return model.BlockUpdate{Block: model.Block{CIDR: churnBlocks[c.pick(len(churnBlocks))], Node: node}}
+		nodes := []string{"n1", "n2", "n3", ""}
+		b := model.Block{CIDR: churnBlocks[c.pick(len(churnBlocks))], Node: nodes[c.pick(len(nodes))]}
+		for range c.pick(3) {
+			b.Borrowed = append(b.Borrowed, model.Borrowed{Addr: churnAddrs[c.pick(len(churnAddrs))], Node: nodes[c.pick(len(nodes))]})
+		}
+		return model.BlockUpdate{Block: b}
 	case op < 82:
 		return model.BlockRemove{CIDR: churnBlocks[c.pick(len(churnBlocks))]}
 	case op < 90:
 		p := churnPools[c.pick(len(churnPools))]
-		if p.Family() == ipfamily.IPv4 {
+		p.VXLANMode = churnVXLANModes[c.pick(len(churnVXLANModes))]
+		if p.Family() == ipfamily.IPv4 && p.VXLANMode == v1.VXLANModeNever {
 			p.IPIPMode = churnModes[c.pick(len(churnModes))]
 		}
 		p.NATOutgoing = c.pick(2) == 0
@@ -149,11 +174,22 @@ func (c churn) message() any {
 	case op < 93:
 		return model.PoolRemove{Name: churnPools[c.pick(len(churnPools))].Name}
 	case op < 98:
-		n := model.Node{Name: []string{"n1", "n1", "n2"}[c.pick(3)]}
-		n.BGPAddress = ipfamily.PairOf(churnNodeAddr[c.pick(len(churnNodeAddr))], churnNode6[c.pick(len(churnNode6))])
+		n := model.Node{Name: churnNodes[c.pick(len(churnNodes))]}
+		if n.Name == "n1" {
+			n.BGPAddress = ipfamily.PairOf(churnNodeAddr[c.pick(len(churnNodeAddr))], churnNode6[c.pick(len(churnNode6))])
+		} else {
+			n.BGPAddress = ipfamily.PairOf(churnPeerAddr[c.pick(len(churnPeerAddr))], churnPeer6[c.pick(len(churnPeer6))])
+		}
+		n.VXLANTunnelAddr = ipfamily.PairOf(churnVTEPs[c.pick(len(churnVTEPs))], churnVTEP6s[c.pick(len(churnVTEP6s))])
+		n.VXLANMAC = ipfamily.PairOf(churnMACs[c.pick(len(churnMACs))], churnMACs[c.pick(len(churnMACs))])
+		if n.Name == "n1" && c.pick(4) != 0 {
+			// This node mostly has its VTEPs: without them no VXLAN route is decided.
+			n.VXLANTunnelAddr = ipfamily.PairOf(churnVTEPs[c.pick(len(churnVTEPs)-1)], churnVTEP6s[c.pick(len(churnVTEP6s)-1)])
+			n.VXLANMAC = ipfamily.PairOf(churnMACs[c.pick(len(churnMACs)-1)], churnMACs[c.pick(len(churnMACs)-1)])
+		}
 		return model.NodeUpdate{Node: n}
 	default:
-		return model.NodeRemove{Name: "n1"}
+		return model.NodeRemove{Name: churnNodes[c.pick(len(churnNodes))]}
 	}
 }
 
@@ -191,7 +227,7 @@ func TestManagersEqualCompute(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			m := &mirror{pools: map[string]model.Pool{}, local: map[netip.Prefix]bool{}, workloads: map[string]model.Workload{}, learned: map[netip.Prefix]netip.Addr{}}
+			m := newMirror()
 			hosts := map[hostRoute]bool{}
 			ctx := context.Background()
 			for step := 0; step < 400; step++ {
@@ -224,6 +260,20 @@ func TestManagersEqualCompute(t *testing.T) {
 				}
 				if gotUnresolved := f.Unresolved(); !maps.Equal(gotUnresolved, wantUnresolved) {
 					t.Fatalf("step %d (sent %v): unresolved %v, calc.Compute says %v", step, sent, gotUnresolved, wantUnresolved)
+				}
+				wantNoRoutes := map[netip.Prefix]string{}
+				for _, n := range want.VXLANNoRoutes {
+					wantNoRoutes[n.Prefix] = n.String()
+				}
+				if got := f.VXLANUnresolved(); !maps.Equal(got, wantNoRoutes) {
+					t.Fatalf("step %d (sent %v): VXLAN routes missing %v, calc.Compute says %v", step, sent, got, wantNoRoutes)
+				}
+				for _, fam := range ipfamily.All {
+					st := want.VXLAN.Get(fam)
+					device, peers := f.vxlan.Wanted(fam)
+					if device != st.Device || !maps.Equal(peers, st.Peers) {
+						t.Fatalf("step %d (sent %v): %s VXLAN device %v peers %v, calc.Compute says %v %v", step, sent, fam, device, peers, st.Device, st.Peers)
+					}
 				}
 			}
 		})

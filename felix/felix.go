@@ -1,21 +1,24 @@
-// Package felix is tabby's dataplane agent: it makes the node's kernel (routes, tunl0, sysctls,
-// NAT outgoing, NetworkPolicy) match what the datastore and the BGP speaker say, and owns only
-// what is tabby's. The layout follows Calico Felix.
+// Package felix is tabby's dataplane agent: it makes the node's kernel (routes, tunl0, the VXLAN
+// devices, sysctls, NAT outgoing, NetworkPolicy) match what the datastore and the BGP speaker
+// say, and owns only what is tabby's. The layout follows Calico Felix.
 //
 // One input, OnUpdate (OnUpdates for a batch), takes apis/model's changes (nodes, pools, blocks,
-// this node's workloads, the learned routes, InSync) and NetworkPolicy's own messages
-// (messages.go); the loop (loop.go) hands each message, and the kernel's link and host-route
-// events, to every Manager, which records what concerns it and marks itself dirty. Then every
-// manager's CompleteDeferredWork states what changed into the shared Writers, which felix
-// applies once per pass for all managers: ipsets, iptables, stale ipsets, then routes.
+// this node's workloads, the learned routes, the FelixConfiguration, InSync) and NetworkPolicy's
+// own messages (messages.go); the loop (loop.go) hands each message, and the kernel's link and
+// host-route events, to every Manager (the VXLAN devices' neighbour events to theirs), which
+// records what concerns it and marks itself dirty. Then every manager's CompleteDeferredWork
+// states what changed into the shared Writers, which felix applies once per pass for all
+// managers: ipsets, iptables, stale ipsets, then routes.
 //
 // The managers, in the order they run: sysctl.Manager (forwarding, the cali interfaces'
-// settings), tunnel.Manager (tunl0), localroutes (each pod's host route and the blackholes of
-// this node's blocks), bgproutes (the routes BGP learned), nat (natOutgoing) and the policy
-// manager (policy_manager.go, over felix/policy's incremental State). The route table
-// (felix/routetable) takes each route-producing manager's routes as a class of its own and
-// programs, per prefix, the route of the class that wins; a manager added with AddManager
-// writes into the same Writers, touching neither the syncer nor the other managers.
+// settings), tunnel.Manager (tunl0), vxlan.Manager (the VXLAN devices, their neighbour and FDB
+// entries and the routes through them, from the datastore), localroutes (each pod's host route
+// and the blackholes of this node's blocks), bgproutes (the routes BGP learned), nat
+// (natOutgoing) and the policy manager (policy_manager.go, over felix/policy's incremental
+// State). The route table (felix/routetable) takes each route-producing manager's routes as a
+// class of its own and programs, per prefix, the route of the class that wins; a manager added
+// with AddManager writes into the same Writers, touching neither the syncer nor the other
+// managers.
 //
 // Until model.InSync (Config.WaitForInSync) the writers add and replace but delete nothing. The
 // route decisions are in felix/calc and the policy rendering in felix/policy; neither touches
@@ -49,6 +52,7 @@ import (
 	"github.com/tabbynet/tabby/felix/routetable"
 	"github.com/tabbynet/tabby/felix/sysctl"
 	"github.com/tabbynet/tabby/felix/tunnel"
+	"github.com/tabbynet/tabby/felix/vxlan"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
@@ -77,8 +81,11 @@ type Config struct {
 	IptablesBackend iptables.Backend
 	// NetNSPath binds felix to a network namespace (tests, benchmarks); "" = the current one.
 	NetNSPath string
+	// VXLANChecksumOffload is the VXLAN devices' tx checksum offload: "" (auto: on, except on
+	// a kernel older than 5.7), "on" or "off"; see vxlan.ChecksumOffload.
+	VXLANChecksumOffload vxlan.ChecksumOffload
 	// WaitForInSync makes felix remove nothing (routes, iptables chains and jumps, ipsets,
-	// tunl0) until the model.InSync message: what tabby-node uses, so a restart never cuts
+	// tunl0, VXLAN devices and entries) until the model.InSync message: what tabby-node uses, so a restart never cuts
 	// traffic the kernel is still carrying. Rules and sets are added and updated meanwhile.
 	WaitForInSync bool
 }
@@ -132,6 +139,7 @@ type Felix struct {
 	inSync bool
 	rt     *routetable.RouteTable
 	bgp    *bgproutes.Manager
+	vxlan  *vxlan.Manager
 
 	// The shared writers and the managers feeding them (see Manager), in the order they run.
 	writers  Writers
@@ -155,6 +163,9 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 	}
 	if cfg.WorkloadGracePeriod < 0 || cfg.ResyncInterval < 0 {
 		return nil, fmt.Errorf("felix config: WorkloadGracePeriod %s and ResyncInterval %s must not be negative", cfg.WorkloadGracePeriod, cfg.ResyncInterval)
+	}
+	if !cfg.VXLANChecksumOffload.Valid() {
+		return nil, fmt.Errorf("felix config: VXLANChecksumOffload %q: want \"\", %q or %q", cfg.VXLANChecksumOffload, vxlan.ChecksumOffloadOn, vxlan.ChecksumOffloadOff)
 	}
 	if !cfg.IptablesBackend.Valid() {
 		return nil, fmt.Errorf("felix config: IptablesBackend %q: want \"\", %q or %q", cfg.IptablesBackend, iptables.BackendLegacy, iptables.BackendNFT)
@@ -213,8 +224,8 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 }
 
 // newManagers builds felix's own managers, each on its own concern, in the order they run:
-// kernel settings and tunl0 first, so the routes through them can be programmed in the same
-// pass; then the routes; then what the iptables and ipset writers carry.
+// kernel settings, tunl0 and the VXLAN devices first, so the routes through them can be
+// programmed in the same pass; then the routes; then what the iptables and ipset writers carry.
 func (f *Felix) newManagers() {
 	var sc *sysctl.Writer
 	if w, isReal := f.sysctl.(*sysctl.Writer); isReal {
@@ -224,15 +235,22 @@ func (f *Felix) newManagers() {
 		NodeName: f.cfg.NodeName, Uplink: f.cfg.UplinkInterface,
 		Unresolved: f.metrics.UnresolvedNextHops, Log: f.log,
 	})
+	linkReady := func(l netlink.Link) {
+		f.rt.OnLinkUpdate(netlink.LinkUpdate{Header: unix.NlMsghdr{Type: unix.RTM_NEWLINK}, Link: l})
+	}
+	f.vxlan = vxlan.New(f.rt, f.h, vxlan.Options{
+		NodeName: f.cfg.NodeName, Uplink: f.cfg.UplinkInterface, WaitForInSync: f.cfg.WaitForInSync,
+		ChecksumOffload: f.cfg.VXLANChecksumOffload, LinkReady: linkReady,
+		Peers: f.metrics.VXLANPeers, Errors: f.metrics.VXLANErrors, NoRoutes: f.metrics.VXLANNoRoutes, Log: f.log,
+	})
 	f.managers = append([]Manager{
 		sysctl.NewManager(f.sysctl, sysctl.ManagerOptions{IsWorkloadInterface: names.IsHostVeth, Errors: f.metrics.SysctlErrors}),
 		tunnel.NewManager(tunnel.NewDevice(f.h, sc, f.log), tunnel.Options{
 			NodeName: f.cfg.NodeName, MTU: f.cfg.TunnelMTU, Uplink: f.cfg.UplinkInterface.Get(ipfamily.IPv4),
 			WaitForInSync: f.cfg.WaitForInSync, Errors: f.metrics.TunnelErrors, Log: f.log,
-			LinkReady: func(l netlink.Link) {
-				f.rt.OnLinkUpdate(netlink.LinkUpdate{Header: unix.NlMsghdr{Type: unix.RTM_NEWLINK}, Link: l})
-			},
+			LinkReady: linkReady,
 		}),
+		f.vxlan,
 		localroutes.New(f.rt, f.cfg.NodeName, f.log),
 		f.bgp,
 	}, f.managers...)
@@ -274,6 +292,14 @@ func (f *Felix) Unresolved() map[netip.Prefix]string {
 	f.dpMu.Lock()
 	defer f.dpMu.Unlock()
 	return f.bgp.Unresolved()
+}
+
+// VXLANUnresolved returns the VXLAN pools' prefixes on other nodes felix has no route for, with
+// the reasons.
+func (f *Felix) VXLANUnresolved() map[netip.Prefix]string {
+	f.dpMu.Lock()
+	defer f.dpMu.Unlock()
+	return f.vxlan.NoRoutes()
 }
 
 // ApplyNow runs a pass synchronously: the messages queued so far, then the kernel.

@@ -135,14 +135,19 @@ func (f *Felix) runSubscribed(ctx context.Context) error {
 	// overflow of both is a broken subscription: resubscribe and resync.
 	routes := make(chan netlink.RouteUpdate, 1<<10)
 	links := make(chan netlink.LinkUpdate, 1<<10)
+	neighs := make(chan netlink.NeighUpdate, 1<<10)
 	subErr := make(chan error, 1)
-	err := f.h.Subscribe(done, routes, links, func(err error) {
+	onErr := func(err error) {
 		select {
 		case subErr <- err:
 		default:
 		}
-	})
-	if err != nil {
+	}
+	if err := f.h.Subscribe(done, routes, links, onErr); err != nil {
+		return err
+	}
+	// The VXLAN devices' neighbour and FDB entries: someone removing one is repaired at once.
+	if err := f.h.SubscribeNeigh(done, neighs, onErr); err != nil {
 		return err
 	}
 	// Whatever happened before the subscription is only visible by reading the kernel.
@@ -179,6 +184,18 @@ func (f *Felix) runSubscribed(ctx context.Context) error {
 			f.dpMu.Lock()
 			f.onLink(u)
 			f.dpMu.Unlock()
+		case u, ok := <-neighs:
+			if !ok {
+				return errSubscriptionBroken
+			}
+			f.dpMu.Lock()
+			write := f.vxlan.OnNeighUpdate(u)
+			f.dpMu.Unlock()
+			if !write {
+				// Neighbours come and go on every interface; only a change to tabby's VXLAN
+				// entries is worth a pass.
+				continue
+			}
 		}
 		if err := f.drain(routes, links); err != nil {
 			return err
@@ -188,8 +205,10 @@ func (f *Felix) runSubscribed(ctx context.Context) error {
 		}
 		f.dpMu.Lock()
 		next := f.rt.NextDeadline()
-		if !f.writeRetryAt.IsZero() && (next.IsZero() || f.writeRetryAt.Before(next)) {
-			next = f.writeRetryAt
+		for _, at := range []time.Time{f.writeRetryAt, f.vxlan.NextDeadline()} {
+			if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
 		}
 		f.dpMu.Unlock()
 		wait := time.Hour

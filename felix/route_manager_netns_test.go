@@ -23,8 +23,9 @@ type deviceRoute struct {
 	dev    string
 }
 
-// classDevice places the device routes below the local blackholes and above what BGP learns.
-const classDevice routetable.Class = 25
+// classDevice places the device routes below the local blackholes and VXLAN, and above what BGP
+// learns.
+const classDevice routetable.Class = 27
 
 // deviceRouteManager is that manager, written against felix's interfaces only.
 type deviceRouteManager struct {

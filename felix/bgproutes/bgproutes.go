@@ -1,7 +1,9 @@
 // Package bgproutes is felix's manager of the routes learned from BGP: another node's block (or
 // an address borrowed out of a block) via the next hop the speaker learned, directly on the
 // uplink in this node's subnet, through tunl0 where the pool's ipipMode asks for it, and
-// otherwise resolved through the host's own routes like BIRD's "gateway recursive". A learned or
+// otherwise resolved through the host's own routes like BIRD's "gateway recursive". A prefix of
+// a VXLAN pool is not BGP's to route (felix/vxlan routes it from the datastore): it is ignored,
+// never reported unresolved. A learned or
 // withdrawn route costs its own prefix; what every route depends on (the pools, this node's
 // addresses, the host's routes) decides them all again.
 package bgproutes
@@ -37,8 +39,9 @@ type Options struct {
 
 // poolRouting is what of a pool decides a learned route.
 type poolRouting struct {
-	cidr netip.Prefix
-	mode v1.IPIPMode
+	cidr  netip.Prefix
+	mode  v1.IPIPMode
+	vxlan v1.VXLANMode
 }
 
 // Manager takes RouteUpdate/RouteRemove (the speaker's best paths), PoolUpdate/PoolRemove, this
@@ -116,7 +119,7 @@ func (m *Manager) setPool(name string, p *model.Pool) {
 		delete(m.pools, name)
 		delete(m.routing, name)
 	} else {
-		r := poolRouting{cidr: p.CIDR, mode: p.IPIPMode}
+		r := poolRouting{cidr: p.CIDR, mode: p.IPIPMode, vxlan: p.VXLANMode}
 		if had && old == r {
 			return
 		}

@@ -28,10 +28,11 @@ const (
 	KindBlackhole                 // blackhole <local block>
 	KindRemote                    // <prefix> via <nh> dev <uplink or host route's dev>
 	KindTunnel                    // <prefix> via <nh> dev tunl0 onlink
+	KindVXLAN                     // <prefix> via <remote VTEP> dev vxlan.tabby onlink
 )
 
 // Kinds lists every kind, for metrics that report zero counts too.
-var Kinds = []Kind{KindWorkload, KindBlackhole, KindRemote, KindTunnel}
+var Kinds = []Kind{KindWorkload, KindBlackhole, KindRemote, KindTunnel, KindVXLAN}
 
 func (k Kind) String() string {
 	switch k {
@@ -43,6 +44,8 @@ func (k Kind) String() string {
 		return "remote"
 	case KindTunnel:
 		return "tunnel"
+	case KindVXLAN:
+		return "vxlan"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -132,12 +135,14 @@ type Unresolved struct {
 func (u Unresolved) String() string { return fmt.Sprintf("next hop %s: %s", u.NextHop, u.Reason) }
 
 // Learned is what a prefix learned from BGP makes: a route (OK), or none because no pool holds
-// it (Ignored), its next hop is unusable (Unresolved), or the next hop is this node (none of
-// them). A local route of the same prefix takes precedence over it in the route table.
+// it (Ignored), a VXLAN pool does (VXLAN: its routes come from the datastore, not from BGP), its
+// next hop is unusable (Unresolved), or the next hop is this node (none of them). A local route
+// of the same prefix takes precedence over it in the route table.
 type Learned struct {
 	Route      Route
 	OK         bool
 	Ignored    bool
+	VXLAN      bool
 	Unresolved *Unresolved
 }
 
@@ -149,6 +154,9 @@ func LearnedRoute(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, n
 	pool, ok := pools.For(prefix)
 	if !ok {
 		return Learned{Ignored: true}
+	}
+	if pool.VXLAN() {
+		return Learned{VXLAN: true}
 	}
 	r, reason := remoteRoute(u, pool, prefix, nh, res)
 	switch reason {
@@ -237,7 +245,7 @@ func NewResolver(routes []HostRoute) *Resolver {
 	for _, r := range routes {
 		// Tabby's own devices never carry an underlay next hop: resolving through them would
 		// loop pod traffic back into the pod network.
-		if !r.Dst.IsValid() || r.Dev == "" || r.Dev == TunnelDevice || strings.HasPrefix(r.Dev, "cali") {
+		if !r.Dst.IsValid() || r.Dev == "" || r.Dev == TunnelDevice || IsVXLANDevice(r.Dev) || strings.HasPrefix(r.Dev, "cali") {
 			continue
 		}
 		usable = append(usable, r)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/tabbynet/tabby/apis/model"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // Input is everything the routes depend on, at one moment.
@@ -16,6 +17,11 @@ type Input struct {
 	Workloads   []model.Workload
 	BGPRoutes   map[netip.Prefix]netip.Addr
 	HostRoutes  []HostRoute
+	// NodeName is this node; Nodes are every node, this one included, and Blocks every block
+	// of the cluster: what the VXLAN devices, entries and routes are derived from.
+	NodeName string
+	Nodes    []model.Node
+	Blocks   []model.Block
 }
 
 // Result is the desired dataplane.
@@ -28,13 +34,17 @@ type Result struct {
 	Unresolved []Unresolved
 	// Ignored are BGP prefixes outside every pool: not tabby's to program.
 	Ignored []netip.Prefix
+	// VXLAN is each family's VXLAN device and peers; VXLANNoRoutes the VXLAN pools' prefixes
+	// on other nodes without a route, whether or not a local route holds the prefix.
+	VXLAN         ipfamily.Pair[VXLANState]
+	VXLANNoRoutes []NoRoute
 	// Problems are inputs that were skipped (bad addresses, duplicates), for logs.
 	Problems []string
 }
 
 // Compute derives the desired routes from a whole input at once. Precedence on an equal
-// prefix: local workload, then local block, then BGP: a node's own addresses never route away
-// from it. felix itself decides object by object (the managers); Compute is the reference
+// prefix: local workload, then local block, then VXLAN, then BGP: a node's own addresses never
+// route away from it. felix itself decides object by object (the managers); Compute is the reference
 // their result is tested against.
 func Compute(in Input) Result {
 	res := Result{Routes: map[netip.Prefix]Route{}}
@@ -62,6 +72,14 @@ func Compute(in Input) Result {
 		}
 	}
 
+	vx := computeVXLAN(in, pools)
+	res.VXLAN, res.VXLANNoRoutes = vx.state, vx.noRoutes
+	for p, r := range vx.routes {
+		if _, local := res.Routes[p]; !local {
+			res.Routes[p] = r
+		}
+	}
+
 	resolver := NewResolver(in.HostRoutes)
 	for prefix, nh := range in.BGPRoutes {
 		prefix = prefix.Masked()
@@ -72,7 +90,7 @@ func Compute(in Input) Result {
 		case l.Unresolved != nil:
 			res.Unresolved = append(res.Unresolved, *l.Unresolved)
 		}
-		if _, local := res.Routes[prefix]; l.OK && !local {
+		if _, taken := res.Routes[prefix]; l.OK && !taken {
 			res.Routes[prefix] = l.Route
 		}
 	}

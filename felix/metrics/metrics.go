@@ -24,6 +24,9 @@ type Metrics struct {
 	TunnelErrors       prometheus.Counter
 	WriteErrors        prometheus.Counter
 	SysctlErrors       prometheus.Counter
+	VXLANPeers         *prometheus.GaugeVec
+	VXLANErrors        prometheus.Counter
+	VXLANNoRoutes      prometheus.Gauge
 }
 
 // Buckets are felix's latency buckets, in seconds; the datastore's lag has the same, so that the
@@ -39,7 +42,7 @@ func New(reg *prometheus.Registry) *Metrics {
 	m := &Metrics{
 		Registry: reg,
 		RoutesProgrammed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tabby_felix_routes_programmed",
-			Help: "Desired routes present in the kernel, by kind (workload, blackhole, remote, tunnel)."}, []string{"kind"}),
+			Help: "Desired routes present in the kernel, by kind (workload, blackhole, remote, tunnel, vxlan)."}, []string{"kind"}),
 		RouteFailures: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_route_failures",
 			Help: "Desired routes felix could not program at the last apply."}),
 		ApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tabby_felix_apply_duration_seconds",
@@ -61,9 +64,15 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Failed writes of iptables rules or ipsets (NAT outgoing); each is retried about a second later."}),
 		SysctlErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_sysctl_errors_total",
 			Help: "Failures to write a sysctl."}),
+		VXLANPeers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tabby_felix_vxlan_peers",
+			Help: "Other nodes' VTEPs whose neighbour and FDB entries are programmed on this node's VXLAN device, by family."}, []string{"family"}),
+		VXLANErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_vxlan_errors_total",
+			Help: "Passes in which a VXLAN device or some of its neighbour and FDB entries could not be programmed; each is retried about a second later."}),
+		VXLANNoRoutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_vxlan_unresolved_routes",
+			Help: "Blocks and borrowed addresses of VXLAN pools on other nodes without a route (no VTEP on either side, a VTEP conflict, an unknown node)."}),
 	}
 	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ApplyLag, m.ResyncDuration, m.NetlinkErrors,
-		m.UnresolvedNextHops, m.LastApply, m.TunnelErrors, m.WriteErrors, m.SysctlErrors)
+		m.UnresolvedNextHops, m.LastApply, m.TunnelErrors, m.WriteErrors, m.SysctlErrors, m.VXLANPeers, m.VXLANErrors, m.VXLANNoRoutes)
 	return m
 }
 

@@ -10,19 +10,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Fake is an in-memory kernel for unit tests: main-table routes, links and addresses, with
-// per-call error injection and the change events a real kernel would send.
+// Fake is an in-memory kernel for unit tests: main-table routes, links and addresses,
+// neighbour and FDB entries, with per-call error injection and the change events a real kernel
+// would send.
 type Fake struct {
 	mu       sync.Mutex
 	routes   map[fakeKey]netlink.Route
 	links    map[string]netlink.Link
 	indexes  map[int]struct{} // of links: a route's device is checked in constant time, as the kernel does
 	addrs    map[string][]netlink.Addr
+	neighs   map[neighKey]netlink.Neigh
+	noCsum   map[string]bool // links whose tx checksum offload is off
 	nextIdx  int
 	failures []*Failure
 	calls    map[string]int
 	routeCh  chan<- netlink.RouteUpdate
 	linkCh   chan<- netlink.LinkUpdate
+	neighCh  chan<- netlink.NeighUpdate
 	onErr    func(error)
 	// LinkAddErr, when set, is what LinkAdd answers (e.g. "Unknown device type" for ipip).
 	LinkAddErr error
@@ -34,18 +38,26 @@ type fakeKey struct {
 	priority int
 }
 
-// Failure makes calls of Op whose route (or link name) matches fail with Err. Times < 0 fails
+// neighKey is a neighbour entry (by address) or an FDB entry (by MAC and destination) of a link.
+type neighKey struct {
+	link   int
+	family int
+	ip     string
+	mac    string
+}
+
+// Failure makes calls of Op whose route (link name, neighbour address or FDB entry's MAC) matches fail with Err. Times < 0 fails
 // forever; otherwise the failure is used up after Times calls.
 type Failure struct {
-	Op    string // RouteReplace, RouteDel, LinkAdd, AddrReplace, RouteList, LinkList...
-	Dst   string // route destination to match, "" = any
+	Op    string // RouteReplace, RouteDel, LinkAdd, AddrReplace, RouteList, LinkList, NeighSet...
+	Dst   string // route destination, link name, neighbour address or MAC to match, "" = any
 	Err   error
 	Times int
 }
 
 // NewFake returns an empty kernel with a loopback.
 func NewFake() *Fake {
-	f := &Fake{routes: map[fakeKey]netlink.Route{}, links: map[string]netlink.Link{}, indexes: map[int]struct{}{}, addrs: map[string][]netlink.Addr{}, calls: map[string]int{}, nextIdx: 1}
+	f := &Fake{routes: map[fakeKey]netlink.Route{}, links: map[string]netlink.Link{}, indexes: map[int]struct{}{}, addrs: map[string][]netlink.Addr{}, neighs: map[neighKey]netlink.Neigh{}, noCsum: map[string]bool{}, calls: map[string]int{}, nextIdx: 1}
 	f.AddLink("lo", 65536)
 	return f
 }
@@ -97,25 +109,38 @@ func (f *Fake) addLinkLocked(l netlink.Link) int {
 	return a.Index
 }
 
-// DelLink removes a link and, like the kernel, its routes, without route events.
+// DelLink removes a link and, like the kernel, its routes and neighbours, without route or
+// neighbour events.
 func (f *Fake) DelLink(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.delLinkLocked(name)
+}
+
+func (f *Fake) delLinkLocked(name string) bool {
 	l, ok := f.links[name]
 	if !ok {
-		return
+		return false
 	}
+	idx := l.Attrs().Index
 	delete(f.links, name)
-	delete(f.indexes, l.Attrs().Index)
+	delete(f.indexes, idx)
 	delete(f.addrs, name)
+	delete(f.noCsum, name)
 	for k, r := range f.routes {
-		if r.LinkIndex == l.Attrs().Index {
+		if r.LinkIndex == idx {
 			delete(f.routes, k)
+		}
+	}
+	for k := range f.neighs {
+		if k.link == idx {
+			delete(f.neighs, k)
 		}
 	}
 	if f.linkCh != nil {
 		f.sendLink(netlink.LinkUpdate{Link: l, Header: unix.NlMsghdr{Type: unix.RTM_DELLINK}})
 	}
+	return true
 }
 
 // Routes returns the table's routes sorted by destination.
@@ -379,7 +404,14 @@ func (f *Fake) LinkSetMTU(l netlink.Link, mtu int) error {
 func (f *Fake) AddrList(l netlink.Link, family int) ([]netlink.Addr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]netlink.Addr(nil), f.addrs[l.Attrs().Name]...), nil
+	var out []netlink.Addr
+	for _, a := range f.addrs[l.Attrs().Name] {
+		v4 := a.IP.To4() != nil
+		if family == netlink.FAMILY_ALL || family == unix.AF_INET && v4 || family == unix.AF_INET6 && !v4 {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 func (f *Fake) AddrReplace(l netlink.Link, a *netlink.Addr) error {
@@ -441,4 +473,192 @@ func (f *Fake) String() string {
 		s += fmt.Sprintf("%s proto %d type %d link %d gw %v\n", r.Dst, r.Protocol, r.Type, r.LinkIndex, r.Gw)
 	}
 	return s
+}
+
+func (f *Fake) LinkDel(l netlink.Link) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("LinkDel", l.Attrs().Name); err != nil {
+		return err
+	}
+	if !f.delLinkLocked(l.Attrs().Name) {
+		return netlink.LinkNotFoundError{}
+	}
+	return nil
+}
+
+func (f *Fake) LinkSetHardwareAddr(l netlink.Link, hw net.HardwareAddr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("LinkSetHardwareAddr", l.Attrs().Name); err != nil {
+		return err
+	}
+	cur, ok := f.links[l.Attrs().Name]
+	if !ok {
+		return unix.ENODEV
+	}
+	cur.Attrs().HardwareAddr = append(net.HardwareAddr(nil), hw...)
+	return nil
+}
+
+func keyOfNeigh(n *netlink.Neigh) neighKey {
+	k := neighKey{link: n.LinkIndex, family: n.Family}
+	if k.family == 0 {
+		k.family = unix.AF_INET
+		if n.IP.To4() == nil {
+			k.family = unix.AF_INET6
+		}
+	}
+	if n.IP != nil {
+		k.ip = n.IP.String()
+	}
+	if k.family == unix.AF_BRIDGE {
+		k.mac = n.HardwareAddr.String()
+	}
+	return k
+}
+
+// neighName is what a Failure's Dst matches of a neighbour entry: its address, or an FDB
+// entry's MAC.
+func neighName(n *netlink.Neigh) string {
+	if n.Family == unix.AF_BRIDGE {
+		return n.HardwareAddr.String()
+	}
+	return n.IP.String()
+}
+
+func (f *Fake) notifyNeigh(n netlink.Neigh, typ uint16) {
+	if f.neighCh == nil {
+		return
+	}
+	select {
+	case f.neighCh <- netlink.NeighUpdate{Type: typ, Neigh: n}:
+	default:
+		f.overflow()
+	}
+}
+
+// NeighList lists a link's neighbour entries (AF_INET, AF_INET6) or FDB entries (AF_BRIDGE).
+func (f *Fake) NeighList(linkIndex, family int) ([]netlink.Neigh, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("NeighList", ""); err != nil {
+		return nil, err
+	}
+	var out []netlink.Neigh
+	for k, n := range f.neighs {
+		if (linkIndex == 0 || k.link == linkIndex) && (family == 0 || k.family == family) {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := keyOfNeigh(&out[i]), keyOfNeigh(&out[j])
+		return a.mac+a.ip < b.mac+b.ip
+	})
+	return out, nil
+}
+
+// NeighSet creates or replaces an entry. Like the kernel's vxlan driver, replacing the FDB entry
+// of a MAC with a new destination replaces one of its destinations, not all.
+func (f *Fake) NeighSet(n *netlink.Neigh) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("NeighSet", neighName(n)); err != nil {
+		return err
+	}
+	if _, ok := f.indexes[n.LinkIndex]; !ok {
+		return unix.ENODEV
+	}
+	c := *n
+	k := keyOfNeigh(&c)
+	c.Family = k.family
+	if k.family == unix.AF_BRIDGE {
+		if _, exact := f.neighs[k]; !exact {
+			var others []neighKey
+			for o := range f.neighs {
+				if o.link == k.link && o.family == k.family && o.mac == k.mac {
+					others = append(others, o)
+				}
+			}
+			if len(others) > 0 {
+				sort.Slice(others, func(i, j int) bool { return others[i].ip < others[j].ip })
+				old := f.neighs[others[0]]
+				delete(f.neighs, others[0])
+				f.notifyNeigh(old, unix.RTM_DELNEIGH)
+			}
+		}
+	}
+	f.neighs[k] = c
+	f.notifyNeigh(c, unix.RTM_NEWNEIGH)
+	return nil
+}
+
+// NeighDel deletes an entry; an FDB entry given without destination goes with all of its MAC's.
+func (f *Fake) NeighDel(n *netlink.Neigh) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("NeighDel", neighName(n)); err != nil {
+		return err
+	}
+	k := keyOfNeigh(n)
+	var gone []neighKey
+	for o := range f.neighs {
+		if o.link == k.link && o.family == k.family && o.mac == k.mac && (k.ip == "" || o.ip == k.ip) {
+			gone = append(gone, o)
+		}
+	}
+	if len(gone) == 0 {
+		return unix.ENOENT
+	}
+	for _, o := range gone {
+		old := f.neighs[o]
+		delete(f.neighs, o)
+		f.notifyNeigh(old, unix.RTM_DELNEIGH)
+	}
+	return nil
+}
+
+func (f *Fake) TxChecksumOffload(name string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("TxChecksumOffload", name); err != nil {
+		return false, err
+	}
+	if _, ok := f.links[name]; !ok {
+		return false, unix.ENODEV
+	}
+	return !f.noCsum[name], nil
+}
+
+func (f *Fake) SetTxChecksumOffload(name string, on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("SetTxChecksumOffload", name); err != nil {
+		return err
+	}
+	if _, ok := f.links[name]; !ok {
+		return unix.ENODEV
+	}
+	f.noCsum[name] = !on
+	return nil
+}
+
+// SubscribeNeigh delivers neighbour events from the mutating calls, as Subscribe does.
+func (f *Fake) SubscribeNeigh(done <-chan struct{}, neighs chan<- netlink.NeighUpdate, onErr func(error)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.injected("SubscribeNeigh", ""); err != nil {
+		return err
+	}
+	f.neighCh = neighs
+	if f.onErr == nil {
+		f.onErr = onErr
+	}
+	go func() {
+		<-done
+		f.mu.Lock()
+		f.neighCh = nil
+		f.mu.Unlock()
+	}()
+	return nil
 }

@@ -5,6 +5,7 @@ package nl
 
 import (
 	"errors"
+	"net"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -34,14 +35,31 @@ type Handle interface {
 	AddrList(l netlink.Link, family int) ([]netlink.Addr, error)
 	AddrReplace(l netlink.Link, a *netlink.Addr) error
 	AddrDel(l netlink.Link, a *netlink.Addr) error
+	LinkDel(l netlink.Link) error
+	LinkSetHardwareAddr(l netlink.Link, hw net.HardwareAddr) error
+
+	// NeighList lists a link's neighbour entries (family AF_INET or AF_INET6) or its FDB
+	// entries (AF_BRIDGE), never a list a concurrent change cut short.
+	NeighList(linkIndex, family int) ([]netlink.Neigh, error)
+	// NeighSet creates or replaces a neighbour entry, or an FDB entry (Family AF_BRIDGE, Flags
+	// NTF_SELF: the device's own table, as `bridge fdb replace … self` writes it).
+	NeighSet(n *netlink.Neigh) error
+	NeighDel(n *netlink.Neigh) error
+
+	// TxChecksumOffload tells whether the link computes the checksums of what it sends late
+	// (ethtool's tx-checksumming), and SetTxChecksumOffload turns that on or off.
+	TxChecksumOffload(name string) (bool, error)
+	SetTxChecksumOffload(name string, on bool) error
 
 	// Subscribe streams route and link changes until done closes. onErr is called when the
 	// stream breaks (e.g. the socket overflowed): events were lost and the caller must resync.
 	Subscribe(done <-chan struct{}, routes chan<- netlink.RouteUpdate, links chan<- netlink.LinkUpdate, onErr func(error)) error
+	// SubscribeNeigh streams neighbour and FDB changes until done closes, as Subscribe does.
+	SubscribeNeigh(done <-chan struct{}, neighs chan<- netlink.NeighUpdate, onErr func(error)) error
 	Close()
 }
 
-// IsNotFound tells whether err means "no such route/link/address": a delete that finds nothing
+// IsNotFound tells whether err means "no such route/link/address/neighbour": a delete that finds nothing
 // has reached its goal.
 func IsNotFound(err error) bool {
 	var lnf netlink.LinkNotFoundError

@@ -19,6 +19,10 @@ const (
 	// ClassBlackhole: the blackhole of a block affine to this node. Below the pods' own routes
 	// and above anything learned: a node's own addresses never route away from it.
 	ClassBlackhole Class = 20
+	// ClassVXLAN: a route to another node's block or borrowed address of a VXLAN pool, from the
+	// datastore (felix/vxlan). Below the local routes, and above what BGP learns: where BGP runs
+	// too, the route the datastore gives a VXLAN pool's prefix is the one used.
+	ClassVXLAN Class = 25
 	// ClassLearned: a route to another node's block or borrowed address, learned from BGP.
 	ClassLearned Class = 30
 )
