@@ -70,7 +70,7 @@ conformance-deps: cluster-deps
 
 # A 2-node cluster with tabby installed by helm from charts/tabby; stops on Ctrl-C.
 cluster: cluster-deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster up
+	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster up -encap "$(ENCAP)"
 
 # Removes what a killed `make cluster` (or lab) left behind.
 cluster-clean:
@@ -78,7 +78,7 @@ cluster-clean:
 
 # The upstream sig-network e2e subset against that cluster; ends with `conformance: N passed, …`.
 conformance: conformance-deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster conformance
+	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster conformance -encap "$(ENCAP)"
 
 # Unit + integration tests: the real API server, real netns, real iptables (root); the product's
 # module, then the lab's (hack/), then the oracle's.

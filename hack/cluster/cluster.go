@@ -35,6 +35,9 @@ type Options struct {
 	TabbyBin string
 	// HelmSet are extra `--set` values for the chart.
 	HelmSet []string
+	// Encap is the pod network's encapsulation: "" (native routes over BGP) or "vxlan" (the pool
+	// in VXLAN, no BGP on any node).
+	Encap string
 	// NoTabby leaves the chart uninstalled (Install does it later).
 	NoTabby bool
 	Log     *slog.Logger

@@ -62,7 +62,34 @@ func startCluster(t *testing.T, o Options) *Cluster {
 // releases their addresses. And every tabby-node found its container's memory limit, and watches the
 // cluster-wide kinds through the chart's tabby-typha replicas.
 func TestPodsAcrossNodes(t *testing.T) {
-	c := startCluster(t, Options{})
+	podsAcrossNodes(t, startCluster(t, Options{}), nil)
+}
+
+// The same with the pool in VXLAN and no BGP on any node (the chart's bgp.enabled=false): the
+// pods' traffic crosses nodes through vxlan.tabby, on routes tabby-node programmed from the
+// datastore alone.
+func TestPodsAcrossNodesVXLAN(t *testing.T) {
+	c := startCluster(t, Options{Encap: "vxlan"})
+	podsAcrossNodes(t, c, func(ctx context.Context, ips map[string]string) {
+		for i, n := range c.Nodes {
+			out, err := n.Exec(ctx, "ip", "-d", "link", "show", "vxlan.tabby")
+			if err != nil || !strings.Contains(out, "vxlan id ") {
+				t.Errorf("node %s: no VXLAN device vxlan.tabby: %v: %s", n.Name, err, out)
+			}
+			other := c.Nodes[(i+1)%len(c.Nodes)]
+			if out, err := n.Exec(ctx, "ip", "route", "get", ips[other.Name]); err != nil || !strings.Contains(out, "dev vxlan.tabby") {
+				t.Errorf("node %s: the pod on %s (%s) is not reached through vxlan.tabby: %v: %s", n.Name, other.Name, ips[other.Name], err, out)
+			}
+			if out, _ := n.Exec(ctx, "ss", "-Htln", "sport", "=", ":179"); strings.TrimSpace(out) != "" {
+				t.Errorf("node %s listens for BGP with BGP off: %s", n.Name, out)
+			}
+		}
+	})
+}
+
+// podsAcrossNodes runs the test on c; also, when not nil, runs while the pods are up with their
+// addresses by node.
+func podsAcrossNodes(t *testing.T, c *Cluster, also func(context.Context, map[string]string)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	kube := c.Lab.Kube
@@ -142,6 +169,9 @@ func TestPodsAcrossNodes(t *testing.T) {
 		t.Error(err)
 	}
 
+	if also != nil {
+		also(ctx, ips)
+	}
 	for _, n := range c.Nodes {
 		if err := kube.CoreV1().Pods(ns).Delete(ctx, "netexec-"+n.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)

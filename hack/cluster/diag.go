@@ -18,6 +18,9 @@ func (c *Cluster) Diagnostics(ctx context.Context) string {
 		{"get", "nodes", "-o", "wide"},
 		{"get", "pods", "-A", "-o", "wide"},
 		{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+		// tabby's own agents: what they did, and whom they watched through.
+		{"logs", "-n", lab.Namespace, "-l", "app.kubernetes.io/component=tabby-node", "--tail=40", "--prefix"},
+		{"logs", "-n", lab.Namespace, "-l", "app.kubernetes.io/component=tabby-typha", "--tail=15", "--prefix"},
 	} {
 		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		out, err := c.Kubectl(kctx, args...)

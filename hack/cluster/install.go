@@ -30,7 +30,11 @@ func (c *Cluster) InstallTabby(ctx context.Context) error {
 		"--namespace", lab.Namespace, "--create-namespace", "--kubeconfig", c.Kubeconfig,
 		// The image was imported into every node's containerd: nothing to pull.
 		"--set", "image.tag=" + c.ImageTag, "--set", "image.pullPolicy=Never"}
-	for _, s := range c.opts.HelmSet {
+	encap, err := EncapValues(c.opts.Encap)
+	if err != nil {
+		return err
+	}
+	for _, s := range append(encap, c.opts.HelmSet...) {
 		args = append(args, "--set", s)
 	}
 	if out, err := exec.CommandContext(ctx, filepath.Join(testenv.BinDir(), "helm"), args...).CombinedOutput(); err != nil {
@@ -118,4 +122,16 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
+}
+
+// EncapValues are the chart values of an encapsulation: "" routes natively with BGP, "vxlan"
+// puts the pool in VXLAN and runs no BGP anywhere (the chart's bgp.enabled=false).
+func EncapValues(encap string) ([]string, error) {
+	switch encap {
+	case "":
+		return nil, nil
+	case "vxlan":
+		return []string{"ipPool.vxlanMode=Always", "bgp.enabled=false"}, nil
+	}
+	return nil, fmt.Errorf("encapsulation %q: want \"\" or \"vxlan\"", encap)
 }

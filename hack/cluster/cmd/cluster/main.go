@@ -1,8 +1,8 @@
 // Command cluster starts a real Kubernetes cluster with tabby (hack/cluster) and keeps it up
 // until interrupted, or removes what a dead one left behind.
 //
-//	cluster up [-nodes 2]   start, print how to use it, stop on Ctrl-C, SIGTERM or SIGHUP
-//	cluster conformance     start, run the upstream sig-network e2e subset, print the results
+//	cluster up [-nodes 2] [-encap vxlan]   start, print how to use it, stop on Ctrl-C, SIGTERM or SIGHUP
+//	cluster conformance [-encap vxlan]     start, run the upstream sig-network e2e subset, print the results
 //	cluster clean           remove a dead cluster's processes, mounts, cgroups and namespaces
 package main
 
@@ -24,7 +24,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] | cluster conformance [-focus REGEX] | cluster clean")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] [-encap vxlan] | cluster conformance [-focus REGEX] [-encap vxlan] | cluster clean")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -45,14 +45,17 @@ func main() {
 	}
 }
 
+const encapUsage = `pod network encapsulation: "" (native routes, BGP) or "vxlan" (the pool in VXLAN, BGP off)`
+
 func up(args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	nodes := fs.Int("nodes", 2, "number of nodes")
+	encap := fs.String("encap", "", encapUsage)
 	noTabby := fs.Bool("no-tabby", false, "leave the chart uninstalled (helm install it yourself; nodes stay NotReady until a CNI is installed)")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	c, err := cluster.Up(ctx, cluster.Options{Nodes: *nodes, NoTabby: *noTabby, Log: log})
+	c, err := cluster.Up(ctx, cluster.Options{Nodes: *nodes, NoTabby: *noTabby, Encap: *encap, Log: log})
 	if err != nil {
 		return err
 	}
@@ -77,11 +80,12 @@ func conformance(args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
 	focus := fs.String("focus", "", "e2e focus regex (default: the sig-network subset in hack/cluster)")
 	verbose := fs.Bool("v", false, "print e2e.test's output as it runs (else only on failure)")
+	encap := fs.String("encap", "", encapUsage)
 	podStart := fs.Int("podstart", 100, "after the tests, time this many pods started at once on one node, tabby against ptp + host-local (0: skip)")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	c, err := cluster.Up(ctx, cluster.Options{Log: log})
+	c, err := cluster.Up(ctx, cluster.Options{Encap: *encap, Log: log})
 	if err != nil {
 		return err
 	}
