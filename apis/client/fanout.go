@@ -12,6 +12,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -239,11 +240,10 @@ func (l *failover) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 func (l *failover) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	return either(l, ctx, opts, l.typha.WatchWithContext, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		w, err := l.direct.WatchWithContext(ctx, opts)
-		if err != nil || opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-			// A streaming list ends by itself in seconds; cut, it would make the informer list again.
+		if err != nil {
 			return w, err
 		}
-		return l.fan.untilTyphaAnswers(w), nil
+		return l.fan.untilTyphaAnswers(w, opts.SendInitialEvents != nil && *opts.SendInitialEvents), nil
 	})
 }
 
@@ -284,8 +284,22 @@ func (l *failover) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 // directWatch is a watch on the API server that ends when tabby-typha answers again.
 type directWatch struct {
 	watch.Interface
-	fan  *Fanout
+	fan *Fanout
+	// listed is closed once the informer has its whole list: at once for a watch, at the
+	// initial-events-end bookmark for a streaming list, which goes on as the informer's watch.
+	// Cut before that, a streaming list makes its informer list again.
+	listed chan struct{}
+	// out relays a streaming list's events to spot that bookmark; nil for a watch.
+	out  chan watch.Event
+	done chan struct{}
 	once sync.Once
+}
+
+func (w *directWatch) ResultChan() <-chan watch.Event {
+	if w.out != nil {
+		return w.out
+	}
+	return w.Interface.ResultChan()
 }
 
 func (w *directWatch) Stop() {
@@ -293,17 +307,69 @@ func (w *directWatch) Stop() {
 		w.fan.mu.Lock()
 		delete(w.fan.direct, w)
 		w.fan.mu.Unlock()
+		close(w.done)
 	})
 	w.Interface.Stop()
 }
 
-// untilTyphaAnswers keeps w, a watch on the API server, until tabby-typha answers again, then
-// ends it: its informer watches again, through tabby-typha, at its resourceVersion. Otherwise
-// every agent stayed on the API server, after an outage of every replica, until its watches
-// timed out (5 to 10 minutes), which at a thousand agents is the load tabby-typha exists to
-// take off it.
-func (f *Fanout) untilTyphaAnswers(w watch.Interface) watch.Interface {
-	dw := &directWatch{Interface: w, fan: f}
+// relay passes a streaming list's events on and closes listed after its initial-events-end
+// bookmark.
+func (w *directWatch) relay() {
+	defer close(w.out)
+	in := w.Interface.ResultChan()
+	listed := false
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case ev, ok = <-in:
+			if !ok {
+				return
+			}
+		case <-w.done:
+			return
+		}
+		select {
+		case w.out <- ev:
+		case <-w.done:
+			return
+		}
+		if !listed && ev.Type == watch.Bookmark && initialEventsEnd(ev.Object) {
+			listed = true
+			close(w.listed)
+		}
+	}
+}
+
+func initialEventsEnd(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+}
+
+// cutWhenListed ends the watch, after its list and within a sixth of RetryAfter, so that its
+// informer watches again through tabby-typha at its resourceVersion.
+func (w *directWatch) cutWhenListed(jitter time.Duration) {
+	select {
+	case <-w.listed:
+	case <-w.done:
+		return
+	}
+	time.AfterFunc(rand.N(jitter+1), w.Stop)
+}
+
+// untilTyphaAnswers keeps w, a watch on the API server (a streaming list when streaming), until
+// tabby-typha answers again, then ends it: its informer watches again, through tabby-typha, at its
+// resourceVersion. Otherwise every agent stayed on the API server, after an outage of every
+// replica, until its watches timed out (5 to 10 minutes), which at a thousand agents is the load
+// tabby-typha exists to take off it.
+func (f *Fanout) untilTyphaAnswers(w watch.Interface, streaming bool) watch.Interface {
+	dw := &directWatch{Interface: w, fan: f, listed: make(chan struct{}), done: make(chan struct{})}
+	if streaming {
+		dw.out = make(chan watch.Event)
+		go dw.relay()
+	} else {
+		close(dw.listed)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.direct == nil {
@@ -319,7 +385,7 @@ func (f *Fanout) untilTyphaAnswers(w watch.Interface) watch.Interface {
 
 // probeUntilBack asks tabby-typha every RetryAfter (and up to half that again, so that agents
 // cut off together do not come back together) while watches are on the API server. When it
-// answers, those watches end, each within a sixth of RetryAfter.
+// answers, those watches end, each within a sixth of RetryAfter of its list.
 func (f *Fanout) probeUntilBack() {
 	for {
 		time.Sleep(f.retryAfter + rand.N(f.retryAfter/2+1))
@@ -348,7 +414,7 @@ func (f *Fanout) probeUntilBack() {
 		f.mu.Unlock()
 		f.log.Info("tabby-typha answers again: moving the watches back to it", "watches", len(back))
 		for _, w := range back {
-			time.AfterFunc(rand.N(f.retryAfter/6+1), w.Interface.Stop)
+			go w.cutWhenListed(f.retryAfter / 6)
 		}
 		return
 	}

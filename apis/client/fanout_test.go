@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,9 +83,9 @@ func TestFailover(t *testing.T) {
 
 // After every replica failed, an informer's watch on the API server lasts until tabby-typha
 // answers again, not until it times out: the agent asks tabby-typha every RetryAfter and, once it
-// answers, ends its direct watches, so the informers watch through it again. A streaming list is
-// left to end by itself; a watch the informer ended itself is forgotten, and with none left the
-// agent stops asking.
+// answers, ends its direct watches, so the informers watch through it again; a streaming list only
+// after its initial events. A watch the informer ended itself is forgotten, and with none left
+// the agent stops asking.
 func TestWatchesReturnToTypha(t *testing.T) {
 	var typhaUp atomic.Bool
 	var probes atomic.Int32
@@ -129,10 +130,18 @@ func TestWatchesReturnToTypha(t *testing.T) {
 	}
 	held := lastDirect.Load()
 	yes := true
-	if _, err := l.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: &yes}); err != nil {
+	sw, err := l.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: &yes})
+	if err != nil {
 		t.Fatal(err)
 	}
 	streaming := lastDirect.Load()
+	relayed := make(chan watch.Event, 10)
+	go func() {
+		for ev := range sw.ResultChan() {
+			relayed <- ev
+		}
+		close(relayed)
+	}()
 	if directWatches.Load() != 2 || typhaWatches.Load() != 0 {
 		t.Fatalf("with tabby-typha down: %d direct and %d tabby-typha watches, want 2 and 0", directWatches.Load(), typhaWatches.Load())
 	}
@@ -143,8 +152,23 @@ func TestWatchesReturnToTypha(t *testing.T) {
 
 	typhaUp.Store(true)
 	waitFor("end of the direct watch once tabby-typha answers", held.IsStopped)
+	// A streaming list goes on as its informer's watch: cut after its initial events (and not
+	// before, or the informer would list again), it moves to tabby-typha like any watch.
+	streaming.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "12"}})
+	if ev := <-relayed; ev.Type != watch.Added {
+		t.Fatalf("relayed %v, want the streaming list's ADDED", ev.Type)
+	}
 	if streaming.IsStopped() {
-		t.Error("a streaming list was cut: its informer would list again")
+		t.Fatal("a streaming list was cut before its initial events ended: its informer would list again")
+	}
+	streaming.Action(watch.Bookmark, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "12",
+		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+	if ev := <-relayed; ev.Type != watch.Bookmark {
+		t.Fatalf("relayed %v, want the initial-events-end bookmark", ev.Type)
+	}
+	waitFor("end of the streaming list after its initial events", streaming.IsStopped)
+	if _, open := <-relayed; open {
+		t.Error("the relayed streaming list did not end with it")
 	}
 	if _, err := l.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "11"}); err != nil {
 		t.Fatal(err)

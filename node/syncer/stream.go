@@ -223,7 +223,7 @@ func (h *hostVeths) messages(msgs []any) []any {
 		}
 		// The veth's name is a hash of its pod's: every address of it is the same pod's.
 		pod := v.addrs[0].Pod
-		w := model.Workload{Pod: model.PodKey{Namespace: pod.Namespace, Name: pod.Name}, Interface: name, IPs: make([]netip.Addr, len(v.addrs))}
+		w := model.Workload{Pod: model.PodKey(pod), Interface: name, IPs: make([]netip.Addr, len(v.addrs))}
 		for i, a := range v.addrs {
 			w.IPs[i] = a.IP
 		}
