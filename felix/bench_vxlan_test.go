@@ -2,12 +2,12 @@ package felix
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/tabbynet/tabby/apis/model"
+	"github.com/tabbynet/tabby/apis/model/modeltest"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/cmdrun/fakekernel"
 	"github.com/tabbynet/tabby/felix/nl"
@@ -20,35 +20,14 @@ import (
 // change in a native pool (the blocks' routes learned from BGP), measured in the same run; the
 // full sync on the kernel against `ip -batch` is hack/bench/felix's.
 
-const benchVTEPs, benchBlocksPerVTEP = 1000, 12
+const benchVTEPs, benchBlocksPerVTEP = 1000, modeltest.VXLANBlocksPerNode
 
-func benchBlock(k int) netip.Prefix {
-	b := netip.MustParseAddr("fd00:10:244::").As16()
-	v := uint32(k) << 6
-	b[12], b[13], b[14], b[15] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
-	return netip.PrefixFrom(netip.AddrFrom16(b), 122)
-}
+var benchBlock = modeltest.VXLANBlock6
 
-func benchVXLANNode(i int) model.Node {
-	var n model.Node
-	n.Name = fmt.Sprintf("node-%04d", i)
-	under := netip.MustParseAddr("2001:db8:100::").As16()
-	under[14], under[15] = byte((0x1000+i)>>8), byte(0x1000+i)
-	n.BGPAddress.Set(ipfamily.IPv6, netip.PrefixFrom(netip.AddrFrom16(under), 64))
-	n.VXLANTunnelAddr.Set(ipfamily.IPv6, benchBlock(i*benchBlocksPerVTEP).Addr())
-	n.VXLANMAC.Set(ipfamily.IPv6, model.MAC{0x66, 0x1f, 0, 0, byte(i >> 8), byte(i)})
-	return n
-}
+func benchVXLANNode(i int) model.Node { return modeltest.VXLANNode6(i, "") }
 
 // benchVXLANLocal is this node: its underlay on up0 and its VTEP outside the others' blocks.
-func benchVXLANLocal() model.Node {
-	var n model.Node
-	n.Name = "n1"
-	n.BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix("2001:db8:100::11/64"))
-	n.VXLANTunnelAddr.Set(ipfamily.IPv6, netip.MustParseAddr("fd00:10:244:ffff::"))
-	n.VXLANMAC.Set(ipfamily.IPv6, model.MAC{0x66, 0x1f, 0, 0, 0xff, 0xff})
-	return n
-}
+func benchVXLANLocal() model.Node { return modeltest.VXLANNode6(-1, "n1") }
 
 // benchVXLANMessages is what felix hears about the 1,000 nodes with the pool in mode: in VXLAN
 // the blocks alone make the routes, natively BGP brings each block's route via its node.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tabbynet/tabby/apis/model"
+	"github.com/tabbynet/tabby/apis/model/modeltest"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/internal/ipfamily"
@@ -17,34 +18,12 @@ import (
 // The VXLAN full sync: 1,000 other nodes, each a VTEP (a neighbour and an FDB entry on
 // vxlan-v6.tabby) with 12 blocks behind it, 12,000 routes via the VTEPs. IPv6, whose address
 // space holds that many nodes' underlay addresses.
-const vxlanVTEPs, vxlanBlocksPerVTEP = 1000, 12
+const vxlanVTEPs, vxlanBlocksPerVTEP = 1000, modeltest.VXLANBlocksPerNode
 
-func vxlanBlock(k int) netip.Prefix {
-	b := netip.MustParseAddr("fd00:10:244::").As16()
-	v := uint32(k) << 6
-	b[12], b[13], b[14], b[15] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
-	return netip.PrefixFrom(netip.AddrFrom16(b), 122)
-}
+var vxlanBlock = modeltest.VXLANBlock6
 
-// vxlanNode is node i; node -1 is this one, its underlay on up0 (as newNS makes it) and its VTEP
-// outside the others' blocks.
-func vxlanNode(i int) model.Node {
-	var n model.Node
-	if i < 0 {
-		n.Name = "bench"
-		n.BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix("2001:db8:100::11/64"))
-		n.VXLANTunnelAddr.Set(ipfamily.IPv6, netip.MustParseAddr("fd00:10:244:ffff::"))
-		n.VXLANMAC.Set(ipfamily.IPv6, model.MAC{0x66, 0x1f, 0, 0, 0xff, 0xff})
-		return n
-	}
-	n.Name = fmt.Sprintf("node-%04d", i)
-	under := netip.MustParseAddr("2001:db8:100::").As16()
-	under[14], under[15] = byte((0x1000+i)>>8), byte(0x1000+i)
-	n.BGPAddress.Set(ipfamily.IPv6, netip.PrefixFrom(netip.AddrFrom16(under), 64))
-	n.VXLANTunnelAddr.Set(ipfamily.IPv6, vxlanBlock(i*vxlanBlocksPerVTEP).Addr())
-	n.VXLANMAC.Set(ipfamily.IPv6, model.MAC{0x66, 0x1f, 0, 0, byte(i >> 8), byte(i)})
-	return n
-}
+// vxlanNode is node i; node -1 is this one, its underlay on up0 (as newNS makes it).
+func vxlanNode(i int) model.Node { return modeltest.VXLANNode6(i, "bench") }
 
 // vxlanScripts are what `ip -batch` and `bridge -batch` are given to make what felix makes.
 func vxlanScripts() (ip, bridge string) {
