@@ -16,19 +16,7 @@ import (
 // TestRealBatch writes a batch in a fresh namespace where one route is bad: each op gets its
 // own answer and the bad one does not stop the others.
 func TestRealBatch(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("needs root and a network namespace")
-	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
-	h, err := NewReal(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := newRealNS(t)
 	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "cali1"}, PeerName: "p1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,19 +75,7 @@ func TestRealBatch(t *testing.T) {
 // The batch encodes IPv6 routes as the kernel expects them (16-byte addresses, AF_INET6), and
 // refuses a gateway of the other family before it reaches the kernel.
 func TestRealBatchIPv6(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("needs root and a network namespace")
-	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
-	h, err := NewReal(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := newRealNS(t)
 	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "cali1"}, PeerName: "p1"}); err != nil {
 		t.Fatal(err)
 	}
