@@ -83,6 +83,11 @@ func (n *Node) AgentArgs() []string {
 	if n.Addr6.IsValid() {
 		args = append(args, "--bgp-address6="+nodeAddr6Method)
 	}
+	// Without BGP the BGP addresses above are still the node's underlay addresses: VXLAN's
+	// outer source and destination.
+	if n.lab.Opts.NoBGP {
+		args = append(args, "--bgp=none")
+	}
 	if len(n.lab.Typhas) > 0 {
 		var addrs []string
 		for i := range n.lab.Typhas {
