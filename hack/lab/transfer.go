@@ -184,3 +184,70 @@ func tcpMSS(c net.Conn) (int, error) {
 	}
 	return mss, serr
 }
+
+// RoundTrips exchanges one byte back and forth over one TCP connection from inside fromNS to a
+// server at dst inside toNS for d, one request in flight at a time (netperf's TCP_RR), and
+// returns how many round trips completed: the per-packet cost of a path rather than its bulk
+// rate.
+func RoundTrips(ctx context.Context, fromNS, toNS string, dst netip.AddrPort, d time.Duration) (int, error) {
+	var ln net.Listener
+	if err := inNetns(toNS, func() error {
+		var err error
+		ln, err = net.Listen("tcp", dst.String())
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("round trips: listen on %s in %s: %w", dst, toNS, err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+		defer stop()
+		b := make([]byte, 1)
+		for {
+			if _, err := io.ReadFull(c, b); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				served <- err
+				return
+			}
+			if _, err := c.Write(b); err != nil {
+				served <- err
+				return
+			}
+		}
+	}()
+	c, err := dialIn(ctx, fromNS, dst.String())
+	if err != nil {
+		return 0, fmt.Errorf("round trips: connect to %s from %s: %w", dst, fromNS, err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	_ = c.(*net.TCPConn).SetNoDelay(true)
+	b := []byte{1}
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); n++ {
+		if _, err := c.Write(b); err != nil {
+			c.Close()
+			return n, fmt.Errorf("round trips to %s: after %d: %w", dst, n, err)
+		}
+		if _, err := io.ReadFull(c, b); err != nil {
+			c.Close()
+			return n, fmt.Errorf("round trips to %s: after %d: %w", dst, n, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		return n, err
+	}
+	if err := <-served; err != nil {
+		return n, fmt.Errorf("round trips to %s: server: %w", dst, err)
+	}
+	return n, nil
+}

@@ -1,5 +1,6 @@
 // Command vxlan measures what VXLAN costs pod traffic between nodes: a bulk TCP transfer from a
-// pod on one lab node to a pod on another, routed natively (a pool with vxlanMode Never, its
+// pod on one lab node to a pod on another, and one-byte request/response round trips over TCP
+// between them (netperf's TCP_RR: the per-packet cost), routed natively (a pool with vxlanMode Never, its
 // routes over BGP) against the same between pods of a VXLAN pool (vxlanMode Always) on the
 // same two nodes, in the same lab, the two alternating round after round so that the machine's
 // load falls on both alike. Each pod's MTU is the one tabby gives it (the uplink's, less
@@ -99,10 +100,12 @@ type result struct {
 	nativeMSS, vxlMSS  int
 	up                 time.Duration
 	nativeGbps, vxGbps float64
+	// Round trips a second, per round.
+	nativeRR, vxlanRR []float64
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	fmt.Fprintf(out, "bulk TCP between pods on two nodes: native routing (BGP) against VXLAN (vxlanMode Always), %d alternating rounds of %v each\n", o.rounds, o.duration)
+	fmt.Fprintf(out, "pods on two nodes, native routing (BGP) against VXLAN (vxlanMode Always): %d alternating rounds of %v of bulk TCP, then of round trips\n", o.rounds, o.duration)
 	var results []result
 	for _, name := range strings.Split(o.families, ",") {
 		r, err := measure(ctx, o, families[name])
@@ -122,7 +125,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			fmt.Sprintf("%.2f Gbit/s (%d, %d)", r.vxGbps, r.vxlMTU, r.vxlMSS),
 			r.vxGbps/r.nativeGbps, slices.Min(ratios), slices.Max(ratios))
 	}
-	fmt.Fprintln(out, "(medians of the rounds; goodput as the receiving pod counted it)")
+	fmt.Fprintf(out, "\n%-6s %-28s %-28s %s\n", "family", "native round trips", "VXLAN round trips", "VXLAN / native")
+	for _, r := range results {
+		ratios := make([]float64, len(r.nativeRR))
+		for i := range r.nativeRR {
+			ratios[i] = r.vxlanRR[i] / r.nativeRR[i]
+		}
+		n, v := medianOf(r.nativeRR), medianOf(r.vxlanRR)
+		fmt.Fprintf(out, "%-6s %-28s %-28s %.2f× (rounds %.2f–%.2f×)\n", r.title,
+			fmt.Sprintf("%.0f/s", n), fmt.Sprintf("%.0f/s", v), v/n, slices.Min(ratios), slices.Max(ratios))
+	}
+	fmt.Fprintln(out, "(medians of the rounds; goodput as the receiving pod counted it; round trips of one byte each way over one TCP connection, one at a time)")
 	return nil
 }
 
@@ -210,6 +223,20 @@ func measure(ctx context.Context, o options, f family) (r result, err error) {
 				r.vxlan, r.vxlMSS = append(r.vxlan, t), t.MSS
 			}
 		}
+		for _, pair := range order {
+			rctx, cancel := context.WithTimeout(ctx, o.duration+30*time.Second)
+			n, err := lab.RoundTrips(rctx, pair[0].NS, pair[1].NS, netip.AddrPortFrom(pair[1].IP, 5202), o.duration)
+			cancel()
+			if err != nil {
+				return r, err
+			}
+			rate := float64(n) / o.duration.Seconds()
+			if pair == native {
+				r.nativeRR = append(r.nativeRR, rate)
+			} else {
+				r.vxlanRR = append(r.vxlanRR, rate)
+			}
+		}
 	}
 	r.nativeGbps, r.vxGbps = median(r.native), median(r.vxlan)
 	return r, nil
@@ -238,6 +265,11 @@ func median(ts []lab.Transfer) float64 {
 	for i, t := range ts {
 		g[i] = t.Gbps()
 	}
+	return medianOf(g)
+}
+
+func medianOf(xs []float64) float64 {
+	g := slices.Clone(xs)
 	slices.Sort(g)
 	if len(g)%2 == 1 {
 		return g[len(g)/2]
