@@ -26,7 +26,8 @@ var families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 // device), across subnets through VXLAN (routes via the VTEP; the router forwards UDP 4789
 // between the nodes and not one bare pod packet). The pods' MTU leaves room for VXLAN: a DF
 // ping at the pod's edge size crosses the subnets, one byte more does not leave the pod, and a
-// bulk TCP transfer of full-size segments arrives intact. Always then encapsulates the same
+// bulk TCP transfer of full-size segments arrives intact, also from the internet through a
+// node's DNAT and masquerade (a NodePort's path) onto VXLAN. Always then encapsulates the same
 // subnet too. A removed node's VTEPs are released in IPAM and the others lose its neighbour and
 // FDB entries and routes.
 func TestVXLANWithoutBGP(t *testing.T) {
@@ -73,6 +74,7 @@ func TestVXLANWithoutBGP(t *testing.T) {
 		}
 	}
 	requireVXLANMTU(t, ctx, pa1, pb1)
+	requireDNATAcrossVXLAN(t, ctx, l, nodes[0], pb1)
 
 	t.Log("vxlanMode Always: the same subnet through VXLAN too")
 	for _, name := range []string{lab.DefaultPoolName, lab.DefaultPool6Name} {
@@ -236,6 +238,38 @@ func requireVXLANMTU(t *testing.T, ctx context.Context, from, to *lab.Pod) {
 			t.Errorf("%s: bulk TCP from %s to %s used MSS %d, want %d", f, from.Key(), dst, tr.MSS, want)
 		}
 		t.Logf("%s: DF ping of %d bytes crosses, %d does not; bulk TCP across subnets: %s", f, edge, edge+1, tr)
+	}
+}
+
+// requireDNATAcrossVXLAN sends a bulk TCP transfer from the internet host to a port of node n
+// that n translates to a pod on another subnet and masquerades, as kube-proxy does for a
+// NodePort: the path on which NAT once left the inner checksums of VXLAN packets wrong (Linux
+// before 5.7, with the device's checksum offload on). The stream must arrive whole and intact.
+func requireDNATAcrossVXLAN(t *testing.T, ctx context.Context, l *lab.Lab, n *lab.Node, pod *lab.Pod) {
+	t.Helper()
+	inet := l.InternetEndpoint()
+	for _, f := range families {
+		dst := netip.AddrPortFrom(podAddr(pod, f), 5201)
+		via := netip.AddrPortFrom(n.IP(), 30080)
+		inetNS, from := inet.NS, inet.IP
+		if f == ipfamily.IPv6 {
+			via = netip.AddrPortFrom(n.IP6(), 30080)
+			from = l.InternetEndpoint6().IP
+		}
+		ipt := f.IPTablesCommand()
+		for _, rule := range [][]string{
+			{ipt, "-w", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "-d", via.Addr().String(), "--dport", "30080", "-j", "DNAT", "--to-destination", dst.String()},
+			{ipt, "-w", "-t", "nat", "-A", "POSTROUTING", "-p", "tcp", "-s", from.String(), "-d", dst.Addr().String(), "--dport", "5201", "-j", "MASQUERADE"},
+		} {
+			if out, err := n.Exec(ctx, rule...); err != nil {
+				t.Fatalf("%s: %v: %s", n.Name, err, out)
+			}
+		}
+		tr, err := lab.SendTCP(ctx, inetNS, pod.NS, dst, lab.TransferOptions{Bytes: 32 << 20, Verify: true, Via: via})
+		if err != nil {
+			t.Fatalf("%s: bulk TCP from the internet to %s, translated to %s: %v", f, via, dst, err)
+		}
+		t.Logf("%s: from the internet to %s, translated and masqueraded by %s to %s over VXLAN: %s", f, via, n.Name, dst, tr)
 	}
 }
 

@@ -22,6 +22,9 @@ type TransferOptions struct {
 	Duration time.Duration
 	// Verify: the receiver compares every byte with what was sent.
 	Verify bool
+	// Via is the address the sender connects to when something on the way translates it to
+	// the receiver's (a DNAT, as a NodePort's); the receiver's own address when unset.
+	Via netip.AddrPort
 }
 
 // Transfer is the outcome of one bulk TCP transfer.
@@ -80,9 +83,13 @@ func SendTCP(ctx context.Context, fromNS, toNS string, dst netip.AddrPort, o Tra
 		got <- received{t, err}
 	}()
 
-	c, err := dialIn(ctx, fromNS, dst.String())
+	via := dst
+	if o.Via.IsValid() {
+		via = o.Via
+	}
+	c, err := dialIn(ctx, fromNS, via.String())
 	if err != nil {
-		return Transfer{}, fmt.Errorf("transfer: connect to %s from %s: %w", dst, fromNS, err)
+		return Transfer{}, fmt.Errorf("transfer: connect to %s from %s: %w", via, fromNS, err)
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
