@@ -205,7 +205,7 @@ func (l *Lab) poolModes(ctx context.Context) (map[netip.Prefix]v1.VXLANMode, err
 // blockRoute is the route node n must hold to block b of node other, a lab node: natively via
 // the other node's address on eth0, or, in a VXLAN pool (Always, or CrossSubnet to another
 // subnet), via the other node's VTEP on the family's VXLAN device.
-func blockRoute(b netip.Prefix, n, other *Node, modes map[netip.Prefix]v1.VXLANMode, vteps map[string]model.Node) string {
+func blockRoute(b netip.Prefix, n, other *Node, modes map[netip.Prefix]v1.VXLANMode, vtep func(string, ipfamily.Family) (netip.Addr, error)) (string, error) {
 	f := ipfamily.OfPrefix(b)
 	mode := v1.VXLANModeNever
 	for cidr, m := range modes {
@@ -214,12 +214,16 @@ func blockRoute(b netip.Prefix, n, other *Node, modes map[netip.Prefix]v1.VXLANM
 		}
 	}
 	if mode == v1.VXLANModeAlways || mode == v1.VXLANModeCrossSubnet && other.Subnet != n.Subnet {
-		return fmt.Sprintf("%s via %s dev %s", b, vteps[other.Name].VXLANTunnelAddr.Get(f), VXLANDevice(f))
+		gw, err := vtep(other.Name, f)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s via %s dev %s", b, gw, VXLANDevice(f)), nil
 	}
 	if f == ipfamily.IPv6 {
-		return fmt.Sprintf("%s via %s dev eth0", b, other.IP6())
+		return fmt.Sprintf("%s via %s dev eth0", b, other.IP6()), nil
 	}
-	return fmt.Sprintf("%s via %s dev eth0", b, other.IP())
+	return fmt.Sprintf("%s via %s dev eth0", b, other.IP()), nil
 }
 
 // ForwardCounter counts the packets the router forwards that match a rule of its own: an

@@ -13,6 +13,7 @@ import (
 	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -70,14 +71,19 @@ func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The other nodes' VTEPs, read only for a block of a VXLAN pool: a native cluster's
+	// expectations never depend on the Node objects.
 	vteps := map[string]model.Node{}
-	for node := range blocks {
-		if l.Node(node) == nil || node == n.Name {
-			continue
+	vtep := func(node string, f ipfamily.Family) (netip.Addr, error) {
+		m, ok := vteps[node]
+		if !ok {
+			var err error
+			if m, err = l.NodeModel(ctx, node); err != nil {
+				return netip.Addr{}, err
+			}
+			vteps[node] = m
 		}
-		if vteps[node], err = l.NodeModel(ctx, node); err != nil {
-			return nil, err
-		}
+		return m.VXLANTunnelAddr.Get(f), nil
 	}
 	var want []string
 	for _, p := range l.Pods() {
@@ -96,7 +102,11 @@ func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 			case node == n.Name:
 				want = append(want, "blackhole "+b.String())
 			case other != nil:
-				want = append(want, blockRoute(b, n, other, modes, vteps))
+				r, err := blockRoute(b, n, other, modes, vtep)
+				if err != nil {
+					return nil, err
+				}
+				want = append(want, r)
 			}
 		}
 	}
