@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/lab"
@@ -337,4 +339,71 @@ func poolCIDR(f ipfamily.Family) netip.Prefix {
 		return lab.PodCIDR6
 	}
 	return lab.PodCIDR
+}
+
+// TestVXLANBesideBGP: a mixed cluster on one subnet: two nodes run BGP, one does not
+// (--bgp=none). The chart's pool, routed natively, selects the BGP nodes; a pool with vxlanMode
+// Always selects every node. Pods of the native pool reach each other over what BGP carries;
+// pods of the VXLAN pool on all three nodes reach each other through VXLAN, every node's route
+// to them via the VTEP whether or not BGP also carries them; the BGP nodes hold a session with
+// each other and none with the node without BGP.
+func TestVXLANBesideBGP(t *testing.T) {
+	l := startLab(t, lab.Options{HelmSet: []string{"ipPool.cidr=10.244.0.0/17"}})
+	ctx := testCtx(t, 3*time.Minute)
+	vxlan := netip.MustParsePrefix("10.244.128.0/17")
+	err := lab.Eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		p, err := l.Client.IPPools().Get(ctx, lab.DefaultPoolName)
+		if err != nil {
+			return err
+		}
+		p.Spec.NodeSelector = "routing == 'bgp'"
+		_, err = l.Client.IPPools().Update(ctx, p)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Client.IPPools().Create(ctx, &v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "vxlan"}, Spec: v1.IPPoolSpec{CIDR: vxlan.String(), VXLANMode: v1.VXLANModeAlways}}); err != nil {
+		t.Fatal(err)
+	}
+	bgp := map[string]string{"routing": "bgp"}
+	nodes := addNodes(t, ctx, l,
+		lab.NodeSpec{Name: "bgp-1", Labels: bgp}, lab.NodeSpec{Name: "bgp-2", Labels: bgp}, lab.NodeSpec{Name: "vx-1", NoBGP: true})
+	inPool := func(name string) map[string]string {
+		return map[string]string{v1.AnnotationIPv4Pools: `["` + name + `"]`}
+	}
+	pods, err := l.AddPods(ctx,
+		lab.PodSpec{Name: "native-1", Node: "bgp-1", Annotations: inPool(lab.DefaultPoolName)},
+		lab.PodSpec{Name: "native-2", Node: "bgp-2", Annotations: inPool(lab.DefaultPoolName)},
+		lab.PodSpec{Name: "vxlan-1", Node: "bgp-1", Annotations: inPool("vxlan")},
+		lab.PodSpec{Name: "vxlan-2", Node: "bgp-2", Annotations: inPool("vxlan")},
+		// The only pool that selects vx-1.
+		lab.PodSpec{Name: "vxlan-3", Node: "vx-1"})
+	if err != nil {
+		t.Fatalf("add pods: %v", err)
+	}
+	native, inVXLAN := pods[:2], pods[2:]
+	for _, p := range inVXLAN {
+		if !vxlan.Contains(p.IP) {
+			t.Fatalf("pod %s has %s, not an address of the VXLAN pool %s", p.Key(), p.IP, vxlan)
+		}
+	}
+	requireRoutes(t, ctx, l, 30*time.Second)
+	requireReach(t, ctx, "native pods over BGP", podEndpoints(native), podEndpoints(native), 45*time.Second)
+	requireReach(t, ctx, "VXLAN pods, with and without BGP", podEndpoints(inVXLAN), podEndpoints(inVXLAN), 45*time.Second)
+	for i, n := range nodes[:2] {
+		other := nodes[1-i]
+		if err := n.WaitPeers(ctx, 30*time.Second, other.IP()); err != nil {
+			t.Error(err)
+		}
+		peers, err := n.Peers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range peers {
+			if p.Address == nodes[2].IP().String() {
+				t.Errorf("node %s has a session to %s, which runs without BGP: %+v", n.Name, nodes[2].Name, p)
+			}
+		}
+	}
 }

@@ -204,7 +204,8 @@ func (l *Lab) poolModes(ctx context.Context) (map[netip.Prefix]v1.VXLANMode, err
 
 // blockRoute is the route node n must hold to block b of node other, a lab node: natively via
 // the other node's address on eth0, or, in a VXLAN pool (Always, or CrossSubnet to another
-// subnet), via the other node's VTEP on the family's VXLAN device.
+// subnet), via the other node's VTEP on the family's VXLAN device; "" when there is none: a
+// native block where either node runs without BGP, so that nothing carries it.
 func blockRoute(b netip.Prefix, n, other *Node, modes map[netip.Prefix]v1.VXLANMode, vtep func(string, ipfamily.Family) (netip.Addr, error)) (string, error) {
 	f := ipfamily.OfPrefix(b)
 	mode := v1.VXLANModeNever
@@ -219,6 +220,9 @@ func blockRoute(b netip.Prefix, n, other *Node, modes map[netip.Prefix]v1.VXLANM
 			return "", err
 		}
 		return fmt.Sprintf("%s via %s dev %s", b, gw, VXLANDevice(f)), nil
+	}
+	if mode == v1.VXLANModeNever && (n.NoBGP() || other.NoBGP()) {
+		return "", nil
 	}
 	if f == ipfamily.IPv6 {
 		return fmt.Sprintf("%s via %s dev eth0", b, other.IP6()), nil

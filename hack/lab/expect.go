@@ -106,7 +106,9 @@ func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 				if err != nil {
 					return nil, err
 				}
-				want = append(want, r)
+				if r != "" {
+					want = append(want, r)
+				}
 			}
 		}
 	}
