@@ -114,6 +114,7 @@ func TestVXLANWithoutBGP(t *testing.T) {
 	requireVXLANPeers(t, ctx, l, 30*time.Second)
 	requireRoutes(t, ctx, l, 30*time.Second)
 	requireReach(t, ctx, "pod to pod after b-1 left, IPv4", podEndpoints(l.Pods()), podEndpoints(l.Pods()), 30*time.Second)
+	requireReach(t, ctx, "pod to pod after b-1 left, IPv6", l.PodEndpoints6(), l.PodEndpoints6(), 30*time.Second)
 }
 
 // requireVTEPs checks every node's VTEP of each family, as its Node publishes it and as its
