@@ -17,7 +17,8 @@ import (
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
-var families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
+// bothFamilies are the families of a dual-stack lab, in the order the checks run.
+var bothFamilies = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 
 // TestVXLANWithoutBGP: no BGP anywhere (every tabby-node --bgp=none), nodes on two subnets
 // joined by a router that knows no pod routes, and both families' pools with vxlanMode
@@ -49,7 +50,7 @@ func TestVXLANWithoutBGP(t *testing.T) {
 
 	rt := l.Router()
 	var vxlanUDP, bare [2]*lab.ForwardCounter
-	for i, f := range families {
+	for i, f := range bothFamilies {
 		pool := poolCIDR(f)
 		var err error
 		if vxlanUDP[i], err = rt.CountForwarded(ctx, f, "vxlan-"+f.String(), "-p", "udp", "--dport", fmt.Sprint(v1.DefaultVXLANPort)); err != nil {
@@ -60,7 +61,7 @@ func TestVXLANWithoutBGP(t *testing.T) {
 		}
 	}
 	const pings = 5
-	for i, f := range families {
+	for i, f := range bothFamilies {
 		// Across subnets: every echo and reply crossed the router in UDP 4789, none bare.
 		before := packets(t, ctx, vxlanUDP[i])
 		pingN(t, ctx, pa1, pb1, f, pings)
@@ -83,7 +84,7 @@ func TestVXLANWithoutBGP(t *testing.T) {
 		setVXLANMode(t, ctx, l, name, v1.VXLANModeAlways)
 	}
 	requireRoutes(t, ctx, l, 30*time.Second)
-	for i, f := range families {
+	for i, f := range bothFamilies {
 		var got uint64
 		err := lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
 			if got = vxlanRx(t, ctx, a2, f, func() { pingN(t, ctx, pa1, pa2, f, pings) }); got < pings {
@@ -105,7 +106,7 @@ func TestVXLANWithoutBGP(t *testing.T) {
 	if err := l.RemoveNode(ctx, b1.Name); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
+	for _, f := range bothFamilies {
 		vtep := gone.VXLANTunnelAddr.Get(f)
 		if err := lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error { return allocated(ctx, l, vtep) }); err != nil {
 			t.Errorf("b-1's %s VTEP: %v", f, err)
@@ -133,7 +134,7 @@ func requireVTEPs(t *testing.T, ctx context.Context, l *lab.Lab) map[string]mode
 			if !m.NoBGP {
 				return fmt.Errorf("node %s does not say it runs without BGP (%s)", n.Name, v1.AnnotationNoBGP)
 			}
-			for _, f := range families {
+			for _, f := range bothFamilies {
 				pool := poolCIDR(f)
 				vtep, mac := m.VXLANTunnelAddr.Get(f), m.VXLANMAC.Get(f)
 				if !pool.Contains(vtep) || mac.IsZero() {
@@ -180,7 +181,7 @@ func requireVXLANPeers(t *testing.T, ctx context.Context, l *lab.Lab, timeout ti
 			models[n.Name] = m
 		}
 		for _, n := range l.Nodes() {
-			for _, f := range families {
+			for _, f := range bothFamilies {
 				want := lab.VXLANEntries{Neigh: map[netip.Addr]string{}, FDB: map[string]netip.Addr{}}
 				for _, o := range l.Nodes() {
 					if o == n {
@@ -220,7 +221,7 @@ func requireVXLANMTU(t *testing.T, ctx context.Context, from, to *lab.Pod) {
 	if want := 1500 - v1.VXLANOverheadIPv6; link.MTU != want {
 		t.Fatalf("pod %s: MTU %d, want %d (the uplink's less VXLAN over IPv6)", from.Key(), link.MTU, want)
 	}
-	for _, f := range families {
+	for _, f := range bothFamilies {
 		dst := podAddr(to, f)
 		ipHeader := map[ipfamily.Family]int{ipfamily.IPv4: 20, ipfamily.IPv6: 40}[f]
 		edge := link.MTU - ipHeader - 8
@@ -251,7 +252,7 @@ func requireVXLANMTU(t *testing.T, ctx context.Context, from, to *lab.Pod) {
 func requireDNATAcrossVXLAN(t *testing.T, ctx context.Context, l *lab.Lab, n *lab.Node, pod *lab.Pod) {
 	t.Helper()
 	inet := l.InternetEndpoint()
-	for _, f := range families {
+	for _, f := range bothFamilies {
 		dst := netip.AddrPortFrom(podAddr(pod, f), 5201)
 		via := netip.AddrPortFrom(n.IP(), 30080)
 		inetNS, from := inet.NS, inet.IP
