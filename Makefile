@@ -149,10 +149,12 @@ bench-scale: deps controlplane tools build
 FAMILIES ?= ipv4
 # tabby-typha replicas the demo's nodes watch through (make demo TYPHA=2).
 TYPHA ?= 0
+# ENCAP=vxlan: the pools' vxlanMode Always and no BGP on any node (tabby-node --bgp=none).
+ENCAP ?= none
 demo: deps controlplane tools build
 	@echo "demo: building the lab (seconds once the Go build cache is warm)"
 	@$(GO) build -C hack -o $(CURDIR)/bin/lab ./lab/cmd/lab
-	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) --typha $(TYPHA) demo; rc=$$?; if [ $$rc -eq 130 ] || [ $$rc -eq 143 ] || [ $$rc -eq 129 ]; then exit 0; fi; exit $$rc
+	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) --typha $(TYPHA) --encap $(ENCAP) demo; rc=$$?; if [ $$rc -eq 130 ] || [ $$rc -eq 143 ] || [ $$rc -eq 129 ]; then exit 0; fi; exit $$rc
 
 # Removes what a lab killed hard (SIGKILL, a crash) left behind: namespaces, links, processes.
 demo-clean:

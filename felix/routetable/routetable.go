@@ -502,8 +502,13 @@ func (t *RouteTable) Apply() (Result, error) {
 			delete(t.unknownAt, dst)
 		}
 		if wantNL != nil {
-			if cur, ok := t.kernel[kkey{dst, 0}]; ok && cur == t.toKroute(wantNL) {
+			cur, ok := t.kernel[kkey{dst, 0}]
+			if ok && cur == t.toKroute(wantNL) {
 				continue
+			}
+			if ok && cur.proto == t.opts.Protocol && replaceRefused(dst, cur, wantNL) {
+				ops = append(ops, nl.RouteOp{Del: true, Route: t.delRoute(kkey{dst, 0}, cur)})
+				opDst, opKey = append(opDst, dst), append(opKey, kkey{dst, 0})
 			}
 			ops = append(ops, nl.RouteOp{Route: wantNL})
 			opDst, opKey = append(opDst, dst), append(opKey, kkey{dst, 0})
@@ -578,6 +583,20 @@ func (t *RouteTable) execute(ops []nl.RouteOp, opDst []netip.Prefix, opKey []kke
 			time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
 		}
 	}
+}
+
+// replaceRefused tells whether the kernel refuses to replace cur by want in place: it checks an
+// IPv6 onlink gateway against the routes that cover it, and refuses one that a unicast route on
+// another device covers. The route being replaced does when the gateway lies in its own prefix:
+// a block routed natively until its pool turned to VXLAN, whose VTEP is an address of the
+// block. Such a route is deleted first, then added.
+func replaceRefused(dst netip.Prefix, cur kroute, want *netlink.Route) bool {
+	if !dst.Addr().Is6() || want.Flags&unix.RTNH_F_ONLINK == 0 || want.Gw == nil ||
+		cur.typ != unix.RTN_UNICAST || cur.linkIndex == want.LinkIndex {
+		return false
+	}
+	gw, ok := netip.AddrFromSlice(want.Gw)
+	return ok && dst.Contains(gw)
 }
 
 func describe(r *netlink.Route) string {

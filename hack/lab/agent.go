@@ -51,6 +51,9 @@ func (n *Node) IP() netip.Addr { return n.Addr.Addr() }
 // IP6 is the node's IPv6 underlay address, invalid in an IPv4 lab.
 func (n *Node) IP6() netip.Addr { return n.Addr6.Addr() }
 
+// NoBGP tells whether the node's tabby-node runs without BGP (Options.NoBGP, NodeSpec.NoBGP).
+func (n *Node) NoBGP() bool { return n.lab.Opts.NoBGP || n.Spec.NoBGP }
+
 // IPAMSocket is the socket the CNI plugin asks for addresses.
 func (n *Node) IPAMSocket() string { return filepath.Join(n.RunDir, "ipam.sock") }
 
@@ -82,6 +85,11 @@ func (n *Node) AgentArgs() []string {
 	}
 	if n.Addr6.IsValid() {
 		args = append(args, "--bgp-address6="+nodeAddr6Method)
+	}
+	// Without BGP the BGP addresses above are still the node's underlay addresses: VXLAN's
+	// outer source and destination.
+	if n.NoBGP() {
+		args = append(args, "--bgp=none")
 	}
 	if len(n.lab.Typhas) > 0 {
 		var addrs []string

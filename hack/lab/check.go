@@ -20,6 +20,14 @@ func Ping(ctx context.Context, fromNS string, to netip.Addr) error {
 	return err
 }
 
+// PingDF sends one echo request of size bytes of payload with fragmentation prohibited (the
+// path must carry the whole packet: the pod's MTU, the tunnel's, the underlay's) and waits up to
+// a second for the reply.
+func PingDF(ctx context.Context, fromNS string, to netip.Addr, size int) error {
+	_, err := nsExec(ctx, fromNS, "ping", "-n", "-q", "-c", "1", "-W", "1", "-M", "do", "-s", fmt.Sprint(size), to.String())
+	return err
+}
+
 // Endpoint is something that pings: a pod, a node, the router, the internet host.
 type Endpoint struct {
 	Name string

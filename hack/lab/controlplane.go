@@ -107,13 +107,13 @@ func (l *Lab) installClusterObjects(ctx context.Context) error {
 		if l.Opts.Families.IPv4Pods() {
 			out.Pools = append(out.Pools, v1.IPPool{
 				ObjectMeta: metav1.ObjectMeta{Name: DefaultPoolName},
-				Spec:       v1.IPPoolSpec{CIDR: PodCIDR.String(), BlockSize: v1.DefaultBlockSizeIPv4, IPIPMode: v1.IPIPModeNever, NATOutgoing: true},
+				Spec:       v1.IPPoolSpec{CIDR: PodCIDR.String(), BlockSize: v1.DefaultBlockSizeIPv4, IPIPMode: v1.IPIPModeNever, VXLANMode: l.Opts.VXLAN, NATOutgoing: true},
 			})
 		}
 		if l.Opts.Families.IPv6() {
 			out.Pools = append(out.Pools, v1.IPPool{
 				ObjectMeta: metav1.ObjectMeta{Name: DefaultPool6Name},
-				Spec:       v1.IPPoolSpec{CIDR: PodCIDR6.String(), BlockSize: v1.DefaultBlockSizeIPv6, NATOutgoing: true},
+				Spec:       v1.IPPoolSpec{CIDR: PodCIDR6.String(), BlockSize: v1.DefaultBlockSizeIPv6, VXLANMode: l.Opts.VXLAN, NATOutgoing: true},
 			})
 		}
 	}
@@ -151,7 +151,7 @@ func (l *Lab) renderChart(ctx context.Context) (*chartOutput, string) {
 		return nil, helm + " missing: run `make tools`"
 	}
 	args := []string{"template", "tabby", chart, "--namespace", Namespace, "--include-crds"}
-	for _, s := range append(l.Opts.Families.helmSet(), l.Opts.HelmSet...) {
+	for _, s := range append(l.Opts.helmSet(), l.Opts.HelmSet...) {
 		args = append(args, "--set", s)
 	}
 	var stdout, stderr bytes.Buffer

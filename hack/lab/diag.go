@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
 // NodeStatus runs `tabbyctl node status --socket <run dir>/bird.sock` for the node.
@@ -34,6 +36,18 @@ func (l *Lab) Diagnostics(ctx context.Context) string {
 		if n.Addr6.IsValid() {
 			out, err = ip(ctx, "-n", n.NS, "-6", "route")
 			fmt.Fprintf(&b, "ip -6 route:\n%s%s", out, errSuffix(err))
+		}
+		for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
+			dev := VXLANDevice(f)
+			if ok, _ := n.HasLink(ctx, dev); !ok {
+				continue
+			}
+			out, err = ip(ctx, "-n", n.NS, "-d", "addr", "show", "dev", dev)
+			fmt.Fprintf(&b, "ip -d addr show dev %s:\n%s%s", dev, out, errSuffix(err))
+			out, err = ip(ctx, "-n", n.NS, "neigh", "show", "dev", dev)
+			fmt.Fprintf(&b, "ip neigh show dev %s:\n%s%s", dev, out, errSuffix(err))
+			out, err = nsExec(ctx, n.NS, "bridge", "fdb", "show", "dev", dev)
+			fmt.Fprintf(&b, "bridge fdb show dev %s:\n%s%s", dev, out, errSuffix(err))
 		}
 		// tabby's rules are in whichever backend felix detected: show both, without the empty one.
 		saves := []string{"iptables-legacy-save", "iptables-nft-save"}

@@ -10,8 +10,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -56,13 +58,32 @@ func (l *Lab) Blocks(ctx context.Context) (map[string][]netip.Prefix, error) {
 	return out, nil
 }
 
-// ExpectedRoutes is the set of tabby routes (protocol 201) node n must hold in a native-routed
-// (ipipMode Never) single-subnet cluster: its pods' /32 on their host veth, a blackhole for
-// each of its blocks, each other node's blocks via that node's address on eth0.
+// ExpectedRoutes is the set of tabby routes (protocol 201) node n must hold in a cluster
+// without IPIP: its pods' /32 on their host veth, a blackhole for each of its blocks, each other
+// node's blocks via that node's address on eth0, or via its VTEP on the VXLAN device for a
+// VXLAN pool's blocks (vxlanMode Always, or CrossSubnet to a node on another subnet).
 func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 	blocks, err := l.Blocks(ctx)
 	if err != nil {
 		return nil, err
+	}
+	modes, err := l.poolModes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The other nodes' VTEPs, read only for a block of a VXLAN pool: a native cluster's
+	// expectations never depend on the Node objects.
+	vteps := map[string]model.Node{}
+	vtep := func(node string, f ipfamily.Family) (netip.Addr, error) {
+		m, ok := vteps[node]
+		if !ok {
+			var err error
+			if m, err = l.NodeModel(ctx, node); err != nil {
+				return netip.Addr{}, err
+			}
+			vteps[node] = m
+		}
+		return m.VXLANTunnelAddr.Get(f), nil
 	}
 	var want []string
 	for _, p := range l.Pods() {
@@ -80,10 +101,14 @@ func (l *Lab) ExpectedRoutes(ctx context.Context, n *Node) ([]string, error) {
 			switch {
 			case node == n.Name:
 				want = append(want, "blackhole "+b.String())
-			case other != nil && b.Addr().Is6():
-				want = append(want, fmt.Sprintf("%s via %s dev eth0", b, other.IP6()))
 			case other != nil:
-				want = append(want, fmt.Sprintf("%s via %s dev eth0", b, other.IP()))
+				r, err := blockRoute(b, n, other, modes, vtep)
+				if err != nil {
+					return nil, err
+				}
+				if r != "" {
+					want = append(want, r)
+				}
 			}
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tabbynet/tabby/apis/client"
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/testenv"
 )
 
@@ -66,6 +67,12 @@ type Options struct {
 	External *External
 	// Families are the address families of the pods (and the underlay): IPv4Only by default.
 	Families Families
+	// VXLAN is the vxlanMode of the lab's pools, of both families (the chart's
+	// ipPool.vxlanMode and ipv6Pool.vxlanMode); empty: Never, routed natively.
+	VXLAN v1.VXLANMode
+	// NoBGP runs every tabby-node without BGP (--bgp=none, the chart's bgp.enabled=false):
+	// pods on other nodes are then reached through VXLAN pools alone.
+	NoBGP bool
 	// AgentArgs are extra tabby-node flags for every node (e.g. a short --ipam-gc-grace).
 	AgentArgs []string
 	// HostLink joins the root namespace to subnet A's switch at HostAddr and binds the control
@@ -159,6 +166,9 @@ func New(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	if o.Stub && o.Families != IPv4Only {
 		return nil, fmt.Errorf("the stub lab is IPv4 only (families %s)", o.Families)
+	}
+	if o.Stub && (o.VXLAN != "" || o.NoBGP) {
+		return nil, errors.New("the stub lab has no tabby-node: no VXLAN pool, no --bgp=none")
 	}
 	if len(o.ID) > 4 {
 		return nil, fmt.Errorf("lab id %q: at most 4 characters", o.ID)

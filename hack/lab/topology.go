@@ -169,6 +169,9 @@ type NodeSpec struct {
 	NoAgent bool
 	// Shutdown is tabby-node's --shutdown (restart when empty).
 	Shutdown string
+	// NoBGP runs this node's tabby-node without BGP (--bgp=none), as Options.NoBGP does every
+	// node's: a mixed cluster.
+	NoBGP bool
 }
 
 // RouteReflectorLabel marks route-reflector nodes (BGPPeer selectors use it).

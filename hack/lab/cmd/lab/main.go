@@ -2,6 +2,7 @@
 //
 //	go run -C hack ./lab/cmd/lab demo      # 3 nodes, 2 pods each, a ping matrix; Ctrl-C ends it
 //	go run -C hack ./lab/cmd/lab --families dual demo   # the same, dual-stack: a matrix per family
+//	go run -C hack ./lab/cmd/lab --encap vxlan demo     # no BGP; pods across nodes over VXLAN
 //	go run -C hack ./lab/cmd/lab cleanup   # remove what a lab killed hard left behind (make demo-clean)
 package main
 
@@ -25,6 +26,7 @@ func main() {
 	stub := fs.Bool("stub", false, "demo: wire pods with the reference ptp/host-local plugins instead of tabby")
 	families := fs.String("families", "ipv4", "demo: the pods' address families: ipv4, dual (an address of each) or ipv6 (IPv6 only)")
 	typha := fs.Int("typha", 0, "demo: tabby-typha replicas the nodes watch through (0: the API server directly)")
+	encap := fs.String("encap", "none", "demo: none (pods routed natively, BGP between the nodes) or vxlan (pools with vxlanMode Always, every node without BGP)")
 	verbose := fs.Bool("v", false, "debug logging")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: lab [flags] demo|cleanup\n")
@@ -44,9 +46,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lab:", err)
 		os.Exit(2)
 	}
+	vxlan, err := app.ParseEncap(*encap)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lab:", err)
+		os.Exit(2)
+	}
 	switch fs.Arg(0) {
 	case "demo":
-		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub, Families: fam, Typha: *typha})
+		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub, Families: fam, Typha: *typha, VXLAN: vxlan})
 	case "cleanup":
 		err = app.Cleanup(ctx, os.Stdout)
 	default:

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/lab"
+	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/internal/testenv"
 )
 
@@ -20,14 +23,31 @@ type DemoOptions struct {
 	Families lab.Families
 	// Typha: tabby-typha replicas the nodes watch through (0: none).
 	Typha int
+	// VXLAN: the pools' vxlanMode, with BGP off on every node ("": routed natively over BGP).
+	VXLAN v1.VXLANMode
+}
+
+// ParseEncap reads the demo's --encap: none, or vxlan (the pools' vxlanMode Always).
+func ParseEncap(s string) (v1.VXLANMode, error) {
+	switch s {
+	case "", "none":
+		return "", nil
+	case "vxlan":
+		return v1.VXLANModeAlways, nil
+	}
+	return "", fmt.Errorf("encapsulation %q: want none or vxlan", s)
 }
 
 // Demo runs the README's first command: a mesh of nodes with pods, tabby's view of one node, a
 // ping matrix, then waits (Ctrl-C) while the user looks around. Everything is removed on exit.
 func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 	start := time.Now()
-	fmt.Fprintf(w, "starting a %d-node tabby lab, %s (control plane, namespaces, tabby-node)...\n", o.Nodes, familiesName(o.Families))
-	l, err := lab.New(ctx, lab.Options{Stub: o.Stub, Families: o.Families, Typha: o.Typha})
+	how := "BGP between the nodes"
+	if o.VXLAN != "" {
+		how = "VXLAN between the nodes, no BGP"
+	}
+	fmt.Fprintf(w, "starting a %d-node tabby lab, %s, %s (control plane, namespaces, tabby-node)...\n", o.Nodes, familiesName(o.Families), how)
+	l, err := lab.New(ctx, lab.Options{Stub: o.Stub, Families: o.Families, Typha: o.Typha, VXLAN: o.VXLAN, NoBGP: o.VXLAN != ""})
 	if err != nil {
 		return err
 	}
@@ -100,6 +120,13 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 			}
 		}
 	}
+	if o.VXLAN != "" && !o.Stub {
+		out, err := l.Tabbyctl(ctx, "node", "dataplane", "--node", first.Name)
+		if err != nil {
+			out += err.Error()
+		}
+		fmt.Fprintf(w, "\n$ tabbyctl node dataplane --node %s   (the VXLAN peers %s programs)\n%s", first.Name, first.Name, out)
+	}
 	for _, t := range l.Typhas {
 		fmt.Fprintf(w, "\n%s serves the nodes' watches: curl -s http://%s/metrics | grep tabby_typha_watches\n", t.Name, t.Metrics)
 	}
@@ -117,14 +144,32 @@ all green. Look around (in another shell, as root):
   ip netns exec %s traceroute -n %s   # real hops: node, node, pod
   bin/tabbyctl --kubeconfig %s get ippool -o wide
   bin/tabbyctl node status --socket %s
-  KUBECONFIG=%s %s get nodes,pods -o wide
+  KUBECONFIG=%s %s get nodes,pods -o wide%s
 (the lab's pods have no kubelet to report them, so kubectl shows them READY 0/1; the pod
 network itself is what the ping matrix above checked.)
 namespaces: ip netns list | grep tl-%s
 Ctrl-C stops the lab and removes everything.
-`, p.NS, p.Name, p.IP, first.NS, first.Name, p.NS, l.Pods()[len(l.Pods())-1].IP, l.Kubecfg, first.BirdSocket(), l.Kubecfg, testenv.Kubectl(), l.ID)
+`, p.NS, p.Name, p.IP, first.NS, first.Name, p.NS, l.Pods()[len(l.Pods())-1].IP, l.Kubecfg, first.BirdSocket(), l.Kubecfg, testenv.Kubectl(), vxlanHints(o, first), l.ID)
 	<-ctx.Done()
 	return nil
+}
+
+// vxlanHints are the demo's pointers to the VXLAN dataplane of a node ("" without VXLAN).
+func vxlanHints(o DemoOptions, n *lab.Node) string {
+	if o.VXLAN == "" || o.Stub {
+		return ""
+	}
+	var b strings.Builder
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
+		if f == ipfamily.IPv4 && !o.Families.IPv4Pods() || f == ipfamily.IPv6 && !o.Families.IPv6() {
+			continue
+		}
+		dev := lab.VXLANDevice(f)
+		fmt.Fprintf(&b, "\n  ip netns exec %s ip -d link show %s   # VNI, port, underlay address", n.NS, dev)
+		fmt.Fprintf(&b, "\n  ip netns exec %s ip neigh show dev %s     # the other nodes' VTEP -> MAC", n.NS, dev)
+		fmt.Fprintf(&b, "\n  ip netns exec %s bridge fdb show dev %s   # MAC -> their underlay address", n.NS, dev)
+	}
+	return b.String()
 }
 
 func pingAll(ctx context.Context, es []lab.Endpoint) *lab.Matrix {
