@@ -35,8 +35,8 @@ type Options struct {
 	TabbyBin string
 	// HelmSet are extra `--set` values for the chart.
 	HelmSet []string
-	// Encap is the pod network's encapsulation: "" (native routes over BGP) or "vxlan" (the pool
-	// in VXLAN, no BGP on any node).
+	// Encap is the pod network's encapsulation: "" or "none" (native routes over BGP) or "vxlan"
+	// (the pool in VXLAN, no BGP on any node).
 	Encap string
 	// NoTabby leaves the chart uninstalled (Install does it later).
 	NoTabby bool

@@ -124,14 +124,14 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// EncapValues are the chart values of an encapsulation: "" routes natively with BGP, "vxlan"
-// puts the pool in VXLAN and runs no BGP anywhere (the chart's bgp.enabled=false).
+// EncapValues are the chart values of an encapsulation: "" or "none" routes natively with BGP,
+// "vxlan" puts the pool in VXLAN and runs no BGP anywhere (the chart's bgp.enabled=false).
 func EncapValues(encap string) ([]string, error) {
 	switch encap {
-	case "":
+	case "", "none":
 		return nil, nil
 	case "vxlan":
 		return []string{"ipPool.vxlanMode=Always", "bgp.enabled=false"}, nil
 	}
-	return nil, fmt.Errorf("encapsulation %q: want \"\" or \"vxlan\"", encap)
+	return nil, fmt.Errorf("encapsulation %q: want \"none\" or \"vxlan\"", encap)
 }

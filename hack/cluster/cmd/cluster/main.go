@@ -45,7 +45,7 @@ func main() {
 	}
 }
 
-const encapUsage = `pod network encapsulation: "" (native routes, BGP) or "vxlan" (the pool in VXLAN, BGP off)`
+const encapUsage = `pod network encapsulation: "none" (native routes, BGP) or "vxlan" (the pool in VXLAN, BGP off)`
 
 func up(args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
