@@ -43,6 +43,23 @@ func TestFirstPass(t *testing.T) {
 	}
 }
 
+// TestPassBeforeThisNode: the passes before the datastore has named this node (the first runs at
+// once) are no failure and start nothing; its NodeUpdate starts the speaker.
+func TestPassBeforeThisNode(t *testing.T) {
+	b, fs, _ := newFakeBird(t, "node1")
+	send(b, nodeUpdates(mkNode(2, nil, ""))...)
+	send(b, poolUpdate(pool))
+	pass(t, b)
+	if got := fs.last().takeCalls(); len(got) != 0 {
+		t.Fatalf("before this node was known: %q, want nothing", got)
+	}
+	send(b, nodeUpdates(mkNode(1, nil, ""))...)
+	pass(t, b)
+	if got, want := fs.last().takeCalls(), []string{"start 1 198.51.100.1", "policy", "add peer 198.51.100.2"}; !slices.Equal(got, want) {
+		t.Errorf("once this node is known: %q, want %q", got, want)
+	}
+}
+
 // TestPassRunsOnlyWhatChanged: each change reaches the speaker as the calls it needs and
 // nothing else; what changes no session computes none, and a block claimed or released
 // elsewhere does not even wake the agent until an external router makes the policy depend on it.

@@ -50,6 +50,14 @@ func (b *Bird) CompleteDeferredWork(ctx context.Context) error {
 // pass runs the reconcilers of dirty in order and returns what is left to do.
 func (b *Bird) pass(ctx context.Context, dirty dirtySet) (dirtySet, error) {
 	if dirty&dirtySessions != 0 {
+		b.mu.Lock()
+		_, known := b.in.findNode(b.in.self)
+		b.mu.Unlock()
+		if !known && !b.computedOK {
+			// The first passes run before the datastore has named this node: nothing is wrong
+			// yet, and its NodeUpdate marks the sessions again.
+			return dirty, nil
+		}
 		changed, err := b.computeSessions()
 		if err != nil {
 			return dirty, err
