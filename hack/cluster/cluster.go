@@ -59,7 +59,8 @@ type Cluster struct {
 	controllers []*proc.Proc
 	mntDir      string
 	mu          sync.Mutex
-	madeDirs    []string // mount points made on the host
+	madeDirs    []string           // mount points made on the host
+	stopRoutes  context.CancelFunc // keepBlockRoutes
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -136,6 +137,11 @@ func Up(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	if err := c.routePodsFromHost(ctx); err != nil {
 		return nil, err
+	}
+	if o.Encap == "vxlan" {
+		rctx, stop := context.WithCancel(context.Background())
+		c.stopRoutes = stop
+		go c.keepBlockRoutes(rctx)
 	}
 	c.log.Info("kubelets registered", "nodes", len(c.Nodes), "took", time.Since(start).Round(time.Millisecond))
 	if o.NoTabby {
@@ -234,6 +240,9 @@ func (c *Cluster) startControllers() error {
 // Close stops every component and removes everything the cluster made. Safe to call twice.
 func (c *Cluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
+		if c.stopRoutes != nil {
+			c.stopRoutes()
+		}
 		var errs []error
 		if err := c.eachNode(func(n *Node) error { return n.stop(ctx) }); err != nil {
 			errs = append(errs, err)

@@ -83,6 +83,17 @@ func TestPodsAcrossNodesVXLAN(t *testing.T) {
 			if out, _ := n.Exec(ctx, "ss", "-Htln", "sport", "=", ":179"); strings.TrimSpace(out) != "" {
 				t.Errorf("node %s listens for BGP with BGP off: %s", n.Name, out)
 			}
+			// The API server's proxy reaches the pod (what kubectl port-forward's and the e2e
+			// tests' proxy checks need) with a reply larger than a handshake.
+			if err := lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+				out, err := c.Lab.Kube.CoreV1().Pods("smoke").ProxyGet("http", "netexec-"+n.Name, "8080", "/hostname", nil).DoRaw(ctx)
+				if err != nil || strings.TrimSpace(string(out)) != "netexec-"+n.Name {
+					return fmt.Errorf("%q, %v", out, err)
+				}
+				return nil
+			}); err != nil {
+				t.Errorf("the API server's proxy to the pod on %s: %v", n.Name, err)
+			}
 		}
 	})
 }
