@@ -2,8 +2,9 @@
 // an address borrowed out of a block) via the next hop the speaker learned, directly on the
 // uplink in this node's subnet, through tunl0 where the pool's ipipMode asks for it, and
 // otherwise resolved through the host's own routes like BIRD's "gateway recursive". A prefix of
-// a VXLAN pool is not BGP's to route (felix/vxlan routes it from the datastore): it is ignored,
-// never reported unresolved. A learned or
+// a VXLAN pool is felix/vxlan's to route, from the datastore: here it gets at most a native
+// route to a next hop in this node's subnet, which the route table uses only while felix/vxlan
+// has none (calc.LearnedRoute), and is never reported unresolved. A learned or
 // withdrawn route costs its own prefix; what every route depends on (the pools, this node's
 // addresses, the host's routes) decides them all again.
 package bgproutes

@@ -135,8 +135,9 @@ type Unresolved struct {
 func (u Unresolved) String() string { return fmt.Sprintf("next hop %s: %s", u.NextHop, u.Reason) }
 
 // Learned is what a prefix learned from BGP makes: a route (OK), or none because no pool holds
-// it (Ignored), a VXLAN pool does (VXLAN: its routes come from the datastore, not from BGP), its
-// next hop is unusable (Unresolved), or the next hop is this node (none of them). A local route
+// it (Ignored), its next hop is unusable (Unresolved), or the next hop is this node (none of
+// them). In a VXLAN pool (VXLAN), whose routes come from the datastore, it is at most the
+// fallback vxlanFallback describes, and never unresolved. A local route
 // of the same prefix takes precedence over it in the route table.
 type Learned struct {
 	Route      Route
@@ -156,7 +157,7 @@ func LearnedRoute(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, n
 		return Learned{Ignored: true}
 	}
 	if pool.VXLAN() {
-		return Learned{VXLAN: true}
+		return vxlanFallback(u, prefix, nh)
 	}
 	r, reason := remoteRoute(u, pool, prefix, nh, res)
 	switch reason {
@@ -166,6 +167,29 @@ func LearnedRoute(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, n
 		return Learned{}
 	}
 	return Learned{Unresolved: &Unresolved{Prefix: prefix, NextHop: nh, Reason: reason}}
+}
+
+// vxlanFallback is what BGP's route to prefix, in a VXLAN pool, gives the route table: a VXLAN
+// pool's prefixes are routed from the datastore (felix/vxlan), ahead of BGP, so this route is
+// only used while that one is missing, such as in the passes after the pool switched from IPIP
+// to VXLAN and before IPAM has given the nodes their VTEPs, when the prefix would otherwise have
+// no route at all. It is native, and only to a next hop in this node's subnet, which the uplink
+// reaches without encapsulation whatever the pool's mode. Across subnets there is none, as in
+// Calico: the pool allows no IPIP any more (and a tunl0 route kept from the mode it had would
+// contradict the pool and be lost by a restart), and a native route through the host's gateway
+// would go where the default route already sends the packets. It is never reported unresolved:
+// the VXLAN manager reports the prefixes it has no route for.
+func vxlanFallback(u Underlay, prefix netip.Prefix, nh netip.Addr) Learned {
+	fam := ipfamily.OfPrefix(prefix)
+	own, uplink := u.Addr.Get(fam), u.Uplink.Get(fam)
+	if !nh.IsValid() || ipfamily.OfAddr(nh) != fam || !own.IsValid() || uplink == "" {
+		return Learned{VXLAN: true}
+	}
+	nh = nh.Unmap()
+	if nh == own.Addr() || !own.Masked().Contains(nh) {
+		return Learned{VXLAN: true}
+	}
+	return Learned{VXLAN: true, OK: true, Route: Route{Dst: prefix, Kind: KindRemote, Dev: uplink, Gw: nh}}
 }
 
 func remoteRoute(u Underlay, pool model.Pool, prefix netip.Prefix, nh netip.Addr, res *Resolver) (Route, string) {

@@ -159,7 +159,8 @@ func TestVXLANRoute(t *testing.T) {
 
 // Compute puts VXLAN between a node's own routes and BGP: a local block's blackhole and a local
 // pod's route win over it, it wins over a learned route, and BGP's routes inside a VXLAN pool
-// are neither programmed nor unresolved.
+// are never unresolved and programmed only where VXLAN has no route, natively in this node's
+// subnet.
 func TestComputeVXLANPrecedence(t *testing.T) {
 	in := baseInput()
 	in.NodeName = "n1"
@@ -184,7 +185,9 @@ func TestComputeVXLANPrecedence(t *testing.T) {
 	}
 	in.BGPRoutes = map[netip.Prefix]netip.Addr{
 		pfx("10.244.1.0/26"): addr("198.51.100.12"), // VXLAN pool: not BGP's
-		pfx("10.244.5.0/26"): addr("203.0.113.99"),  // VXLAN pool, unresolvable: not reported
+		pfx("10.244.5.0/26"): addr("203.0.113.99"),  // VXLAN pool, across subnets: no route, not reported
+		pfx("10.244.6.0/26"): addr("198.51.100.16"), // VXLAN pool, no VTEP known: natively in the subnet
+		pfx("10.244.3.0/26"): addr("203.0.113.7"),   // n3 has no VTEP: across subnets, no route
 		pfx("10.250.1.0/26"): addr("198.51.100.12"),
 	}
 	res := Compute(in)
@@ -196,6 +199,7 @@ func TestComputeVXLANPrecedence(t *testing.T) {
 		"10.250.1.0/26":       "10.250.1.0/26 via 198.51.100.12 dev eth0",
 		"10.244.3.0/26":       "",
 		"10.244.5.0/26":       "",
+		"10.244.6.0/26":       "10.244.6.0/26 via 198.51.100.16 dev eth0",
 		"fd00:10:244:1::/122": "", // this node has no IPv6 VTEP
 	}
 	for p, w := range want {
