@@ -64,11 +64,15 @@ func switchNodeUpdate(i int, vtep bool) model.NodeUpdate {
 	return model.NodeUpdate{Node: n}
 }
 
-// switchNodeUpdates are every node's NodeUpdates, with VTEPs or with IPIP tunnel addresses.
-func switchNodeUpdates(vtep bool) []any {
+// allVTEPs: every node has its VTEP.
+const allVTEPs = 5
+
+// switchNodeUpdates are every node's NodeUpdates: the first vteps nodes (n1 first) with their
+// VTEP, the others with an IPIP tunnel address.
+func switchNodeUpdates(vteps int) []any {
 	var out []any
 	for i := 0; i <= len(switchNodes); i++ {
-		out = append(out, switchNodeUpdate(i, vtep))
+		out = append(out, switchNodeUpdate(i, i < vteps))
 	}
 	return out
 }
@@ -105,20 +109,20 @@ func (e encap) String() string {
 }
 
 // wantRoutes are the kernel's routes to the other nodes' prefixes under e, by destination, as
-// routeString writes them. vteps: the nodes' VXLAN VTEPs are known.
-func wantRoutes(e encap, vteps bool) map[string]string {
+// kernelRoutes writes them, the first vteps nodes having their VTEP.
+func wantRoutes(e encap, vteps int) map[string]string {
 	out := map[string]string{}
 	route := func(dst string, i int) {
 		n := switchNodes[i]
 		switch {
 		case e.vx == v1.VXLANModeNever && (e.ipip == v1.IPIPModeAlways || !n.sameSubnet):
 			out[dst] = "via " + n.underlay + " dev tunl0 onlink"
-		// Without the VTEPs (the pass between the pool's switch to VXLAN and IPAM's VTEPs), a
-		// node in this node's subnet is still reached, natively; one across subnets is not (see
-		// calc.LearnedRoute).
-		case e.vx == v1.VXLANModeNever || n.sameSubnet && (e.vx == v1.VXLANModeCrossSubnet || !vteps):
+		// Without this node's VTEP or the other's (the passes between the pool's switch to
+		// VXLAN and IPAM's VTEPs), a node in this node's subnet is still reached, natively;
+		// one across subnets is not (see calc.LearnedRoute).
+		case e.vx == v1.VXLANModeNever || n.sameSubnet && (e.vx == v1.VXLANModeCrossSubnet || i+1 >= vteps):
 			out[dst] = "via " + n.underlay + " dev eth0"
-		case vteps:
+		case i+1 < vteps:
 			a, _ := switchVTEP(i + 1)
 			out[dst] = "via " + a.String() + " dev vxlan.tabby onlink"
 		}
@@ -131,12 +135,15 @@ func wantRoutes(e encap, vteps bool) map[string]string {
 }
 
 // wantEntries are vxlan.tabby's neighbour and FDB entries, as entryString writes them.
-func wantEntries(e encap, vteps bool) []string {
-	if e.vx == v1.VXLANModeNever || !vteps {
+func wantEntries(e encap, vteps int) []string {
+	if e.vx == v1.VXLANModeNever || vteps == 0 {
 		return nil
 	}
 	var out []string
 	for i, n := range switchNodes {
+		if i+1 >= vteps {
+			continue
+		}
 		a, mac := switchVTEP(i + 1)
 		out = append(out, fmt.Sprintf("fdb %s dst %s", mac, n.underlay), fmt.Sprintf("neigh %s lladdr %s", a, mac))
 	}
@@ -206,7 +213,11 @@ func switchFelix(t *testing.T, e encap) (*Felix, *nl.Fake) {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	f.send(switchNodeUpdates(e.vx != v1.VXLANModeNever)...)
+	vteps := 0
+	if e.vx != v1.VXLANModeNever {
+		vteps = allVTEPs
+	}
+	f.send(switchNodeUpdates(vteps)...)
 	f.send(switchPool(e.ipip, e.vx))
 	f.send(switchCluster()...)
 	f.send(model.InSync{})
@@ -218,7 +229,7 @@ func switchFelix(t *testing.T, e encap) (*Felix, *nl.Fake) {
 func routeWrites(fk *nl.Fake) int { return fk.Calls("RouteReplace") + fk.Calls("RouteDel") }
 
 // checkKernel compares the kernel's routes and entries with what e wants.
-func checkKernel(t *testing.T, fk *nl.Fake, what string, e encap, vteps bool) {
+func checkKernel(t *testing.T, fk *nl.Fake, what string, e encap, vteps int) {
 	t.Helper()
 	got, want := kernelRoutes(t, fk), wantRoutes(e, vteps)
 	var diff []string
@@ -240,14 +251,14 @@ func checkKernel(t *testing.T, fk *nl.Fake, what string, e encap, vteps bool) {
 		t.Errorf("%s: VXLAN entries %q, want %q", what, g, w)
 	}
 	_, err := fk.LinkByName("vxlan.tabby")
-	if hasDev, wantDev := err == nil, e.vx != v1.VXLANModeNever && vteps; hasDev != wantDev {
+	if hasDev, wantDev := err == nil, e.vx != v1.VXLANModeNever && vteps > 0; hasDev != wantDev {
 		t.Errorf("%s: vxlan.tabby exists: %v, want %v", what, hasDev, wantDev)
 	}
 	if tunl, err := fk.LinkByName("tunl0"); err == nil {
 		addrs, _ := fk.AddrList(tunl, unix.AF_INET)
-		// The nodes hold an IPIP tunnel address until IPAM gives them VTEPs, and again once it has
-		// released them.
-		if wantAddr := e.vx == v1.VXLANModeNever && !vteps; (len(addrs) == 1) != wantAddr || len(addrs) > 1 {
+		// This node holds an IPIP tunnel address until IPAM gives it a VTEP, and again once it
+		// has released it.
+		if wantAddr := e.vx == v1.VXLANModeNever && vteps == 0; (len(addrs) == 1) != wantAddr || len(addrs) > 1 {
 			t.Errorf("%s: tunl0 addresses %v, want one: %v", what, addrs, wantAddr)
 		}
 	} else if e.vx == v1.VXLANModeNever {
@@ -272,23 +283,19 @@ func changed(a, b map[string]string) int {
 }
 
 // TestPoolSwitchesBetweenIPIPAndVXLAN switches the pool from each IPIP mode to each VXLAN mode
-// and back, the VTEPs coming (and going) in the pool's pass or a pass later, and looks at the
-// kernel after every pass: every route to another node's prefix is the mode's, none is left on
-// the old device, vxlan.tabby and its entries exist only under VXLAN, and a pass writes only
-// the routes whose way changed.
+// and back, the VTEPs coming (and going) in the pool's pass, all a pass later, or one node a
+// pass (this node first), and looks at the kernel after every pass: every route to another
+// node's prefix is the mode's, none is left on the old device, vxlan.tabby and its entries
+// exist only under VXLAN, and a pass writes only the routes whose way changed.
 func TestPoolSwitchesBetweenIPIPAndVXLAN(t *testing.T) {
 	for _, from := range []v1.IPIPMode{v1.IPIPModeAlways, v1.IPIPModeCrossSubnet} {
 		for _, to := range []v1.VXLANMode{v1.VXLANModeAlways, v1.VXLANModeCrossSubnet} {
-			for _, later := range []bool{false, true} {
+			for _, order := range []string{"together", "vteps-later", "vteps-one-by-one"} {
 				ipip, vx := encap{from, v1.VXLANModeNever}, encap{v1.IPIPModeNever, to}
-				order := "together"
-				if later {
-					order = "vteps-later"
-				}
 				t.Run(fmt.Sprintf("%s-%s-%s", ipip, vx, order), func(t *testing.T) {
 					f, fk := switchFelix(t, ipip)
-					checkKernel(t, fk, "start", ipip, false)
-					step := func(what string, prev, cur encap, prevVTEPs, vteps bool, msgs ...any) {
+					checkKernel(t, fk, "start", ipip, 0)
+					step := func(what string, prev, cur encap, prevVTEPs, vteps int, msgs ...any) {
 						t.Helper()
 						before := routeWrites(fk)
 						f.send(msgs...)
@@ -298,15 +305,22 @@ func TestPoolSwitchesBetweenIPIPAndVXLAN(t *testing.T) {
 							t.Errorf("%s: %d route writes, want %d", what, got, want)
 						}
 					}
-					if later {
-						step("pool to VXLAN", ipip, vx, false, false, switchPool(vx.ipip, vx.vx))
-						step("VTEPs", vx, vx, false, true, switchNodeUpdates(true)...)
-						step("pool back to IPIP", vx, ipip, true, true, switchPool(ipip.ipip, ipip.vx))
-						step("VTEPs released", ipip, ipip, true, false, switchNodeUpdates(false)...)
-					} else {
-						step("pool to VXLAN", ipip, vx, false, true, append([]any{switchPool(vx.ipip, vx.vx)}, switchNodeUpdates(true)...)...)
-						step("pool back to IPIP", vx, ipip, true, false, append([]any{switchPool(ipip.ipip, ipip.vx)}, switchNodeUpdates(false)...)...)
+					switch order {
+					case "together":
+						step("pool to VXLAN", ipip, vx, 0, allVTEPs, append([]any{switchPool(vx.ipip, vx.vx)}, switchNodeUpdates(allVTEPs)...)...)
+						step("pool back to IPIP", vx, ipip, allVTEPs, 0, append([]any{switchPool(ipip.ipip, ipip.vx)}, switchNodeUpdates(0)...)...)
+						return
+					case "vteps-later":
+						step("pool to VXLAN", ipip, vx, 0, 0, switchPool(vx.ipip, vx.vx))
+						step("VTEPs", vx, vx, 0, allVTEPs, switchNodeUpdates(allVTEPs)...)
+					case "vteps-one-by-one":
+						step("pool to VXLAN", ipip, vx, 0, 0, switchPool(vx.ipip, vx.vx))
+						for k := 1; k <= allVTEPs; k++ {
+							step(fmt.Sprintf("VTEP of node %d", k), vx, vx, k-1, k, switchNodeUpdate(k-1, true))
+						}
 					}
+					step("pool back to IPIP", vx, ipip, allVTEPs, allVTEPs, switchPool(ipip.ipip, ipip.vx))
+					step("VTEPs released", ipip, ipip, allVTEPs, 0, switchNodeUpdates(0)...)
 				})
 			}
 		}
@@ -323,11 +337,11 @@ func TestPoolSwitchRetriesWhatFailed(t *testing.T) {
 	vtep4, _ := switchVTEP(3)
 	fk.Fail(&nl.Failure{Op: "RouteReplace", Dst: "10.244.3.0/26", Err: unix.EINVAL, Times: 1})
 	fk.Fail(&nl.Failure{Op: "NeighSet", Dst: vtep4.String(), Err: unix.EINVAL, Times: 1})
-	f.send(append([]any{switchPool(vx.ipip, vx.vx)}, switchNodeUpdates(true)...)...)
+	f.send(append([]any{switchPool(vx.ipip, vx.vx)}, switchNodeUpdates(allVTEPs)...)...)
 	if err := f.ApplyNow(context.Background()); err == nil {
 		t.Fatal("the pass with failed writes reported no error")
 	}
-	if got, want := kernelRoutes(t, fk)["10.244.3.0/26"], wantRoutes(ipip, false)["10.244.3.0/26"]; got != want {
+	if got, want := kernelRoutes(t, fk)["10.244.3.0/26"], wantRoutes(ipip, 0)["10.244.3.0/26"]; got != want {
 		t.Errorf("after the failed replace: 10.244.3.0/26 %q, want the IPIP route kept, %q", got, want)
 	}
 	routes, neighs := routeWrites(fk), fk.Calls("NeighSet")
@@ -335,9 +349,9 @@ func TestPoolSwitchRetriesWhatFailed(t *testing.T) {
 		if err := f.ApplyNow(context.Background()); err != nil {
 			return false
 		}
-		return kernelRoutes(t, fk)["10.244.3.0/26"] == wantRoutes(vx, true)["10.244.3.0/26"]
+		return kernelRoutes(t, fk)["10.244.3.0/26"] == wantRoutes(vx, allVTEPs)["10.244.3.0/26"]
 	})
-	checkKernel(t, fk, "retried", vx, true)
+	checkKernel(t, fk, "retried", vx, allVTEPs)
 	if got := routeWrites(fk) - routes; got != 1 {
 		t.Errorf("retries: %d route writes, want 1 (the failed one)", got)
 	}
