@@ -37,9 +37,9 @@ service answers the tabby CNI plugin on a unix socket.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// A long-lived agent with a small live heap: collect at 50% growth instead of 100%
-			// (unless the operator set GOGC), which keeps RSS low at a CPU cost that is noise at
-			// idle.
+			// A long-lived agent with a small live heap: collect at half the growth Go's default
+			// allows (unless the operator set GOGC), which keeps RSS low at a CPU cost that is
+			// noise at idle.
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(50)
 			}

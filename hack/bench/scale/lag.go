@@ -11,8 +11,17 @@ import (
 
 // buckets are a Prometheus histogram's cumulative counts by upper bound, in seconds (+Inf
 // last): the agents' lag metrics, which see every event of the churn where the probe sees
-// one block in 500 ms.
+// one block per probeEvery.
 type buckets map[float64]float64
+
+const (
+	// slowApply is where an apply or a lag counts as slow: a bucket bound of felix's histograms
+	// (slowApplyLe, as Prometheus writes it).
+	slowApply   = 50 * time.Millisecond
+	slowApplyLe = "0.05"
+	// probeEvery is how often the probe claims a block and times its way to the agents.
+	probeEvery = 500 * time.Millisecond
+)
 
 func readBuckets(ms []promtext.Sample) buckets {
 	b := buckets{}

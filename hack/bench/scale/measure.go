@@ -126,7 +126,7 @@ type agentCounters struct {
 	events        float64 // watch events received, every resource
 	snapshots     float64
 	snapshotTotal float64 // seconds
-	// felix's applies: how many, their time (seconds), and how many took over 50 ms (a
+	// felix's applies: how many, their time (seconds), and how many took over slowApply (a
 	// route change that arrives meanwhile waits for the apply to end).
 	applies, applyTotal, appliesSlow float64
 	// lag: watch event → snapshot handed to felix and BGP; applyLag: felix's input → applied.
@@ -142,7 +142,7 @@ func readAgent(ctx context.Context, n *lab.Node) (agentCounters, error) {
 		"tabby_felix_apply_duration_seconds_count", "tabby_felix_apply_duration_seconds_sum", "tabby_felix_apply_duration_seconds_bucket",
 		"tabby_datastore_lag_seconds_bucket", "tabby_felix_apply_lag_seconds_bucket")
 	applies := promtext.Sum(m["tabby_felix_apply_duration_seconds_count"], nil)
-	fast := promtext.Sum(m["tabby_felix_apply_duration_seconds_bucket"], func(l map[string]string) bool { return l["le"] == "0.05" })
+	fast := promtext.Sum(m["tabby_felix_apply_duration_seconds_bucket"], func(l map[string]string) bool { return l["le"] == slowApplyLe })
 	return agentCounters{events: promtext.Sum(m["tabby_datastore_events_total"], nil),
 		snapshots: promtext.Sum(m["tabby_datastore_snapshot_seconds_count"], nil), snapshotTotal: promtext.Sum(m["tabby_datastore_snapshot_seconds_sum"], nil),
 		applies: applies, applyTotal: promtext.Sum(m["tabby_felix_apply_duration_seconds_sum"], nil), appliesSlow: applies - fast,

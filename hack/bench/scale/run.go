@@ -32,7 +32,8 @@ type churnResult struct {
 	usage    []benchutil.Usage
 	events   float64 // per agent per second
 	snapshot time.Duration
-	// felix, all agents: applies per agent per second, their mean, and how many took over 50 ms
+	// felix, all agents: applies per agent per second, their mean, and how many took over
+	// slowApply
 	applies, appliesSlow float64
 	apply                time.Duration
 	// every agent's lag histograms over the window (agentCounters)
@@ -282,7 +283,7 @@ func measureChurn(ctx context.Context, p *probe, agents []*lab.Node, c load, win
 		err error
 	}
 	pc := make(chan probed, 1)
-	go func() { ss, err := p.samples(pctx, 500*time.Millisecond); pc <- probed{ss, err} }()
+	go func() { ss, err := p.samples(pctx, probeEvery); pc <- probed{ss, err} }()
 	profiled := make(chan error, 1)
 	if during == nil {
 		profiled <- nil
@@ -419,14 +420,14 @@ func controlPlaneCPU(l *lab.Lab) [3]time.Duration {
 }
 
 // quantiles are a lag histogram's p50 and p99, as histogram_quantile estimates them, and how
-// many of its samples were over 50 ms.
+// many of its samples were over slowApply.
 func quantiles(b buckets) string {
 	p50, ok := b.quantile(0.5)
 	if !ok {
 		return "no sample"
 	}
 	p99, _ := b.quantile(0.99)
-	return fmt.Sprintf("p50 %s, p99 %s (histogram); %.0f of %.0f over 50 ms", benchutil.Ms(p50), benchutil.Ms(p99), b.above(0.05), b.total())
+	return fmt.Sprintf("p50 %s, p99 %s (histogram); %.0f of %.0f over %s", benchutil.Ms(p50), benchutil.Ms(p99), b.above(slowApply.Seconds()), b.total(), slowApply)
 }
 
 func reportUsage(out io.Writer, label string, us []benchutil.Usage, targets bool) {
