@@ -162,6 +162,11 @@ func (c *Client) BGPPeers() Resource[*v1.BGPPeer, *v1.BGPPeerList] {
 	return Resource[*v1.BGPPeer, *v1.BGPPeerList]{c.REST, v1.ResourceBGPPeers, func() *v1.BGPPeer { return &v1.BGPPeer{} }, func() *v1.BGPPeerList { return &v1.BGPPeerList{} }, "", true, c}
 }
 
+// BGPFilters are the route filters BGPPeers refer to.
+func (c *Client) BGPFilters() Resource[*v1.BGPFilter, *v1.BGPFilterList] {
+	return Resource[*v1.BGPFilter, *v1.BGPFilterList]{c.REST, v1.ResourceBGPFilters, func() *v1.BGPFilter { return &v1.BGPFilter{} }, func() *v1.BGPFilterList { return &v1.BGPFilterList{} }, "", true, c}
+}
+
 func (c *Client) IPAMBlocks() Resource[*v1.IPAMBlock, *v1.IPAMBlockList] {
 	return Resource[*v1.IPAMBlock, *v1.IPAMBlockList]{c.REST, v1.ResourceIPAMBlocks, func() *v1.IPAMBlock { return &v1.IPAMBlock{} }, func() *v1.IPAMBlockList { return &v1.IPAMBlockList{} }, "", true, c}
 }

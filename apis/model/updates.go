@@ -54,6 +54,12 @@ type BGPPeerUpdate struct{ Peer *v1.BGPPeer }
 // BGPPeerRemove: the BGPPeer is gone, or it is no longer valid.
 type BGPPeerRemove struct{ Name string }
 
+// BGPFilterUpdate: a valid BGPFilter was created or changed.
+type BGPFilterUpdate struct{ Filter BGPFilter }
+
+// BGPFilterRemove: the BGPFilter is gone, or it is no longer valid.
+type BGPFilterRemove struct{ Name string }
+
 // SecretUpdate: a Secret of tabby-node's namespace (BGP passwords refer to them).
 type SecretUpdate struct {
 	Name string

@@ -16,6 +16,7 @@ type ServiceCIDR struct {
 type LogSeverity string
 
 // BGPConfigurationSpec holds cluster-wide BGP settings.
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixAdvertisements) || self.prefixAdvertisements.all(a, a.communities.all(c, c.contains(':') || (has(self.communities) && self.communities.exists(n, n.name == c))))",message="prefixAdvertisements: a community without a colon must be a name in spec.communities",fieldPath=".prefixAdvertisements"
 type BGPConfigurationSpec struct {
 	// ASNumber is the AS of every node that has no tabby.dev/bgp-asn annotation.
 	// +kubebuilder:default=64512
@@ -57,6 +58,18 @@ type BGPConfigurationSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	ServiceExternalIPs []ServiceCIDR `json:"serviceExternalIPs,omitempty"`
+
+	// Communities names BGP community values for prefixAdvertisements.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Communities []Community `json:"communities,omitempty"`
+	// PrefixAdvertisements put communities on the cluster's own routes (blocks, service CIDRs)
+	// equal to or inside a cidr, on what tabby sends to every peer.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	PrefixAdvertisements []PrefixAdvertisement `json:"prefixAdvertisements,omitempty"`
 }
 
 // BGPConfiguration is the cluster's BGP configuration: one object, named "default".
@@ -154,6 +167,15 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:Maximum=255
 	// +optional
 	EBGPMultihop int32 `json:"ebgpMultihop,omitempty"`
+
+	// Filters are the names of the BGPFilters applied to this peer's routes, in order, after
+	// tabby's own safety rules. A name with no BGPFilter keeps the session from opening.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:MinLength=1
+	// +listType=set
+	// +optional
+	Filters []string `json:"filters,omitempty"`
 }
 
 // BGPPeer is a BGP session that tabby nodes open: to a ToR router, or to other tabby nodes.
@@ -178,3 +200,180 @@ type BGPPeerList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []BGPPeer `json:"items"`
 }
+
+// BGPFilter (issue #35): per-peer route filters in Calico's shape, and the communities tabby
+// puts on the cluster's own routes.
+
+// BGPFilterAction is what a matching rule does with a route.
+// +kubebuilder:validation:Enum=Accept;Reject
+type BGPFilterAction string
+
+const (
+	BGPFilterAccept BGPFilterAction = "Accept"
+	BGPFilterReject BGPFilterAction = "Reject"
+)
+
+// BGPFilterMatchOperator says how a route's prefix is compared with a rule's cidr: Equal (the
+// same prefix), In (the cidr itself or a prefix inside it, within prefixLength), and their
+// negations NotEqual and NotIn.
+// +kubebuilder:validation:Enum=Equal;NotEqual;In;NotIn
+type BGPFilterMatchOperator string
+
+const (
+	BGPFilterEqual    BGPFilterMatchOperator = "Equal"
+	BGPFilterNotEqual BGPFilterMatchOperator = "NotEqual"
+	BGPFilterIn       BGPFilterMatchOperator = "In"
+	BGPFilterNotIn    BGPFilterMatchOperator = "NotIn"
+)
+
+// BGPFilterMatchSource narrows an export rule to routes learned from peers (not this node's
+// own).
+// +kubebuilder:validation:Enum=RemotePeers
+type BGPFilterMatchSource string
+
+// BGPFilterSourceRemotePeers: routes this node learned from a BGP peer and passes on.
+const BGPFilterSourceRemotePeers BGPFilterMatchSource = "RemotePeers"
+
+// BGPFilterPrefixLengthV4 bounds the prefix length of the routes an In or NotIn rule matches.
+type BGPFilterPrefixLengthV4 struct {
+	// Min defaults to the cidr's own length.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=32
+	// +optional
+	Min *int32 `json:"min,omitempty"`
+	// Max defaults to 32.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=32
+	// +optional
+	Max *int32 `json:"max,omitempty"`
+}
+
+// BGPFilterRuleV4 is one rule of a BGPFilter's IPv4 list: a rule without cidr matches every
+// IPv4 route.
+// +kubebuilder:validation:XValidation:rule="has(self.cidr) == has(self.matchOperator)",messageExpression="has(self.cidr) ? 'matchOperator: required with cidr ' + self.cidr : 'cidr: required with matchOperator ' + self.matchOperator"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixLength) || (has(self.matchOperator) && (self.matchOperator == 'In' || self.matchOperator == 'NotIn'))",fieldPath=".prefixLength",message="prefixLength: applies to matchOperator In or NotIn only"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixLength) || !has(self.cidr) || !isCIDR(self.cidr) || ((!has(self.prefixLength.min) || self.prefixLength.min >= cidr(self.cidr).prefixLength()) && (!has(self.prefixLength.max) || self.prefixLength.max >= cidr(self.cidr).prefixLength()) && (!has(self.prefixLength.min) || !has(self.prefixLength.max) || self.prefixLength.min <= self.prefixLength.max))",fieldPath=".prefixLength",messageExpression="'prefixLength: min and max must be at least the length of cidr ' + self.cidr + ', and min at most max'"
+type BGPFilterRuleV4 struct {
+	// CIDR the route's prefix is compared with (canonical IPv4).
+	// +kubebuilder:validation:MaxLength=18
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4 && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical IPv4 CIDR'"
+	// +optional
+	CIDR string `json:"cidr,omitempty"`
+	// +optional
+	MatchOperator BGPFilterMatchOperator `json:"matchOperator,omitempty"`
+	// PrefixLength bounds the length of the routes an In or NotIn rule matches.
+	// +optional
+	PrefixLength *BGPFilterPrefixLengthV4 `json:"prefixLength,omitempty"`
+	// Source RemotePeers: the rule matches only routes learned from peers (export lists only).
+	// +optional
+	Source BGPFilterMatchSource `json:"source,omitempty"`
+	Action BGPFilterAction      `json:"action"`
+}
+
+// BGPFilterPrefixLengthV6 bounds the prefix length of the routes an In or NotIn rule matches.
+type BGPFilterPrefixLengthV6 struct {
+	// Min defaults to the cidr's own length.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
+	// +optional
+	Min *int32 `json:"min,omitempty"`
+	// Max defaults to 128.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
+	// +optional
+	Max *int32 `json:"max,omitempty"`
+}
+
+// BGPFilterRuleV6 is one rule of a BGPFilter's IPv6 list: a rule without cidr matches every
+// IPv6 route.
+// +kubebuilder:validation:XValidation:rule="has(self.cidr) == has(self.matchOperator)",messageExpression="has(self.cidr) ? 'matchOperator: required with cidr ' + self.cidr : 'cidr: required with matchOperator ' + self.matchOperator"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixLength) || (has(self.matchOperator) && (self.matchOperator == 'In' || self.matchOperator == 'NotIn'))",fieldPath=".prefixLength",message="prefixLength: applies to matchOperator In or NotIn only"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixLength) || !has(self.cidr) || !isCIDR(self.cidr) || ((!has(self.prefixLength.min) || self.prefixLength.min >= cidr(self.cidr).prefixLength()) && (!has(self.prefixLength.max) || self.prefixLength.max >= cidr(self.cidr).prefixLength()) && (!has(self.prefixLength.min) || !has(self.prefixLength.max) || self.prefixLength.min <= self.prefixLength.max))",fieldPath=".prefixLength",messageExpression="'prefixLength: min and max must be at least the length of cidr ' + self.cidr + ', and min at most max'"
+type BGPFilterRuleV6 struct {
+	// CIDR the route's prefix is compared with (canonical IPv6).
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 6 && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical IPv6 CIDR'"
+	// +optional
+	CIDR string `json:"cidr,omitempty"`
+	// +optional
+	MatchOperator BGPFilterMatchOperator `json:"matchOperator,omitempty"`
+	// PrefixLength bounds the length of the routes an In or NotIn rule matches.
+	// +optional
+	PrefixLength *BGPFilterPrefixLengthV6 `json:"prefixLength,omitempty"`
+	// Source RemotePeers: the rule matches only routes learned from peers (export lists only).
+	// +optional
+	Source BGPFilterMatchSource `json:"source,omitempty"`
+	Action BGPFilterAction      `json:"action"`
+}
+
+// BGPFilterSpec: each list is evaluated in order, the first matching rule decides; a route no
+// rule matches goes on to the peer's next filter, and past the last to tabby's own policy.
+// tabby's safety rules (hijack protection, no transit, next hops) come first and no rule
+// overrides them.
+type BGPFilterSpec struct {
+	// ExportV4: IPv4 routes sent to the peer.
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	ExportV4 []BGPFilterRuleV4 `json:"exportV4,omitempty"`
+	// ImportV4: IPv4 routes received from the peer.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.source))",message="importV4: source applies to export rules only"
+	// +optional
+	ImportV4 []BGPFilterRuleV4 `json:"importV4,omitempty"`
+	// ExportV6: IPv6 routes sent to the peer.
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	ExportV6 []BGPFilterRuleV6 `json:"exportV6,omitempty"`
+	// ImportV6: IPv6 routes received from the peer.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.source))",message="importV6: source applies to export rules only"
+	// +optional
+	ImportV6 []BGPFilterRuleV6 `json:"importV6,omitempty"`
+}
+
+// BGPFilter is a named set of import and export rules that BGPPeers refer to (spec.filters).
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=bgpf
+type BGPFilter struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec BGPFilterSpec `json:"spec"`
+}
+
+// BGPFilterList is a list of BGPFilter.
+// +kubebuilder:object:root=true
+type BGPFilterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BGPFilter `json:"items"`
+}
+
+// Community names a BGP community value: standard (aa:nn) or large (aa:nn:mm).
+type Community struct {
+	// Name, without a colon (a value has one).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[^:]+$`
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{1,10}:[0-9]{1,10}(:[0-9]{1,10})?$') && (self.split(':').size() == 2 ? (int(self.split(':')[0]) >= 1 && int(self.split(':')[0]) <= 65535 && int(self.split(':')[1]) <= 65535) : self.split(':').all(x, int(x) <= 4294967295))",messageExpression="'value: ' + self + ' is not a community: aa:nn (aa 1..65535, nn 0..65535; tabby keeps 0:nn for itself) or aa:nn:mm (each 0..4294967295)'"
+	Value string `json:"value"`
+}
+
+// PrefixAdvertisement puts communities on the cluster's own routes equal to or inside CIDR (its
+// blocks, its service CIDRs) that tabby sends to any peer.
+type PrefixAdvertisement struct {
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical CIDR'"
+	CIDR string `json:"cidr"`
+	// Communities: names from spec.communities or literal values (aa:nn, aa:nn:mm).
+	// +kubebuilder:validation:MaxItems=8
+	Communities []CommunityRef `json:"communities"`
+}
+
+// CommunityRef is a community's name in spec.communities, or a value (it has a colon).
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="!self.contains(':') || (self.matches('^[0-9]{1,10}:[0-9]{1,10}(:[0-9]{1,10})?$') && (self.split(':').size() == 2 ? (int(self.split(':')[0]) >= 1 && int(self.split(':')[0]) <= 65535 && int(self.split(':')[1]) <= 65535) : self.split(':').all(x, int(x) <= 4294967295)))",messageExpression="'communities: ' + self + ' is not a community: aa:nn (aa 1..65535, nn 0..65535; tabby keeps 0:nn for itself) or aa:nn:mm (each 0..4294967295)'"
+type CommunityRef string

@@ -23,6 +23,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&BGPConfiguration{}, &BGPConfigurationList{},
 		&FelixConfiguration{}, &FelixConfigurationList{},
 		&BGPPeer{}, &BGPPeerList{},
+		&BGPFilter{}, &BGPFilterList{},
 		&IPAMBlock{}, &IPAMBlockList{},
 		&BlockAffinity{}, &BlockAffinityList{},
 		&IPAMHandle{}, &IPAMHandleList{},
@@ -37,6 +38,7 @@ const (
 	ResourceBGPConfigurations   = "bgpconfigurations"
 	ResourceFelixConfigurations = "felixconfigurations"
 	ResourceBGPPeers            = "bgppeers"
+	ResourceBGPFilters          = "bgpfilters"
 	ResourceIPAMBlocks          = "ipamblocks"
 	ResourceBlockAffinities     = "blockaffinities"
 	ResourceIPAMHandles         = "ipamhandles"

@@ -51,9 +51,14 @@ func create(ctx context.Context, env *testenv.Env, obj runtime.Object) error {
 	case *v1.BGPPeer:
 		_, err = env.Client.BGPPeers().Create(ctx, o)
 	case *v1.BGPConfiguration:
-		_, err = env.Client.BGPConfigurations().Create(ctx, o)
+		// A singleton: the next valid one needs the name again.
+		if _, err = env.Client.BGPConfigurations().Create(ctx, o); err == nil {
+			err = env.Client.BGPConfigurations().Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
 	case *v1.FelixConfiguration:
 		_, err = env.Client.FelixConfigurations().Create(ctx, o)
+	case *v1.BGPFilter:
+		_, err = env.Client.BGPFilters().Create(ctx, o)
 	}
 	return err
 }

@@ -116,6 +116,8 @@ func Object(obj runtime.Object) error {
 		errs = BGPConfiguration(o)
 	case *v1.FelixConfiguration:
 		errs = FelixConfiguration(o)
+	case *v1.BGPFilter:
+		errs = BGPFilter(o)
 	default:
 		return nil
 	}

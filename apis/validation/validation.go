@@ -213,7 +213,8 @@ func BGPConfiguration(c *v1.BGPConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child("serviceExternalIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
 		}
 	}
-	return errs
+	_, advErrs := ParsePrefixAdvertisements(c)
+	return append(errs, advErrs...)
 }
 
 // FelixConfiguration validates a FelixConfiguration: the singleton named default, its VNI and
@@ -281,6 +282,7 @@ func BGPPeer(p *v1.BGPPeer) field.ErrorList {
 	if s.EBGPMultihop < 0 || s.EBGPMultihop > 255 {
 		errs = append(errs, field.Invalid(spec.Child("ebgpMultihop"), s.EBGPMultihop, "must be between 1 and 255"))
 	}
+	errs = append(errs, validFilterNames(spec.Child("filters"), s.Filters)...)
 	if s.MaxRestartTime != nil {
 		if e := duration(spec.Child("maxRestartTime"), &s.MaxRestartTime.Duration, time.Second); e != nil {
 			errs = append(errs, e)
