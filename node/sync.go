@@ -22,7 +22,7 @@ func (a *Agent) onUpdates(msgs []any) {
 		switch msg.(type) {
 		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta, model.FelixConfigurationUpdate:
 			toFelix = append(toFelix, msg)
-		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.SecretUpdate, model.SecretRemove:
+		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.BGPFilterUpdate, model.BGPFilterRemove, model.SecretUpdate, model.SecretRemove:
 			toBird = append(toBird, msg)
 		case model.InSync:
 			toBird = append(toBird, msg)

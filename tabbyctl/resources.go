@@ -77,6 +77,7 @@ func ptrs[T any](s []T) []*T {
 var resources = []*resource{
 	crd("IPPool", []string{"ippool", "ippools", "pool", "pools"}, (*client.Client).IPPools, func(l *v1.IPPoolList) []*v1.IPPool { return ptrs(l.Items) }),
 	crd("BGPPeer", []string{"bgppeer", "bgppeers", "bgpp", "bp"}, (*client.Client).BGPPeers, func(l *v1.BGPPeerList) []*v1.BGPPeer { return ptrs(l.Items) }),
+	crd("BGPFilter", []string{"bgpfilter", "bgpfilters", "bgpf"}, (*client.Client).BGPFilters, func(l *v1.BGPFilterList) []*v1.BGPFilter { return ptrs(l.Items) }),
 	crd("BGPConfiguration", []string{"bgpconfig", "bgpconfigs", "bgpconfiguration", "bgpconfigurations"}, (*client.Client).BGPConfigurations, func(l *v1.BGPConfigurationList) []*v1.BGPConfiguration { return ptrs(l.Items) }),
 	crd("FelixConfiguration", []string{"felixconfig", "felixconfigs", "felixconfiguration", "felixconfigurations"}, (*client.Client).FelixConfigurations, func(l *v1.FelixConfigurationList) []*v1.FelixConfiguration { return ptrs(l.Items) }),
 	nodeResource(),

@@ -35,7 +35,7 @@ func (a *app) writeCommand(use, short string, mode writeMode) *cobra.Command {
 		Long: short + `.
 
 Files hold one or more YAML or JSON documents (separated by ---) of apiVersion tabby.dev/v1 and
-kind IPPool, BGPPeer, BGPConfiguration, FelixConfiguration or Node (tabby's settings of an
+kind IPPool, BGPPeer, BGPFilter, BGPConfiguration, FelixConfiguration or Node (tabby's settings of an
 existing Kubernetes Node:
 spec.bgp.asNumber, ipv4Address, routeReflectorClusterID, ipv4IPIPTunnelAddr, plus labels).
 Every document is validated before anything is written.`,

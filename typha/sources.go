@@ -31,6 +31,7 @@ func sources(c *client.Client) ([]source, error) {
 		func() (source, error) { return sourceOf(c.IPAMBlocks()) },
 		func() (source, error) { return sourceOf(c.BGPConfigurations()) },
 		func() (source, error) { return sourceOf(c.BGPPeers()) },
+		func() (source, error) { return sourceOf(c.BGPFilters()) },
 		func() (source, error) { return sourceOf(c.FelixConfigurations()) },
 	} {
 		src, err := s()

@@ -92,7 +92,7 @@ func agentToken(t *testing.T, ctx context.Context, env *testenv.Env, name string
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "namespaces"}, Verbs: read},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: read},
-			{APIGroups: []string{v1.GroupName}, Resources: []string{"ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "felixconfigurations"}, Verbs: read},
+			{APIGroups: []string{v1.GroupName}, Resources: []string{"ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "bgpfilters", "felixconfigurations"}, Verbs: read},
 		}}
 		if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // tabby-node watches. An agent's informers of these list and watch through tabby-typha.
 var FannedOut = map[string]bool{
 	"nodes": true, "pods": true, "namespaces": true, "networkpolicies": true,
-	"ippools": true, "ipamblocks": true, "bgpconfigurations": true, "bgppeers": true, "felixconfigurations": true,
+	"ippools": true, "ipamblocks": true, "bgpconfigurations": true, "bgppeers": true, "bgpfilters": true, "felixconfigurations": true,
 }
 
 // DefaultRetryAfter is FanoutConfig.RetryAfter when it is zero.

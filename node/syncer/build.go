@@ -46,7 +46,9 @@ type Snapshot struct {
 	PodIPs    map[PodKey][]netip.Addr
 	BGPConfig *v1.BGPConfiguration
 	BGPPeers  []v1.BGPPeer
-	Secrets   map[string]map[string][]byte
+	// BGPFilters are the valid BGPFilters, parsed, by name.
+	BGPFilters []model.BGPFilter
+	Secrets    map[string]map[string][]byte
 	// FelixConfig is the valid FelixConfiguration named default; nil: the defaults.
 	FelixConfig *v1.FelixConfiguration
 }
@@ -59,6 +61,7 @@ type Inputs struct {
 	Blocks      []*v1.IPAMBlock
 	BGPConfig   *v1.BGPConfiguration
 	BGPPeers    []*v1.BGPPeer
+	BGPFilters  []*v1.BGPFilter
 	Secrets     []*corev1.Secret
 	FelixConfig *v1.FelixConfiguration
 }
@@ -105,6 +108,12 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 		}
 	}
 	slices.SortFunc(s.BGPPeers, func(a, b v1.BGPPeer) int { return strings.Compare(a.Name, b.Name) })
+	for _, f := range in.BGPFilters {
+		if filter, ok := parseFilter(f, log); ok {
+			s.BGPFilters = append(s.BGPFilters, filter)
+		}
+	}
+	slices.SortFunc(s.BGPFilters, func(a, b model.BGPFilter) int { return strings.Compare(a.Name, b.Name) })
 	s.BGPConfig = validConfig(in.BGPConfig, log)
 	s.FelixConfig = validFelixConfig(in.FelixConfig, log)
 	for _, sec := range in.Secrets {
@@ -121,6 +130,17 @@ func parsePool(p *v1.IPPool, log *slog.Logger) (model.Pool, bool) {
 		return model.Pool{}, false
 	}
 	return pool, true
+}
+
+// parseFilter is the BGPFilter parsed, or false (logged) when it is invalid: the peers that name
+// it then find none.
+func parseFilter(f *v1.BGPFilter, log *slog.Logger) (model.BGPFilter, bool) {
+	filter, errs := validation.ParseBGPFilter(f)
+	if len(errs) > 0 {
+		log.Warn("ignoring invalid BGPFilter", "filter", f.Name, "error", errs.ToAggregate())
+		return model.BGPFilter{}, false
+	}
+	return filter, true
 }
 
 // validPeer tells whether the peer is valid, and logs why not.

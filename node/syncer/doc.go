@@ -1,7 +1,7 @@
 // Package syncer turns the datastore into the change stream this node's agents are fed
 // (Config.OnUpdate): apis/model's typed messages (nodes, pools, blocks, this node's workloads,
-// the dataplane's FelixConfiguration, BGP's configuration, peers and the Secrets their passwords
-// refer to) and every pod's addresses
+// the dataplane's FelixConfiguration, BGP's configuration, filters, peers and the Secrets their
+// passwords refer to) and every pod's addresses
 // (felix.PodIPsUpdate, then felix.PodIPsDelta), each object parsed once at the edge
 // (apis/validation).
 //
@@ -13,7 +13,7 @@
 // the cluster's size (BenchmarkStreamPodReplaced).
 //
 // The order of a pass's messages is part of the contract: nodes, pools, blocks, this node's
-// workloads, the pods' addresses, the FelixConfiguration, BGP's configuration, Secrets, peers,
+// workloads, the pods' addresses, the FelixConfiguration, BGP's configuration, Secrets, filters, peers,
 // each kind by name. The
 // first pass sends every object as an update, its WorkloadUpdates before its PodIPsUpdate, and
 // ends with model.InSync; tabby-node's routing of the messages and felix's policy manager rely

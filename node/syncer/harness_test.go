@@ -54,6 +54,8 @@ func resourceOf(obj runtime.Object) string {
 		return "felixconfigurations"
 	case *v1.BGPPeer:
 		return "bgppeers"
+	case *v1.BGPFilter:
+		return "bgpfilters"
 	case *corev1.Secret:
 		return "secrets"
 	}
@@ -62,7 +64,7 @@ func resourceOf(obj runtime.Object) string {
 
 func (s *Syncer) informer(resource string) cache.SharedIndexInformer {
 	return map[string]cache.SharedIndexInformer{"nodes": s.nodes, "ippools": s.pools, "ipamblocks": s.blocks,
-		"bgpconfigurations": s.configs, "felixconfigurations": s.felixConfigs, "bgppeers": s.peers, "secrets": s.secrets}[resource]
+		"bgpconfigurations": s.configs, "felixconfigurations": s.felixConfigs, "bgppeers": s.peers, "bgpfilters": s.filters, "secrets": s.secrets}[resource]
 }
 
 // put stores obj in its informer's cache, in place of the version under its key, and sends the
@@ -128,7 +130,7 @@ func unchanged(tb testing.TB, what string, msgs []any, text string) {
 // inputs are the objects the syncer's caches hold, for Build.
 func (s *Syncer) inputs() Inputs {
 	in := Inputs{NodeName: s.nodeName, Nodes: list[*corev1.Node](s.nodes), Pools: list[*v1.IPPool](s.pools),
-		Blocks: list[*v1.IPAMBlock](s.blocks), BGPPeers: list[*v1.BGPPeer](s.peers), BGPConfig: s.bgpConfig(), FelixConfig: s.felixConfig()}
+		Blocks: list[*v1.IPAMBlock](s.blocks), BGPPeers: list[*v1.BGPPeer](s.peers), BGPFilters: list[*v1.BGPFilter](s.filters), BGPConfig: s.bgpConfig(), FelixConfig: s.felixConfig()}
 	if s.secrets != nil {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
@@ -147,13 +149,14 @@ type streamState struct {
 	config    *v1.BGPConfiguration
 	felixConf *v1.FelixConfiguration
 	peers     map[string]*v1.BGPPeer
+	filters   map[string]model.BGPFilter
 	secrets   map[string]map[string][]byte
 	inSync    bool
 }
 
 func newStreamState() *streamState {
 	return &streamState{nodes: map[string]model.Node{}, pools: map[string]model.Pool{}, blocks: map[netip.Prefix]model.Block{},
-		workloads: map[string]model.Workload{}, peers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}}
+		workloads: map[string]model.Workload{}, peers: map[string]*v1.BGPPeer{}, filters: map[string]model.BGPFilter{}, secrets: map[string]map[string][]byte{}}
 }
 
 func (st *streamState) apply(tb testing.TB, msgs []any) {
@@ -221,6 +224,14 @@ func (st *streamState) apply(tb testing.TB, msgs []any) {
 			_, ok := st.peers[m.Name]
 			redundant = !ok
 			delete(st.peers, m.Name)
+		case model.BGPFilterUpdate:
+			old, ok := st.filters[m.Filter.Name]
+			redundant = ok && old.Equal(m.Filter)
+			st.filters[m.Filter.Name] = m.Filter
+		case model.BGPFilterRemove:
+			_, ok := st.filters[m.Name]
+			redundant = !ok
+			delete(st.filters, m.Name)
 		case model.SecretUpdate:
 			old, ok := st.secrets[m.Name]
 			redundant = ok && maps.EqualFunc(old, m.Data, slices.Equal)
@@ -324,6 +335,13 @@ func (st *streamState) check(tb testing.TB, s *Syncer, what string) {
 	}
 	if !maps.EqualFunc(st.peers, peers, func(p *v1.BGPPeer, spec v1.BGPPeerSpec) bool { return apiequality.Semantic.DeepEqual(p.Spec, spec) }) {
 		fail("BGPPeers", st.peers, peers)
+	}
+	filters := map[string]model.BGPFilter{}
+	for _, f := range want.BGPFilters {
+		filters[f.Name] = f
+	}
+	if !maps.EqualFunc(st.filters, filters, model.BGPFilter.Equal) {
+		fail("BGPFilters", st.filters, filters)
 	}
 	if !maps.EqualFunc(st.secrets, want.Secrets, func(a, b map[string][]byte) bool { return maps.EqualFunc(a, b, slices.Equal) }) {
 		fail("Secrets", st.secrets, want.Secrets)

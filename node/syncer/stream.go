@@ -22,6 +22,8 @@ import (
 type stream struct {
 	pools map[string]model.Pool
 	peers map[string]*v1.BGPPeer
+	// filters are the BGPFilters sent, parsed.
+	filters map[string]model.BGPFilter
 	// secrets by informer key (namespace/name).
 	secrets     map[string]map[string][]byte
 	config      *v1.BGPConfiguration
@@ -30,7 +32,7 @@ type stream struct {
 }
 
 func newStream() *stream {
-	return &stream{pools: map[string]model.Pool{}, peers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{},
+	return &stream{pools: map[string]model.Pool{}, peers: map[string]*v1.BGPPeer{}, filters: map[string]model.BGPFilter{}, secrets: map[string]map[string][]byte{},
 		veths: hostVeths{byName: map[string]*hostVeth{}, dirty: map[string]struct{}{}}}
 }
 
@@ -44,6 +46,8 @@ type streamInputs struct {
 	getPool   func(key string) *v1.IPPool
 	peers     map[string]struct{}
 	getPeer   func(key string) *v1.BGPPeer
+	filters   map[string]struct{}
+	getFilter func(key string) *v1.BGPFilter
 	config    bool // the default BGPConfiguration changed
 	getConfig func() *v1.BGPConfiguration
 	// felixConfig: the default FelixConfiguration changed.
@@ -57,7 +61,7 @@ type streamInputs struct {
 
 // messages are the pass's changes, in the order the agents apply them: nodes, pools, blocks,
 // this node's workloads, the pods' addresses, the dataplane's configuration, then BGP's
-// configuration, the Secrets its peers' passwords refer to, the peers; the first pass ends with
+// configuration, the Secrets its peers' passwords refer to, the filters, the peers; the first pass ends with
 // InSync. Within a kind, by name.
 func (st *stream) messages(in streamInputs, log *slog.Logger) []any {
 	var msgs []any
@@ -142,6 +146,23 @@ func (st *stream) messages(in streamInputs, log *slog.Logger) []any {
 		case sec != nil && (!was || !maps.EqualFunc(sent, sec.Data, bytes.Equal)):
 			st.secrets[key] = sec.Data
 			msgs = append(msgs, model.SecretUpdate{Name: name, Data: sec.Data})
+		}
+	}
+
+	for _, key := range sortedKeys(in.filters) {
+		var f model.BGPFilter
+		ok := false
+		if obj := in.getFilter(key); obj != nil {
+			f, ok = parseFilter(obj, log)
+		}
+		sent, was := st.filters[key]
+		switch {
+		case !ok && was:
+			delete(st.filters, key)
+			msgs = append(msgs, model.BGPFilterRemove{Name: key})
+		case ok && (!was || !sent.Equal(f)):
+			st.filters[key] = f
+			msgs = append(msgs, model.BGPFilterUpdate{Filter: f})
 		}
 	}
 

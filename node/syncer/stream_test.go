@@ -60,8 +60,8 @@ func ptr[T any](v T) *T { return &v }
 // every step of random changes to every kind of object: nodes (joined, gone, readdressed, their
 // annotations made invalid, a restart mark, the kubelet's status, a VTEP and its MAC), pools
 // (changed, made invalid, deleted, VXLAN on and off), blocks of both families (pods replaced,
-// borrowed, dual-stack pods of this node), the FelixConfiguration, the BGPConfiguration, peers
-// and Secrets. No message it sends changes nothing, and nothing it
+// borrowed, dual-stack pods of this node), the FelixConfiguration, the BGPConfiguration, peers,
+// filters and Secrets. No message it sends changes nothing, and nothing it
 // sent is modified afterwards.
 func TestStreamMatchesBuild(t *testing.T) {
 	s := newTestSyncer(t, Config{NodeName: "n0", Logger: discard, OnUpdate: func([]any) {}})
@@ -151,6 +151,10 @@ func randomChange(t *testing.T, s *Syncer, rng *rand.Rand, rv int) {
 		}
 		s.put(t, p)
 	case 6:
+		if rng.IntN(3) == 0 {
+			randomFilterChange(t, s, rng, version)
+			return
+		}
 		name := []string{"tor", "tor2"}[rng.IntN(2)]
 		p := get[*v1.BGPPeer](s.peers, name)
 		switch {
@@ -198,6 +202,32 @@ func randomChange(t *testing.T, s *Syncer, rng *rand.Rand, rv int) {
 			s.put(t, streamFelixConfig(version, []int{0, 4096, 4097}[rng.IntN(3)]))
 		}
 	}
+}
+
+// randomFilterChange creates, changes (validly, invalidly, or in nothing tabby reads) or deletes
+// a BGPFilter.
+func randomFilterChange(t *testing.T, s *Syncer, rng *rand.Rand, version string) {
+	name := []string{"f1", "f2"}[rng.IntN(2)]
+	f := get[*v1.BGPFilter](s.filters, name)
+	if f == nil {
+		s.put(t, &v1.BGPFilter{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: version}})
+		return
+	}
+	f = f.DeepCopy()
+	f.ResourceVersion = version
+	switch rng.IntN(4) {
+	case 0:
+		s.remove(t, "bgpfilters", name)
+		return
+	case 1: // a label: nothing tabby reads
+		f.Labels = map[string]string{"v": version}
+	case 2:
+		cidr := []string{"203.0.113.0/24", "10.244.0.0/16", "10.244.0.1/16"}[rng.IntN(3)] // the last invalid
+		f.Spec.ImportV4 = []v1.BGPFilterRuleV4{{CIDR: cidr, MatchOperator: v1.BGPFilterEqual, Action: v1.BGPFilterAccept}}
+	case 3:
+		f.Spec.ExportV6 = []v1.BGPFilterRuleV6{{Action: []v1.BGPFilterAction{v1.BGPFilterAccept, v1.BGPFilterReject}[rng.IntN(2)]}}
+	}
+	s.put(t, f)
 }
 
 // The first pass sends every object as an update, and InSync after all of them; a pass with

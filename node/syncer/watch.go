@@ -28,7 +28,7 @@ type Syncer struct {
 	onUpdate func(msgs []any)
 	metrics  *Metrics
 
-	nodes, pools, blocks, configs, felixConfigs, peers, secrets cache.SharedIndexInformer
+	nodes, pools, blocks, configs, felixConfigs, peers, filters, secrets cache.SharedIndexInformer
 	// handlers are the informers' event handlers, by resource.
 	handlers map[string]cache.ResourceEventHandler
 	changed  chan struct{}
@@ -50,24 +50,24 @@ type Syncer struct {
 
 // dirtyKeys are the keys of the objects that changed, by kind.
 type dirtyKeys struct {
-	nodes, pools, blocks, configs, felixConfigs, peers, secrets map[string]struct{}
+	nodes, pools, blocks, configs, felixConfigs, peers, filters, secrets map[string]struct{}
 }
 
 // empty: no object changed.
 func (d *dirtyKeys) empty() bool {
-	return len(d.nodes)+len(d.pools)+len(d.blocks)+len(d.configs)+len(d.felixConfigs)+len(d.peers)+len(d.secrets) == 0
+	return len(d.nodes)+len(d.pools)+len(d.blocks)+len(d.configs)+len(d.felixConfigs)+len(d.peers)+len(d.filters)+len(d.secrets) == 0
 }
 
 func newDirtyKeys() dirtyKeys {
 	return dirtyKeys{nodes: map[string]struct{}{}, pools: map[string]struct{}{}, blocks: map[string]struct{}{},
-		configs: map[string]struct{}{}, felixConfigs: map[string]struct{}{}, peers: map[string]struct{}{}, secrets: map[string]struct{}{}}
+		configs: map[string]struct{}{}, felixConfigs: map[string]struct{}{}, peers: map[string]struct{}{}, filters: map[string]struct{}{}, secrets: map[string]struct{}{}}
 }
 
 // take hands over the keys and leaves empty sets for the handlers; s.mu must be held. A set
 // without keys stays: most passes make no new map.
 func (d *dirtyKeys) take() dirtyKeys {
 	out := *d
-	for _, m := range []*map[string]struct{}{&d.nodes, &d.pools, &d.blocks, &d.configs, &d.felixConfigs, &d.peers, &d.secrets} {
+	for _, m := range []*map[string]struct{}{&d.nodes, &d.pools, &d.blocks, &d.configs, &d.felixConfigs, &d.peers, &d.filters, &d.secrets} {
 		if len(*m) > 0 {
 			*m = map[string]struct{}{}
 		}
@@ -109,6 +109,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 	s.configs = client.Informer(c.BGPConfigurations(), trim.Object)
 	s.felixConfigs = client.Informer(c.FelixConfigurations(), trim.Object)
 	s.peers = client.Informer(c.BGPPeers(), trim.Object)
+	s.filters = client.Informer(c.BGPFilters(), trim.Object)
 	for _, k := range []struct {
 		inf      cache.SharedIndexInformer
 		resource string
@@ -120,6 +121,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 		{s.configs, "bgpconfigurations", func(d *dirtyKeys) map[string]struct{} { return d.configs }},
 		{s.felixConfigs, "felixconfigurations", func(d *dirtyKeys) map[string]struct{} { return d.felixConfigs }},
 		{s.peers, "bgppeers", func(d *dirtyKeys) map[string]struct{} { return d.peers }},
+		{s.filters, "bgpfilters", func(d *dirtyKeys) map[string]struct{} { return d.filters }},
 		{s.secrets, "secrets", func(d *dirtyKeys) map[string]struct{} { return d.secrets }},
 	} {
 		if k.inf == nil {
@@ -171,7 +173,7 @@ func sameNode(a, b *corev1.Node) bool {
 }
 
 func (s *Syncer) informers() []cache.SharedIndexInformer {
-	out := []cache.SharedIndexInformer{s.nodes, s.pools, s.blocks, s.configs, s.felixConfigs, s.peers}
+	out := []cache.SharedIndexInformer{s.nodes, s.pools, s.blocks, s.configs, s.felixConfigs, s.peers, s.filters}
 	if s.secrets != nil {
 		out = append(out, s.secrets)
 	}
@@ -247,7 +249,7 @@ func (s *Syncer) pass() ([]any, time.Time) {
 		// caches' initial lists) are among them.
 		since = time.Time{}
 		dirty = dirtyKeys{nodes: keys(s.nodes), pools: keys(s.pools), blocks: keys(s.blocks), configs: keys(s.configs),
-			felixConfigs: keys(s.felixConfigs), peers: keys(s.peers), secrets: keys(s.secrets)}
+			felixConfigs: keys(s.felixConfigs), peers: keys(s.peers), filters: keys(s.filters), secrets: keys(s.secrets)}
 	}
 	s.passed = true
 	s.cache.updateBlocks(dirty.blocks, func(key string) *v1.IPAMBlock { return get[*v1.IPAMBlock](s.blocks, key) }, s.nodeName, s.log)
@@ -262,6 +264,7 @@ func (s *Syncer) pass() ([]any, time.Time) {
 	msgs := s.stream.messages(streamInputs{first: first, nodes: nodes, blocks: blocks,
 		pools: dirty.pools, getPool: func(key string) *v1.IPPool { return get[*v1.IPPool](s.pools, key) },
 		peers: dirty.peers, getPeer: func(key string) *v1.BGPPeer { return get[*v1.BGPPeer](s.peers, key) },
+		filters: dirty.filters, getFilter: func(key string) *v1.BGPFilter { return get[*v1.BGPFilter](s.filters, key) },
 		config: config, getConfig: s.bgpConfig,
 		felixConfig: felixConfig, getFelixConfig: s.felixConfig,
 		secrets: dirty.secrets, getSecret: func(key string) *corev1.Secret { return get[*corev1.Secret](s.secrets, key) },

@@ -55,7 +55,7 @@ func (d Document) Where() string {
 }
 
 // Kinds accepted in files.
-var Kinds = []string{"IPPool", "BGPPeer", "BGPConfiguration", "FelixConfiguration", nodeview.Kind}
+var Kinds = []string{"IPPool", "BGPPeer", "BGPFilter", "BGPConfiguration", "FelixConfiguration", nodeview.Kind}
 
 func newObject(kind string) Object {
 	switch kind {
@@ -63,6 +63,8 @@ func newObject(kind string) Object {
 		return &v1.IPPool{}
 	case "BGPPeer":
 		return &v1.BGPPeer{}
+	case "BGPFilter":
+		return &v1.BGPFilter{}
 	case "BGPConfiguration":
 		return &v1.BGPConfiguration{}
 	case "FelixConfiguration":
@@ -237,6 +239,8 @@ func Validate(obj Object) field.ErrorList {
 		errs = append(errs, validation.IPPool(o)...)
 	case *v1.BGPPeer:
 		errs = append(errs, validation.BGPPeer(o)...)
+	case *v1.BGPFilter:
+		errs = append(errs, validation.BGPFilter(o)...)
 	case *v1.BGPConfiguration:
 		errs = append(errs, validation.BGPConfiguration(o)...)
 	case *v1.FelixConfiguration:

@@ -168,10 +168,14 @@ func row(o any, wide bool, pc Context) ([]string, []string) {
 			if x.Spec.EBGPMultihop != 0 {
 				hop = strconv.Itoa(int(x.Spec.EBGPMultihop))
 			}
-			h = append(h, "PASSWORD", "KEEP-NEXT-HOP", "EBGP-MULTIHOP")
-			r = append(r, pw, strconv.FormatBool(x.Spec.KeepOriginalNextHop), hop)
+			h = append(h, "PASSWORD", "KEEP-NEXT-HOP", "EBGP-MULTIHOP", "FILTERS")
+			r = append(r, pw, strconv.FormatBool(x.Spec.KeepOriginalNextHop), hop, orDash(strings.Join(x.Spec.Filters, ",")))
 		}
 		return h, r
+	case *v1.BGPFilter:
+		// The number of rules in each list: the rules themselves are in -o yaml.
+		return []string{"NAME", "IMPORTV4", "EXPORTV4", "IMPORTV6", "EXPORTV6"},
+			[]string{x.Name, strconv.Itoa(len(x.Spec.ImportV4)), strconv.Itoa(len(x.Spec.ExportV4)), strconv.Itoa(len(x.Spec.ImportV6)), strconv.Itoa(len(x.Spec.ExportV6))}
 	case *v1.BGPConfiguration:
 		asn, mesh, port := strconv.Itoa(v1.DefaultASNumber), "true", strconv.Itoa(v1.DefaultListenPort)
 		if x.Spec.ASNumber != nil {
