@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -251,6 +252,9 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	}
 	for _, p := range sortedPeers(b.desired) {
 		ps := status.PeerStatus{Address: p.Address.String(), ASN: p.ASN, Type: string(p.Type), Node: p.Node, Source: p.Source}
+		if p.Filters != "" {
+			ps.Filters = strings.Split(p.Filters, ",")
+		}
 		if p.Port != 179 {
 			ps.Address = netip.AddrPortFrom(p.Address, p.Port).String()
 		}

@@ -51,11 +51,16 @@ type inputs struct {
 	bgpPeers  map[string]*v1.BGPPeer
 	secrets   map[string]map[string][]byte
 	inSync    bool
+
+	// filters are the valid BGPFilters by name; advertisements the BGPConfiguration's
+	// prefixAdvertisements, resolved (replaced, never modified).
+	filters        map[string]model.BGPFilter
+	advertisements []model.PrefixCommunities
 }
 
 func newInputs(self string) inputs {
 	return inputs{self: self, pools: map[string]netip.Prefix{}, blocks: map[netip.Prefix]model.Block{},
-		bgpPeers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}}
+		bgpPeers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}, filters: map[string]model.BGPFilter{}}
 }
 
 // record keeps what msg says and returns the concerns it may change. explainedUsed says whether
@@ -107,6 +112,19 @@ func (in *inputs) record(msg any, explainedUsed bool) dirtySet {
 		if _, ok := in.bgpPeers[m.Name]; ok {
 			delete(in.bgpPeers, m.Name)
 			return dirtySessions
+		}
+	case model.BGPFilterUpdate:
+		// Whether it exists decides whether its peers' sessions may open; what it says, the
+		// policy.
+		if old, ok := in.filters[m.Filter.Name]; ok && old.Equal(m.Filter) {
+			return 0
+		}
+		in.filters[m.Filter.Name] = m.Filter
+		return dirtySessions | dirtyPolicy
+	case model.BGPFilterRemove:
+		if _, ok := in.filters[m.Name]; ok {
+			delete(in.filters, m.Name)
+			return dirtySessions | dirtyPolicy
 		}
 	case model.SecretUpdate:
 		if old, ok := in.secrets[m.Name]; ok && maps.EqualFunc(old, m.Data, bytes.Equal) {
@@ -220,6 +238,11 @@ func (in *inputs) updateBGPConfiguration(c *v1.BGPConfiguration) dirtySet {
 		in.services = svc
 		d |= dirtyPaths | dirtyPolicy
 	}
+	// The syncer passes only validated configurations: no error here.
+	if adv, _ := validation.ParsePrefixAdvertisements(c); !slices.EqualFunc(adv, in.advertisements, model.PrefixCommunities.Equal) {
+		in.advertisements = adv
+		d |= dirtyPolicy
+	}
 	return d
 }
 
@@ -235,7 +258,11 @@ func (in *inputs) secretChanged(name string) dirtySet {
 
 // sessionsInput is what peers.Compute needs, copied: the pass computes without the lock.
 func (in *inputs) sessionsInput() peers.Input {
-	out := peers.Input{LocalNode: in.self, Nodes: slices.Clone(in.nodes), Config: in.bgpConf, Secrets: maps.Clone(in.secrets)}
+	out := peers.Input{LocalNode: in.self, Nodes: slices.Clone(in.nodes), Config: in.bgpConf, Secrets: maps.Clone(in.secrets),
+		Filters: make(map[string]struct{}, len(in.filters))}
+	for name := range in.filters {
+		out.Filters[name] = struct{}{}
+	}
 	out.Peers = make([]v1.BGPPeer, 0, len(in.bgpPeers))
 	for _, p := range in.bgpPeers {
 		out.Peers = append(out.Peers, *p)

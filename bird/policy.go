@@ -3,6 +3,10 @@ package bird
 import (
 	"context"
 	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/tabbynet/tabby/apis/model"
 
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
@@ -46,6 +50,35 @@ func sessionsPolicy(sessions []peers.Peer) speaker.Policy {
 		}
 	}
 	return pol
+}
+
+// filterChains are the peers' BGPFilters as the speaker applies them: one chain per list of
+// filters, with the peers that have it (a peer whose filter is missing has no session: Err).
+func filterChains(sessions []peers.Peer, filters map[string]model.BGPFilter) []speaker.FilterChain {
+	byList := map[string]*speaker.FilterChain{}
+	var lists []string
+	for _, p := range sessions {
+		if p.Filters == "" || p.Err != "" {
+			continue
+		}
+		ch := byList[p.Filters]
+		if ch == nil {
+			ch = &speaker.FilterChain{}
+			for _, name := range strings.Split(p.Filters, ",") {
+				ch.Import = append(ch.Import, filters[name].Import...)
+				ch.Export = append(ch.Export, filters[name].Export...)
+			}
+			byList[p.Filters] = ch
+			lists = append(lists, p.Filters)
+		}
+		ch.Peers = append(ch.Peers, p.Address)
+	}
+	slices.Sort(lists)
+	out := make([]speaker.FilterChain, 0, len(lists))
+	for _, l := range lists {
+		out = append(out, *byList[l])
+	}
+	return out
 }
 
 // reconcile sets want unless it is the policy in place.

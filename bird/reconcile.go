@@ -201,6 +201,7 @@ func (b *Bird) reconcileSpeaker(ctx context.Context, want peers.Speaker) (stoppe
 func (b *Bird) reconcilePolicy(ctx context.Context) error {
 	b.mu.Lock()
 	pol := desiredPolicy(b.in.poolCIDRs, b.in.own.list(), b.in.services, b.sessionsPolicy, b.computed.Speaker.Address.Get(ipfamily.IPv6).Addr())
+	pol.Filters, pol.Communities = filterChains(b.computed.Peers, b.in.filters), b.in.advertisements
 	b.explainedUnused = len(pol.External) == 0
 	if !b.explainedUnused {
 		pol.Explained = b.in.explained.list()

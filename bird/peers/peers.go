@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -66,6 +67,8 @@ type Input struct {
 	Config  *v1.BGPConfiguration // nil: defaults
 	Peers   []v1.BGPPeer
 	Secrets map[string]map[string][]byte // Secrets of tabby-node's namespace: name → data
+	// Filters are the names of the valid BGPFilters.
+	Filters map[string]struct{}
 }
 
 // Speaker is the speaker-wide configuration.
@@ -120,6 +123,9 @@ type Peer struct {
 	// Err says why the session cannot be configured (a missing Secret): bird shows it instead
 	// of opening the session, so a password is never silently dropped.
 	Err string
+
+	// Filters are the BGPPeer's filters, in order, joined by commas (a Peer stays comparable).
+	Filters string
 }
 
 // IBGP tells an internal session.
@@ -296,6 +302,14 @@ func Compute(in Input) (Result, error) {
 		}
 		if bp.Spec.MaxRestartTime != nil && bp.Spec.MaxRestartTime.Duration > 0 {
 			base.RestartTime = bp.Spec.MaxRestartTime.Duration
+		}
+		base.Filters = strings.Join(bp.Spec.Filters, ",")
+		for _, name := range bp.Spec.Filters {
+			// A session without a filter its operator asked for could send or take what the
+			// filter was written to stop: it stays down, and says why, until the filter exists.
+			if _, ok := in.Filters[name]; !ok && base.Err == "" {
+				base.Err = fmt.Sprintf("%s: BGPFilter %q does not exist or is invalid: the session stays down until it does", src, name)
+			}
 		}
 		if ref := secretRef(bp); ref != nil {
 			pw, err := lookupSecret(in.Secrets, ref)

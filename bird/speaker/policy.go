@@ -10,6 +10,7 @@ import (
 	api "github.com/osrg/gobgp/v4/api"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
@@ -164,78 +165,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 			return g.patchPrefixSets(ctx, *last, p)
 		}
 	}
-	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
-		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
-		for _, a := range list {
-			ds.List = append(ds.List, ipfamily.HostPrefix(a).String())
-		}
-		return ds
-	}
-	sets := slices.Concat(prefixSets(setPools, p.Pools), prefixSets(setLocal, p.Local), prefixSets(setServices, p.Services), exactPrefixSets(setExplain, p.Explained))
-	sets = append(sets,
-		neighbors(setExternal, p.External),
-		neighbors(setKeepNH, p.KeepNextHop),
-		neighbors(setNextHopSelf, p.NextHopSelf),
-		neighbors(setSiblings, p.Siblings),
-		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
-		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
-	)
-	asSets, firstAS := firstASChecks(p.FirstAS)
-	sets = append(sets, asSets...)
-	stripSibling := &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"^" + LearnedSiblingCommunity + "$"}}
-	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name} }
-	imp := &api.Policy{Name: "tabby-import", Statements: bothFamilies(slices.Concat([]*api.Statement{
-		// Service addresses are every node's own (kube-proxy): originated here (the global
-		// import policy sees local paths too), never learned, even inside a pool.
-		{Name: "tabby-import-own-services", Conditions: &api.Conditions{PrefixSet: match(setServices), RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
-		{Name: "tabby-import-no-services", Conditions: &api.Conditions{PrefixSet: match(setServices)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
-		{Name: "tabby-import-own-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setLocal)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
-	}, firstAS, []*api.Statement{
-		// Inside a pool an external router may only announce what IPAM explains (a block, a
-		// borrowed /32), never a more specific part of a block, and it loses to the cluster's
-		// own path for it (LOCAL_PREF).
-		{Name: "tabby-import-explained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setExplain)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, LocalPref: &api.LocalPrefAction{Value: ExternalLocalPref},
-				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedExternalCommunity}}}},
-		{Name: "tabby-import-unexplained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
-		// A sibling's copy is tagged, and its MED raised so that a path we have first hand
-		// always wins over it (GoBGP would otherwise decide on the sibling's router ID and
-		// pass its copy on instead of the client's own route).
-		{Name: "tabby-import-pools-from-sibling", Conditions: &api.Conditions{NeighborSet: match(setSiblings), PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
-				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedSiblingCommunity}},
-				Med:       &api.MedAction{Type: api.MedAction_TYPE_MOD, Value: 1}}},
-		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
-	}))}
-	exp := &api.Policy{Name: "tabby-export", Statements: slices.Concat(bothFamilies([]*api.Statement{
-		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
-		// On export the neighbor set matches the receiving peer. A policy reject (unlike
-		// GoBGP's CLUSTER_LIST check) withdraws what the sibling had from us before.
-		{Name: "tabby-export-not-to-siblings", Conditions: &api.Conditions{NeighborSet: match(setSiblings), CommunitySet: match(setFromSib)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
-		// Service CIDRs go to external routers (ECMP over every node that peers with them),
-		// never to other nodes.
-		{Name: "tabby-export-services-to-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setServices)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
-		{Name: "tabby-export-services-not-inside", Conditions: &api.Conditions{PrefixSet: match(setServices)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
-		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: stripSibling}},
-	}), nextHopSelf6(p, stripSibling), bothFamilies([]*api.Statement{
-		// Only a sibling's copy carries the tag: every other route goes out unmodified, the
-		// copy all clients of a reflector share, built and serialised once
-		// (docs/architecture.md, "GoBGP at scale").
-		{Name: "tabby-export-pools-from-sibling", Conditions: &api.Conditions{PrefixSet: match(setPools), CommunitySet: match(setFromSib)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: stripSibling}},
-		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
-			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
-	}))}
+	sets, imp, exp := policyObjects(p)
 	// SetPolicies replaces sets and policies but ignores assignments: assign separately.
 	if err := g.srv.SetPolicies(ctx, &api.SetPoliciesRequest{DefinedSets: sets, Policies: []*api.Policy{imp, exp}}); err != nil {
 		return fmt.Errorf("set import/export policy: %w", err)
@@ -255,7 +185,8 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 	last := g.lastPolicy
 	g.lastPolicy = &p
 	if last == nil || !slices.Equal(last.Pools, p.Pools) || !slices.Equal(last.KeepNextHop, p.KeepNextHop) ||
-		!slices.Equal(last.NextHopSelf, p.NextHopSelf) || last.IPv6NextHop != p.IPv6NextHop || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) {
+		!slices.Equal(last.NextHopSelf, p.NextHopSelf) || last.IPv6NextHop != p.IPv6NextHop || !slices.Equal(last.Siblings, p.Siblings) || !slices.Equal(last.Services, p.Services) ||
+		!slices.EqualFunc(last.Filters, p.Filters, FilterChain.Equal) || !slices.EqualFunc(last.Communities, p.Communities, model.PrefixCommunities.Equal) {
 		if err := g.srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: "all", Soft: true, Direction: api.ResetPeerRequest_DIRECTION_BOTH}); err != nil {
 			return fmt.Errorf("re-apply policy: %w", err)
 		}
@@ -265,6 +196,113 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		return nil
 	}
 	return g.reapplyImportFromExternal(ctx, p.External)
+}
+
+// policyObjects builds the sets and the import and export policies of p. Each is tabby's
+// safety rules first (no rule of a BGPFilter comes before them, so none can undo them), then
+// the peers' BGPFilters, then what tabby takes or sends by default.
+func policyObjects(p Policy) ([]*api.DefinedSet, *api.Policy, *api.Policy) {
+	neighbors := func(name string, list []netip.Addr) *api.DefinedSet {
+		ds := &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: name, List: []string{placeholder.String()}}
+		for _, a := range list {
+			ds.List = append(ds.List, ipfamily.HostPrefix(a).String())
+		}
+		return ds
+	}
+	sets := slices.Concat(prefixSets(setPools, p.Pools), prefixSets(setLocal, p.Local), prefixSets(setServices, p.Services), exactPrefixSets(setExplain, p.Explained))
+	sets = append(sets,
+		neighbors(setExternal, p.External),
+		neighbors(setKeepNH, p.KeepNextHop),
+		neighbors(setNextHopSelf, p.NextHopSelf),
+		neighbors(setSiblings, p.Siblings),
+		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
+		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
+	)
+	sets = append(sets, markSets()...)
+	asSets, firstAS := firstASChecks(p.FirstAS)
+	sets = append(sets, asSets...)
+	impSets, impFilters := filterStatements(p.Filters, false)
+	expSets, expFilters := filterStatements(p.Filters, true)
+	commSets, communities := communityStatements(p.Communities)
+	sets = slices.Concat(sets, impSets, expSets, commSets)
+	strip := stripInternal()
+	match := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name} }
+	not := func(name string) *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_TYPE_INVERT, Name: name} }
+	learned := &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedExternalCommunity}}
+	unmark := &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"^" + FilterAcceptedCommunity + "$"}}
+	imp := &api.Policy{Name: "tabby-import", Statements: slices.Concat(bothFamilies(slices.Concat([]*api.Statement{
+		// Service addresses are every node's own (kube-proxy): originated here (the global
+		// import policy sees local paths too), never learned, even inside a pool.
+		{Name: "tabby-import-own-services", Conditions: &api.Conditions{PrefixSet: match(setServices), RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
+		{Name: "tabby-import-no-services", Conditions: &api.Conditions{PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+		{Name: "tabby-import-own-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setLocal)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+	}, firstAS, []*api.Statement{
+		// tabby's marks mean what tabby decided: an external router may not send them.
+		{Name: "tabby-import-external-unmarked", Conditions: &api.Conditions{NeighborSet: match(setExternal)},
+			Actions: &api.Actions{Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: internalMarks}}},
+		// Inside a pool an external router may only announce what IPAM explains (a block, a
+		// borrowed /32), never a more specific part of a block, and it loses to the cluster's
+		// own path for it (LOCAL_PREF). Tagged here, decided after the BGPFilters.
+		{Name: "tabby-import-explained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setExplain)},
+			Actions: &api.Actions{LocalPref: &api.LocalPrefAction{Value: ExternalLocalPref}, Community: learned}},
+		{Name: "tabby-import-unexplained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setPools), CommunitySet: not(setLearned)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+	})), impFilters, bothFamilies([]*api.Statement{
+		{Name: "tabby-import-explained-from-external-accept", Conditions: &api.Conditions{NeighborSet: match(setExternal), CommunitySet: match(setLearned)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: unmark}},
+		// Outside the pools only what a BGPFilter accepted, tagged like the rest: never passed
+		// on, and below the cluster's own paths.
+		{Name: "tabby-import-filtered-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), CommunitySet: match(setAccepted)},
+			Actions: &api.Actions{LocalPref: &api.LocalPrefAction{Value: ExternalLocalPref}, Community: learned}},
+		{Name: "tabby-import-filtered-from-external-accept", Conditions: &api.Conditions{NeighborSet: match(setExternal), CommunitySet: match(setLearned)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: unmark}},
+		{Name: "tabby-import-rest-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+		// A sibling's copy is tagged, and its MED raised so that a path we have first hand
+		// always wins over it (GoBGP would otherwise decide on the sibling's router ID and
+		// pass its copy on instead of the client's own route).
+		{Name: "tabby-import-pools-from-sibling", Conditions: &api.Conditions{NeighborSet: match(setSiblings), PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedSiblingCommunity}},
+				Med:       &api.MedAction{Type: api.MedAction_TYPE_MOD, Value: 1}}},
+		{Name: "tabby-import-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: strip}},
+		// Outside the pools from a tabby node: only what a BGPFilter accepted, for this node's
+		// use alone.
+		{Name: "tabby-import-filtered", Conditions: &api.Conditions{CommunitySet: match(setAccepted)},
+			Actions: &api.Actions{Community: learned}},
+		{Name: "tabby-import-filtered-accept", Conditions: &api.Conditions{CommunitySet: &api.MatchSet{Type: api.MatchSet_TYPE_ALL, Name: setAcceptedLearned}},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: unmark}},
+	}))}
+	exp := &api.Policy{Name: "tabby-export", Statements: slices.Concat(bothFamilies([]*api.Statement{
+		{Name: "tabby-export-no-transit", Conditions: &api.Conditions{CommunitySet: match(setLearned)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+		// On export the neighbor set matches the receiving peer. A policy reject (unlike
+		// GoBGP's CLUSTER_LIST check) withdraws what the sibling had from us before.
+		{Name: "tabby-export-not-to-siblings", Conditions: &api.Conditions{NeighborSet: match(setSiblings), CommunitySet: match(setFromSib)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+		// Service CIDRs go to external routers (ECMP over every node that peers with them),
+		// never to other nodes.
+		{Name: "tabby-export-services-not-inside", Conditions: &api.Conditions{NeighborSet: not(setExternal), PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+	}), communities, expFilters, bothFamilies([]*api.Statement{
+		{Name: "tabby-export-services-to-external", Conditions: &api.Conditions{PrefixSet: match(setServices)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: strip}},
+		{Name: "tabby-export-pools-keep-next-hop", Conditions: &api.Conditions{NeighborSet: match(setKeepNH), PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Nexthop: &api.NexthopAction{Unchanged: true}, Community: strip}},
+	}), nextHopSelf6(p, strip), bothFamilies([]*api.Statement{
+		// Only a route with a mark carries one out: every other route goes out unmodified, the
+		// copy all clients of a reflector share, built and serialised once
+		// (docs/architecture.md, "GoBGP at scale").
+		{Name: "tabby-export-pools-marked", Conditions: &api.Conditions{PrefixSet: match(setPools), CommunitySet: match(setInternal)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, Community: strip}},
+		{Name: "tabby-export-pools", Conditions: &api.Conditions{PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
+	}))}
+	return sets, imp, exp
 }
 
 // nextHopSelf6 is the export statement that makes this node the next hop of the IPv6 pool

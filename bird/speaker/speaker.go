@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/peers"
 )
 
@@ -68,6 +69,27 @@ type Policy struct {
 	// FirstAS are the eBGP external routers whose routes must begin with their own AS (every
 	// one but a route server).
 	FirstAS []PeerAS
+
+	// Filters are the BGPFilters of the peers that have some, evaluated after tabby's safety
+	// rules (docs/architecture.md, "Route filters").
+	Filters []FilterChain
+	// Communities go on this node's own routes equal to or inside their prefix, on export to
+	// every peer (BGPConfiguration prefixAdvertisements).
+	Communities []model.PrefixCommunities
+}
+
+// FilterChain is the rules of a list of BGPFilters, in order (a filter's rules first match
+// wins, a route no rule of a filter matches goes on to the next one: the rules of the list one
+// after the other), and the peers that have that list.
+type FilterChain struct {
+	Peers  []netip.Addr
+	Import []model.FilterRule
+	Export []model.FilterRule
+}
+
+// Equal compares two chains.
+func (c FilterChain) Equal(o FilterChain) bool {
+	return slices.Equal(c.Peers, o.Peers) && slices.Equal(c.Import, o.Import) && slices.Equal(c.Export, o.Export)
 }
 
 // Equal compares two policies field by field.
@@ -75,7 +97,8 @@ func (a Policy) Equal(b Policy) bool {
 	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.Services, b.Services) &&
 		slices.Equal(a.External, b.External) && slices.Equal(a.KeepNextHop, b.KeepNextHop) &&
 		slices.Equal(a.NextHopSelf, b.NextHopSelf) && a.IPv6NextHop == b.IPv6NextHop && slices.Equal(a.Siblings, b.Siblings) &&
-		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS)
+		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS) &&
+		slices.EqualFunc(a.Filters, b.Filters, FilterChain.Equal) && slices.EqualFunc(a.Communities, b.Communities, model.PrefixCommunities.Equal)
 }
 
 // PeerAS is a peer and its AS.

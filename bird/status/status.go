@@ -40,6 +40,8 @@ type PeerStatus struct {
 	RoutesSent     uint64    `json:"routesSent"`
 	// Families are the address families the session carries, each with its routes.
 	Families []FamilyRoutes `json:"families,omitempty"`
+	// Filters are the BGPFilters applied to the session, in order.
+	Filters []string `json:"filters,omitempty"`
 }
 
 // FamilyRoutes is one address family of a session.

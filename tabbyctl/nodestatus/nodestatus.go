@@ -32,6 +32,8 @@ type Peer struct {
 	// ipv6 3/2/1"; "ipv6 not negotiated" when the peer did not offer the family, "ipv4 -"
 	// while the session is not established.
 	Routes string `json:"routes"`
+	// Filters are the session's BGPFilters, in order.
+	Filters []string `json:"filters,omitempty"`
 }
 
 // Status is a node's BGP sessions and what keeps configured ones from existing.
@@ -97,9 +99,19 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 	// dual-stack node carries IPv6 too, which its ROUTES column shows.
 	for _, fam := range []string{"IPv4", "IPv6"} {
 		var rows [][]string
+		filtered := false
 		for _, p := range st.Peers {
 			if isIPv6(p.Address) == (fam == "IPv6") {
-				rows = append(rows, []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes})
+				rows = append(rows, []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes, orDash(strings.Join(p.Filters, ","))})
+				filtered = filtered || len(p.Filters) > 0
+			}
+		}
+		header := []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/ACC/SENT", "FILTERS"}
+		// The FILTERS column only where a session has some: the table stays calicoctl's.
+		if !filtered {
+			header = header[:len(header)-1]
+			for i := range rows {
+				rows[i] = rows[i][:len(header)]
 			}
 		}
 		fmt.Fprintf(w, "\n%s BGP status\n", fam)
@@ -107,7 +119,7 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 			fmt.Fprintf(w, "No %s peers found.\n", fam)
 			continue
 		}
-		boxTable(w, []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/ACC/SENT"}, rows)
+		boxTable(w, header, rows)
 	}
 	if len(st.Problems) > 0 {
 		fmt.Fprintln(w, "\nConfiguration problems (no session for these):")
@@ -185,4 +197,11 @@ func boxTable(w io.Writer, header []string, rows [][]string) {
 		line(r, false)
 	}
 	fmt.Fprintln(w, sep)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
