@@ -24,7 +24,7 @@ import (
 
 // frrToR is FRR's bgpd (Debian's frr) as a ToR in netns, without zebra (nothing goes to a
 // kernel): eBGP from AS to every neighbour in AS nodeAS, IPv6 unicast only when the neighbours
-// are IPv6 addresses. It returns a vtysh for the daemon.
+// are IPv6 addresses. It returns a vtysh for the daemon (one command a line).
 func frrToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uint32, neighbors ...netip.Addr) (vtysh func(cmd string) string) {
 	t.Helper()
 	return startFRRToR(t, netns, routerID, as, nodeAS, false, neighbors)
@@ -83,8 +83,13 @@ func startFRRToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Lines of c are commands in a row (vtysh -c for each): "configure terminal\nrouter bgp ...".
 	return func(c string) string {
-		out, _ := exec.Command("vtysh", "--vty_socket", dir, "-c", c).CombinedOutput()
+		args := []string{"--vty_socket", dir}
+		for _, line := range strings.Split(c, "\n") {
+			args = append(args, "-c", line)
+		}
+		out, _ := exec.Command("vtysh", args...).CombinedOutput()
 		return string(out)
 	}
 }
