@@ -25,6 +25,7 @@ type cluster struct {
 	conf    *v1.BGPConfiguration
 	peers   map[string]*v1.BGPPeer
 	secrets map[string]map[string][]byte
+	filters map[string]model.BGPFilter
 }
 
 // randomChange changes c at random and returns the message that says so.
@@ -91,9 +92,25 @@ func (c *cluster) randomChange(r *rand.Rand) any {
 		default:
 			c.conf = &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{
 				ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: []string{"203.0.113.0/26", "2001:db8:96::/112"}[r.IntN(2)]}}}}
+			if r.IntN(2) == 0 {
+				c.conf.Spec.PrefixAdvertisements = []v1.PrefixAdvertisement{{CIDR: pool.String(), Communities: []v1.CommunityRef{[]v1.CommunityRef{"65001:1", "65001:1:2"}[r.IntN(2)]}}}
+			}
 		}
 		return model.BGPConfigurationUpdate{Config: c.conf}
-	default: // a BGPPeer or its Secret
+	default: // a BGPPeer, its Secret or its BGPFilter
+		if r.IntN(4) == 0 {
+			f := []model.BGPFilter{
+				{Name: "f1", Export: []model.FilterRule{{Family: ipfamily.IPv4, Prefix: blockOf(1), MinLen: 26, MaxLen: 26}}},
+				{Name: "f1", Import: []model.FilterRule{{Family: ipfamily.IPv4, Accept: true, Prefix: p("203.0.113.0/24"), MinLen: 24, MaxLen: 24}}},
+				{Name: "f2", Import: []model.FilterRule{{Family: ipfamily.IPv6}}},
+			}[r.IntN(3)]
+			if r.IntN(3) == 0 {
+				delete(c.filters, f.Name)
+				return model.BGPFilterRemove{Name: f.Name}
+			}
+			c.filters[f.Name] = f
+			return model.BGPFilterUpdate{Filter: f}
+		}
 		if r.IntN(3) == 0 {
 			if r.IntN(2) == 0 {
 				delete(c.secrets, "bgp")
@@ -108,6 +125,8 @@ func (c *cluster) randomChange(r *rand.Rand) any {
 			{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: "203.0.113.1", ASNumber: 65000, KeepOriginalNextHop: true,
 				Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp", Key: "pw"}}}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "rrs"}, Spec: v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "rack == 'a'"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: "203.0.113.1", ASNumber: 65000, Filters: []string{"f1", "f2"}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "rrs"}, Spec: v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "rack == 'a'", Filters: []string{"f2"}}},
 		}
 		peer := peers[r.IntN(len(peers))]
 		if r.IntN(3) == 0 {
@@ -135,6 +154,9 @@ func (c *cluster) messages() []any {
 	for name, data := range c.secrets {
 		out = append(out, model.SecretUpdate{Name: name, Data: data})
 	}
+	for _, f := range c.filters {
+		out = append(out, model.BGPFilterUpdate{Filter: f})
+	}
 	for _, p := range c.peers {
 		out = append(out, model.BGPPeerUpdate{Peer: p})
 	}
@@ -150,7 +172,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 0))
 	for run := range 200 {
 		c := &cluster{nodes: map[string]model.Node{"node1": mkNode(1, nil, "")}, pools: map[string]model.Pool{}, blocks: map[netip.Prefix]model.Block{},
-			peers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}}
+			peers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}, filters: map[string]model.BGPFilter{}}
 		inc, incSpk, _ := newFakeBird(t, "node1")
 		send(inc, model.NodeUpdate{Node: c.nodes["node1"]})
 		var trail []string

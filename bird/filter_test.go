@@ -274,4 +274,3 @@ func waitReceived(t *testing.T, a *testNode, addr netip.Addr, want map[string][2
 		return maps.Equal(got, want)
 	}, func() string { return fmt.Sprintf("%+v", last) })
 }
-

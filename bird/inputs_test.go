@@ -93,6 +93,15 @@ func TestRecordMarksOnlyWhatAMessageChanges(t *testing.T) {
 			model.SecretUpdate{Name: "bgp", Data: map[string][]byte{"pw": []byte("x")}}, false, 0},
 		{"a Secret a BGPPeer uses removed", []any{model.BGPPeerUpdate{Peer: &torPw}, model.SecretUpdate{Name: "bgp", Data: map[string][]byte{"pw": []byte("x")}}},
 			model.SecretRemove{Name: "bgp"}, false, dirtySessions},
+		{"a BGPFilter", nil, model.BGPFilterUpdate{Filter: model.BGPFilter{Name: "f"}}, false, dirtySessions | dirtyPolicy},
+		{"the same BGPFilter again", []any{model.BGPFilterUpdate{Filter: model.BGPFilter{Name: "f"}}}, model.BGPFilterUpdate{Filter: model.BGPFilter{Name: "f"}}, false, 0},
+		{"a BGPFilter removed", []any{model.BGPFilterUpdate{Filter: model.BGPFilter{Name: "f"}}}, model.BGPFilterRemove{Name: "f"}, false, dirtySessions | dirtyPolicy},
+		{"a BGPFilter that never was", nil, model.BGPFilterRemove{Name: "f"}, false, 0},
+		{"communities on the pools", []any{confUpdate(svc)}, confUpdate(func() *v1.BGPConfiguration {
+			c := svc.DeepCopy()
+			c.Spec.PrefixAdvertisements = []v1.PrefixAdvertisement{{CIDR: "10.244.0.0/16", Communities: []v1.CommunityRef{"65001:1"}}}
+			return c
+		}()), false, dirtySessions | dirtyPolicy},
 
 		{"in sync", nil, model.InSync{}, false, dirtyNeighbors},
 		{"in sync again", []any{model.InSync{}}, model.InSync{}, false, 0},

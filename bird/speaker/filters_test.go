@@ -172,18 +172,18 @@ func filterPolicy() Policy {
 		Filters: []FilterChain{
 			{Peers: []netip.Addr{tor, tor6},
 				Import: []model.FilterRule{
-					rule(v4, false, "10.244.2.0/26", 26, 26),   // a block the ToR announces legitimately
-					rule(v4, true, "203.0.113.0/24", 24, 24),   // a route outside the pools
-					rule(v4, true, "0.0.0.0/0", 0, 0),          // a default route
-					rule(v4, true, "10.244.0.0/16", 16, 32),    // a hijack of our blocks: safety first
-					rule(v4, true, "10.96.0.0/12", 12, 32),     // services are never taken
+					rule(v4, false, "10.244.2.0/26", 26, 26), // a block the ToR announces legitimately
+					rule(v4, true, "203.0.113.0/24", 24, 24), // a route outside the pools
+					rule(v4, true, "0.0.0.0/0", 0, 0),        // a default route
+					rule(v4, true, "10.244.0.0/16", 16, 32),  // a hijack of our blocks: safety first
+					rule(v4, true, "10.96.0.0/12", 12, 32),   // services are never taken
 					rule(v6, false, "fd00:10:244::40/122", 122, 122),
 					rule(v6, true, "2001:db8:ffff::/48", 48, 48),
 					rule(v4, false, "", 0, 0), // the rest of IPv4 from this ToR
 				},
 				Export: []model.FilterRule{
 					rule(v4, false, "10.244.1.0/26", 26, 26),
-					{Family: v4, Prefix: pfx("10.244.1.64/26"), MinLen: 26, MaxLen: 26, Accept: true}, // shields it from the next rule
+					{Family: v4, Prefix: pfx("10.244.1.64/26"), MinLen: 26, MaxLen: 26, Accept: true},     // shields it from the next rule
 					{Family: v4, Prefix: pfx("10.244.0.0/16"), MinLen: 16, MaxLen: 32, RemotePeers: true}, // what this node passes on
 					rule(v4, true, "", 0, 0), // everything else: no more than tabby sends anyway
 				}},
