@@ -6,7 +6,7 @@
 // Only bird/... imports GoBGP.
 //
 // In and out: OnUpdate and OnUpdates take apis/model's messages (nodes, pools, blocks, the
-// BGPConfiguration, BGPPeers, their Secrets, InSync); each message marks only the concerns it
+// BGPConfiguration, BGPPeers, their Secrets and BGPFilters, InSync); each message marks only the concerns it
 // can change (inputs.go). Learned best paths leave as model.RouteUpdate and model.RouteRemove
 // through Config.Routes. With Config.WaitForInSync no session opens before model.InSync.
 //
@@ -28,8 +28,8 @@
 // GoBGP implementation), bird/status (the status service `tabbyctl node status` reads) and
 // bird/autodetect (the node's BGP address).
 //
-// The design (the order of a start, route policy and its hijack protections, service
-// advertisement, IPv6, route reflectors and their siblings, GoBGP at scale, restart versus
-// death, passwords and malformed input) is in docs/architecture.md, "bird: BGP"; figures in
-// docs/benchmarks.md.
+// The design (the order of a start, route policy and its hijack protections, route filters and
+// communities, service advertisement, IPv6, route reflectors and their siblings, GoBGP at
+// scale, restart versus death, passwords and malformed input) is in docs/architecture.md, "bird:
+// BGP"; figures in docs/benchmarks.md.
 package bird
