@@ -14,6 +14,7 @@ func TestOnlyCustomResourcesListAndWatch(t *testing.T) {
 		"ipamblocks":          watchlist.DoesClientNotSupportWatchListSemantics(c.IPAMBlocks().informerSource()),
 		"ippools":             watchlist.DoesClientNotSupportWatchListSemantics(c.IPPools().informerSource()),
 		"bgppeers":            watchlist.DoesClientNotSupportWatchListSemantics(c.BGPPeers().informerSource()),
+		"bgpfilters":          watchlist.DoesClientNotSupportWatchListSemantics(c.BGPFilters().informerSource()),
 		"bgpconfigurations":   watchlist.DoesClientNotSupportWatchListSemantics(c.BGPConfigurations().informerSource()),
 		"felixconfigurations": watchlist.DoesClientNotSupportWatchListSemantics(c.FelixConfigurations().informerSource()),
 	} {

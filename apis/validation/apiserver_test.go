@@ -184,6 +184,8 @@ func TestKubectlRefusesBadPool(t *testing.T) {
 		{"apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: bad}\nspec: {cidr: 'fd00:10:244::/48', ipipMode: Always}\n", "spec.ipipMode"},
 		{"apiVersion: tabby.dev/v1\nkind: IPPool\nmetadata: {name: bad}\nspec: {cidr: 'fd00:10:244::/48', blockSize: 26}\n", "spec.blockSize"},
 		{"apiVersion: tabby.dev/v1\nkind: BGPPeer\nmetadata: {name: bad}\nspec: {peerIP: not-an-ip, asNumber: 65001}\n", "spec.peerIP"},
+		{"apiVersion: tabby.dev/v1\nkind: BGPFilter\nmetadata: {name: bad}\nspec: {importV4: [{action: Accept, matchOperator: In, cidr: '2001:db8::/32'}]}\n", "spec.importV4[0].cidr: Invalid value: \"2001:db8::/32\": cidr: 2001:db8::/32 is not a canonical IPv4 CIDR"},
+		{"apiVersion: tabby.dev/v1\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {communities: [{name: mine, value: '0:201'}]}\n", "spec.communities[0].value"},
 	} {
 		cmd := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f", "-")
 		cmd.Stdin = strings.NewReader(tc.manifest)
