@@ -63,7 +63,8 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool,
 // session. Export: the ToR lacks the block a rule rejects and has the node's other one, tagged
 // with the BGPConfiguration's communities. Import: a prefix outside the pools that a rule
 // accepts is in tabby's RIB (never handed to the dataplane, never passed on); a block the ToR
-// announces legitimately that a rule rejects is not taken. A changed filter applies without
+// announces legitimately that a rule rejects is not taken, and a rule that accepts part of the
+// node's own block or a prefix IPAM does not explain changes nothing. A changed filter applies without
 // resetting the session; a deleted one keeps the session down and says why.
 func TestBGPFilterBIRD2(t *testing.T) {
 	netnstest.Require(t)
@@ -73,15 +74,19 @@ func TestBGPFilterBIRD2(t *testing.T) {
 	ns := torNamespace6(t, nodeAddr, tor, node6, tor6)
 	external, external6 := netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("2001:db8:ffff::/48")
 	unwanted := netip.MustParsePrefix("198.51.100.0/25") // outside the pools, no rule for it
+	// Inside the pool, accepted by a rule, refused by tabby's safety rules all the same: part of
+	// the node's own block, and a prefix IPAM does not explain.
+	hijack, unexplained := netip.MustParsePrefix("10.244.93.0/27"), netip.MustParsePrefix("10.244.93.128/26")
 	birdc := birdToR{Addr: tor, Node: nodeAddr, AS: 65000, NodeAS: v1.DefaultASNumber, IPv6: true, Addr6: tor6,
-		Announce: []netip.Prefix{external, unwanted, otherRack, external6, block6Of(230)}}.start(t, ns)
+		Announce: []netip.Prefix{external, unwanted, otherRack, hijack, unexplained, external6, block6Of(230)}}.start(t, ns)
 	// The node's two blocks of each family: the export rules reject the second.
 	kept, dropped := blockOf(93), netip.MustParsePrefix("10.244.93.64/26")
 	kept6, dropped6 := block6Of(93), netip.MustParsePrefix("fd00:10:244:5d::40/122")
 	n := withIPv6Address(mkNode(93, nil, ""), node6)
 	eq := v1.BGPFilterEqual
 	spec := v1.BGPFilterSpec{
-		ImportV4: []v1.BGPFilterRuleV4{{CIDR: external.String(), MatchOperator: eq, Action: v1.BGPFilterAccept}, {CIDR: otherRack.String(), MatchOperator: eq, Action: v1.BGPFilterReject}},
+		ImportV4: []v1.BGPFilterRuleV4{{CIDR: external.String(), MatchOperator: eq, Action: v1.BGPFilterAccept}, {CIDR: otherRack.String(), MatchOperator: eq, Action: v1.BGPFilterReject},
+			{CIDR: pool.String(), MatchOperator: v1.BGPFilterIn, Action: v1.BGPFilterAccept}},
 		ImportV6: []v1.BGPFilterRuleV6{{CIDR: "2001:db8::/32", MatchOperator: v1.BGPFilterIn, Action: v1.BGPFilterAccept}, {CIDR: block6Of(230).String(), MatchOperator: eq, Action: v1.BGPFilterReject}},
 		ExportV4: []v1.BGPFilterRuleV4{{CIDR: dropped.String(), MatchOperator: eq, Action: v1.BGPFilterReject}},
 		ExportV6: []v1.BGPFilterRuleV6{{CIDR: dropped6.String(), MatchOperator: eq, Action: v1.BGPFilterReject}},
@@ -131,10 +136,10 @@ func TestBGPFilterBIRD2(t *testing.T) {
 		return strings.Contains(r, external.String()) && strings.Contains(r, external6.String())
 	}, rib)
 	// Everything BIRD2 announces is in: of IPv4 the accepted external prefix alone.
-	waitReceived(t, a, tor, map[string][2]uint64{"ipv4": {3, 1}, "ipv6": {2, 1}})
+	waitReceived(t, a, tor, map[string][2]uint64{"ipv4": {5, 1}, "ipv6": {2, 1}})
 	r := rib()
 	t.Logf("tabby's RIB:\n%s", r)
-	for _, p := range []netip.Prefix{otherRack, block6Of(230), unwanted} {
+	for _, p := range []netip.Prefix{otherRack, block6Of(230), unwanted, hijack, unexplained} {
 		if strings.Contains(r, p.String()) {
 			t.Fatalf("tabby's RIB has %s, which no rule accepts or a rule rejects:\n%s", p, r)
 		}

@@ -186,6 +186,9 @@ func TestKubectlRefusesBadPool(t *testing.T) {
 		{"apiVersion: tabby.dev/v1\nkind: BGPPeer\nmetadata: {name: bad}\nspec: {peerIP: not-an-ip, asNumber: 65001}\n", "spec.peerIP"},
 		{"apiVersion: tabby.dev/v1\nkind: BGPFilter\nmetadata: {name: bad}\nspec: {importV4: [{action: Accept, matchOperator: In, cidr: '2001:db8::/32'}]}\n", "spec.importV4[0].cidr: Invalid value: \"2001:db8::/32\": cidr: 2001:db8::/32 is not a canonical IPv4 CIDR"},
 		{"apiVersion: tabby.dev/v1\nkind: BGPConfiguration\nmetadata: {name: default}\nspec: {communities: [{name: mine, value: '0:201'}]}\n", "spec.communities[0].value"},
+		// A Calico rule field tabby does not implement is refused, never dropped: the rule would
+		// match more than its author meant.
+		{"apiVersion: tabby.dev/v1\nkind: BGPFilter\nmetadata: {name: calico}\nspec: {exportV4: [{action: Reject, peerType: iBGP}]}\n", "peerType"},
 	} {
 		cmd := exec.Command(kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f", "-")
 		cmd.Stdin = strings.NewReader(tc.manifest)

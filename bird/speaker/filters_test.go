@@ -141,6 +141,7 @@ var (
 	tor      = netip.MustParseAddr("198.51.100.1")
 	tor2     = netip.MustParseAddr("198.51.100.2")
 	nodeB    = netip.MustParseAddr("198.51.100.12")
+	tor3     = netip.MustParseAddr("198.51.100.3")
 	tor6     = netip.MustParseAddr("2001:db8:100::1")
 	pfx      = netip.MustParsePrefix
 	own      = pfx("10.244.1.0/26")
@@ -165,7 +166,7 @@ func filterPolicy() Policy {
 	v4, v6 := ipfamily.IPv4, ipfamily.IPv6
 	return Policy{
 		Pools: []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48")}, Local: []netip.Prefix{own, own2, own6},
-		Services: []netip.Prefix{services}, External: []netip.Addr{tor, tor2, tor6}, NextHopSelf: []netip.Addr{tor, tor2},
+		Services: []netip.Prefix{services}, External: []netip.Addr{tor, tor2, tor3, tor6}, NextHopSelf: []netip.Addr{tor, tor2, tor3},
 		Explained: []netip.Prefix{own, own2, other, pfx("10.244.3.0/26"), own6, other6},
 		Communities: []model.PrefixCommunities{{Prefix: pfx("10.244.0.0/16"), Standard: []string{"65001:100"}, Large: []string{"65001:1:2"}},
 			{Prefix: services, Standard: []string{"65001:300"}}},
@@ -187,6 +188,7 @@ func filterPolicy() Policy {
 					{Family: v4, Prefix: pfx("10.244.0.0/16"), MinLen: 16, MaxLen: 32, RemotePeers: true}, // what this node passes on
 					rule(v4, true, "", 0, 0), // everything else: no more than tabby sends anyway
 				}},
+			{Peers: []netip.Addr{tor3}, Export: []model.FilterRule{rule(v4, false, "10.96.0.0/12", 12, 32)}},
 			{Peers: []netip.Addr{nodeB},
 				Import: []model.FilterRule{{Family: v4, Prefix: pfx("10.244.5.0/24"), MinLen: 24, MaxLen: 32, Negate: true, Accept: true}},
 				Export: []model.FilterRule{{Family: v4, Prefix: pfx("10.244.1.0/26"), MinLen: 26, MaxLen: 26, Negate: true}}},
@@ -240,6 +242,8 @@ func TestFilterDecisions(t *testing.T) {
 		{name: "learned external route: never passed on, whatever the rules", export: true, r: route{prefix: pfx("203.0.113.0/24"), from: tor, communities: learned}, to: tor2},
 		{name: "learned external route to a tabby node", export: true, r: route{prefix: pfx("203.0.113.0/24"), from: tor, communities: learned}, to: nodeB},
 		{name: "service CIDR to a ToR, accepted by the catch-all", export: true, r: route{prefix: services}, to: tor, accept: true, comm: []string{"65001:300"}},
+		{name: "service CIDR rejected by a rule", export: true, r: route{prefix: services}, to: tor3},
+		{name: "own block to the ToR whose rules are about services", export: true, r: route{prefix: own}, to: tor3, accept: true, comm: []string{"65001:100"}, large: []string{"65001:1:2"}},
 		{name: "service CIDR never to a tabby node", export: true, r: route{prefix: services}, to: nodeB},
 		{name: "own block to the tabby node: its NotEqual rejects the other", export: true, r: route{prefix: own2}, to: nodeB},
 		{name: "own block to the tabby node: NotEqual's own prefix goes", export: true, r: route{prefix: own}, to: nodeB, accept: true, comm: []string{"65001:100"}, large: []string{"65001:1:2"}},
