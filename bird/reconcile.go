@@ -145,6 +145,17 @@ func (b *Bird) computeSessions() (dirtySet, error) {
 	if !b.computedOK || !slices.Equal(res.Peers, b.computed.Peers) {
 		changed |= dirtyNeighbors | dirtyPolicy
 	}
+	// A session that cannot open (a missing Secret or BGPFilter) says why once, in the log as in
+	// the status.
+	was := map[netip.Addr]string{}
+	for _, p := range b.computed.Peers {
+		was[p.Address] = p.Err
+	}
+	for _, p := range res.Peers {
+		if p.Err != "" && was[p.Address] != p.Err {
+			b.log.Warn("BGP session not opened", "peer", p.Address, "reason", p.Err)
+		}
+	}
 	b.computed, b.computedOK = res, true
 	b.sessionsPolicy = sessionsPolicy(res.Peers)
 	if problems := strings.Join(res.Problems, "\n"); problems != b.lastProblems {
