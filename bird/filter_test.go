@@ -64,8 +64,9 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool,
 // with the BGPConfiguration's communities. Import: a prefix outside the pools that a rule
 // accepts is in tabby's RIB (never handed to the dataplane, never passed on); a block the ToR
 // announces legitimately that a rule rejects is not taken, and a rule that accepts part of the
-// node's own block or a prefix IPAM does not explain changes nothing. A changed filter applies without
-// resetting the session; a deleted one keeps the session down and says why.
+// node's own block or a prefix IPAM does not explain changes nothing. A changed filter, and
+// changed communities, apply without resetting the session; a deleted filter keeps the session
+// down and says why.
 func TestBGPFilterBIRD2(t *testing.T) {
 	netnstest.Require(t)
 	cli := gobgpCLI(t)
@@ -168,6 +169,18 @@ func TestBGPFilterBIRD2(t *testing.T) {
 	now := a.waitPeer(t, tor, "established", time.Second)
 	if !now.Since.Equal(up.Since) {
 		t.Fatalf("the session was reset by a filter change: established since %v, was %v", now.Since, up.Since)
+	}
+
+	// New communities, live too.
+	conf := communitiesConfig()
+	conf.Spec.Communities[0].Value = "65001:200"
+	send(a.bird, confUpdate(conf))
+	waitFor(t, "BIRD2 lacks the new community on "+kept.String(), 15*time.Second, func() bool {
+		_, out := torHas(kept)
+		return strings.Contains(out, "BGP.community: (65001,200)") && !strings.Contains(out, "(65001,100)")
+	}, func() string { _, out := torHas(kept); return out })
+	if now := a.waitPeer(t, tor, "established", time.Second); !now.Since.Equal(up.Since) {
+		t.Fatalf("the session was reset by a change of communities: established since %v, was %v", now.Since, up.Since)
 	}
 
 	// The filter deleted: the session stays down, and the status says why.
