@@ -1,0 +1,151 @@
+package gobgpfork
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Source is a version of upstream GoBGP: a tag (or any version) of the Go module proxy, or a
+// revision of a git checkout of upstream's repository (a bare mirror will do) for code not
+// released yet.
+type Source struct {
+	// Version is a module version, as `go mod download` takes it (v4.8.0).
+	Version string
+	// Git is a git checkout of upstream; Rev its revision (default HEAD).
+	Git, Rev string
+}
+
+func (s Source) String() string {
+	if s.Git != "" {
+		return fmt.Sprintf("%s at %s", s.Git, s.rev())
+	}
+	return Module + "@" + s.Version
+}
+
+func (s Source) rev() string {
+	if s.Rev == "" {
+		return "HEAD"
+	}
+	return s.Rev
+}
+
+// Describe names the source's exact code: the module version, or the git commit and its date.
+func (s Source) Describe(ctx context.Context) (string, error) {
+	if s.Git == "" {
+		return Module + "@" + s.Version + " (Go module proxy)", nil
+	}
+	out, err := run(ctx, "", nil, "git", "-C", s.Git, "log", "-1", "--format=%H %cI %s", s.rev(), "--")
+	if err != nil {
+		return "", err
+	}
+	return "upstream commit " + strings.TrimSpace(out), nil
+}
+
+// Extract writes the files of the source that keep says to keep (slash-separated paths
+// relative to upstream's module root) into dst.
+func (s Source) Extract(ctx context.Context, dst string, keep func(rel string) bool) error {
+	if s.Git != "" {
+		return s.extractGit(ctx, dst, keep)
+	}
+	return s.extractModule(ctx, dst, keep)
+}
+
+func (s Source) extractModule(ctx context.Context, dst string, keep func(string) bool) error {
+	if s.Version == "" {
+		return errors.New("upstream source: a version (tag) or a git checkout is needed")
+	}
+	out, err := run(ctx, "", []string{"GOFLAGS=-mod=mod"}, "go", "mod", "download", "-json", Module+"@"+s.Version)
+	if err != nil {
+		return fmt.Errorf("downloading %s@%s: %w", Module, s.Version, err)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return fmt.Errorf("go mod download %s@%s: %w", Module, s.Version, err)
+	}
+	if info.Error != "" || info.Dir == "" {
+		return fmt.Errorf("go mod download %s@%s: %s", Module, s.Version, info.Error)
+	}
+	return filepath.WalkDir(info.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(info.Dir, p)
+		if err != nil {
+			return err
+		}
+		if rel = filepath.ToSlash(rel); !keep(rel) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return writeFile(filepath.Join(dst, rel), b)
+	})
+}
+
+func (s Source) extractGit(ctx context.Context, dst string, keep func(string) bool) error {
+	cmd := exec.CommandContext(ctx, "git", "-C", s.Git, "archive", "--format=tar", s.rev())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	tr := tar.NewReader(out)
+	var extractErr error
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			extractErr = err
+			break
+		}
+		if h.Typeflag != tar.TypeReg || !keep(h.Name) {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			extractErr = err
+			break
+		}
+		if err := writeFile(filepath.Join(dst, filepath.FromSlash(h.Name)), b); err != nil {
+			extractErr = err
+			break
+		}
+	}
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("git archive %s of %s: %w: %s", s.rev(), s.Git, err, strings.TrimSpace(stderr.String()))
+	}
+	return extractErr
+}
+
+// run runs a command in dir and returns its standard output; an error carries its standard
+// error.
+func run(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
