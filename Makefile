@@ -90,13 +90,14 @@ test: deps controlplane tools build cluster-deps
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -p 2 -timeout 25m ./...
 	cd third_party/gobgp && $(GO) test -count=1 ./... # tabby's changes to GoBGP (third_party/gobgp/TABBY.md)
 	$(GOBGPFORK) check -root $(CURDIR)
+	$(GOBGPFORK) upstream-tests -root $(CURDIR)
 	$(NETPOL_ORACLE_TEST)
 	@$(MAKE) --no-print-directory fuzz
 
 # tabby's GoBGP fork (third_party/gobgp/TABBY.md): upstream GoBGP, trimmed to the packages
 # tabby links, plus the series of patches in third_party/gobgp/patches.
 GOBGPFORK = $(GO) run -C hack ./gobgpfork/cmd/gobgpfork
-.PHONY: gobgp-apply gobgp-refresh gobgp-check gobgp-new-patch
+.PHONY: gobgp-apply gobgp-refresh gobgp-check gobgp-new-patch test-gobgp-upstream gobgp-upstream-patches
 
 # The fork built from an upstream version and how each patch applies: TAG=v4.9.0 (Go module
 # proxy; default the base version in go.mod) or GIT=<upstream checkout> [REV=<commit>]; OUT=<dir>
@@ -118,6 +119,11 @@ gobgp-refresh:
 gobgp-new-patch:
 	@test -n "$(NAME)" || { echo "usage: make gobgp-new-patch NAME=short-name [SUBJECT='First line']" >&2; exit 2; }
 	$(GOBGPFORK) new-patch -root $(CURDIR) -name '$(NAME)' $(if $(SUBJECT),-subject '$(SUBJECT)')
+
+# Upstream's tests of every package the fork keeps, against the fork, the slow ones too
+# (make test leaves those out).
+test-gobgp-upstream:
+	$(GOBGPFORK) upstream-tests -root $(CURDIR) -all
 
 # Bounded fuzzing of what tabby does with what the BGP speaker delivers (CI runs it in `test`):
 # a count of inputs, not a duration, which ends by itself without a deadline to miss on a loaded

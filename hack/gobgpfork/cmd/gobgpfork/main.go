@@ -8,6 +8,8 @@
 //	gobgpfork check                    the series on the base version is third_party/gobgp, byte for byte
 //	gobgpfork new-patch -name NAME [-subject S]
 //	    write the difference between the base version plus the series and third_party/gobgp as the next patch
+//	gobgpfork upstream-tests [-all] [-- go test flags]
+//	    run upstream's tests of the kept packages against the fork
 package main
 
 import (
@@ -23,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|check|new-patch [flags] (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|check|new-patch|upstream-tests [flags] (-h for each)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -94,6 +96,14 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		return f.Check(ctx, os.Stdout)
+	case "upstream-tests":
+		all := fs.Bool("all", false, "run the slow tests too")
+		_ = fs.Parse(args)
+		f, err := fork(*root)
+		if err != nil {
+			return err
+		}
+		return f.UpstreamTests(ctx, *all, fs.Args(), os.Stdout)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
