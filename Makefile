@@ -125,6 +125,11 @@ gobgp-new-patch:
 test-gobgp-upstream:
 	$(GOBGPFORK) upstream-tests -root $(CURDIR) -all
 
+# The fixes of upstream bugs written for upstream (third_party/gobgp/upstream/README.md): each
+# applied alone to upstream's full tree, its tests failing without the fix and passing with it.
+gobgp-upstream-patches:
+	$(GOBGPFORK) upstream-patches -root $(CURDIR)
+
 # Bounded fuzzing of what tabby does with what the BGP speaker delivers (CI runs it in `test`):
 # a count of inputs, not a duration, which ends by itself without a deadline to miss on a loaded
 # machine.

@@ -10,6 +10,8 @@
 //	    write the difference between the base version plus the series and third_party/gobgp as the next patch
 //	gobgpfork upstream-tests [-all] [-- go test flags]
 //	    run upstream's tests of the kept packages against the fork
+//	gobgpfork upstream-patches [-count 3]
+//	    apply each fix of third_party/gobgp/upstream to the full upstream tree and run its tests
 package main
 
 import (
@@ -25,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|check|new-patch|upstream-tests [flags] (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|check|new-patch|upstream-tests|upstream-patches [flags] (-h for each)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -96,6 +98,14 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		return f.Check(ctx, os.Stdout)
+	case "upstream-patches":
+		count := fs.Int("count", 3, "runs of each test with the fix")
+		_ = fs.Parse(args)
+		f, err := fork(*root)
+		if err != nil {
+			return err
+		}
+		return f.CheckUpstreamPatches(ctx, *count, os.Stdout)
 	case "upstream-tests":
 		all := fs.Bool("all", false, "run the slow tests too")
 		_ = fs.Parse(args)
