@@ -88,6 +88,7 @@ func ApplySeries(ctx context.Context, dir string, patches []string, report io.Wr
 var (
 	offsetRE   = regexp.MustCompile(`Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)`)
 	checkingRE = regexp.MustCompile(`^Checking patch (.+)\.\.\.$`)
+	applyingRE = regexp.MustCompile(`^Applying patch (.+) with \d+ rejects?\.\.\.$`)
 	rejectedRE = regexp.MustCompile(`^Rejected hunk #(\d+)\.$`)
 	failedRE   = regexp.MustCompile(`^error: (.+)$`)
 )
@@ -137,7 +138,9 @@ func applyPatch(ctx context.Context, dir, patch string) (PatchResult, error) {
 	r.Outcome = Conflict
 	file := ""
 	for _, line := range strings.Split(out, "\n") {
-		if m := checkingRE.FindStringSubmatch(line); m != nil {
+		// git checks every file first, then applies them one by one and names the hunks
+		// it rejected after the file.
+		if m := applyingRE.FindStringSubmatch(line); m != nil {
 			file = m[1]
 		}
 		if m := rejectedRE.FindStringSubmatch(line); m != nil {
@@ -182,10 +185,16 @@ func ApplyCommand(ctx context.Context, f Fork, src Source, upto int, out string,
 	if err != nil {
 		return err
 	}
+	built := false
 	if out == "" {
 		if out, err = os.MkdirTemp("", "gobgpfork-"); err != nil {
 			return err
 		}
+		defer func() {
+			if !built {
+				os.RemoveAll(out)
+			}
+		}()
 	} else if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
 		return fmt.Errorf("-out %s: not empty", out)
 	}
@@ -194,6 +203,8 @@ func ApplyCommand(ctx context.Context, f Fork, src Source, upto int, out string,
 	if buildErr != nil && !errors.Is(buildErr, errConflict) {
 		return buildErr
 	}
+	// What was built stays, conflicts and all, for the engineer to read.
+	built = true
 	counts := map[Outcome]int{}
 	for _, r := range results {
 		counts[r.Outcome]++

@@ -64,13 +64,17 @@ func (s Source) extractModule(ctx context.Context, dst string, keep func(string)
 	if s.Version == "" {
 		return errors.New("upstream source: a version (tag) or a git checkout is needed")
 	}
-	out, err := run(ctx, "", []string{"GOFLAGS=-mod=mod"}, "go", "mod", "download", "-json", Module+"@"+s.Version)
+	// Outside any module: a module's replace of GoBGP (tabby's own) must not answer.
+	out, err := run(ctx, os.TempDir(), []string{"GOFLAGS=-mod=mod", "GOWORK=off"}, "go", "mod", "download", "-json", Module+"@"+s.Version)
+	var info struct{ Dir, Error string }
+	if jsonErr := json.Unmarshal([]byte(out), &info); err == nil && jsonErr != nil {
+		err = jsonErr
+	}
+	if info.Error != "" {
+		return fmt.Errorf("-tag %s: %s", s.Version, info.Error)
+	}
 	if err != nil {
 		return fmt.Errorf("downloading %s@%s: %w", Module, s.Version, err)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal([]byte(out), &info); err != nil {
-		return fmt.Errorf("go mod download %s@%s: %w", Module, s.Version, err)
 	}
 	if info.Error != "" || info.Dir == "" {
 		return fmt.Errorf("go mod download %s@%s: %s", Module, s.Version, info.Error)
