@@ -117,8 +117,8 @@ gobgp-refresh:
 
 # A change committed to third_party/gobgp becomes the series' next patch (TABBY.md: Adding a change).
 gobgp-new-patch:
-	@test -n "$(NAME)" || { echo "usage: make gobgp-new-patch NAME=short-name [SUBJECT='First line']" >&2; exit 2; }
-	$(GOBGPFORK) new-patch -root $(CURDIR) -name '$(NAME)' $(if $(SUBJECT),-subject '$(SUBJECT)')
+	@test -n "$(NAME)" || { echo "usage: make gobgp-new-patch NAME=short-name [SUBJECT='First line'] [FROM=<merge commit>]" >&2; exit 2; }
+	$(GOBGPFORK) new-patch -root $(CURDIR) -name '$(NAME)' $(if $(SUBJECT),-subject '$(SUBJECT)') $(if $(FROM),-from '$(FROM)')
 
 # Upstream's tests of every package the fork keeps, against the fork, the slow ones too
 # (make test leaves those out).

@@ -86,7 +86,7 @@ func TestNewPatchAndCheck(t *testing.T) {
 	if err := f.Check(ctx, io.Discard); err != nil {
 		t.Fatalf("the bare base: %v", err)
 	}
-	if _, err := f.NewPatch(ctx, "nothing", "", io.Discard); err == nil {
+	if _, err := f.NewPatch(ctx, "nothing", "", "", io.Discard); err == nil {
 		t.Fatal("a patch of no change was written")
 	}
 
@@ -100,10 +100,10 @@ func TestNewPatchAndCheck(t *testing.T) {
 	if err := f.Check(ctx, io.Discard); err == nil || !strings.Contains(err.Error(), "differs: pkg/a/a.go") || !strings.Contains(err.Error(), "only in the fork: pkg/a/tabby_a_test.go") {
 		t.Fatalf("check of a change not in the series: %v", err)
 	}
-	if _, err := f.NewPatch(ctx, "Bad Name", "", io.Discard); err == nil {
+	if _, err := f.NewPatch(ctx, "Bad Name", "", "", io.Discard); err == nil {
 		t.Fatal("a patch named with spaces and capitals was written")
 	}
-	path, err := f.NewPatch(ctx, "ten", "Ten in words", io.Discard)
+	path, err := f.NewPatch(ctx, "ten", "Ten in words", "", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestNewPatchAndCheck(t *testing.T) {
 	if err := os.WriteFile(a, []byte(strings.Replace(numbered("a", 1, 30), "a 10\n", "a TEN\n", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if path, err = f.NewPatch(ctx, "ten-louder", "", io.Discard); err != nil || filepath.Base(path) != "0002-ten-louder.patch" {
+	if path, err = f.NewPatch(ctx, "ten-louder", "", "", io.Discard); err != nil || filepath.Base(path) != "0002-ten-louder.patch" {
 		t.Fatalf("second patch: %s, %v", path, err)
 	}
 	if err := f.Check(ctx, io.Discard); err != nil {
@@ -209,5 +209,61 @@ func TestApplyOutcomesAndRefresh(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(b), "Ten\n\ndiff --git a/pkg/a/a.go b/pkg/a/a.go\n") || !strings.Contains(string(b), "-a dix\n+a ten\n") {
 		t.Fatalf("refreshed patch:\n%s", b)
+	}
+}
+
+// After merges, each merge's change becomes its own patch: new-patch takes the fork as a commit
+// has it, and the series keeps growing in the working tree.
+func TestNewPatchFromCommits(t *testing.T) {
+	ctx := context.Background()
+	up, _ := upstreamRepo(t)
+	f := forkOf(t, up)
+	if err := f.Base.Extract(ctx, f.Dir(), func(rel string) bool { return keptUpstreamFile([]string{"pkg/a"}, rel) }); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", f.Root, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	a := filepath.Join(f.Dir(), "pkg/a/a.go")
+	change := func(from, to string) string {
+		t.Helper()
+		b, err := os.ReadFile(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(a, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git("commit", "-qam", to)
+		return git("rev-parse", "HEAD")
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-qm", "base")
+	first := change("a 5\n", "a five\n")
+	second := change("a 25\n", "a twenty-five\n")
+
+	if _, err := f.NewPatch(ctx, "five", "", first, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.NewPatch(ctx, "twenty-five", "", second, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"0001-five.patch": "+a five\n", "0002-twenty-five.patch": "+a twenty-five\n"} {
+		b, err := os.ReadFile(filepath.Join(f.PatchDir(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), want) || strings.Count(string(b), "\n+a ") != 1 {
+			t.Errorf("%s holds more or less than its change:\n%s", name, b)
+		}
+	}
+	if err := f.Check(ctx, io.Discard); err != nil {
+		t.Fatal(err)
 	}
 }

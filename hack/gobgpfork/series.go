@@ -90,9 +90,11 @@ func (f Fork) LinkedPackages(ctx context.Context) ([]string, error) {
 var patchNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // NewPatch writes the difference between the base version plus the series and the fork's tree
-// as the series' next patch, named name, and returns its path. Nothing is written when there
-// is no difference, or when the series does not apply cleanly to the base version.
-func (f Fork) NewPatch(ctx context.Context, name, subject string, report io.Writer) (string, error) {
+// as the series' next patch, named name, and returns its path. The tree is the working tree's,
+// or, with from set, the fork as that git revision of tabby has it (the series stays the
+// working tree's): after several merges, one patch per merge. Nothing is written when there is
+// no difference, or when the series does not apply cleanly to the base version.
+func (f Fork) NewPatch(ctx context.Context, name, subject, from string, report io.Writer) (string, error) {
 	if !patchNameRE.MatchString(name) {
 		return "", fmt.Errorf("patch name %q: lower-case letters, digits and dashes (e.g. bfd-echo-mode)", name)
 	}
@@ -119,7 +121,12 @@ func (f Fork) NewPatch(ctx context.Context, name, subject string, report io.Writ
 			return "", fmt.Errorf("the series on %s: %s %s: the series must apply cleanly before a patch is added", base, r.Patch, r.Outcome)
 		}
 	}
-	if err := copyTree(f.Dir(), b); err != nil {
+	if from == "" {
+		err = copyTree(f.Dir(), b)
+	} else {
+		err = Source{Git: f.Root, Rev: from}.extractUnder(ctx, "third_party/gobgp", b)
+	}
+	if err != nil {
 		return "", err
 	}
 	diff, err := Diff(ctx, tmp, "a", "b")

@@ -98,8 +98,31 @@ func (s Source) extractModule(ctx context.Context, dst string, keep func(string)
 	})
 }
 
+// extractUnder writes the files under dir of the git revision (the fork's own files left out)
+// into dst, relative to dir.
+func (s Source) extractUnder(ctx context.Context, dir, dst string) error {
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	var found bool
+	err := s.extractGitPaths(ctx, []string{dir}, func(name string) (string, bool) {
+		rel, ok := strings.CutPrefix(name, prefix)
+		found = found || ok
+		return rel, ok && !isMeta(rel)
+	}, dst)
+	if err == nil && !found {
+		err = fmt.Errorf("%s has no %s", s, dir)
+	}
+	return err
+}
+
 func (s Source) extractGit(ctx context.Context, dst string, keep func(string) bool) error {
-	cmd := exec.CommandContext(ctx, "git", "-C", s.Git, "archive", "--format=tar", s.rev())
+	return s.extractGitPaths(ctx, nil, func(name string) (string, bool) { return name, keep(name) }, dst)
+}
+
+// extractGitPaths writes the files of the revision under paths (all when none) that name
+// keeps, at the path it returns, into dst.
+func (s Source) extractGitPaths(ctx context.Context, paths []string, name func(string) (string, bool), dst string) error {
+	args := append([]string{"-C", s.Git, "archive", "--format=tar", s.rev()}, paths...)
+	cmd := exec.CommandContext(ctx, "git", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -120,7 +143,8 @@ func (s Source) extractGit(ctx context.Context, dst string, keep func(string) bo
 			extractErr = err
 			break
 		}
-		if h.Typeflag != tar.TypeReg || !keep(h.Name) {
+		rel, ok := name(h.Name)
+		if h.Typeflag != tar.TypeReg || !ok {
 			continue
 		}
 		b, err := io.ReadAll(tr)
@@ -128,7 +152,7 @@ func (s Source) extractGit(ctx context.Context, dst string, keep func(string) bo
 			extractErr = err
 			break
 		}
-		if err := writeFile(filepath.Join(dst, filepath.FromSlash(h.Name)), b); err != nil {
+		if err := writeFile(filepath.Join(dst, filepath.FromSlash(rel)), b); err != nil {
 			extractErr = err
 			break
 		}

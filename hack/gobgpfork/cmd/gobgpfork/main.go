@@ -6,7 +6,7 @@
 //	gobgpfork refresh [-tag v4.9.0 | -git DIR [-rev REV]] -out DIR [-resume N]
 //	    rewrite the series for a new upstream version, stopping at a conflict for it to be resolved in DIR
 //	gobgpfork check                    the series on the base version is third_party/gobgp, byte for byte
-//	gobgpfork new-patch -name NAME [-subject S]
+//	gobgpfork new-patch -name NAME [-subject S] [-from REV]
 //	    write the difference between the base version plus the series and third_party/gobgp as the next patch
 //	gobgpfork upstream-tests [-all] [-- go test flags]
 //	    run upstream's tests of the kept packages against the fork
@@ -86,6 +86,7 @@ func run(ctx context.Context, cmd string, args []string) error {
 	case "new-patch":
 		name := fs.String("name", "", "the patch's name: lower-case words joined by dashes")
 		subject := fs.String("subject", "", "the patch's first line (default: its name in words)")
+		from := fs.String("from", "", "take the fork as this git revision of tabby has it (default: the working tree)")
 		_ = fs.Parse(args)
 		if *name == "" {
 			return errors.New("new-patch: -name is required")
@@ -94,8 +95,12 @@ func run(ctx context.Context, cmd string, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := f.NewPatch(ctx, *name, *subject, os.Stdout); err != nil {
+		if _, err := f.NewPatch(ctx, *name, *subject, *from, os.Stdout); err != nil {
 			return err
+		}
+		if *from != "" {
+			// The working tree may hold later changes still to be made patches.
+			return nil
 		}
 		return f.Check(ctx, os.Stdout)
 	case "upstream-patches":
