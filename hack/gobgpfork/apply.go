@@ -20,6 +20,8 @@ const (
 	Offset   Outcome = "applies with offset"
 	Fuzz     Outcome = "applies with fuzz"
 	Conflict Outcome = "CONFLICTS"
+	// Upstream already has the change: the patch applies in reverse.
+	Upstream Outcome = "already upstream (applies in reverse): drop it"
 )
 
 // PatchResult is how one patch of the series applied.
@@ -131,6 +133,12 @@ func applyPatch(ctx context.Context, dir, patch string) (PatchResult, error) {
 		}
 		return r, nil
 	}
+	if _, ok, err := gitApply(ctx, dir, "apply", "--check", "--reverse", "--whitespace=nowarn", abs); err != nil {
+		return r, err
+	} else if ok {
+		r.Outcome = Upstream
+		return r, nil
+	}
 	out, _, err := gitApply(ctx, dir, "apply", "-v", "--whitespace=nowarn", "--reject", "-C1", abs)
 	if err != nil {
 		return r, err
@@ -209,8 +217,8 @@ func ApplyCommand(ctx context.Context, f Fork, src Source, upto int, out string,
 	for _, r := range results {
 		counts[r.Outcome]++
 	}
-	fmt.Fprintf(report, "%d patches: %d clean, %d with offset, %d with fuzz, %d conflicting; the result is in %s\n",
-		len(results), counts[Clean], counts[Offset], counts[Fuzz], counts[Conflict], out)
+	fmt.Fprintf(report, "%d patches: %d clean, %d with offset, %d with fuzz, %d already upstream, %d conflicting; the result is in %s\n",
+		len(results), counts[Clean], counts[Offset], counts[Fuzz], counts[Upstream], counts[Conflict], out)
 	if into {
 		if err := f.Into(out); err != nil {
 			return err

@@ -177,6 +177,9 @@ func TestApplyOutcomesAndRefresh(t *testing.T) {
 	if r := outcome(map[string]string{"pkg/a/a.go": strings.Replace(numbered("a", 1, 30), "a 7\n", "a seven\n", 1)}); r.Outcome != Fuzz || r.Fuzz != 1 {
 		t.Fatalf("the first line of context changed: %v", r)
 	}
+	if r := outcome(map[string]string{"pkg/a/a.go": strings.Replace(numbered("a", 1, 30), "a 10\n", "a ten\n", 1)}); r.Outcome != Upstream {
+		t.Fatalf("upstream made the change: %v", r)
+	}
 	conflicting := map[string]string{"pkg/a/a.go": strings.Replace(numbered("a", 1, 30), "a 10\n", "a dix\n", 1)}
 	if r := outcome(conflicting); r.Outcome != Conflict || !strings.Contains(r.String(), "pkg/a/a.go: hunk #1 rejected") {
 		t.Fatalf("the changed line changed upstream: %v", r)
