@@ -97,7 +97,7 @@ test: deps controlplane tools build cluster-deps
 # tabby's GoBGP fork (third_party/gobgp/TABBY.md): upstream GoBGP, trimmed to the packages
 # tabby links, plus the series of patches in third_party/gobgp/patches.
 GOBGPFORK = $(GO) run -C hack ./gobgpfork/cmd/gobgpfork
-.PHONY: gobgp-apply gobgp-refresh gobgp-check gobgp-new-patch test-gobgp-upstream gobgp-upstream-patches
+.PHONY: gobgp-apply gobgp-refresh gobgp-check gobgp-new-patch test-gobgp-upstream gobgp-upstream-test-patch gobgp-upstream-patches
 
 # The fork built from an upstream version and how each patch applies: TAG=v4.9.0 (Go module
 # proxy; default the base version in go.mod) or GIT=<upstream checkout> [REV=<commit>]; OUT=<dir>
@@ -122,8 +122,14 @@ gobgp-new-patch:
 
 # Upstream's tests of every package the fork keeps, against the fork, the slow ones too
 # (make test leaves those out).
+# WORK=<dir> keeps the tree the tests ran in, to adapt an upstream test to a fork change; then
+# make gobgp-upstream-test-patch NAME=<the fork patch's NNNN-name> WORK=<dir> (TABBY.md).
 test-gobgp-upstream:
-	$(GOBGPFORK) upstream-tests -root $(CURDIR) -all
+	$(GOBGPFORK) upstream-tests -root $(CURDIR) -all $(if $(WORK),-work $(WORK))
+
+gobgp-upstream-test-patch:
+	@test -n "$(NAME)" -a -n "$(WORK)" || { echo "usage: make gobgp-upstream-test-patch NAME=NNNN-name WORK=dir" >&2; exit 2; }
+	$(GOBGPFORK) upstream-test-patch -root $(CURDIR) -name '$(NAME)' -work '$(WORK)'
 
 # The fixes of upstream bugs written for upstream (third_party/gobgp/upstream/README.md): each
 # applied alone to upstream's full tree, its tests failing without the fix and passing with it.

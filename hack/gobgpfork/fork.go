@@ -101,6 +101,22 @@ func readList(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseList(b), nil
+}
+
+// readOptionalList is readList of a file that may be missing (an empty list).
+func readOptionalList(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseList(b), nil
+}
+
+func parseList(b []byte) []string {
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
 		line, _, _ = strings.Cut(line, "#")
@@ -108,7 +124,7 @@ func readList(path string) ([]string, error) {
 			out = append(out, line)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Patches are the series' files, in order.

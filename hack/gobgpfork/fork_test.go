@@ -270,3 +270,52 @@ func TestNewPatchFromCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An upstream test adapted to a fork change becomes a patch of upstream-tests/, and the next
+// tree of upstream's tests has it.
+func TestNewTestPatch(t *testing.T) {
+	ctx := context.Background()
+	up, _ := upstreamRepo(t)
+	f := forkOf(t, up)
+	if err := f.Base.Extract(ctx, f.Dir(), func(rel string) bool { return keptUpstreamFile([]string{"pkg/a"}, rel) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(filepath.Join(f.Dir(), "pkg/a/tabby_a_test.go"), []byte("package a\n")); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if _, err := f.testsTree(ctx, work, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	test := filepath.Join(work, "pkg/a/a_test.go")
+	if b, err := os.ReadFile(test); err != nil || string(b) != "package a\n" {
+		t.Fatalf("upstream's test in the tree: %q, %v", b, err)
+	}
+	if _, err := f.NewTestPatch(ctx, "0001-ten", work, io.Discard); err == nil {
+		t.Fatal("a test patch of no change was written")
+	}
+	if err := os.WriteFile(test, []byte("package a\n\n// adapted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "pkg/a/tabby_a_test.go"), []byte("package a\n// not upstream's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path, err := f.NewTestPatch(ctx, "0001-ten", work, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "+// adapted\n") || strings.Contains(string(b), "tabby_a_test.go") {
+		t.Fatalf("test patch:\n%s", b)
+	}
+	again := t.TempDir()
+	if _, err := f.testsTree(ctx, again, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(again, "pkg/a/a_test.go")); err != nil || !strings.Contains(string(b), "// adapted") {
+		t.Fatalf("the next tree's test: %q, %v", b, err)
+	}
+}

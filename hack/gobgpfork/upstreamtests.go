@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -26,7 +27,7 @@ type Skip struct {
 
 // Skips reads upstream-tests/skip: "package Test skip|slow reason", one a line.
 func (f Fork) Skips() ([]Skip, error) {
-	lines, err := readList(filepath.Join(f.TestsDir(), "skip"))
+	lines, err := readOptionalList(filepath.Join(f.TestsDir(), "skip"))
 	if err != nil {
 		return nil, err
 	}
@@ -41,14 +42,48 @@ func (f Fork) Skips() ([]Skip, error) {
 	return out, nil
 }
 
-// UpstreamTests runs upstream's tests of every kept package (from the base version on the Go
-// module proxy, never kept in tabby's tree) against a copy of the fork, leaving out the tests
-// of the skip list, and the slow ones unless all.
-func (f Fork) UpstreamTests(ctx context.Context, all bool, goTestArgs []string, out io.Writer) error {
-	base, err := f.BaseVersion()
+// testsTree writes into dir the fork with upstream's tests of its packages (from the base
+// version on the Go module proxy, never kept in tabby's tree), adapted by
+// upstream-tests/*.patch, and says which files are upstream's tests.
+func (f Fork) testsTree(ctx context.Context, dir string, out io.Writer) (isTest func(rel string) bool, err error) {
+	base, err := f.base()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	pkgs, err := f.Packages()
+	if err != nil {
+		return nil, err
+	}
+	if err := copyTree(f.Dir(), dir); err != nil {
+		return nil, err
+	}
+	// Files outside the kept packages that upstream's tests read (upstream-tests/files).
+	extra, err := readOptionalList(filepath.Join(f.TestsDir(), "files"))
+	if err != nil {
+		return nil, err
+	}
+	isTest = func(rel string) bool {
+		return (upstreamTestFile(pkgs, rel) && !strings.HasPrefix(pathBase(rel), "tabby_")) || slices.Contains(extra, rel)
+	}
+	if err := base.Extract(ctx, dir, isTest); err != nil {
+		return nil, err
+	}
+	patches, err := filepath.Glob(filepath.Join(f.TestsDir(), "*.patch"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(patches)
+	fmt.Fprintf(out, "upstream's tests of %s, adapted to the fork:\n", base)
+	if _, err := ApplySeries(ctx, dir, patches, out); err != nil {
+		return nil, fmt.Errorf("adapting upstream's tests: %w", err)
+	}
+	return isTest, nil
+}
+
+// UpstreamTests runs upstream's tests of every kept package against a copy of the fork, leaving
+// out the tests of the skip list, and the slow ones unless all. With work set, the copy is made
+// there and kept (for adapting a test: NewTestPatch).
+func (f Fork) UpstreamTests(ctx context.Context, all bool, work string, goTestArgs []string, out io.Writer) error {
 	pkgs, err := f.Packages()
 	if err != nil {
 		return err
@@ -57,31 +92,17 @@ func (f Fork) UpstreamTests(ctx context.Context, all bool, goTestArgs []string, 
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "gobgpfork-tests-")
-	if err != nil {
-		return err
+	tmp := work
+	if tmp == "" {
+		if tmp, err = os.MkdirTemp("", "gobgpfork-tests-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+	} else if entries, err := os.ReadDir(tmp); err == nil && len(entries) > 0 {
+		return fmt.Errorf("-work %s: not empty", tmp)
 	}
-	defer os.RemoveAll(tmp)
-	if err := copyTree(f.Dir(), tmp); err != nil {
+	if _, err := f.testsTree(ctx, tmp, out); err != nil {
 		return err
-	}
-	// Files outside the kept packages that upstream's tests read (upstream-tests/files).
-	extra, err := readList(filepath.Join(f.TestsDir(), "files"))
-	if err != nil {
-		return err
-	}
-	keep := func(rel string) bool { return upstreamTestFile(pkgs, rel) || slices.Contains(extra, rel) }
-	if err := (Source{Version: base}).Extract(ctx, tmp, keep); err != nil {
-		return err
-	}
-	patches, err := filepath.Glob(filepath.Join(f.TestsDir(), "*.patch"))
-	if err != nil {
-		return err
-	}
-	slices.Sort(patches)
-	fmt.Fprintf(out, "upstream's tests of %s, adapted to the fork:\n", base)
-	if _, err := ApplySeries(ctx, tmp, patches, out); err != nil {
-		return fmt.Errorf("adapting upstream's tests: %w", err)
 	}
 
 	// One go test per package with tests left out (-skip is by name, for all the packages of
@@ -139,4 +160,57 @@ func upstreamTestFile(pkgs []string, rel string) bool {
 		}
 	}
 	return false
+}
+
+// NewTestPatch writes how upstream's tests in work (a tree UpstreamTests -work made, then
+// edited) differ from the adapted tests as the next patch of upstream-tests/, named after the
+// fork's patch whose change the tests are adapted to.
+func (f Fork) NewTestPatch(ctx context.Context, name, work string, report io.Writer) (string, error) {
+	if !regexp.MustCompile(`^[0-9]{4}-[a-z0-9][a-z0-9-]*$`).MatchString(name) {
+		return "", fmt.Errorf("test patch name %q: the fork's patch it goes with, without .patch (0013-bfd-admin-down)", name)
+	}
+	path := filepath.Join(f.TestsDir(), name+".patch")
+	if _, err := os.Stat(path); err == nil {
+		return "", fmt.Errorf("%s exists", path)
+	}
+	tmp, err := os.MkdirTemp("", "gobgpfork-testpatch-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	isTest, err := f.testsTree(ctx, filepath.Join(tmp, "fresh"), io.Discard)
+	if err != nil {
+		return "", err
+	}
+	for side, src := range map[string]string{"a": filepath.Join(tmp, "fresh"), "b": work} {
+		files, err := treeFiles(src)
+		if err != nil {
+			return "", err
+		}
+		for _, rel := range files {
+			if !isTest(rel) {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(src, rel))
+			if err != nil {
+				return "", err
+			}
+			if err := writeFile(filepath.Join(tmp, side, rel), b); err != nil {
+				return "", err
+			}
+		}
+	}
+	diff, err := Diff(ctx, tmp, "a", "b")
+	if err != nil {
+		return "", err
+	}
+	if len(diff) == 0 {
+		return "", fmt.Errorf("upstream's tests in %s are as adapted already", work)
+	}
+	header := "Upstream's tests adapted to the fork's patch of the same name (TABBY.md: Upstream's tests).\n\n"
+	if err := writeFile(path, append([]byte(header), diff...)); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(report, "wrote %s\n", path)
+	return path, nil
 }

@@ -8,8 +8,10 @@
 //	gobgpfork check                    the series on the base version is third_party/gobgp, byte for byte
 //	gobgpfork new-patch -name NAME [-subject S] [-from REV]
 //	    write the difference between the base version plus the series and third_party/gobgp as the next patch
-//	gobgpfork upstream-tests [-all] [-- go test flags]
+//	gobgpfork upstream-tests [-all] [-work DIR] [-- go test flags]
 //	    run upstream's tests of the kept packages against the fork
+//	gobgpfork upstream-test-patch -name NNNN-name -work DIR
+//	    write how upstream's tests in DIR were adapted as the next patch of upstream-tests/
 //	gobgpfork upstream-patches [-count 3]
 //	    apply each fix of third_party/gobgp/upstream to the full upstream tree and run its tests
 package main
@@ -27,7 +29,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|check|new-patch|upstream-tests|upstream-patches [flags] (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|check|new-patch|upstream-tests|upstream-test-patch|upstream-patches [flags] (-h for each)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -113,12 +115,26 @@ func run(ctx context.Context, cmd string, args []string) error {
 		return f.CheckUpstreamPatches(ctx, *count, os.Stdout)
 	case "upstream-tests":
 		all := fs.Bool("all", false, "run the slow tests too")
+		work := fs.String("work", "", "build the tree of the fork and upstream's tests here, and keep it")
 		_ = fs.Parse(args)
 		f, err := fork(*root)
 		if err != nil {
 			return err
 		}
-		return f.UpstreamTests(ctx, *all, fs.Args(), os.Stdout)
+		return f.UpstreamTests(ctx, *all, *work, fs.Args(), os.Stdout)
+	case "upstream-test-patch":
+		name := fs.String("name", "", "the fork's patch the tests are adapted to, without .patch")
+		work := fs.String("work", "", "the tree upstream-tests -work made, its tests edited")
+		_ = fs.Parse(args)
+		if *name == "" || *work == "" {
+			return errors.New("upstream-test-patch: -name and -work are required")
+		}
+		f, err := fork(*root)
+		if err != nil {
+			return err
+		}
+		_, err = f.NewTestPatch(ctx, *name, *work, os.Stdout)
+		return err
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
