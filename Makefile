@@ -97,7 +97,7 @@ test: deps controlplane tools build cluster-deps
 # tabby's GoBGP fork (third_party/gobgp/TABBY.md): upstream GoBGP, trimmed to the packages
 # tabby links, plus the series of patches in third_party/gobgp/patches.
 GOBGPFORK = $(GO) run -C hack ./gobgpfork/cmd/gobgpfork
-.PHONY: gobgp-apply gobgp-refresh gobgp-check gobgp-new-patch test-gobgp-upstream gobgp-upstream-test-patch gobgp-upstream-patches
+.PHONY: gobgp-apply gobgp-refresh gobgp-series-test gobgp-check gobgp-new-patch test-gobgp-upstream gobgp-upstream-test-patch gobgp-upstream-patches
 
 # The fork built from an upstream version and how each patch applies: TAG=v4.9.0 (Go module
 # proxy; default the base version in go.mod) or GIT=<upstream checkout> [REV=<commit>]; OUT=<dir>
@@ -114,6 +114,10 @@ gobgp-check:
 gobgp-refresh:
 	@test -n "$(OUT)" || { echo "usage: make gobgp-refresh TAG=v4.9.0 OUT=dir [RESUME=N]" >&2; exit 2; }
 	$(GOBGPFORK) refresh -root $(CURDIR) $(if $(TAG),-tag $(TAG)) $(if $(GIT),-git $(GIT)) $(if $(REV),-rev $(REV)) -out $(OUT) $(if $(RESUME),-resume $(RESUME))
+
+# Every prefix of the series builds and passes the tests its last patch adds (minutes: not in make test).
+gobgp-series-test:
+	$(GOBGPFORK) series-test -root $(CURDIR)
 
 # A change committed to third_party/gobgp becomes the series' next patch (TABBY.md: Adding a change).
 gobgp-new-patch:

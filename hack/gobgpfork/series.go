@@ -303,3 +303,66 @@ func copyResolved(src, dst string) error {
 	}
 	return nil
 }
+
+// TestSeries builds the base version plus each prefix of the series in turn and, for each, runs
+// go vet on the whole module and the tests of the packages whose tests the last patch adds or
+// changes: every patch builds and passes its own tests on the ones before it.
+func (f Fork) TestSeries(ctx context.Context, report io.Writer) error {
+	base, err := f.base()
+	if err != nil {
+		return err
+	}
+	patches, err := f.Patches()
+	if err != nil {
+		return err
+	}
+	var failed []string
+	for n := 1; n <= len(patches); n++ {
+		name := filepath.Base(patches[n-1])
+		tmp, err := os.MkdirTemp("", "gobgpfork-series-")
+		if err != nil {
+			return err
+		}
+		err = f.testPrefix(ctx, base, tmp, n, patches[n-1], report)
+		os.RemoveAll(tmp)
+		if err != nil {
+			fmt.Fprintf(report, "%s: %v\n", name, err)
+			failed = append(failed, name)
+			continue
+		}
+		fmt.Fprintf(report, "%s: builds, vets and passes its tests\n", name)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("the series: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func (f Fork) testPrefix(ctx context.Context, base Source, dir string, n int, patch string, report io.Writer) error {
+	results, err := f.Build(ctx, base, dir, n, io.Discard)
+	if err != nil {
+		return err
+	}
+	if r := results[len(results)-1]; r.Outcome != Clean {
+		return fmt.Errorf("%s", r.Outcome)
+	}
+	if _, err := run(ctx, dir, nil, "go", "vet", "./..."); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(patch)
+	if err != nil {
+		return err
+	}
+	var pkgs []string
+	for _, m := range changedFileRE.FindAllStringSubmatch(string(b), -1) {
+		if strings.HasSuffix(m[1], "_test.go") {
+			if pkg := "./" + pathDir(m[1]); !slices.Contains(pkgs, pkg) {
+				pkgs = append(pkgs, pkg)
+			}
+		}
+	}
+	if len(pkgs) == 0 {
+		return nil
+	}
+	return goTest(ctx, dir, append([]string{"test", "-count=1"}, pkgs...), report)
+}

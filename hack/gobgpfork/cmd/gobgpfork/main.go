@@ -5,6 +5,7 @@
 //	    build the fork from upstream and report how each patch applies
 //	gobgpfork refresh [-tag v4.9.0 | -git DIR [-rev REV]] -out DIR [-resume N]
 //	    rewrite the series for a new upstream version, stopping at a conflict for it to be resolved in DIR
+//	gobgpfork series-test              each prefix of the series builds, vets and passes the tests its last patch touches
 //	gobgpfork check                    the series on the base version is third_party/gobgp, byte for byte
 //	gobgpfork new-patch -name NAME [-subject S] [-from REV]
 //	    write the difference between the base version plus the series and third_party/gobgp as the next patch
@@ -29,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|check|new-patch|upstream-tests|upstream-test-patch|upstream-patches [flags] (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: gobgpfork apply|refresh|series-test|check|new-patch|upstream-tests|upstream-test-patch|upstream-patches [flags] (-h for each)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -78,6 +79,13 @@ func run(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		return f.Refresh(ctx, gobgpfork.Source{Version: *tag, Git: *git, Rev: *rev}, *out, *resume, os.Stdout)
+	case "series-test":
+		_ = fs.Parse(args)
+		f, err := fork(*root)
+		if err != nil {
+			return err
+		}
+		return f.TestSeries(ctx, os.Stdout)
 	case "check":
 		_ = fs.Parse(args)
 		f, err := fork(*root)
