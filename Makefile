@@ -88,9 +88,57 @@ test: deps controlplane tools build cluster-deps
 	$(GO) vet -C hack ./...
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -count=1 -p 2 -timeout 25m ./...
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -p 2 -timeout 25m ./...
-	cd third_party/gobgp && $(GO) test -count=1 ./pkg/server/ ./internal/pkg/table/ # tabby's changes to GoBGP (TABBY.md)
+	cd third_party/gobgp && $(GO) test -count=1 ./... # tabby's changes to GoBGP (third_party/gobgp/TABBY.md)
+	$(GOBGPFORK) check -root $(CURDIR)
+	$(GOBGPFORK) upstream-tests -root $(CURDIR)
 	$(NETPOL_ORACLE_TEST)
 	@$(MAKE) --no-print-directory fuzz
+
+# tabby's GoBGP fork (third_party/gobgp/TABBY.md): upstream GoBGP, trimmed to the packages
+# tabby links, plus the series of patches in third_party/gobgp/patches.
+GOBGPFORK = $(GO) run -C hack ./gobgpfork/cmd/gobgpfork
+.PHONY: gobgp-apply gobgp-refresh gobgp-series-test gobgp-check gobgp-new-patch test-gobgp-upstream gobgp-upstream-test-patch gobgp-upstream-patches
+
+# The fork built from an upstream version and how each patch applies: TAG=v4.9.0 (Go module
+# proxy; default the base version in go.mod) or GIT=<upstream checkout> [REV=<commit>]; OUT=<dir>
+# (default a temporary directory) or INTO=1 (into third_party/gobgp); UPTO=N for the first N.
+gobgp-apply:
+	$(GOBGPFORK) apply -root $(CURDIR) $(if $(TAG),-tag $(TAG)) $(if $(GIT),-git $(GIT)) $(if $(REV),-rev $(REV)) $(if $(OUT),-out $(OUT)) $(if $(INTO),-into) $(if $(UPTO),-upto $(UPTO))
+
+# The base version plus the series is third_party/gobgp, byte for byte (make test runs it).
+gobgp-check:
+	$(GOBGPFORK) check -root $(CURDIR)
+
+# The series rewritten for a new upstream version (TAG or GIT/REV as above), stopping at a
+# conflict for it to be resolved in OUT, then RESUME=N (TABBY.md: Updating GoBGP).
+gobgp-refresh:
+	@test -n "$(OUT)" || { echo "usage: make gobgp-refresh TAG=v4.9.0 OUT=dir [RESUME=N]" >&2; exit 2; }
+	$(GOBGPFORK) refresh -root $(CURDIR) $(if $(TAG),-tag $(TAG)) $(if $(GIT),-git $(GIT)) $(if $(REV),-rev $(REV)) -out $(OUT) $(if $(RESUME),-resume $(RESUME))
+
+# Every prefix of the series builds and passes the tests its last patch adds (minutes: not in make test).
+gobgp-series-test:
+	$(GOBGPFORK) series-test -root $(CURDIR)
+
+# A change committed to third_party/gobgp becomes the series' next patch (TABBY.md: Adding a change).
+gobgp-new-patch:
+	@test -n "$(NAME)" || { echo "usage: make gobgp-new-patch NAME=short-name [SUBJECT='First line'] [FROM=<merge commit>]" >&2; exit 2; }
+	$(GOBGPFORK) new-patch -root $(CURDIR) -name '$(NAME)' $(if $(SUBJECT),-subject '$(SUBJECT)') $(if $(FROM),-from '$(FROM)')
+
+# Upstream's tests of every package the fork keeps, against the fork, the slow ones too
+# (make test leaves those out).
+# WORK=<dir> keeps the tree the tests ran in, to adapt an upstream test to a fork change; then
+# make gobgp-upstream-test-patch NAME=<the fork patch's NNNN-name> WORK=<dir> (TABBY.md).
+test-gobgp-upstream:
+	$(GOBGPFORK) upstream-tests -root $(CURDIR) -all $(if $(WORK),-work $(WORK))
+
+gobgp-upstream-test-patch:
+	@test -n "$(NAME)" -a -n "$(WORK)" || { echo "usage: make gobgp-upstream-test-patch NAME=NNNN-name WORK=dir" >&2; exit 2; }
+	$(GOBGPFORK) upstream-test-patch -root $(CURDIR) -name '$(NAME)' -work '$(WORK)'
+
+# The fixes of upstream bugs written for upstream (third_party/gobgp/upstream/README.md): each
+# applied alone to upstream's full tree, its tests failing without the fix and passing with it.
+gobgp-upstream-patches:
+	$(GOBGPFORK) upstream-patches -root $(CURDIR)
 
 # Bounded fuzzing of what tabby does with what the BGP speaker delivers (CI runs it in `test`):
 # a count of inputs, not a duration, which ends by itself without a deadline to miss on a loaded

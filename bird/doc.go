@@ -3,7 +3,8 @@
 // addresses it borrowed in other nodes' blocks), learns the other nodes' and the external
 // routers' best paths inside the IPPools and hands them to felix, and tells a planned restart
 // from a death, so that peers keep a restarting node's routes and drop a dead one's at once.
-// Only bird/... imports GoBGP.
+// Only bird/... imports GoBGP: upstream v4.8.0 plus tabby's series of patches (sessions that
+// stay up and scale at a route reflector; third_party/gobgp/TABBY.md lists each, with its test).
 //
 // In and out: OnUpdate and OnUpdates take apis/model's messages (nodes, pools, blocks, the
 // BGPConfiguration, BGPPeers, their Secrets and BGPFilters, InSync); each message marks only the concerns it
