@@ -25,6 +25,7 @@ const (
 	setSiblings    = "tabby-sibling-reflectors"
 	setFromSib     = "tabby-learned-sibling"
 	setExplain     = "tabby-explained"
+	setAcceptExt   = "tabby-external-prefixes"
 	// ExternalLocalPref is the LOCAL_PREF of every route learned from an external router: below
 	// the default 100 of the cluster's own, so a node's own announcement of its block wins over
 	// any external path for it on every node and reflector, before AS-path length is looked at
@@ -171,7 +172,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		}
 		return ds
 	}
-	sets := slices.Concat(prefixSets(setPools, p.Pools), prefixSets(setLocal, p.Local), prefixSets(setServices, p.Services), exactPrefixSets(setExplain, p.Explained))
+	sets := slices.Concat(prefixSets(setPools, p.Pools), prefixSets(setLocal, p.Local), prefixSets(setServices, p.Services), exactPrefixSets(setExplain, p.Explained), exactPrefixSets(setAcceptExt, p.ExternalPrefixes))
 	sets = append(sets,
 		neighbors(setExternal, p.External),
 		neighbors(setKeepNH, p.KeepNextHop),
@@ -198,6 +199,12 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		// borrowed /32), never a more specific part of a block, and it loses to the cluster's
 		// own path for it (LOCAL_PREF).
 		{Name: "tabby-import-explained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setExplain)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, LocalPref: &api.LocalPrefAction{Value: ExternalLocalPref},
+				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedExternalCommunity}}}},
+		// Outside the pools, the prefixes external routers may announce (ExternalPrefixes).
+		{Name: "tabby-import-no-pools-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setPools)},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}},
+		{Name: "tabby-import-external-prefixes", Conditions: &api.Conditions{NeighborSet: match(setExternal), PrefixSet: match(setAcceptExt)},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT, LocalPref: &api.LocalPrefAction{Value: ExternalLocalPref},
 				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: []string{LearnedExternalCommunity}}}},
 		{Name: "tabby-import-unexplained-from-external", Conditions: &api.Conditions{NeighborSet: match(setExternal)},
@@ -261,7 +268,7 @@ func (g *GoBGP) SetPolicy(ctx context.Context, p Policy) error {
 		}
 		return nil
 	}
-	if slices.Equal(last.Local, p.Local) && slices.Equal(last.External, p.External) && slices.Equal(last.Explained, p.Explained) && slices.Equal(last.FirstAS, p.FirstAS) {
+	if slices.Equal(last.Local, p.Local) && slices.Equal(last.External, p.External) && slices.Equal(last.Explained, p.Explained) && slices.Equal(last.FirstAS, p.FirstAS) && slices.Equal(last.ExternalPrefixes, p.ExternalPrefixes) {
 		return nil
 	}
 	return g.reapplyImportFromExternal(ctx, p.External)

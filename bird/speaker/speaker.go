@@ -68,6 +68,9 @@ type Policy struct {
 	// FirstAS are the eBGP external routers whose routes must begin with their own AS (every
 	// one but a route server).
 	FirstAS []PeerAS
+	// ExternalPrefixes are prefixes outside the pools that external routers may announce (a
+	// ToR's default route), each exactly: learned as an external route, never passed on.
+	ExternalPrefixes []netip.Prefix
 }
 
 // Equal compares two policies field by field.
@@ -75,7 +78,7 @@ func (a Policy) Equal(b Policy) bool {
 	return slices.Equal(a.Pools, b.Pools) && slices.Equal(a.Local, b.Local) && slices.Equal(a.Services, b.Services) &&
 		slices.Equal(a.External, b.External) && slices.Equal(a.KeepNextHop, b.KeepNextHop) &&
 		slices.Equal(a.NextHopSelf, b.NextHopSelf) && a.IPv6NextHop == b.IPv6NextHop && slices.Equal(a.Siblings, b.Siblings) &&
-		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS)
+		slices.Equal(a.Explained, b.Explained) && slices.Equal(a.FirstAS, b.FirstAS) && slices.Equal(a.ExternalPrefixes, b.ExternalPrefixes)
 }
 
 // PeerAS is a peer and its AS.
@@ -93,7 +96,24 @@ const (
 	// PeerLog is a peer-related warning from the speaker (why a session is down) or a
 	// NOTIFICATION received from the peer.
 	PeerLog
+	// AcceptedPath is a peer's path to a prefix as the import policy let it in (Attrs), or its
+	// end (Withdrawn: withdrawn, rejected, or dropped with the session): with the best paths,
+	// what the equal-cost paths (ECMP) are computed from.
+	AcceptedPath
 )
+
+// PathAttrs are what of a path the BGP decision compares before its last tie-breakers (router
+// ID, peer address): paths equal in all of them are of equal cost.
+type PathAttrs struct {
+	LocalPref uint32
+	ASPathLen int // AS_SEQUENCE members, an AS_SET as one, confederation segments not at all
+	Origin    uint8
+	MED       uint32
+	// NeighborAS is the AS the path came from: the first of its AS path, or ours for a path
+	// from our own AS. MEDs compare only between paths from one neighbour AS.
+	NeighborAS uint32
+	IBGP       bool
+}
 
 // Event is something that happened in the speaker.
 type Event struct {
@@ -108,9 +128,10 @@ type Event struct {
 	// (RFC 8538), which is never a graceful restart: the speaker has dropped its routes.
 	HardReset bool
 
-	Prefix    netip.Prefix // BestPath
-	NextHop   netip.Addr   // BestPath
-	Withdrawn bool         // BestPath: no path is left
+	Prefix    netip.Prefix // BestPath, AcceptedPath
+	NextHop   netip.Addr   // BestPath, AcceptedPath
+	Withdrawn bool         // BestPath: no path is left; AcceptedPath: the peer's path is gone
+	Attrs     PathAttrs    // AcceptedPath
 
 	Message      string // PeerLog
 	Notification *Notification
