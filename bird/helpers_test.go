@@ -263,6 +263,9 @@ func orPort(s string) string {
 	if _, err := netip.ParseAddrPort(s); err == nil {
 		return s
 	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.AddrPortFrom(a, 179).String()
+	}
 	return s + ":179"
 }
 

@@ -49,6 +49,10 @@ func (b *Bird) CompleteDeferredWork(ctx context.Context) error {
 
 // pass runs the reconcilers of dirty in order and returns what is left to do.
 func (b *Bird) pass(ctx context.Context, dirty dirtySet) (dirtySet, error) {
+	if dirty&dirtyRoutes != 0 {
+		b.retell()
+		dirty &^= dirtyRoutes
+	}
 	if dirty&dirtySessions != 0 {
 		b.mu.Lock()
 		_, known := b.in.findNode(b.in.self)
@@ -201,6 +205,7 @@ func (b *Bird) reconcileSpeaker(ctx context.Context, want peers.Speaker) (stoppe
 func (b *Bird) reconcilePolicy(ctx context.Context) error {
 	b.mu.Lock()
 	pol := desiredPolicy(b.in.poolCIDRs, b.in.own.list(), b.in.services, b.sessionsPolicy, b.computed.Speaker.Address.Get(ipfamily.IPv6).Addr())
+	pol.ExternalPrefixes = b.cfg.ExternalPrefixes
 	b.explainedUnused = len(pol.External) == 0
 	if !b.explainedUnused {
 		pol.Explained = b.in.explained.list()
