@@ -80,6 +80,8 @@ type Bird struct {
 	// path after the import policy (learned.go).
 	best     map[netip.Prefix]bestPath
 	received map[netip.Prefix]map[netip.Addr]candidate
+	// shown are the told routes status lists: over several paths, or external.
+	shown map[netip.Prefix]struct{}
 	// tellMu keeps Config.Routes's calls one at a time, in the order they were decided.
 	tellMu     sync.Mutex
 	lastUpdate time.Time
@@ -159,6 +161,7 @@ func New(cfg Config) (*Bird, error) {
 		told:      map[netip.Prefix]model.RouteUpdate{},
 		best:      map[netip.Prefix]bestPath{},
 		received:  map[netip.Prefix]map[netip.Addr]candidate{},
+		shown:     map[netip.Prefix]struct{}{},
 		stopCh:    make(chan struct{}),
 		paths:     pathReconciler{advertised: map[netip.Prefix]netip.Addr{}},
 		neighbors: neighborReconciler{log: log, configured: map[netip.Addr]peers.Peer{}},

@@ -304,6 +304,20 @@ func TestECMPOverTwoFRRToRs(t *testing.T) {
 	if got := kernelHops(t, def, v1.RouteProtocol); len(got) != 0 {
 		t.Fatalf("BGP's default route displaced the host's: via %v", got)
 	}
+	// The status (tabbyctl node status) lists the routes over both ToRs.
+	st, err := n.bird.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]int{}
+	for _, r := range st.Learned {
+		if r.External {
+			listed[r.Prefix] = len(r.NextHops)
+		}
+	}
+	if st.RoutesMultipath < 3 || listed[ext4.String()] != 2 || listed[ext6.String()] != 2 {
+		t.Fatalf("status: %d routes over several paths, external routes listed %v", st.RoutesMultipath, listed)
+	}
 
 	// The host's default route goes: BGP's takes its place, over both ToRs.
 	if out, err := exec.Command("ip", "route", "del", "default", "via", "198.51.100.254").CombinedOutput(); err != nil {

@@ -141,7 +141,7 @@ func (b *Bird) withdrawAllTold() {
 	b.mu.Lock()
 	told := b.told
 	b.told = map[netip.Prefix]model.RouteUpdate{}
-	b.best, b.received = map[netip.Prefix]bestPath{}, map[netip.Prefix]map[netip.Addr]candidate{}
+	b.best, b.received, b.shown = map[netip.Prefix]bestPath{}, map[netip.Prefix]map[netip.Addr]candidate{}, map[netip.Prefix]struct{}{}
 	b.mu.Unlock()
 	if b.cfg.Routes == nil {
 		return
@@ -230,6 +230,7 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	if b.spk != nil {
 		reply.RouterID, reply.ASN = b.speakerCfg.RouterID.String(), b.speakerCfg.ASN
 	}
+	b.learnedStatusLocked(reply)
 	for _, p := range sortedPeers(b.desired) {
 		ps := status.PeerStatus{Address: p.Address.String(), ASN: p.ASN, Type: string(p.Type), Node: p.Node, Source: p.Source}
 		if p.Port != 179 {

@@ -8,6 +8,7 @@ import (
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/bird/speaker"
+	"github.com/tabbynet/tabby/bird/status"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
@@ -117,6 +118,11 @@ func (b *Bird) routeLocked(prefix netip.Prefix) any {
 		want.Prefix, want.NextHop = prefix, best.nextHop
 		want.NextHops = equalCostHops(best, b.received[prefix], b.in.maxPaths())
 	}
+	if learned && (len(want.NextHops) > 1 || want.External) {
+		b.shown[prefix] = struct{}{}
+	} else {
+		delete(b.shown, prefix)
+	}
 	switch {
 	case learned && (!told || !prev.Equal(want)):
 		b.told[prefix] = want
@@ -200,5 +206,27 @@ func (b *Bird) retell() {
 func (b *Bird) tell(msg any) {
 	if msg != nil && b.cfg.Routes != nil {
 		b.cfg.Routes(msg)
+	}
+}
+
+// learnedStatusLocked fills the reply's multipath and external routes.
+func (b *Bird) learnedStatusLocked(reply *status.PeersReply) {
+	for p := range b.shown {
+		if len(b.told[p].NextHops) > 1 {
+			reply.RoutesMultipath++
+		}
+	}
+	shown := slices.SortedFunc(maps.Keys(b.shown), netip.Prefix.Compare)
+	if len(shown) > status.MaxLearnedShown {
+		reply.LearnedMore = len(shown) - status.MaxLearnedShown
+		shown = shown[:status.MaxLearnedShown]
+	}
+	for _, p := range shown {
+		u := b.told[p]
+		r := status.LearnedRoute{Prefix: p.String(), External: u.External}
+		for _, h := range u.BestFirst() {
+			r.NextHops = append(r.NextHops, h.String())
+		}
+		reply.Learned = append(reply.Learned, r)
 	}
 }

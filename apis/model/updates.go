@@ -88,6 +88,17 @@ func (u RouteUpdate) Hops() []netip.Addr {
 	return []netip.Addr{u.NextHop}
 }
 
+// BestFirst are the route's next hops, the best path's first.
+func (u RouteUpdate) BestFirst() []netip.Addr {
+	hops := []netip.Addr{u.NextHop}
+	for _, h := range u.Hops() {
+		if h != u.NextHop {
+			hops = append(hops, h)
+		}
+	}
+	return hops
+}
+
 // Equal tells whether two updates route the prefix the same way.
 func (u RouteUpdate) Equal(o RouteUpdate) bool {
 	return u.Prefix == o.Prefix && u.NextHop == o.NextHop && u.External == o.External && slices.Equal(u.Hops(), o.Hops())
