@@ -87,7 +87,7 @@ func (m *Manager) OnUpdate(msg any) {
 	switch u := msg.(type) {
 	case model.RouteUpdate:
 		p := u.Prefix.Masked()
-		hops := bestFirst(u)
+		hops := u.BestFirst()
 		if old, ok := m.learned[p]; ok && slices.Equal(old, hops) && m.external[p] == u.External {
 			return
 		}
@@ -185,18 +185,6 @@ func (m *Manager) decide(p netip.Prefix) {
 		m.rt.RemoveRoute(routetable.ClassLearned, p)
 	}
 	m.report(p, l.Unresolved)
-}
-
-// bestFirst are u's next hops, the best path's first: a VXLAN pool's fallback and the report
-// of a route none of whose next hops resolves use it.
-func bestFirst(u model.RouteUpdate) []netip.Addr {
-	hops := []netip.Addr{u.NextHop}
-	for _, h := range u.Hops() {
-		if h != u.NextHop {
-			hops = append(hops, h)
-		}
-	}
-	return hops
 }
 
 // report records whether p is unresolved now (u nil: it is not), and logs a change.

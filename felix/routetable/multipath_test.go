@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
@@ -129,6 +130,41 @@ func TestMultipathInRealKernel(t *testing.T) {
 		}
 	}
 	rt := New(h, Options{Protocol: proto})
+	// The kernel's route events reach the table as felix's loop hands them over: what the
+	// kernel says of a multipath route it was just given must not look like a change.
+	routes, links := make(chan netlink.RouteUpdate, 1000), make(chan netlink.LinkUpdate, 100)
+	done := make(chan struct{})
+	defer close(done)
+	if err := h.Subscribe(done, routes, links, nil); err != nil {
+		t.Fatal(err)
+	}
+	eth0, _ := h.LinkByName("eth0")
+	sentinel := &netlink.Route{Dst: ipnet("198.51.100.99/32"), LinkIndex: eth0.Attrs().Index, Scope: netlink.SCOPE_LINK, Protocol: 99}
+	// events hands the table every event so far: a route of its own, added and deleted, comes
+	// after all of them.
+	events := func() {
+		t.Helper()
+		if err := h.RouteReplace(sentinel); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = h.RouteDel(sentinel) }()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case u := <-routes:
+				if u.Protocol == 99 {
+					if u.Type == unix.RTM_NEWROUTE {
+						return
+					}
+					continue // the last call's
+				}
+				rt.OnRouteUpdate(u)
+			case <-links:
+			case <-timeout:
+				t.Fatal("no route event for the sentinel route")
+			}
+		}
+	}
 	kernel := func(family int, dst string) []string {
 		t.Helper()
 		var out []string
@@ -169,6 +205,10 @@ func TestMultipathInRealKernel(t *testing.T) {
 			}
 			if got := kernel(tc.family, tc.dst); !slices.Equal(got, wantGws) {
 				t.Fatalf("%s step %d: kernel has next hops %v, want %v", tc.dst, i, got, wantGws)
+			}
+			events()
+			if res, err := rt.Apply(); err != nil || res.Replaced != 0 {
+				t.Fatalf("%s step %d: the kernel's events made the table rewrite %d routes (%v)", tc.dst, i, res.Replaced, err)
 			}
 			// What the kernel lists is what the table wanted: a resync writes nothing.
 			rt.QueueResync()
