@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	api "github.com/osrg/gobgp/v4/api"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -358,4 +359,44 @@ func TestECMPOverTwoFRRToRs(t *testing.T) {
 	send(n.bird, confUpdate(nil))
 	waitKernelHops(t, "maxPaths back to its default", ext4, both4, 30*time.Second)
 	waitKernelHops(t, "maxPaths back to its default", ext6, both6, 30*time.Second)
+}
+
+// TestECMPPoolRoutesAcrossRacks: in an AS-per-rack design without a mesh, a node learns another
+// rack's block from its two ToRs, each its own AS: one route over both, the best path's next
+// hop among them; with one ToR gone, over the other; maxPaths 1, over the best alone.
+func TestECMPPoolRoutesAcrossRacks(t *testing.T) {
+	netnstest.Require(t)
+	a, b := mkNode(83, nil, ""), mkNode(84, nil, "")
+	b.ASN = 64513 // another rack
+	all := []model.Node{a, b}
+	tor1, tor2 := netip.MustParseAddr("198.51.100.231"), netip.MustParseAddr("198.51.100.232")
+	nodes := map[netip.Addr]uint32{addr4(a): v1.DefaultASNumber, addr4(b): 64513}
+	r1 := startRouter(t, tor1, 65001, nodes)
+	startRouter(t, tor2, 65002, nodes)
+	var bgpPeers []v1.BGPPeer
+	for i, tor := range []netip.Addr{tor1, tor2} {
+		bgpPeers = append(bgpPeers, v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("tor", i+1)}, Spec: v1.BGPPeerSpec{PeerIP: tor.String(), ASNumber: 65001 + uint32(i)}})
+	}
+	setup := func(bd *Bird) {
+		send(bd, confUpdate(meshOff()))
+		send(bd, peerUpdates(bgpPeers...)...)
+	}
+	na := startNode(t, a, all, setup)
+	nb := startNode(t, b, all, setup)
+	both := []netip.Addr{tor1, tor2}
+	na.routes.waitHops(t, nb.block, both, 30*time.Second)
+	nb.routes.waitHops(t, na.block, both, 30*time.Second)
+
+	// tor1 goes: its session ends (deleted at the router), the route narrows to tor2.
+	if err := r1.srv.DeletePeer(context.Background(), &api.DeletePeerRequest{Address: addr4(a).String()}); err != nil {
+		t.Fatal(err)
+	}
+	na.routes.waitHops(t, nb.block, []netip.Addr{tor2}, 30*time.Second)
+
+	one := int32(1)
+	send(nb.bird, confUpdate(&v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{NodeToNodeMeshEnabled: meshOff().Spec.NodeToNodeMeshEnabled, MaxPaths: &one}}))
+	nb.routes.wait(t, "maxPaths 1: one next hop", 30*time.Second, func(map[netip.Prefix]netip.Addr) bool {
+		u, ok := nb.routes.full[na.block]
+		return ok && len(u.Hops()) == 1
+	})
 }
