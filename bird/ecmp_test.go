@@ -82,10 +82,14 @@ func startDataplane(t *testing.T, node model.Node, uplink string, pools ...netip
 		cancel()
 		<-done
 		// What the table programmed goes with the test.
+		var left []netlink.Route
 		_ = h.RouteListFilteredIter(netlink.FAMILY_ALL, &netlink.Route{Protocol: v1.RouteProtocol}, netlink.RT_FILTER_PROTOCOL, func(r netlink.Route) bool {
-			_ = h.RouteDel(&r)
+			left = append(left, r)
 			return true
 		})
+		for _, r := range left {
+			_ = h.RouteDel(&r)
+		}
 		h.Close()
 	})
 	return d
