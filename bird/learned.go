@@ -49,8 +49,7 @@ func equalCostHops(best bestPath, paths map[netip.Addr]candidate, maxPaths int) 
 		return nil
 	}
 	var others []netip.Addr
-	for _, peer := range slices.SortedFunc(maps.Keys(paths), netip.Addr.Compare) {
-		c := paths[peer]
+	for peer, c := range paths {
 		if peer == best.peer || !usableNextHop(c.nextHop, best.nextHop.Is4()) || c.nextHop == best.nextHop || !equalCost(c.attrs, b.attrs) {
 			continue
 		}
