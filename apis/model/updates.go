@@ -101,7 +101,15 @@ func (u RouteUpdate) BestFirst() []netip.Addr {
 
 // Equal tells whether two updates route the prefix the same way.
 func (u RouteUpdate) Equal(o RouteUpdate) bool {
-	return u.Prefix == o.Prefix && u.NextHop == o.NextHop && u.External == o.External && slices.Equal(u.Hops(), o.Hops())
+	return u.Prefix == o.Prefix && u.NextHop == o.NextHop && u.External == o.External && slices.Equal(u.multipath(), o.multipath())
+}
+
+// multipath is NextHops when they are several, else nil.
+func (u RouteUpdate) multipath() []netip.Addr {
+	if len(u.NextHops) > 1 {
+		return u.NextHops
+	}
+	return nil
 }
 
 // SortNextHops puts next hops in the one order RouteUpdate.NextHops has (sorted, each once),
