@@ -42,7 +42,9 @@ func equalCost(a, b speaker.PathAttrs) bool {
 // equalCostHops are the next hops of the best path and of the paths of equal cost (at most
 // maxPaths in all, the best's always), in model.SortNextHops order; nil when the best path's is
 // the only one. Of more ties than maxPaths, the lowest next hops are kept, so that every node
-// picks the same.
+// picks the same. A path kept only for its peer's graceful restart joins no other: the peer may
+// be gone with its forwarding (a ToR whose BFD session failed), and the paths still fresh carry
+// the traffic.
 func equalCostHops(best bestPath, paths map[netip.Addr]candidate, maxPaths int) []netip.Addr {
 	b, ok := paths[best.peer]
 	if !ok || maxPaths <= 1 || b.nextHop != best.nextHop {
@@ -50,7 +52,7 @@ func equalCostHops(best bestPath, paths map[netip.Addr]candidate, maxPaths int) 
 	}
 	var others []netip.Addr
 	for peer, c := range paths {
-		if peer == best.peer || !usableNextHop(c.nextHop, best.nextHop.Is4()) || c.nextHop == best.nextHop || !equalCost(c.attrs, b.attrs) {
+		if peer == best.peer || c.attrs.Stale || !usableNextHop(c.nextHop, best.nextHop.Is4()) || c.nextHop == best.nextHop || !equalCost(c.attrs, b.attrs) {
 			continue
 		}
 		others = append(others, c.nextHop)

@@ -30,6 +30,7 @@ func TestEqualCostHops(t *testing.T) {
 		{"another LOCAL_PREF", other(func(p *speaker.PathAttrs) { p.LocalPref = 100 }), 16, nil},
 		{"another origin", other(func(p *speaker.PathAttrs) { p.Origin = 2 }), 16, nil},
 		{"iBGP against eBGP", other(func(p *speaker.PathAttrs) { p.IBGP = true }), 16, nil},
+		{"stale (graceful restart)", other(func(p *speaker.PathAttrs) { p.Stale = true }), 16, nil},
 	} {
 		paths := map[netip.Addr]candidate{
 			best.peer:           {nextHop: best.nextHop, attrs: tor},

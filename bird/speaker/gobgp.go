@@ -467,7 +467,7 @@ func acceptedEvent(p *apiutil.Path, localAS uint32) (Event, bool, error) {
 // pathAttrs reads what the BGP decision compares of p, with GoBGP's defaults for what it lacks
 // (LOCAL_PREF 100, MED 0).
 func pathAttrs(p *apiutil.Path, localAS uint32) PathAttrs {
-	a := PathAttrs{LocalPref: 100, IBGP: p.PeerASN == localAS}
+	a := PathAttrs{LocalPref: 100, IBGP: p.PeerASN == localAS, Stale: p.Stale}
 	for _, attr := range p.Attrs {
 		switch x := attr.(type) {
 		case *bgp.PathAttributeLocalPref:

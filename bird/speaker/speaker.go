@@ -113,6 +113,8 @@ type PathAttrs struct {
 	// from our own AS. MEDs compare only between paths from one neighbour AS.
 	NeighborAS uint32
 	IBGP       bool
+	// Stale: kept from a session that ended, for the peer's graceful restart (RFC 4724).
+	Stale bool
 }
 
 // Event is something that happened in the speaker.
