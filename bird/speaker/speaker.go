@@ -27,8 +27,9 @@ type Speaker interface {
 	// SetPolicy makes p the import/export filters and re-evaluates the routes already
 	// received that the change can concern.
 	SetPolicy(ctx context.Context, p Policy) error
-	// Watch calls fn for every peer state change, best-path change and notable peer log
-	// record until ctx is done. fn must not block.
+	// Watch calls fn for every peer state change, best-path change, path a peer contributes
+	// after the import policy and notable peer log record until ctx is done. fn must not
+	// block.
 	Watch(ctx context.Context, fn func(Event)) error
 	// Peers lists the sessions with the routes received from and sent to each.
 	Peers(ctx context.Context) ([]PeerState, error)
