@@ -96,3 +96,40 @@ func BenchmarkBlockElsewhereToR1000Nodes(b *testing.B) { benchBlockChange(b, tru
 
 // A block of this node claimed or released in a 1,000-node cluster.
 func BenchmarkLocalBlock1000Nodes(b *testing.B) { benchBlockChange(b, false, benchNodeName(0)) }
+
+// BenchmarkLearnedECMP is the agent's side of learning 1,000 prefixes from two ToRs at equal cost
+// (two accepted paths and a best path each) and losing one ToR's paths: what the ECMP
+// bookkeeping costs per route, GoBGP aside.
+func BenchmarkLearnedECMP(b *testing.B) {
+	bd := benchAgent(b, true)
+	tor1, tor2 := netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("203.0.113.2")
+	bd.mu.Lock()
+	for _, a := range []netip.Addr{tor1, tor2} {
+		bd.desired[a] = peers.Peer{Address: a}
+	}
+	bd.mu.Unlock()
+	attrs := speaker.PathAttrs{LocalPref: 50, ASPathLen: 1, NeighborAS: 65001}
+	told := 0
+	bd.cfg.Routes = func(any) { told++ }
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range benchNodes {
+			p := benchBlock(i)
+			bd.onEvent(speaker.Event{Type: speaker.AcceptedPath, Peer: tor1, Prefix: p, NextHop: tor1, Attrs: attrs})
+			bd.onEvent(speaker.Event{Type: speaker.BestPath, Peer: tor1, Prefix: p, NextHop: tor1})
+			bd.onEvent(speaker.Event{Type: speaker.AcceptedPath, Peer: tor2, Prefix: p, NextHop: tor2, Attrs: attrs})
+		}
+		for i := range benchNodes {
+			bd.onEvent(speaker.Event{Type: speaker.AcceptedPath, Peer: tor1, Prefix: benchBlock(i), Withdrawn: true})
+			bd.onEvent(speaker.Event{Type: speaker.BestPath, Peer: tor2, Prefix: benchBlock(i), NextHop: tor2})
+		}
+		for i := range benchNodes {
+			bd.onEvent(speaker.Event{Type: speaker.AcceptedPath, Peer: tor2, Prefix: benchBlock(i), Withdrawn: true})
+			bd.onEvent(speaker.Event{Type: speaker.BestPath, Prefix: benchBlock(i), Withdrawn: true})
+		}
+	}
+	if told == 0 {
+		b.Fatal("no route told")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchNodes, "ns/route")
+}

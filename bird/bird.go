@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/peers"
 	"github.com/tabbynet/tabby/bird/speaker"
 	"github.com/tabbynet/tabby/bird/status"
@@ -27,8 +28,9 @@ type Config struct {
 	GoBGPAPI string
 	// StatusSocket is the unix socket of the status service (status.DefaultSocket); "" = none.
 	StatusSocket string
-	// Routes receives a model.RouteUpdate or model.RouteRemove for every change of a best path
-	// learned from a peer inside a pool, in order, from one goroutine. It must not block for
+	// Routes receives a model.RouteUpdate or model.RouteRemove for every change of a route
+	// learned from peers (its best path, the paths of equal cost) inside a pool, or outside
+	// the pools from an external router, in order, one call at a time. It must not block for
 	// long.
 	Routes func(msg any)
 	// WaitForInSync: no session opens before model.InSync, so that a peer that gets our
@@ -69,11 +71,19 @@ type Bird struct {
 	configuredN int                       // sessions configured in the speaker
 	advertisedN int                       // paths advertised
 	sessions    map[netip.Addr]*session
-	told        map[netip.Prefix]netip.Addr // learned routes handed to Config.Routes
-	lastUpdate  time.Time
-	lastErr     string
-	stopped     bool
-	stopCh      chan struct{}
+	told        map[netip.Prefix]model.RouteUpdate // learned routes handed to Config.Routes
+	// best is GoBGP's best path to each prefix learned from a peer, received every peer's
+	// path after the import policy (learned.go).
+	best     map[netip.Prefix]bestPath
+	received map[netip.Prefix]map[netip.Addr]candidate
+	// shown are the told routes status lists: over several paths, or external.
+	shown map[netip.Prefix]struct{}
+	// tellMu keeps Config.Routes's calls one at a time, in the order they were decided.
+	tellMu     sync.Mutex
+	lastUpdate time.Time
+	lastErr    string
+	stopped    bool
+	stopCh     chan struct{}
 
 	// The pass's own: one pass at a time.
 	passMu     sync.Mutex
@@ -144,7 +154,10 @@ func New(cfg Config) (*Bird, error) {
 		dirty:     dirtyAll,
 		desired:   map[netip.Addr]peers.Peer{},
 		sessions:  map[netip.Addr]*session{},
-		told:      map[netip.Prefix]netip.Addr{},
+		told:      map[netip.Prefix]model.RouteUpdate{},
+		best:      map[netip.Prefix]bestPath{},
+		received:  map[netip.Prefix]map[netip.Addr]candidate{},
+		shown:     map[netip.Prefix]struct{}{},
 		stopCh:    make(chan struct{}),
 		paths:     pathReconciler{advertised: map[netip.Prefix]netip.Addr{}},
 		neighbors: neighborReconciler{log: log, configured: map[netip.Addr]peers.Peer{}},

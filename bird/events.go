@@ -25,6 +25,8 @@ func (b *Bird) onEvent(e speaker.Event) {
 		b.onState(e)
 	case speaker.PeerLog:
 		b.onPeerLog(e)
+	case speaker.AcceptedPath:
+		b.onAccepted(e)
 	}
 }
 
@@ -133,35 +135,14 @@ func (b *Bird) onPeerLog(e speaker.Event) {
 	}
 }
 
-// onBest hands learned best paths inside the pools to Config.Routes. A prefix whose best path
-// becomes one of ours (or leaves the pools) is removed from the dataplane.
-func (b *Bird) onBest(e speaker.Event) {
-	b.mu.Lock()
-	b.lastUpdate = e.Time
-	prev, told := b.told[e.Prefix]
-	// A next hop of the other family (an IPv4 route over an IPv6 next hop, RFC 8950) is not
-	// something the dataplane can install: such a path is treated as absent.
-	learned := !e.Withdrawn && e.Peer.IsValid() && e.NextHop.IsValid() && e.NextHop.Is4() == e.Prefix.Addr().Is4() && b.in.inPools(e.Prefix)
-	var msg any
-	switch {
-	case learned && (!told || prev != e.NextHop):
-		b.told[e.Prefix] = e.NextHop
-		msg = model.RouteUpdate{Prefix: e.Prefix, NextHop: e.NextHop}
-	case !learned && told:
-		delete(b.told, e.Prefix)
-		msg = model.RouteRemove{Prefix: e.Prefix}
-	}
-	b.mu.Unlock()
-	if msg != nil && b.cfg.Routes != nil {
-		b.cfg.Routes(msg)
-	}
-}
-
 // withdrawAllTold removes every learned route from the dataplane (speaker restarted).
 func (b *Bird) withdrawAllTold() {
+	b.tellMu.Lock()
+	defer b.tellMu.Unlock()
 	b.mu.Lock()
 	told := b.told
-	b.told = map[netip.Prefix]netip.Addr{}
+	b.told = map[netip.Prefix]model.RouteUpdate{}
+	b.best, b.received, b.shown = map[netip.Prefix]bestPath{}, map[netip.Prefix]map[netip.Addr]candidate{}, map[netip.Prefix]struct{}{}
 	b.mu.Unlock()
 	if b.cfg.Routes == nil {
 		return
@@ -250,6 +231,7 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 	if b.spk != nil {
 		reply.RouterID, reply.ASN = b.speakerCfg.RouterID.String(), b.speakerCfg.ASN
 	}
+	b.learnedStatusLocked(reply)
 	for _, p := range sortedPeers(b.desired) {
 		ps := status.PeerStatus{Address: p.Address.String(), ASN: p.ASN, Type: string(p.Type), Node: p.Node, Source: p.Source}
 		if p.Filters != "" {

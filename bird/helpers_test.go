@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,11 +26,13 @@ type routeTable struct {
 	mu      sync.Mutex
 	changed chan struct{}
 	routes  map[netip.Prefix]netip.Addr
+	// full are the updates as sent (every next hop of a multipath route).
+	full    map[netip.Prefix]model.RouteUpdate
 	updates int
 }
 
 func newRouteTable() *routeTable {
-	return &routeTable{routes: map[netip.Prefix]netip.Addr{}, changed: make(chan struct{})}
+	return &routeTable{routes: map[netip.Prefix]netip.Addr{}, full: map[netip.Prefix]model.RouteUpdate{}, changed: make(chan struct{})}
 }
 
 func (r *routeTable) apply(msg any) {
@@ -37,15 +40,25 @@ func (r *routeTable) apply(msg any) {
 	defer r.mu.Unlock()
 	switch m := msg.(type) {
 	case model.RouteUpdate:
-		r.routes[m.Prefix] = m.NextHop
+		r.routes[m.Prefix], r.full[m.Prefix] = m.NextHop, m
 	case model.RouteRemove:
 		delete(r.routes, m.Prefix)
+		delete(r.full, m.Prefix)
 	default:
 		panic(fmt.Sprintf("route sink got %T", msg))
 	}
 	r.updates++
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// hops waits until the route to p goes over exactly want (sorted), and returns how long it took.
+func (r *routeTable) waitHops(t testing.TB, p netip.Prefix, want []netip.Addr, timeout time.Duration) time.Duration {
+	t.Helper()
+	return r.wait(t, fmt.Sprintf("%s via %v", p, want), timeout, func(map[netip.Prefix]netip.Addr) bool {
+		u, ok := r.full[p]
+		return ok && slices.Equal(u.Hops(), want)
+	})
 }
 
 func (r *routeTable) get(p netip.Prefix) (netip.Addr, bool) {
@@ -262,6 +275,9 @@ func (tn *testNode) waitPeer(t testing.TB, addr netip.Addr, state string, timeou
 func orPort(s string) string {
 	if _, err := netip.ParseAddrPort(s); err == nil {
 		return s
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.AddrPortFrom(a, 179).String()
 	}
 	return s + ":179"
 }

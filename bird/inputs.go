@@ -27,7 +27,10 @@ const (
 	dirtyPaths              // the paths this node advertises: its prefixes, the service CIDRs
 	dirtyPolicy             // the import and export filters
 	dirtyNeighbors          // the sessions configured in the speaker
-	dirtyAll       = dirtySessions | dirtySpeaker | dirtyPaths | dirtyPolicy | dirtyNeighbors
+	// dirtyRoutes: what decides the learned routes beside the paths themselves changed (the
+	// pools, maxPaths): they are decided again.
+	dirtyRoutes
+	dirtyAll = dirtySessions | dirtySpeaker | dirtyPaths | dirtyPolicy | dirtyNeighbors | dirtyRoutes
 )
 
 // inputs is the cluster as the messages described it, with what bird derives from the blocks
@@ -184,7 +187,7 @@ func (in *inputs) poolsChanged() dirtySet {
 		return 0
 	}
 	in.poolCIDRs = cidrs
-	return dirtyPolicy
+	return dirtyPolicy | dirtyRoutes
 }
 
 // blockChanged counts a block's prefixes out (old, when had) and in (b, when has).
@@ -236,7 +239,10 @@ func (in *inputs) updateBGPConfiguration(c *v1.BGPConfiguration) dirtySet {
 	}
 	if svc := serviceCIDRs(c); !slices.Equal(svc, in.services) {
 		in.services = svc
-		d |= dirtyPaths | dirtyPolicy
+		d |= dirtyPaths | dirtyPolicy | dirtyRoutes
+	}
+	if maxPaths(old) != maxPaths(c) {
+		d |= dirtyRoutes
 	}
 	// The syncer passes only validated configurations: no error here.
 	if adv, _ := validation.ParsePrefixAdvertisements(c); !slices.EqualFunc(adv, in.advertisements, model.PrefixCommunities.Equal) {

@@ -18,7 +18,7 @@ func (d dirtySet) String() string {
 	for _, c := range []struct {
 		bit  dirtySet
 		name string
-	}{{dirtySessions, "sessions"}, {dirtySpeaker, "speaker"}, {dirtyPaths, "paths"}, {dirtyPolicy, "policy"}, {dirtyNeighbors, "neighbors"}} {
+	}{{dirtySessions, "sessions"}, {dirtySpeaker, "speaker"}, {dirtyPaths, "paths"}, {dirtyPolicy, "policy"}, {dirtyNeighbors, "neighbors"}, {dirtyRoutes, "routes"}} {
 		if d&c.bit != 0 {
 			out = append(out, c.name)
 		}
@@ -44,6 +44,9 @@ func TestRecordMarksOnlyWhatAMessageChanges(t *testing.T) {
 	torPw.Spec.Password = &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp", Key: "pw"}}
 	svc := &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}}}}
 	debug := &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}}, LogSeverity: "Debug"}}
+	maxPaths1 := svc.DeepCopy()
+	maxPaths1.Spec.MaxPaths = new(int32)
+	*maxPaths1.Spec.MaxPaths = 1
 	change := func(n model.Node, f func(*model.Node)) model.Node { f(&n); return n }
 
 	for _, c := range []struct {
@@ -61,10 +64,10 @@ func TestRecordMarksOnlyWhatAMessageChanges(t *testing.T) {
 		{"a node leaves", []any{model.NodeUpdate{Node: other}}, model.NodeRemove{Name: other.Name}, false, dirtySessions},
 		{"an unknown node leaves", nil, model.NodeRemove{Name: other.Name}, false, 0},
 
-		{"a pool", nil, poolUpdate(pool), false, dirtyPolicy},
+		{"a pool", nil, poolUpdate(pool), false, dirtyPolicy | dirtyRoutes},
 		{"the same pool again", []any{poolUpdate(pool)}, poolUpdate(pool), false, 0},
 		{"a second pool with the same CIDR", []any{poolUpdate(pool)}, model.PoolUpdate{Pool: model.Pool{Name: "twin", CIDR: pool}}, false, 0},
-		{"a pool removed", []any{poolUpdate(pool)}, model.PoolRemove{Name: poolUpdate(pool).Pool.Name}, false, dirtyPolicy},
+		{"a pool removed", []any{poolUpdate(pool)}, model.PoolRemove{Name: poolUpdate(pool).Pool.Name}, false, dirtyPolicy | dirtyRoutes},
 
 		{"a block of this node", nil, claim(mine, self.Name), false, dirtyPaths | dirtyPolicy},
 		{"the same block again", []any{claim(mine, self.Name)}, claim(mine, self.Name), false, 0},
@@ -79,10 +82,11 @@ func TestRecordMarksOnlyWhatAMessageChanges(t *testing.T) {
 		{"an address another node borrowed elsewhere", []any{claim(elsewhere, other.Name)}, borrowedByOther, false, 0},
 		{"a block of no node, with an external router", nil, claim(elsewhere, ""), true, dirtyPolicy},
 
-		{"a BGPConfiguration with a service CIDR", nil, confUpdate(svc), false, dirtySessions | dirtyPaths | dirtyPolicy},
+		{"a BGPConfiguration with a service CIDR", nil, confUpdate(svc), false, dirtySessions | dirtyPaths | dirtyPolicy | dirtyRoutes},
 		{"the same BGPConfiguration again", []any{confUpdate(svc)}, confUpdate(svc), false, 0},
 		{"the log level", []any{confUpdate(svc)}, confUpdate(debug), false, dirtySessions},
-		{"no BGPConfiguration any more", []any{confUpdate(svc)}, confUpdate(nil), false, dirtySessions | dirtyPaths | dirtyPolicy},
+		{"maxPaths", []any{confUpdate(svc)}, confUpdate(maxPaths1), false, dirtySessions | dirtyRoutes},
+		{"no BGPConfiguration any more", []any{confUpdate(svc)}, confUpdate(nil), false, dirtySessions | dirtyPaths | dirtyPolicy | dirtyRoutes},
 
 		{"a BGPPeer", nil, model.BGPPeerUpdate{Peer: &tor}, false, dirtySessions},
 		{"the same BGPPeer again", []any{model.BGPPeerUpdate{Peer: &tor}}, model.BGPPeerUpdate{Peer: &tor}, false, 0},

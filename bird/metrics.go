@@ -16,6 +16,7 @@ type metrics struct {
 	accepted   *prometheus.Desc
 	sent       *prometheus.Desc
 	learned    *prometheus.Desc
+	multipath  *prometheus.Desc
 	sinceLast  *prometheus.Desc
 	reconciles *prometheus.Desc
 }
@@ -29,6 +30,7 @@ func newMetrics(b *Bird) *metrics {
 		accepted:   prometheus.NewDesc("tabby_bgp_routes_accepted", "Prefixes of each peer the import policy accepted.", []string{"peer"}, nil),
 		sent:       prometheus.NewDesc("tabby_bgp_routes_sent", "Prefixes sent to each peer and not withdrawn since.", []string{"peer"}, nil),
 		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
+		multipath:  prometheus.NewDesc("tabby_bgp_routes_multipath", "Learned routes handed to the dataplane over several equal-cost paths (ECMP).", nil, nil),
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
 		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each runs only the reconcilers of what changed).", nil, nil),
 	}
@@ -41,6 +43,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.accepted
 	ch <- m.sent
 	ch <- m.learned
+	ch <- m.multipath
 	ch <- m.sinceLast
 	ch <- m.reconciles
 }
@@ -67,6 +70,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.advertised, prometheus.GaugeValue, float64(r.RoutesAdvertised))
 	ch <- prometheus.MustNewConstMetric(m.learned, prometheus.GaugeValue, float64(r.RoutesLearned))
+	ch <- prometheus.MustNewConstMetric(m.multipath, prometheus.GaugeValue, float64(r.RoutesMultipath))
 	m.b.mu.Lock()
 	last := m.b.lastUpdate
 	m.b.mu.Unlock()

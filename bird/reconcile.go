@@ -49,6 +49,10 @@ func (b *Bird) CompleteDeferredWork(ctx context.Context) error {
 
 // pass runs the reconcilers of dirty in order and returns what is left to do.
 func (b *Bird) pass(ctx context.Context, dirty dirtySet) (dirtySet, error) {
+	if dirty&dirtyRoutes != 0 {
+		b.retell()
+		dirty &^= dirtyRoutes
+	}
 	if dirty&dirtySessions != 0 {
 		b.mu.Lock()
 		_, known := b.in.findNode(b.in.self)

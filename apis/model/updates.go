@@ -2,6 +2,7 @@ package model
 
 import (
 	"net/netip"
+	"slices"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
@@ -69,10 +70,59 @@ type SecretUpdate struct {
 // SecretRemove: the Secret is gone.
 type SecretRemove struct{ Name string }
 
-// RouteUpdate: the BGP speaker's best path to a prefix inside a pool, learned from a peer.
+// RouteUpdate: the BGP speaker's route to a prefix learned from peers: inside a pool, or
+// outside every pool from an external router whose route the import filter accepted (the BGP
+// agent sends none for the cluster's own prefixes, this node's subnet or a service CIDR).
 type RouteUpdate struct {
 	Prefix  netip.Prefix
-	NextHop netip.Addr
+	NextHop netip.Addr // the best path's
+	// NextHops, with ECMP (BGPConfiguration maxPaths), are the next hops of every path that
+	// ties with the best one, NextHop among them, in SortNextHops order; nil or one: NextHop
+	// alone.
+	NextHops []netip.Addr
+	// External: the prefix lies outside every pool (the BGP agent's view when it sent it). A
+	// receiver routes it only while it still does, as it routes a pool's prefix only inside a
+	// pool.
+	External bool
+}
+
+// Hops are the route's next hops: NextHops, or NextHop alone.
+func (u RouteUpdate) Hops() []netip.Addr {
+	if len(u.NextHops) > 1 {
+		return u.NextHops
+	}
+	return []netip.Addr{u.NextHop}
+}
+
+// BestFirst are the route's next hops, the best path's first.
+func (u RouteUpdate) BestFirst() []netip.Addr {
+	hops := []netip.Addr{u.NextHop}
+	for _, h := range u.Hops() {
+		if h != u.NextHop {
+			hops = append(hops, h)
+		}
+	}
+	return hops
+}
+
+// Equal tells whether two updates route the prefix the same way.
+func (u RouteUpdate) Equal(o RouteUpdate) bool {
+	return u.Prefix == o.Prefix && u.NextHop == o.NextHop && u.External == o.External && slices.Equal(u.multipath(), o.multipath())
+}
+
+// multipath is NextHops when they are several, else nil.
+func (u RouteUpdate) multipath() []netip.Addr {
+	if len(u.NextHops) > 1 {
+		return u.NextHops
+	}
+	return nil
+}
+
+// SortNextHops puts next hops in the one order RouteUpdate.NextHops has (sorted, each once),
+// so that an update compares equal whatever order the paths came in.
+func SortNextHops(hops []netip.Addr) []netip.Addr {
+	slices.SortFunc(hops, netip.Addr.Compare)
+	return slices.Compact(hops)
 }
 
 // RouteRemove: no path to the prefix is left.

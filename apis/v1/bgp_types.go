@@ -70,7 +70,23 @@ type BGPConfigurationSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	PrefixAdvertisements []PrefixAdvertisement `json:"prefixAdvertisements,omitempty"`
+
+	// MaxPaths is how many equal-cost paths to one prefix a node installs as one multipath
+	// route (ECMP): paths that tie in the BGP decision down to the router-ID and peer-address
+	// tie-breakers, such as a default route from both ToRs of a rack. 1 installs the best path
+	// alone. The default is BIRD's `merge paths` limit, which Calico turns on.
+	// +kubebuilder:default=16
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	MaxPaths *int32 `json:"maxPaths,omitempty"`
 }
+
+// DefaultMaxPaths is BGPConfiguration maxPaths when unset; MaxMaxPaths is its largest value.
+const (
+	DefaultMaxPaths = 16
+	MaxMaxPaths     = 64
+)
 
 // BGPConfiguration is the cluster's BGP configuration: one object, named "default".
 // +kubebuilder:object:root=true

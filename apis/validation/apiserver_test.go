@@ -100,7 +100,8 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Spec.ASNumber == nil || *cfg.Spec.ASNumber != 64512 || cfg.Spec.NodeToNodeMeshEnabled == nil || !*cfg.Spec.NodeToNodeMeshEnabled || *cfg.Spec.ListenPort != 179 {
+	if cfg.Spec.ASNumber == nil || *cfg.Spec.ASNumber != 64512 || cfg.Spec.NodeToNodeMeshEnabled == nil || !*cfg.Spec.NodeToNodeMeshEnabled || *cfg.Spec.ListenPort != 179 ||
+		cfg.Spec.MaxPaths == nil || *cfg.Spec.MaxPaths != v1.DefaultMaxPaths {
 		t.Fatalf("BGPConfiguration defaults: %+v", cfg.Spec)
 	}
 

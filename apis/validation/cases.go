@@ -31,6 +31,7 @@ func peer(name string, spec v1.BGPPeerSpec) *v1.BGPPeer {
 }
 
 func u32(v uint32) *uint32 { return &v }
+func i32(v int32) *int32   { return &v }
 
 func intp(v int) *int { return &v }
 
@@ -84,13 +85,15 @@ var Cases = []Case{
 	{"peer node and nodeSelector", peer("both", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, Node: "a", NodeSelector: "all()"}), "nodeSelector"},
 	{"peer neither ip nor selector", peer("neither", v1.BGPPeerSpec{ASNumber: 65001}), "peerIP"},
 	// The one valid BGPConfiguration (a singleton): service CIDRs of both families.
-	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000),
+	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000), MaxPaths: i32(2),
 		ServiceClusterIPs:  []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}, {CIDR: "2001:db8:96::/112"}},
 		ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:ffff:ffff:ffff:ffff:ffff:ff00/120"}}}}, ""},
 	{"bgpconfig service CIDR host bits", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:96::1/112"}}}}, "serviceClusterIPs"},
 	{"bgpconfig service CIDR not a CIDR", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1.BGPConfigurationSpec{ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0"}}}}, "serviceExternalIPs"},
+	{"bgpconfig maxPaths 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{MaxPaths: i32(0)}}, "maxPaths"},
+	{"bgpconfig maxPaths 65", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{MaxPaths: i32(65)}}, "maxPaths"},
 	{"bgpconfig asNumber 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(0)}}, "asNumber"},
 	{"bgpconfig not default", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "metadata.name"},
 	// The one valid FelixConfiguration (a singleton): every field at an edge of its range.

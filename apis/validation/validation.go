@@ -182,6 +182,9 @@ func BGPConfiguration(c *v1.BGPConfiguration) field.ErrorList {
 	if c.Spec.ListenPort != nil && (*c.Spec.ListenPort < 1 || *c.Spec.ListenPort > 65535) {
 		errs = append(errs, field.Invalid(spec.Child("listenPort"), *c.Spec.ListenPort, "must be between 1 and 65535"))
 	}
+	if e := MaxPaths(spec.Child("maxPaths"), c.Spec.MaxPaths); e != nil {
+		errs = append(errs, e)
+	}
 	var ka, hold *time.Duration
 	if c.Spec.KeepaliveTime != nil {
 		ka = &c.Spec.KeepaliveTime.Duration
@@ -444,4 +447,12 @@ func RestartingUntil(v string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("not an RFC 3339 time (2026-11-21T10:30:00Z)")
 	}
 	return t, nil
+}
+
+// MaxPaths checks BGPConfiguration maxPaths (nil: the default).
+func MaxPaths(path *field.Path, n *int32) *field.Error {
+	if n != nil && (*n < 1 || *n > v1.MaxMaxPaths) {
+		return field.Invalid(path, *n, fmt.Sprintf("must be between 1 and %d", v1.MaxMaxPaths))
+	}
+	return nil
 }

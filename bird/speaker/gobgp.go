@@ -32,6 +32,7 @@ type GoBGP struct {
 	apiAddr  string
 	srv      *server.BgpServer
 	routerID netip.Addr
+	asn      uint32
 	// address is our BGP address of each family (invalid: none): the source of every session
 	// of that family. With an IPv6 one, IPv4 sessions carry IPv6 unicast too.
 	address ipfamily.Pair[netip.Addr]
@@ -72,7 +73,7 @@ func (g *GoBGP) Start(ctx context.Context, s peers.Speaker) error {
 		g.srv = server.NewBgpServer(opts...)
 		go g.srv.Serve()
 	}
-	g.routerID = s.RouterID
+	g.routerID, g.asn = s.RouterID, s.ASN
 	for _, f := range ipfamily.All {
 		g.address.Set(f, s.Address.Get(f).Addr())
 	}
@@ -374,7 +375,25 @@ func (g *GoBGP) Watch(ctx context.Context, fn func(Event)) error {
 			}
 		},
 	}
-	if err := g.srv.WatchEvent(ctx, cb, server.WatchPeer(), server.WatchBestPath(true)); err != nil {
+	asn := g.asn
+	// Every path each peer contributes, after the import policy: the equal-cost paths beside
+	// the best one. On the same watch as the best paths, so that they come in the order GoBGP
+	// decided them.
+	cb.OnPathUpdate = func(paths []*apiutil.Path, t time.Time) {
+		now := time.Now()
+		for _, p := range paths {
+			e, ok, err := acceptedEvent(p, asn)
+			if err != nil {
+				g.log.Warn("ignoring a path GoBGP reported", "error", err)
+			}
+			if !ok {
+				continue
+			}
+			e.Time = now
+			fn(e)
+		}
+	}
+	if err := g.srv.WatchEvent(ctx, cb, server.WatchPeer(), server.WatchBestPath(true), server.WatchPostUpdate(true, "", "")); err != nil {
 		return fmt.Errorf("watch BGP events: %w", err)
 	}
 	return nil
@@ -428,6 +447,53 @@ func bestEvent(p *apiutil.Path) (Event, error) {
 		}
 	}
 	return e, nil
+}
+
+// acceptedEvent converts a path a peer contributes after the import policy (or its end) into an
+// AcceptedPath event; ok is false for what is none (our own paths, End-of-RIB markers).
+func acceptedEvent(p *apiutil.Path, localAS uint32) (Event, bool, error) {
+	if p == nil || p.Nlri == nil || !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() {
+		return Event{}, false, nil
+	}
+	e, err := bestEvent(p)
+	if err != nil {
+		return Event{}, false, err
+	}
+	e.Type = AcceptedPath
+	e.Attrs = pathAttrs(p, localAS)
+	return e, true, nil
+}
+
+// pathAttrs reads what the BGP decision compares of p, with GoBGP's defaults for what it lacks
+// (LOCAL_PREF 100, MED 0).
+func pathAttrs(p *apiutil.Path, localAS uint32) PathAttrs {
+	a := PathAttrs{LocalPref: 100, IBGP: p.PeerASN == localAS, Stale: p.Stale}
+	for _, attr := range p.Attrs {
+		switch x := attr.(type) {
+		case *bgp.PathAttributeLocalPref:
+			a.LocalPref = x.Value
+		case *bgp.PathAttributeOrigin:
+			a.Origin = x.Value
+		case *bgp.PathAttributeMultiExitDisc:
+			a.MED = x.Value
+		case *bgp.PathAttributeAsPath:
+			for _, seg := range x.Value {
+				switch seg.GetType() {
+				case bgp.BGP_ASPATH_ATTR_TYPE_SEQ:
+					if a.NeighborAS == 0 && len(seg.GetAS()) > 0 {
+						a.NeighborAS = seg.GetAS()[0]
+					}
+					a.ASPathLen += len(seg.GetAS())
+				case bgp.BGP_ASPATH_ATTR_TYPE_SET:
+					a.ASPathLen++
+				}
+			}
+		}
+	}
+	if a.NeighborAS == 0 {
+		a.NeighborAS = localAS
+	}
+	return a
 }
 
 // Peers implements Speaker. The routes sent to a peer come from GoBGP's record of what it

@@ -28,8 +28,9 @@ type Speaker interface {
 	// SetPolicy makes p the import/export filters and re-evaluates the routes already
 	// received that the change can concern.
 	SetPolicy(ctx context.Context, p Policy) error
-	// Watch calls fn for every peer state change, best-path change and notable peer log
-	// record until ctx is done. fn must not block.
+	// Watch calls fn for every peer state change, best-path change, path a peer contributes
+	// after the import policy and notable peer log record until ctx is done. fn must not
+	// block.
 	Watch(ctx context.Context, fn func(Event)) error
 	// Peers lists the sessions with the routes received from and sent to each.
 	Peers(ctx context.Context) ([]PeerState, error)
@@ -116,7 +117,26 @@ const (
 	// PeerLog is a peer-related warning from the speaker (why a session is down) or a
 	// NOTIFICATION received from the peer.
 	PeerLog
+	// AcceptedPath is a peer's path to a prefix as the import policy let it in (Attrs), or its
+	// end (Withdrawn: withdrawn, rejected, or dropped with the session): with the best paths,
+	// what the equal-cost paths (ECMP) are computed from.
+	AcceptedPath
 )
+
+// PathAttrs are what of a path the BGP decision compares before its last tie-breakers (router
+// ID, peer address): paths equal in all of them are of equal cost.
+type PathAttrs struct {
+	LocalPref uint32
+	ASPathLen int // AS_SEQUENCE members, an AS_SET as one, confederation segments not at all
+	Origin    uint8
+	MED       uint32
+	// NeighborAS is the AS the path came from: the first of its AS path, or ours for a path
+	// from our own AS. MEDs compare only between paths from one neighbour AS.
+	NeighborAS uint32
+	IBGP       bool
+	// Stale: kept from a session that ended, for the peer's graceful restart (RFC 4724).
+	Stale bool
+}
 
 // Event is something that happened in the speaker.
 type Event struct {
@@ -131,9 +151,10 @@ type Event struct {
 	// (RFC 8538), which is never a graceful restart: the speaker has dropped its routes.
 	HardReset bool
 
-	Prefix    netip.Prefix // BestPath
-	NextHop   netip.Addr   // BestPath
-	Withdrawn bool         // BestPath: no path is left
+	Prefix    netip.Prefix // BestPath, AcceptedPath
+	NextHop   netip.Addr   // BestPath, AcceptedPath
+	Withdrawn bool         // BestPath: no path is left; AcceptedPath: the peer's path is gone
+	Attrs     PathAttrs    // AcceptedPath
 
 	Message      string // PeerLog
 	Notification *Notification

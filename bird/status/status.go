@@ -73,10 +73,28 @@ type PeersReply struct {
 	Peers            []PeerStatus `json:"peers"`
 	RoutesAdvertised int          `json:"routesAdvertised"` // our own prefixes
 	RoutesLearned    int          `json:"routesLearned"`    // best paths handed to the dataplane
+	// RoutesMultipath counts the learned routes over several equal-cost paths (ECMP).
+	RoutesMultipath int `json:"routesMultipath"`
+	// Learned are the learned routes over several paths and those outside the pools (an
+	// external router's, such as a default route), by prefix, at most MaxLearnedShown.
+	Learned []LearnedRoute `json:"learned,omitempty"`
+	// LearnedMore counts those left out of Learned.
+	LearnedMore int `json:"learnedMore,omitempty"`
 	// Problems are what keeps a configured session from existing (a BGPPeer naming an IPv6
 	// address on a node without IPv6, a duplicate address, a bad selector).
 	Problems []string `json:"problems,omitempty"`
 }
+
+// LearnedRoute is a learned route as the dataplane got it.
+type LearnedRoute struct {
+	Prefix   string   `json:"prefix"`
+	NextHops []string `json:"nextHops"`           // the best path's first
+	External bool     `json:"external,omitempty"` // outside the pools, from an external router
+}
+
+// MaxLearnedShown bounds PeersReply.Learned: a status answers in the same time on a node that
+// routes every block over two ToRs.
+const MaxLearnedShown = 100
 
 // Source produces the reply; bird.Bird implements it.
 type Source interface {

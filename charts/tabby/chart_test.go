@@ -178,8 +178,12 @@ func TestTemplateDefaults(t *testing.T) {
 		t.Errorf("default values render an IPv6 pool")
 	}
 	bgp := decode[v1.BGPConfiguration](t, objs, "BGPConfiguration/default")
-	if *bgp.Spec.ASNumber != 64512 || !*bgp.Spec.NodeToNodeMeshEnabled || *bgp.Spec.ListenPort != 179 {
+	if *bgp.Spec.ASNumber != 64512 || !*bgp.Spec.NodeToNodeMeshEnabled || *bgp.Spec.ListenPort != 179 || bgp.Spec.MaxPaths != nil {
 		t.Errorf("bgp %+v", bgp.Spec)
+	}
+	bgp = decode[v1.BGPConfiguration](t, objects(t, helm(t, "template", "tabby", ".", "--set", "bgp.maxPaths=2")), "BGPConfiguration/default")
+	if bgp.Spec.MaxPaths == nil || *bgp.Spec.MaxPaths != 2 || len(validation.BGPConfiguration(bgp)) > 0 {
+		t.Errorf("bgp.maxPaths=2: %+v", bgp.Spec)
 	}
 	for k := range objs {
 		if strings.HasPrefix(k, "BGPPeer/") || strings.HasPrefix(k, "ServiceMonitor/") {

@@ -1,12 +1,15 @@
 // Package bgproutes is felix's manager of the routes learned from BGP: another node's block (or
-// an address borrowed out of a block) via the next hop the speaker learned, directly on the
-// uplink in this node's subnet, through tunl0 where the pool's ipipMode asks for it, and
-// otherwise resolved through the host's own routes like BIRD's "gateway recursive". A prefix of
-// a VXLAN pool is felix/vxlan's to route, from the datastore: here it gets at most a native
-// route to a next hop in this node's subnet, which the route table uses only while felix/vxlan
-// has none (calc.LearnedRoute), and is never reported unresolved. A learned or
-// withdrawn route costs its own prefix; what every route depends on (the pools, this node's
-// addresses, the host's routes) decides them all again.
+// an address borrowed out of a block) via the next hop the speaker learned, or a multipath route
+// over the next hops of the paths that tie with the best (ECMP), directly on the uplink in this
+// node's subnet, through tunl0 where the pool's ipipMode asks for it, and otherwise resolved
+// through the host's own routes like BIRD's "gateway recursive". A prefix outside every pool
+// (an external router's, such as a ToR's default route) is routed the same way unless the host
+// has its own route to it (calc.ExternalRoute). A prefix of a VXLAN pool is felix/vxlan's to
+// route, from the datastore: here it gets at most a native route to a next hop in this node's
+// subnet, which the route table uses only while felix/vxlan has none (calc.LearnedRoute), and
+// is never reported unresolved. A learned or withdrawn route costs its own prefix; what every
+// route depends on (the pools, this node's addresses, the host's routes) decides them all
+// again.
 package bgproutes
 
 import (
@@ -58,7 +61,9 @@ type Manager struct {
 	sorted   calc.Pools
 	resolver *calc.Resolver
 
-	learned    map[netip.Prefix]netip.Addr
+	// learned are the next hops of each prefix's equal-cost paths, the best path's first.
+	learned    map[netip.Prefix][]netip.Addr
+	external   map[netip.Prefix]bool
 	unresolved map[netip.Prefix]calc.Unresolved
 	dirty      dirtyset.Set[netip.Prefix]
 	// all: something every route depends on changed.
@@ -73,7 +78,7 @@ func New(rt routetable.Writer, o Options) *Manager {
 	return &Manager{
 		rt: rt, opts: o, underlay: calc.Underlay{Uplink: o.Uplink},
 		pools: map[string]model.Pool{}, routing: map[string]poolRouting{}, resolver: calc.NewResolver(nil),
-		learned: map[netip.Prefix]netip.Addr{}, unresolved: map[netip.Prefix]calc.Unresolved{},
+		learned: map[netip.Prefix][]netip.Addr{}, external: map[netip.Prefix]bool{}, unresolved: map[netip.Prefix]calc.Unresolved{},
 	}
 }
 
@@ -82,10 +87,16 @@ func (m *Manager) OnUpdate(msg any) {
 	switch u := msg.(type) {
 	case model.RouteUpdate:
 		p := u.Prefix.Masked()
-		if nh, ok := m.learned[p]; ok && nh == u.NextHop {
+		hops := u.BestFirst()
+		if old, ok := m.learned[p]; ok && slices.Equal(old, hops) && m.external[p] == u.External {
 			return
 		}
-		m.learned[p] = u.NextHop
+		m.learned[p] = hops
+		if u.External {
+			m.external[p] = true
+		} else {
+			delete(m.external, p)
+		}
 		m.dirty.Add(p)
 	case model.RouteRemove:
 		p := u.Prefix.Masked()
@@ -93,6 +104,7 @@ func (m *Manager) OnUpdate(msg any) {
 			return
 		}
 		delete(m.learned, p)
+		delete(m.external, p)
 		m.dirty.Add(p)
 	case model.PoolUpdate:
 		m.setPool(u.Pool.Name, &u.Pool)
@@ -160,13 +172,13 @@ func (m *Manager) CompleteDeferredWork(context.Context, bool) error {
 }
 
 func (m *Manager) decide(p netip.Prefix) {
-	nh, ok := m.learned[p]
+	hops, ok := m.learned[p]
 	if !ok {
 		m.rt.RemoveRoute(routetable.ClassLearned, p)
 		m.report(p, nil)
 		return
 	}
-	l := calc.LearnedRoute(m.underlay, m.sorted, m.resolver, p, nh)
+	l := calc.LearnedPaths(m.underlay, m.sorted, m.resolver, p, hops, m.external[p])
 	if l.OK {
 		m.rt.SetRoute(routetable.ClassLearned, l.Route)
 	} else {

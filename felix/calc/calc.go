@@ -58,6 +58,66 @@ type Route struct {
 	Dev    string
 	Gw     netip.Addr
 	OnLink bool
+	// Multipath, when set, are the next hops of an equal-cost multipath route (two or more,
+	// sorted: see NewMultipath); Dev, Gw and OnLink are then its first.
+	Multipath []NextHop
+}
+
+// NextHop is one path of a multipath route.
+type NextHop struct {
+	Gw     netip.Addr
+	Dev    string
+	OnLink bool
+}
+
+func compareNextHops(a, b NextHop) int {
+	return cmp.Or(a.Gw.Compare(b.Gw), strings.Compare(a.Dev, b.Dev), cmp.Compare(boolInt(a.OnLink), boolInt(b.OnLink)))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// NewMultipath is the route to dst over hops (duplicates dropped, order irrelevant): a plain
+// route over the one next hop left, or a multipath route whose first hop is the lowest.
+func NewMultipath(dst netip.Prefix, kind Kind, hops []NextHop) Route {
+	hs := slices.Clone(hops)
+	slices.SortFunc(hs, compareNextHops)
+	hs = slices.Compact(hs)
+	r := Route{Dst: dst, Kind: kind}
+	if len(hs) == 0 {
+		return r
+	}
+	r.Gw, r.Dev, r.OnLink = hs[0].Gw, hs[0].Dev, hs[0].OnLink
+	if len(hs) > 1 {
+		r.Multipath = hs
+	}
+	return r
+}
+
+// Equal compares two routes, next hops included.
+func (r Route) Equal(o Route) bool {
+	return r.Dst == o.Dst && r.Kind == o.Kind && r.Dev == o.Dev && r.Gw == o.Gw && r.OnLink == o.OnLink && slices.Equal(r.Multipath, o.Multipath)
+}
+
+// Devs are the interfaces the route goes out of.
+func (r Route) Devs() []string {
+	if len(r.Multipath) == 0 {
+		if r.Dev == "" {
+			return nil
+		}
+		return []string{r.Dev}
+	}
+	out := make([]string, 0, len(r.Multipath))
+	for _, h := range r.Multipath {
+		if !slices.Contains(out, h.Dev) {
+			out = append(out, h.Dev)
+		}
+	}
+	return out
 }
 
 // Blackhole tells whether the route is of type blackhole.
@@ -69,6 +129,15 @@ func (r Route) String() string {
 		return "blackhole " + r.Dst.String()
 	case !r.Gw.IsValid():
 		return r.Dst.String() + " dev " + r.Dev + " scope link"
+	case len(r.Multipath) > 0:
+		s := r.Dst.String()
+		for _, h := range r.Multipath {
+			s += " nexthop via " + h.Gw.String() + " dev " + h.Dev
+			if h.OnLink {
+				s += " onlink"
+			}
+		}
+		return s
 	}
 	s := r.Dst.String() + " via " + r.Gw.String() + " dev " + r.Dev
 	if r.OnLink {
@@ -167,6 +236,93 @@ func LearnedRoute(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, n
 		return Learned{}
 	}
 	return Learned{Unresolved: &Unresolved{Prefix: prefix, NextHop: nh, Reason: reason}}
+}
+
+// LearnedPaths decides the route to prefix over the next hops of its equal-cost BGP paths (the
+// best path's first): LearnedRoute's for one, a multipath route over those that resolve for
+// several. An external router's prefix (outside every pool) is ExternalRoute's.
+func LearnedPaths(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, hops []netip.Addr, external bool) Learned {
+	prefix = prefix.Masked()
+	if len(hops) == 0 {
+		return Learned{}
+	}
+	pool, ok := pools.For(prefix)
+	switch {
+	case ok == external:
+		// A pool's prefix when there is none any more, or an external one a pool now holds.
+		return Learned{Ignored: true}
+	case external:
+		return ExternalRoute(u, res, prefix, hops)
+	case pool.VXLAN():
+		return vxlanFallback(u, prefix, hops[0])
+	case len(hops) == 1:
+		return LearnedRoute(u, pools, res, prefix, hops[0])
+	}
+	return multipath(prefix, hops, func(nh netip.Addr) (Route, string) { return remoteRoute(u, pool, prefix, nh, res) })
+}
+
+// multipath is the route over the hops that resolve (one: a plain route), or the best path's
+// reason when none does.
+func multipath(prefix netip.Prefix, hops []netip.Addr, resolve func(netip.Addr) (Route, string)) Learned {
+	var out []NextHop
+	kind := KindRemote
+	var first *Unresolved
+	for _, nh := range hops {
+		r, reason := resolve(nh)
+		switch reason {
+		case "":
+			if len(out) == 0 {
+				kind = r.Kind
+			}
+			out = append(out, NextHop{Gw: r.Gw, Dev: r.Dev, OnLink: r.OnLink})
+		case reasonOwnNextHop:
+		default:
+			if first == nil {
+				first = &Unresolved{Prefix: prefix, NextHop: nh, Reason: reason}
+			}
+		}
+	}
+	if len(out) > 0 {
+		return Learned{Route: NewMultipath(prefix, kind, out), OK: true}
+	}
+	if first != nil {
+		return Learned{Unresolved: first}
+	}
+	return Learned{}
+}
+
+// ExternalRoute decides the route to a prefix outside every pool that an external router
+// announced (a ToR's default route): over each next hop on this node's subnet directly, or
+// through the host's route to it. The host's own route to the same prefix (a default route from
+// DHCP, a static route) is never displaced: the prefix is then reported, not routed. Nor is a
+// route inside this node's own subnet taken from BGP.
+func ExternalRoute(u Underlay, res *Resolver, prefix netip.Prefix, hops []netip.Addr) Learned {
+	prefix = prefix.Masked()
+	fam := ipfamily.OfPrefix(prefix)
+	if own := u.Addr.Get(fam); own.IsValid() && own.Bits() <= prefix.Bits() && own.Masked().Contains(prefix.Addr()) {
+		return Learned{Unresolved: &Unresolved{Prefix: prefix, NextHop: hops[0], Reason: "inside this node's own subnet " + own.Masked().String()}}
+	}
+	if hr, ok := res.Holds(prefix); ok {
+		return Learned{Unresolved: &Unresolved{Prefix: prefix, NextHop: hops[0], Reason: "the host has its own route to this prefix (dev " + hr.Dev + "): not displaced"}}
+	}
+	return multipath(prefix, hops, func(nh netip.Addr) (Route, string) {
+		if !nh.IsValid() || ipfamily.OfAddr(nh) != fam {
+			return Route{}, fmt.Sprintf("next hop %s is not an %s address", nh, fam)
+		}
+		nh = nh.Unmap()
+		own, uplink := u.Addr.Get(fam), u.Uplink.Get(fam)
+		switch {
+		case own.IsValid() && nh == own.Addr():
+			return Route{}, reasonOwnNextHop
+		case own.IsValid() && own.Masked().Contains(nh) && uplink != "":
+			return Route{Dst: prefix, Kind: KindRemote, Dev: uplink, Gw: nh}, ""
+		}
+		gw, dev, ok := res.Resolve(nh)
+		if !ok {
+			return Route{}, fmt.Sprintf("no host route to next hop %s", nh)
+		}
+		return Route{Dst: prefix, Kind: KindRemote, Dev: dev, Gw: gw}, ""
+	})
 }
 
 // vxlanFallback is what BGP's route to prefix, in a VXLAN pool, gives the route table: a VXLAN
@@ -278,6 +434,16 @@ func NewResolver(routes []HostRoute) *Resolver {
 		return cmp.Or(cmp.Compare(b.Dst.Bits(), a.Dst.Bits()), cmp.Compare(a.Priority, b.Priority))
 	})
 	return &Resolver{routes: usable, memo: map[netip.Addr]HostRoute{}}
+}
+
+// Holds returns the host's own route to exactly prefix, if it has one.
+func (r *Resolver) Holds(prefix netip.Prefix) (HostRoute, bool) {
+	for _, hr := range r.routes {
+		if hr.Dst.Masked() == prefix {
+			return hr, true
+		}
+	}
+	return HostRoute{}, false
 }
 
 // Resolve returns the gateway and device the host reaches nh through.

@@ -128,7 +128,7 @@ func (f *Fake) delLinkLocked(name string) bool {
 	delete(f.addrs, name)
 	delete(f.noCsum, name)
 	for k, r := range f.routes {
-		if r.LinkIndex == idx {
+		if routeUsesLink(&r, idx) {
 			delete(f.routes, k)
 		}
 	}
@@ -141,6 +141,20 @@ func (f *Fake) delLinkLocked(name string) bool {
 		f.sendLink(netlink.LinkUpdate{Link: l, Header: unix.NlMsghdr{Type: unix.RTM_DELLINK}})
 	}
 	return true
+}
+
+// routeUsesLink tells whether r goes out of the link: the kernel removes a route with a next hop
+// on a link that is deleted, a multipath route whole.
+func routeUsesLink(r *netlink.Route, idx int) bool {
+	if r.LinkIndex == idx {
+		return true
+	}
+	for _, h := range r.MultiPath {
+		if h != nil && h.LinkIndex == idx {
+			return true
+		}
+	}
+	return false
 }
 
 // Routes returns the table's routes sorted by destination.
@@ -279,7 +293,16 @@ func (f *Fake) replaceLocked(r *netlink.Route) error {
 	if r.Dst == nil {
 		return unix.EINVAL
 	}
-	if _, ok := f.indexes[r.LinkIndex]; !ok && r.Type != unix.RTN_BLACKHOLE {
+	if len(r.MultiPath) > 0 {
+		for _, h := range r.MultiPath {
+			if _, ok := f.indexes[h.LinkIndex]; !ok {
+				return unix.ENODEV
+			}
+			if h.Gw == nil || (h.Gw.To4() == nil) != (r.Dst.IP.To4() == nil) {
+				return unix.EINVAL
+			}
+		}
+	} else if _, ok := f.indexes[r.LinkIndex]; !ok && r.Type != unix.RTN_BLACKHOLE {
 		return unix.ENODEV
 	}
 	c := *r
@@ -470,7 +493,11 @@ var _ Handle = (*Real)(nil)
 func (f *Fake) String() string {
 	s := ""
 	for _, r := range f.Routes() {
-		s += fmt.Sprintf("%s proto %d type %d link %d gw %v\n", r.Dst, r.Protocol, r.Type, r.LinkIndex, r.Gw)
+		s += fmt.Sprintf("%s proto %d type %d link %d gw %v", r.Dst, r.Protocol, r.Type, r.LinkIndex, r.Gw)
+		for _, h := range r.MultiPath {
+			s += fmt.Sprintf(" nexthop link %d gw %v", h.LinkIndex, h.Gw)
+		}
+		s += "\n"
 	}
 	return s
 }

@@ -231,6 +231,13 @@ func appendRouteMsg(b []byte, op RouteOp, seq uint32) ([]byte, error) {
 	if rt.Gw != nil {
 		b = appendAttr(b, unix.RTA_GATEWAY, gw)
 	}
+	if len(rt.MultiPath) > 0 && !op.Del {
+		mp, err := multipathAttr(rt, family == unix.AF_INET)
+		if err != nil {
+			return b[:start], err
+		}
+		b = appendAttr(b, unix.RTA_MULTIPATH, mp)
+	}
 	if rt.LinkIndex > 0 {
 		b = appendAttr(b, unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, uint32(rt.LinkIndex)))
 	}
@@ -238,6 +245,31 @@ func appendRouteMsg(b []byte, op RouteOp, seq uint32) ([]byte, error) {
 		b = appendAttr(b, unix.RTA_PRIORITY, binary.NativeEndian.AppendUint32(nil, uint32(rt.Priority)))
 	}
 	binary.NativeEndian.PutUint32(b[start:], uint32(len(b)-start))
+	return b, nil
+}
+
+// multipathAttr is RTA_MULTIPATH's value: one struct rtnexthop (length, flags, hops, ifindex)
+// per next hop, each followed by its RTA_GATEWAY. An IPv6 route's hops become siblings that the
+// kernel lists as one multipath route again.
+func multipathAttr(rt *netlink.Route, v4 bool) ([]byte, error) {
+	var b []byte
+	for _, h := range rt.MultiPath {
+		gw := h.Gw.To16()
+		if v4 {
+			gw = h.Gw.To4()
+		} else if h.Gw.To4() != nil {
+			gw = nil
+		}
+		if gw == nil {
+			return nil, fmt.Errorf("route %v: next hop %s is not of the destination's family", rt.Dst, h.Gw)
+		}
+		start := len(b)
+		b = binary.NativeEndian.AppendUint16(b, 0) // length, patched below
+		b = append(b, uint8(h.Flags), uint8(h.Hops))
+		b = binary.NativeEndian.AppendUint32(b, uint32(h.LinkIndex))
+		b = appendAttr(b, unix.RTA_GATEWAY, gw)
+		binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
+	}
 	return b, nil
 }
 

@@ -56,7 +56,7 @@ func (t *RouteTable) SetRoute(c Class, r calc.Route) {
 	case !had:
 		t.install(dst, wish{c, r}, nil)
 	case cur.class == c:
-		if cur.route != r {
+		if !cur.route.Equal(r) {
 			t.install(dst, wish{c, r}, &cur)
 		}
 	case c < cur.class:
@@ -85,7 +85,9 @@ func (t *RouteTable) RemoveRoute(c Class, dst netip.Prefix) {
 		return
 	}
 	t.kinds[cur.route.Kind]--
-	t.unindexDev(dst, cur.route.Dev)
+	for _, dev := range cur.route.Devs() {
+		t.unindexDev(dst, dev)
+	}
 	delete(t.desired, dst)
 	t.dirty.Add(dst)
 	t.released[dst] = struct{}{}
@@ -95,12 +97,16 @@ func (t *RouteTable) RemoveRoute(c Class, dst netip.Prefix) {
 func (t *RouteTable) install(dst netip.Prefix, w wish, old *wish) {
 	if old != nil {
 		t.kinds[old.route.Kind]--
-		t.unindexDev(dst, old.route.Dev)
+		for _, dev := range old.route.Devs() {
+			t.unindexDev(dst, dev)
+		}
 	}
 	t.kinds[w.route.Kind]++
-	t.indexDev(dst, w.route.Dev)
+	for _, dev := range w.route.Devs() {
+		t.indexDev(dst, dev)
+	}
 	t.desired[dst] = w
-	if old == nil || old.route != w.route {
+	if old == nil || !old.route.Equal(w.route) {
 		t.dirty.Add(dst)
 	}
 	delete(t.released, dst)

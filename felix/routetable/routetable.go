@@ -5,11 +5,15 @@
 package routetable
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -49,6 +53,69 @@ type kroute struct {
 	linkIndex int
 	gw        netip.Addr
 	onlink    bool
+	// multi is a multipath route's next hops in one comparable form (multipathKey), so that
+	// two multipath routes compare equal whatever order the kernel lists their hops in;
+	// linkIndex, gw and onlink are then the first hop's.
+	multi string
+}
+
+// multipathKey is hops in one canonical form: sorted, with only the flag tabby sets (onlink),
+// since the kernel adds its own (linkdown, dead) to a hop whose link is down.
+func multipathKey(hops []*netlink.NexthopInfo) (string, *netlink.NexthopInfo) {
+	type hop struct {
+		gw     netip.Addr
+		link   int
+		onlink bool
+	}
+	hs := make([]hop, 0, len(hops))
+	var first *netlink.NexthopInfo
+	for _, h := range hops {
+		if h == nil {
+			continue
+		}
+		x := hop{link: h.LinkIndex, onlink: h.Flags&unix.RTNH_F_ONLINK != 0}
+		if gw, ok := netip.AddrFromSlice(h.Gw); ok {
+			x.gw = gw.Unmap()
+		}
+		hs = append(hs, x)
+	}
+	slices.SortFunc(hs, func(a, b hop) int {
+		return cmp.Or(a.gw.Compare(b.gw), cmp.Compare(a.link, b.link), cmp.Compare(boolInt(a.onlink), boolInt(b.onlink)))
+	})
+	var sb strings.Builder
+	for i, h := range hs {
+		fmt.Fprintf(&sb, "%s@%d/%t;", h.gw, h.link, h.onlink)
+		if i == 0 {
+			first = &netlink.NexthopInfo{LinkIndex: h.link, Gw: net.IP(h.gw.AsSlice())}
+			if h.onlink {
+				first.Flags = unix.RTNH_F_ONLINK
+			}
+		}
+	}
+	return sb.String(), first
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// usesLink tells whether the route goes out of the interface.
+func (r kroute) usesLink(index int) bool {
+	return r.linkIndex == index || r.multi != "" && strings.Contains(r.multi, "@"+strconv.Itoa(index)+"/")
+}
+
+// setMultipath fills kr from a multipath route's hops.
+func (kr *kroute) setMultipath(hops []*netlink.NexthopInfo) {
+	key, first := multipathKey(hops)
+	if first == nil {
+		return
+	}
+	kr.multi, kr.linkIndex, kr.onlink = key, first.LinkIndex, first.Flags&unix.RTNH_F_ONLINK != 0
+	kr.gw, _ = netip.AddrFromSlice(first.Gw)
+	kr.gw = kr.gw.Unmap()
 }
 
 // RouteError is a route that could not be programmed.
@@ -311,6 +378,9 @@ func fromNetlink(r *netlink.Route) (kkey, kroute, bool) {
 	if r.Type == 0 {
 		kr.typ = unix.RTN_UNICAST
 	}
+	if len(r.MultiPath) > 0 {
+		kr.setMultipath(r.MultiPath)
+	}
 	return kkey{dst: dst, priority: prio}, kr, true
 }
 
@@ -394,7 +464,7 @@ func (t *RouteTable) OnLinkUpdate(u netlink.LinkUpdate) {
 
 func (t *RouteTable) dropLinkRoutes(index int) {
 	for k, r := range t.kernel {
-		if r.linkIndex == index {
+		if r.usesLink(index) {
 			t.forget(k)
 			t.dirty.Add(k.dst)
 		}
@@ -607,6 +677,9 @@ func describe(r *netlink.Route) string {
 	if r.Gw != nil {
 		s += " via " + r.Gw.String()
 	}
+	for _, h := range r.MultiPath {
+		s += fmt.Sprintf(" nexthop via %s oif %d", h.Gw, h.LinkIndex)
+	}
 	return fmt.Sprintf("%s oif %d proto %d", s, r.LinkIndex, r.Protocol)
 }
 
@@ -626,6 +699,20 @@ func (t *RouteTable) toNetlink(r calc.Route) (*netlink.Route, error) {
 	}
 	if r.Blackhole() {
 		nr.Type = unix.RTN_BLACKHOLE
+		return nr, nil
+	}
+	if len(r.Multipath) > 0 {
+		for _, h := range r.Multipath {
+			idx, ok := t.linkIdx[h.Dev]
+			if !ok {
+				return nil, fmt.Errorf("%s: %w", h.Dev, errNoLink)
+			}
+			nh := &netlink.NexthopInfo{LinkIndex: idx, Gw: net.IP(h.Gw.AsSlice())}
+			if h.OnLink {
+				nh.Flags = int(netlink.FLAG_ONLINK)
+			}
+			nr.MultiPath = append(nr.MultiPath, nh)
+		}
 		return nr, nil
 	}
 	idx, ok := t.linkIdx[r.Dev]
@@ -653,6 +740,9 @@ func (t *RouteTable) toKroute(r *netlink.Route) kroute {
 			gw = gw.Unmap()
 		}
 		kr.gw = gw
+	}
+	if len(r.MultiPath) > 0 {
+		kr.setMultipath(r.MultiPath)
 	}
 	return kr
 }

@@ -524,7 +524,7 @@ func (m *Manager) decide(p netip.Prefix, changed []calc.NoRoute) []calc.NoRoute 
 	}
 	cur, had := m.routes[p]
 	switch {
-	case r.Dst.IsValid() && (!had || cur != r):
+	case r.Dst.IsValid() && (!had || !cur.Equal(r)):
 		m.rt.SetRoute(routetable.ClassVXLAN, r)
 		m.routes[p] = r
 	case !r.Dst.IsValid() && had:

@@ -16,7 +16,8 @@ func (b birdSource) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	out := Status{Peers: make([]Peer, len(reply.Peers)), Problems: reply.Problems}
+	out := Status{Peers: make([]Peer, len(reply.Peers)), Problems: reply.Problems,
+		Multipath: reply.RoutesMultipath, Learned: reply.Learned, LearnedMore: reply.LearnedMore}
 	for i, p := range reply.Peers {
 		out.Peers[i] = FromStatus(p)
 	}

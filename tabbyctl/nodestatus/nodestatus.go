@@ -36,10 +36,15 @@ type Peer struct {
 	Filters []string `json:"filters,omitempty"`
 }
 
-// Status is a node's BGP sessions and what keeps configured ones from existing.
+// Status is a node's BGP sessions and what keeps configured ones from existing, and the learned
+// routes over several paths (ECMP) or from outside the pools.
 type Status struct {
-	Peers    []Peer
-	Problems []string
+	Peers     []Peer
+	Problems  []string
+	Multipath int // learned routes over several paths
+	Learned   []status.LearnedRoute
+	// LearnedMore counts the routes left out of Learned.
+	LearnedMore int
 }
 
 // Source reads a node's BGP status. bird/status's client satisfies it through an adapter.
@@ -120,6 +125,21 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 			continue
 		}
 		boxTable(w, header, rows)
+	}
+	if len(st.Learned) > 0 {
+		fmt.Fprintf(w, "\nLearned routes over several paths (ECMP: %d) or from outside the pools\n", st.Multipath)
+		var rows [][]string
+		for _, r := range st.Learned {
+			from := "pool"
+			if r.External {
+				from = "external"
+			}
+			rows = append(rows, []string{r.Prefix, strings.Join(r.NextHops, " "), from})
+		}
+		boxTable(w, []string{"PREFIX", "NEXT HOPS (BEST FIRST)", "FROM"}, rows)
+		if st.LearnedMore > 0 {
+			fmt.Fprintf(w, "and %d more\n", st.LearnedMore)
+		}
 	}
 	if len(st.Problems) > 0 {
 		fmt.Fprintln(w, "\nConfiguration problems (no session for these):")

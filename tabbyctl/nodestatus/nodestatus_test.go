@@ -41,7 +41,10 @@ func TestReportPerFamily(t *testing.T) {
 		{Address: "[2001:db8:100::1]:1179", Type: "global", State: "established", Since: now.Add(-time.Minute), Families: []status.FamilyRoutes{
 			{Family: "ipv6", Received: 3, Sent: 1}}}, // from a tabby-node without the family state
 	}
-	var st Status
+	st := Status{Multipath: 1, LearnedMore: 3, Learned: []status.LearnedRoute{
+		{Prefix: "0.0.0.0/0", NextHops: []string{"198.51.100.1"}, External: true},
+		{Prefix: "10.244.7.0/26", NextHops: []string{"198.51.100.2", "198.51.100.1"}},
+	}}
 	for _, p := range peers {
 		st.Peers = append(st.Peers, FromStatus(p))
 	}
@@ -56,6 +59,10 @@ func TestReportPerFamily(t *testing.T) {
 		"| Established | ipv4 3/2/2 ipv6 not negotiated |",
 		"| Active      | ipv4 - ipv6 -",
 		"| Established | ipv6 3/?/1",
+		"Learned routes over several paths (ECMP: 1) or from outside the pools",
+		"| 0.0.0.0/0     | 198.51.100.1              | external |",
+		"| 10.244.7.0/26 | 198.51.100.2 198.51.100.1 | pool     |",
+		"and 3 more",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("node status lacks %q:\n%s", want, out.String())
