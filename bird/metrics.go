@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tabbynet/tabby/bird/speaker"
 )
 
 // metrics reads the agent's state at scrape time: no counters to keep in step.
@@ -18,6 +20,8 @@ type metrics struct {
 	learned    *prometheus.Desc
 	sinceLast  *prometheus.Desc
 	reconciles *prometheus.Desc
+	bfdUp      *prometheus.Desc
+	bfdDowns   *prometheus.Desc
 }
 
 func newMetrics(b *Bird) *metrics {
@@ -30,6 +34,8 @@ func newMetrics(b *Bird) *metrics {
 		sent:       prometheus.NewDesc("tabby_bgp_routes_sent", "Prefixes sent to each peer and not withdrawn since.", []string{"peer"}, nil),
 		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
+		bfdUp:      prometheus.NewDesc("tabby_bgp_bfd_up", "1 when the BFD session with the peer is up, 0 otherwise; only sessions with BFD.", []string{"peer"}, nil),
+		bfdDowns:   prometheus.NewDesc("tabby_bgp_bfd_down_total", "Times BFD declared the peer down (its session and routes went with it).", []string{"peer"}, nil),
 		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each runs only the reconcilers of what changed).", nil, nil),
 	}
 }
@@ -43,6 +49,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.learned
 	ch <- m.sinceLast
 	ch <- m.reconciles
+	ch <- m.bfdUp
+	ch <- m.bfdDowns
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -61,6 +69,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.received, prometheus.GaugeValue, float64(p.RoutesReceived), p.Address)
 		ch <- prometheus.MustNewConstMetric(m.accepted, prometheus.GaugeValue, float64(p.RoutesAccepted), p.Address)
 		ch <- prometheus.MustNewConstMetric(m.sent, prometheus.GaugeValue, float64(p.RoutesSent), p.Address)
+		if p.BFD != "" {
+			up := 0.0
+			if p.BFD == speaker.BFDUp {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.bfdUp, prometheus.GaugeValue, up, p.Address)
+			ch <- prometheus.MustNewConstMetric(m.bfdDowns, prometheus.CounterValue, float64(p.BFDDowns), p.Address)
+		}
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(m.sessions, prometheus.GaugeValue, float64(n), k.state, k.typ)

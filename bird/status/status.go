@@ -40,6 +40,10 @@ type PeerStatus struct {
 	RoutesSent     uint64    `json:"routesSent"`
 	// Families are the address families the session carries, each with its routes.
 	Families []FamilyRoutes `json:"families,omitempty"`
+	// BFD is the session's BFD state (up, init, down, admin down), empty without BFD;
+	// BFDDowns counts the times BFD declared the peer down.
+	BFD      string `json:"bfd,omitempty"`
+	BFDDowns uint64 `json:"bfdDowns,omitempty"`
 }
 
 // FamilyRoutes is one address family of a session.

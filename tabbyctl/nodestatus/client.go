@@ -57,7 +57,7 @@ func FromStatus(p status.PeerStatus) Peer {
 	if len(routes) == 0 {
 		routes = []string{"-"}
 	}
-	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " ")}
+	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " "), BFD: p.BFD}
 }
 
 // familyRoutes is one family of a session as the ROUTES column shows it, like the "Routes:"

@@ -32,6 +32,8 @@ type Peer struct {
 	// ipv6 3/2/1"; "ipv6 not negotiated" when the peer did not offer the family, "ipv4 -"
 	// while the session is not established.
 	Routes string `json:"routes"`
+	// BFD is the session's BFD state (up, init, down, admin down), empty without BFD.
+	BFD string `json:"bfd,omitempty"`
 }
 
 // Status is a node's BGP sessions and what keeps configured ones from existing.
@@ -95,11 +97,24 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 	fmt.Fprintln(w, "tabby-node is running.")
 	// One table per session address family, as calicoctl prints them; an IPv4 session of a
 	// dual-stack node carries IPv6 too, which its ROUTES column shows.
+	// A BFD column only where some session runs BFD: calicoctl's table otherwise.
+	withBFD := false
+	for _, p := range st.Peers {
+		withBFD = withBFD || p.BFD != ""
+	}
 	for _, fam := range []string{"IPv4", "IPv6"} {
 		var rows [][]string
 		for _, p := range st.Peers {
 			if isIPv6(p.Address) == (fam == "IPv6") {
-				rows = append(rows, []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes})
+				row := []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes}
+				if withBFD {
+					bfd := p.BFD
+					if bfd == "" {
+						bfd = "-"
+					}
+					row = append(row, bfd)
+				}
+				rows = append(rows, row)
 			}
 		}
 		fmt.Fprintf(w, "\n%s BGP status\n", fam)
@@ -107,7 +122,11 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 			fmt.Fprintf(w, "No %s peers found.\n", fam)
 			continue
 		}
-		boxTable(w, []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/ACC/SENT"}, rows)
+		header := []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/ACC/SENT"}
+		if withBFD {
+			header = append(header, "BFD")
+		}
+		boxTable(w, header, rows)
 	}
 	if len(st.Problems) > 0 {
 		fmt.Fprintln(w, "\nConfiguration problems (no session for these):")
