@@ -54,7 +54,7 @@ func (r *neighborReconciler) reconcile(ctx context.Context, spk speaker.Speaker,
 				continue
 			}
 			r.configured[addr] = w
-			r.log.Info("BGP peer's BFD changed: BGP session kept", "peer", addr, "source", w.Source, "bfd", w.BFD.Enabled)
+			r.log.Info(bfdChangedMsg, "peer", addr, "source", w.Source, "bfd", w.BFD.Enabled)
 			continue
 		}
 		if err := spk.DeletePeer(ctx, addr); err != nil {
@@ -115,6 +115,9 @@ func (r *neighborReconciler) reconcile(ctx context.Context, spk speaker.Speaker,
 	}
 	return errors.Join(errs...)
 }
+
+// bfdChangedMsg is logged when a session's BFD changed in place.
+const bfdChangedMsg = "BGP peer's BFD changed: BGP session kept"
 
 // onlyBFDDiffers tells two configurations of one session apart by their BFD alone, which
 // the speaker changes without a reset.
