@@ -345,8 +345,14 @@ func (p *bfdPeer) rxPacket(h *bfd.BFDHeader) {
 
 	switch h.State {
 	case bfd.StateAdminDown:
+		// tabby's change (TABBY.md): a peer that takes its BFD session down administratively
+		// says nothing about the path; the BGP session stays (RFC 5882 section 3.2).
 		if p.sessionState() != api.BfdSessionState_BFD_SESSION_STATE_DOWN {
-			p.remoteDown()
+			p.logger.Info("Remote peer set BFD AdminDown: BGP session kept",
+				slog.String("Topic", "bfd"),
+				slog.String("Peer", p.peerAddress.String()),
+			)
+			p.setStateDown()
 		}
 	case bfd.StateDown:
 		switch p.sessionState() {

@@ -14,6 +14,7 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/config/oc"
+	"github.com/osrg/gobgp/v4/pkg/packet/bfd"
 )
 
 // resetRecorder is the BGP server as BFD sees it: it records the sessions BFD resets.
@@ -83,4 +84,55 @@ func TestBFDFromAndToTheSessionAddress(t *testing.T) {
 	}
 	waitBFDState(t, servers[0], b, api.BfdSessionState_BFD_SESSION_STATE_UP)
 	waitBFDState(t, servers[1], a, api.BfdSessionState_BFD_SESSION_STATE_UP)
+}
+
+// A peer's AdminDown takes the BFD session down and leaves the BGP session alone (RFC 5882
+// section 3.2: the peer shut BFD off, the path is fine); its Down after Up resets it. Upstream
+// reset the BGP session on AdminDown too, so an operator who shut BFD off on the ToR (FRR's
+// `shutdown` in a bfd peer) dropped the session and every route on it.
+func TestBFDAdminDownKeepsTheSession(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rec := &resetRecorder{}
+	cfg := oc.BfdConfig{Enabled: true, Port: freeUDPPort(t)}
+	p := NewBfdPeer(rec, logger, netip.MustParseAddr("127.0.0.1"), netip.Addr{}, cfg, "")
+	t.Cleanup(p.Stop)
+	rx := func(state bfd.StateType, yours uint32) {
+		t.Helper()
+		h := &bfd.BFDHeader{Version: 1, State: state, DetectTimeMultiplier: 3, MyDiscriminator: 7, YourDiscriminator: yours,
+			DesiredMinTxInterval: 1000000, RequiredMinRxInterval: 1000000}
+		for end := time.Now().Add(5 * time.Second); !p.Rx(h); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the BFD peer takes no packet")
+			}
+		}
+	}
+	wait := func(want api.BfdSessionState) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); p.sessionState() != want; time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("state %v, want %v", p.sessionState(), want)
+			}
+		}
+	}
+	up := func() {
+		t.Helper()
+		rx(bfd.StateDown, 0)
+		wait(api.BfdSessionState_BFD_SESSION_STATE_INIT)
+		rx(bfd.StateUp, p.myDiscriminator)
+		wait(api.BfdSessionState_BFD_SESSION_STATE_UP)
+	}
+	up()
+	rx(bfd.StateAdminDown, p.myDiscriminator)
+	wait(api.BfdSessionState_BFD_SESSION_STATE_DOWN)
+	if n := rec.count(); n != 0 {
+		t.Fatalf("AdminDown reset the BGP session (%d resets)", n)
+	}
+	up()
+	rx(bfd.StateDown, p.myDiscriminator)
+	wait(api.BfdSessionState_BFD_SESSION_STATE_DOWN)
+	for end := time.Now().Add(5 * time.Second); rec.count() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("Down after Up: %d resets, want 1", rec.count())
+		}
+	}
 }
