@@ -138,17 +138,19 @@ func waitFor(t testing.TB, what string, start time.Time, timeout time.Duration, 
 	}
 }
 
-// bfdToR is a tabby node peering with an FRR ToR that runs BFD (300 ms x 3, hold 30 s) over
-// IPv4 or IPv6; the ToR announces a block of another rack.
+// bfdToR is a tabby node peering with an FRR ToR that runs BFD (300 ms x 3, hold 30 s), or
+// not (FRR's datacenter timers, hold 9 s), over IPv4 or IPv6; the ToR announces a block of
+// another rack.
 type bfdToR struct {
 	tn        *testNode
 	frr       frrRouter
 	tor, node netip.Addr
 	torBlock  netip.Prefix // announced by the ToR
 	nodeBlock netip.Prefix // announced by the node
+	withBFD   bool         // false: the same ToR without BFD (datacenter timers, 9 s hold)
 }
 
-func startBFDToR(t *testing.T, v6 bool) bfdToR {
+func startBFDToR(t testing.TB, v6, withBFD bool) bfdToR {
 	t.Helper()
 	netnstest.Require(t)
 	if _, err := os.Stat("/usr/lib/frr/bfdd"); err != nil {
@@ -156,7 +158,7 @@ func startBFDToR(t *testing.T, v6 bool) bfdToR {
 	}
 	n := mkNode(93, nil, "")
 	tor4 := netip.MustParseAddr("198.51.100.243")
-	r := bfdToR{tor: tor4, node: addr4(n), torBlock: otherRack, nodeBlock: blockOf(93)}
+	r := bfdToR{tor: tor4, node: addr4(n), torBlock: otherRack, nodeBlock: blockOf(93), withBFD: withBFD}
 	var ns string
 	if v6 {
 		n.BGPAddress.Set(ipfamily.IPv6, netip.MustParsePrefix("2001:db8:100::93/64"))
@@ -165,8 +167,11 @@ func startBFDToR(t *testing.T, v6 bool) bfdToR {
 	} else {
 		ns = torNamespace(t, addr4(n), tor4)
 	}
-	r.frr = frrOptions{bfd: true, announce: []netip.Prefix{r.torBlock}}.start(t, ns, tor4, 65000, v1.DefaultASNumber, []netip.Addr{r.node})
-	bgpPeers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: r.tor.String(), ASNumber: 65000, BFD: bfd300x3()}}}
+	r.frr = frrOptions{bfd: withBFD, announce: []netip.Prefix{r.torBlock}}.start(t, ns, tor4, 65000, v1.DefaultASNumber, []netip.Addr{r.node})
+	bgpPeers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: r.tor.String(), ASNumber: 65000}}}
+	if withBFD {
+		bgpPeers[0].Spec.BFD = bfd300x3()
+	}
 	r.tn = startNode(t, n, []model.Node{n}, func(b *Bird) {
 		send(b, peerUpdates(bgpPeers...)...)
 		if v6 {
@@ -179,23 +184,25 @@ func startBFDToR(t *testing.T, v6 bool) bfdToR {
 }
 
 // waitUp waits for the session, both BFD sessions and the routes both ways.
-func (r bfdToR) waitUp(t *testing.T) {
+func (r bfdToR) waitUp(t testing.TB) {
 	t.Helper()
 	start := time.Now()
 	r.tn.waitPeer(t, r.tor, "established", 90*time.Second)
-	r.tn.waitBFD(t, r.tor, "up", 30*time.Second)
-	waitFor(t, "FRR's BFD session up", time.Now(), 30*time.Second, func() bool {
-		st, _ := frrBFDPeer(r.frr.vtysh, r.node)
-		return st == "up"
-	}, func() string { return r.frr.vtysh("show bfd peers") })
+	if r.withBFD {
+		r.tn.waitBFD(t, r.tor, "up", 30*time.Second)
+		waitFor(t, "FRR's BFD session up", time.Now(), 30*time.Second, func() bool {
+			st, _ := frrBFDPeer(r.frr.vtysh, r.node)
+			return st == "up"
+		}, func() string { return r.frr.vtysh("show bfd peers") })
+	}
 	waitFor(t, "FRR learns the node's block", time.Now(), 30*time.Second, func() bool { return frrHas(r.frr.vtysh, r.nodeBlock) },
 		func() string { return r.frr.vtysh("show bgp summary") })
 	r.tn.routes.waitRoute(t, r.torBlock, r.tor, 30*time.Second)
-	t.Logf("up again after %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("up after %v", time.Since(start).Round(time.Millisecond))
 }
 
 // signalFRR sends sig to every daemon of the ToR.
-func (r bfdToR) signalFRR(t *testing.T, sig syscall.Signal) {
+func (r bfdToR) signalFRR(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	for name, p := range r.frr.procs {
 		// ip netns exec runs the daemon in its own process; the daemon daemonises not (-d unset).
@@ -210,11 +217,12 @@ func (r bfdToR) signalFRR(t *testing.T, sig syscall.Signal) {
 //     BFD's time, not the hold timer's; the session and BFD come back when the cut ends;
 //   - a ToR frozen (SIGSTOP) loses its routes at the node in BFD's time;
 //   - BFD lost while BGP's TCP flows takes the session down on both sides; it comes back,
-//     without a loop of flaps, and BFD comes back up once its packets flow again.
+//     without a loop of flaps, and BFD comes back up once its packets flow again;
+//   - a ToR killed (SIGKILL) loses its routes at the node in BFD's time or sooner.
 func TestBFDWithFRR(t *testing.T) {
 	for _, fam := range []string{"IPv4", "IPv6"} {
 		t.Run(fam, func(t *testing.T) {
-			r := startBFDToR(t, fam == "IPv6")
+			r := startBFDToR(t, fam == "IPv6", true)
 			explain := func() string {
 				return fmt.Sprintf("%+v\n%s\n%s", r.tn.bird.Peers(), r.frr.vtysh("show bfd peers"), r.frr.vtysh("show bgp summary"))
 			}
@@ -260,6 +268,12 @@ func TestBFDWithFRR(t *testing.T) {
 			}
 			restore()
 			r.waitUp(t)
+
+			// The ToR killed (SIGKILL): its TCP ends at once, its BFD falls silent.
+			start = time.Now()
+			r.signalFRR(t, syscall.SIGKILL)
+			killed := waitFor(t, "the node drops the killed ToR's block", start, bfdBound, func() bool { _, ok := r.tn.routes.get(r.torBlock); return !ok }, func() string { return fmt.Sprintf("%+v", r.tn.bird.Peers()) })
+			t.Logf("%s ToR killed: its route gone at the node after %v", fam, killed.Round(time.Millisecond))
 		})
 	}
 }

@@ -55,7 +55,7 @@ type frrRouter struct {
 	procs map[string]*os.Process
 }
 
-func (o frrOptions) start(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uint32, neighbors []netip.Addr) frrRouter {
+func (o frrOptions) start(t testing.TB, netns string, routerID netip.Addr, as, nodeAS uint32, neighbors []netip.Addr) frrRouter {
 	t.Helper()
 	u, err := user.Lookup("frr")
 	if err != nil {
@@ -154,7 +154,7 @@ func (o frrOptions) start(t *testing.T, netns string, routerID netip.Addr, as, n
 }
 
 // waitFile waits for a daemon's socket to appear.
-func waitFile(t *testing.T, p string) {
+func waitFile(t testing.TB, p string) {
 	t.Helper()
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(p); err == nil {
