@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -359,6 +360,11 @@ func TestBFDMesh(t *testing.T) {
 		t.Fatalf("changing bfd reset the session: before %+v, after %+v", before, after)
 	}
 
+	peerLabel := ",peer=" + addr4(b.Node).String()
+	if m := gather(t, a); m["tabby_bgp_bfd_up"+peerLabel] != 1 || m["tabby_bgp_bfd_down_total"+peerLabel] != 0 {
+		t.Errorf("metrics with BFD up: %v", m)
+	}
+
 	start := time.Now()
 	cutFrom(t, addr4(b.Node))
 	gone := waitFor(t, "a drops b's block", start, bfdBound, func() bool { _, ok := a.routes.get(b.block); return !ok },
@@ -367,6 +373,33 @@ func TestBFDMesh(t *testing.T) {
 	if p := a.waitBFD(t, addr4(b.Node), "down", bfdBound); p.BFDDowns == 0 {
 		t.Errorf("BFD downs not counted: %+v", p)
 	}
+	if m := gather(t, a); m["tabby_bgp_bfd_up"+peerLabel] != 0 || m["tabby_bgp_bfd_down_total"+peerLabel] < 1 {
+		t.Errorf("metrics after the cut: %v", m)
+	}
+}
+
+// gather is the node's metrics: name,label=value... → value.
+func gather(t *testing.T, tn *testNode) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	for _, col := range tn.bird.Collectors() {
+		reg.MustRegister(col)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return got
 }
 
 // msgLog is a slog.Handler that keeps the messages at info and above, for a test that waits
