@@ -112,18 +112,34 @@ func frrBFDPeer(vtysh func(string) string, peer netip.Addr) (status string, down
 	return status, downs
 }
 
-// frrHas tells whether FRR's table has prefix from a peer.
+// frrHas tells whether FRR's table has prefix, stale or not.
 func frrHas(vtysh func(string) string, prefix netip.Prefix) bool {
+	has, _ := frrRoute(vtysh, prefix)
+	return has
+}
+
+// frrRoute tells whether FRR's table has prefix and whether every path to it is stale (kept by
+// FRR as a graceful-restart helper after the session ended).
+func frrRoute(vtysh func(string) string, prefix netip.Prefix) (has, stale bool) {
 	fam := "ipv4"
 	if prefix.Addr().Is6() {
 		fam = "ipv6"
 	}
 	var table struct {
-		Routes map[string]json.RawMessage `json:"routes"`
+		Routes map[string][]struct {
+			Stale bool `json:"stale"`
+		} `json:"routes"`
 	}
 	_ = json.Unmarshal([]byte(vtysh("show bgp "+fam+" unicast json")), &table)
-	_, ok := table.Routes[prefix.String()]
-	return ok
+	paths, ok := table.Routes[prefix.String()]
+	if !ok || len(paths) == 0 {
+		return false, false
+	}
+	stale = true
+	for _, p := range paths {
+		stale = stale && p.Stale
+	}
+	return true, stale
 }
 
 // waitFor polls cond until it holds and returns how long that took from start.
@@ -196,7 +212,10 @@ func (r bfdToR) waitUp(t testing.TB) {
 			return st == "up"
 		}, func() string { return r.frr.vtysh("show bfd peers") })
 	}
-	waitFor(t, "FRR learns the node's block", time.Now(), 30*time.Second, func() bool { return frrHas(r.frr.vtysh, r.nodeBlock) },
+	waitFor(t, "FRR learns the node's block", time.Now(), 60*time.Second, func() bool {
+		has, stale := frrRoute(r.frr.vtysh, r.nodeBlock)
+		return has && !stale
+	},
 		func() string { return r.frr.vtysh("show bgp summary") })
 	r.tn.routes.waitRoute(t, r.torBlock, r.tor, 30*time.Second)
 	t.Logf("up after %v", time.Since(start).Round(time.Millisecond))
