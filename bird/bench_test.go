@@ -21,6 +21,7 @@ func (benchSpeaker) Start(context.Context, peers.Speaker) error                 
 func (benchSpeaker) Stop(context.Context, bool) error                           { return nil }
 func (benchSpeaker) AddPeer(context.Context, peers.Peer) error                  { return nil }
 func (benchSpeaker) DeletePeer(context.Context, netip.Addr) error               { return nil }
+func (benchSpeaker) UpdateBFD(context.Context, peers.Peer) error                { return nil }
 func (benchSpeaker) AddPath(context.Context, netip.Prefix, netip.Addr) error    { return nil }
 func (benchSpeaker) DeletePath(context.Context, netip.Prefix, netip.Addr) error { return nil }
 func (benchSpeaker) SetPolicy(context.Context, speaker.Policy) error            { return nil }

@@ -119,6 +119,10 @@ type session struct {
 	upSinceAdded bool
 	redial       bool // a tabby node refused our first connection: re-add the peer (see onState)
 	redials      int  // re-adds since the session was last established
+	// bfdDown: BFD declared the peer down while the session was up; the session's end that
+	// follows drops the peer's routes at once, a router's included (docs/architecture.md, "BFD").
+	bfdDown  bool
+	bfdDowns uint64 // times BFD declared the peer down, for the metrics
 }
 
 // New returns a Bird; Run starts it.

@@ -24,7 +24,7 @@ func startBIRD2(t *testing.T, netns string, tor, node netip.Addr, torAS, nodeAS 
 
 // torNamespace makes a named network namespace for the ToR, joined to the test namespace by a
 // veth pair: node gets the test end, tor the other, both /24. Removed at cleanup.
-func torNamespace(t *testing.T, node, tor netip.Addr) string {
+func torNamespace(t testing.TB, node, tor netip.Addr) string {
 	t.Helper()
 	name := fmt.Sprintf("tabby-test-tor-%d", os.Getpid())
 	veth := fmt.Sprintf("tor%d", os.Getpid()%100000)

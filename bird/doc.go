@@ -21,8 +21,8 @@
 //   - neighbors.go: the peers, deleting and re-adding only a session whose configuration
 //     changed, or whose peer was lost without a restart notice.
 //
-// GoBGP's events (events.go: best paths, session states, the log's NOTIFICATIONs) keep the
-// sessions' state, which decides restart versus death.
+// GoBGP's events (events.go: best paths, session states, the log's NOTIFICATIONs and BFD
+// downs) keep the sessions' state, which decides restart versus death.
 //
 // Beside it: bird/peers (the speaker's identity and the desired sessions: mesh, route
 // reflectors, BGPPeers; a pure computation), bird/speaker (the narrow Speaker interface and its
@@ -31,6 +31,6 @@
 //
 // The design (the order of a start, route policy and its hijack protections, route filters and
 // communities, service advertisement, IPv6, route reflectors and their siblings, GoBGP at
-// scale, restart versus death, passwords and malformed input) is in docs/architecture.md, "bird:
-// BGP"; figures in docs/benchmarks.md.
+// scale, restart versus death, BFD, passwords and malformed input) is in docs/architecture.md,
+// "bird: BGP"; figures in docs/benchmarks.md.
 package bird

@@ -25,7 +25,7 @@ func block6Of(i int) netip.Prefix {
 
 // torNamespace6 is torNamespace with an IPv6 subnet on the same link: tor6/64 on the ToR's end
 // and node6 on the node's. BIRD resolves a direct eBGP peer's next hop on a shared network.
-func torNamespace6(t *testing.T, node, tor netip.Addr, node6 netip.Prefix, tor6 netip.Addr) string {
+func torNamespace6(t testing.TB, node, tor netip.Addr, node6 netip.Prefix, tor6 netip.Addr) string {
 	t.Helper()
 	ns := torNamespace(t, node, tor)
 	for _, c := range [][]string{

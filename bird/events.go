@@ -60,7 +60,7 @@ func (b *Bird) onState(e speaker.Event) {
 	}
 	if e.State == "established" {
 		s.info, s.inGR, s.flush, s.hardReset, s.gracefulUntil = "", false, false, false, time.Time{}
-		s.upSinceAdded, s.redial, s.redials = true, false, 0
+		s.upSinceAdded, s.redial, s.redials, s.bfdDown = true, false, 0, false
 		b.log.Info("BGP session established", "peer", e.Peer)
 		return
 	}
@@ -92,8 +92,20 @@ func (b *Bird) onState(e speaker.Event) {
 		s.info = "session down: " + e.Reason
 	}
 	s.hardReset = e.HardReset
+	bfdDown := s.bfdDown
+	s.bfdDown = false
 	switch {
 	case !ok:
+	case bfdDown && !b.restartingLocked(e.Peer, p, e.Time):
+		// The peer is gone, whatever graceful restart says: GoBGP would keep a router's
+		// routes (or a node's, until the flush) as stale for the whole restart time, and the
+		// point of BFD is that they go now. A BFD down during a planned restart is that
+		// restart.
+		s.flush = true
+		s.info = "session down: BFD down"
+		b.log.Warn("BGP peer declared down by BFD: dropping its routes", "peer", e.Peer, "node", p.Node)
+		b.dirty |= dirtyNeighbors
+		b.trigger()
 	case p.Node == "":
 		// A router: GoBGP is its graceful-restart helper as configured on both sides.
 		b.log.Warn("BGP session down", "peer", e.Peer, "state", e.State, "reason", s.info)
@@ -120,6 +132,12 @@ func (b *Bird) onPeerLog(e speaker.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.sessionLocked(e.Peer)
+	if e.BFDDown {
+		s.bfdDowns++
+		// Only a session that is up has routes to drop; GoBGP's BFD also fires on a session
+		// already down (it resets the BGP session whatever its state).
+		s.bfdDown = s.state == "established"
+	}
 	if n := e.Notification; n != nil && n.Code == speaker.CodeCease && n.Subcode == speaker.SubcodeAdministrativeReset && n.Communication == speaker.RestartCommunication {
 		restart := peers.DefaultRestartTime
 		if p, ok := b.desired[e.Peer]; ok && p.RestartTime > 0 {
@@ -262,6 +280,13 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 		}
 		if s := b.sessions[p.Address]; s != nil && p.Err == "" {
 			ps.Since, ps.Info = s.since, s.info
+			ps.BFDDowns = s.bfdDowns
+		}
+		if p.BFD.Enabled {
+			ps.BFD = st.BFD
+			if ps.BFD == "" {
+				ps.BFD = speaker.BFDDown
+			}
 		}
 		reply.Peers = append(reply.Peers, ps)
 	}

@@ -100,6 +100,16 @@ func (f *fakeSpeaker) AddPeer(_ context.Context, p peers.Peer) error {
 	return nil
 }
 
+func (f *fakeSpeaker) UpdateBFD(_ context.Context, p peers.Peer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("update bfd %s %v", p.Address, p.BFD.Enabled); err != nil {
+		return err
+	}
+	f.peers[p.Address] = p
+	return nil
+}
+
 func (f *fakeSpeaker) DeletePeer(_ context.Context, addr netip.Addr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

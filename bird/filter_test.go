@@ -47,22 +47,10 @@ func gobgpRIB(t *testing.T, cli, port, family string) string {
 	return string(out)
 }
 
-// waitFor polls cond until it holds, failing with what() at the deadline.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool, state func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s after %v:\n%s", what, timeout, state())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // TestBGPFilterBIRD2: a BGPFilter on a BIRD2 ToR's BGPPeer, both families over one MP-BGP
 // session. Export: the ToR lacks the block a rule rejects and has the node's other one, tagged
 // with the BGPConfiguration's communities. Import: a prefix outside the pools that a rule
-// accepts is in tabby's RIB (never handed to the dataplane, never passed on); a block the ToR
+// accepts is in tabby's RIB (never passed on); a block the ToR
 // announces legitimately that a rule rejects is not taken, and a rule that accepts part of the
 // node's own block or a prefix IPAM does not explain changes nothing. A changed filter, and
 // changed communities, apply without resetting the session; a deleted filter keeps the session
@@ -113,7 +101,7 @@ func TestBGPFilterBIRD2(t *testing.T) {
 		block netip.Prefix
 		want  []string
 	}{{kept, []string{"BGP.community: (65001,100)", "BGP.large_community: (65001, 1, 2)"}}, {kept6, []string{"BGP.community: (65001,600)"}}} {
-		waitFor(t, fmt.Sprintf("BIRD2 lacks %s with %v", c.block, c.want), 15*time.Second, func() bool {
+		waitFor(t, fmt.Sprintf("BIRD2 lacks %s with %v", c.block, c.want), time.Now(), 15*time.Second, func() bool {
 			has, out := torHas(c.block)
 			for _, w := range c.want {
 				has = has && strings.Contains(out, w)
@@ -132,7 +120,7 @@ func TestBGPFilterBIRD2(t *testing.T) {
 
 	// Import: the accepted external prefixes in the RIB, tagged never to be passed on.
 	rib := func() string { return gobgpRIB(t, cli, port, "ipv4") + gobgpRIB(t, cli, port, "ipv6") }
-	waitFor(t, "tabby's RIB lacks the accepted external prefixes", 15*time.Second, func() bool {
+	waitFor(t, "tabby's RIB lacks the accepted external prefixes", time.Now(), 15*time.Second, func() bool {
 		r := rib()
 		return strings.Contains(r, external.String()) && strings.Contains(r, external6.String())
 	}, rib)
@@ -162,7 +150,7 @@ func TestBGPFilterBIRD2(t *testing.T) {
 	a.routes.waitRoute(t, otherRack, tor, 15*time.Second)
 	a.routes.waitRoute(t, block6Of(230), tor6, 15*time.Second)
 	for _, p := range []netip.Prefix{dropped, dropped6} {
-		waitFor(t, "BIRD2 lacks "+p.String()+" once the export rule is gone", 15*time.Second, func() bool { has, _ := torHas(p); return has },
+		waitFor(t, "BIRD2 lacks "+p.String()+" once the export rule is gone", time.Now(), 15*time.Second, func() bool { has, _ := torHas(p); return has },
 			func() string { return birdc("show", "route", "all") })
 	}
 	t.Logf("filter change → both rejected blocks at BIRD2, both rejected routes in the dataplane: %v", time.Since(changed))
@@ -175,7 +163,7 @@ func TestBGPFilterBIRD2(t *testing.T) {
 	conf := communitiesConfig()
 	conf.Spec.Communities[0].Value = "65001:200"
 	send(a.bird, confUpdate(conf))
-	waitFor(t, "BIRD2 lacks the new community on "+kept.String(), 15*time.Second, func() bool {
+	waitFor(t, "BIRD2 lacks the new community on "+kept.String(), time.Now(), 15*time.Second, func() bool {
 		_, out := torHas(kept)
 		return strings.Contains(out, "BGP.community: (65001,200)") && !strings.Contains(out, "(65001,100)")
 	}, func() string { _, out := torHas(kept); return out })
@@ -189,7 +177,7 @@ func TestBGPFilterBIRD2(t *testing.T) {
 	if !strings.Contains(st.Info, `BGPFilter "tor" does not exist`) {
 		t.Fatalf("status of a peer whose filter is gone: %+v", st)
 	}
-	waitFor(t, "BIRD2 keeps the session", 15*time.Second, func() bool { return !strings.Contains(birdc("show", "protocols", "node"), "Established") },
+	waitFor(t, "BIRD2 keeps the session", time.Now(), 15*time.Second, func() bool { return !strings.Contains(birdc("show", "protocols", "node"), "Established") },
 		func() string { return birdc("show", "protocols", "all", "node") })
 }
 
@@ -245,7 +233,7 @@ func TestBGPFilterFRR(t *testing.T) {
 		block netip.Prefix
 		want  []string
 	}{{kept, []string{"Community: 65001:100", "Large Community: 65001:1:2"}}, {kept6, []string{"Community: 65001:600"}}} {
-		waitFor(t, fmt.Sprintf("FRR lacks %s with %v", c.block, c.want), 15*time.Second, func() bool {
+		waitFor(t, fmt.Sprintf("FRR lacks %s with %v", c.block, c.want), time.Now(), 15*time.Second, func() bool {
 			out := show(c.block)
 			ok := !strings.Contains(out, "not in table")
 			for _, w := range c.want {
@@ -261,7 +249,7 @@ func TestBGPFilterFRR(t *testing.T) {
 		}
 	}
 	rib := func() string { return gobgpRIB(t, cli, port, "ipv4") + gobgpRIB(t, cli, port, "ipv6") }
-	waitFor(t, "tabby's RIB lacks the accepted external prefixes", 15*time.Second, func() bool {
+	waitFor(t, "tabby's RIB lacks the accepted external prefixes", time.Now(), 15*time.Second, func() bool {
 		r := rib()
 		return strings.Contains(r, external.String()) && strings.Contains(r, external6.String())
 	}, func() string {
@@ -285,7 +273,7 @@ func ptr[T any](v T) *T { return &v }
 func waitReceived(t *testing.T, a *testNode, addr netip.Addr, want map[string][2]uint64) {
 	t.Helper()
 	var last PeerStatus
-	waitFor(t, fmt.Sprintf("session with %s has not received and accepted %v", addr, want), 15*time.Second, func() bool {
+	waitFor(t, fmt.Sprintf("session with %s has not received and accepted %v", addr, want), time.Now(), 15*time.Second, func() bool {
 		last = a.waitPeer(t, addr, "established", time.Second)
 		got := map[string][2]uint64{}
 		for _, f := range last.Families {

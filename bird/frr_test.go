@@ -33,6 +33,30 @@ func frrToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uint32, 
 // startFRRToR is frrToR; mpBGP activates IPv6 unicast on the IPv4 sessions too.
 func startFRRToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uint32, mpBGP bool, neighbors []netip.Addr) (vtysh func(cmd string) string) {
 	t.Helper()
+	return frrOptions{mpBGP: mpBGP}.start(t, netns, routerID, as, nodeAS, neighbors).vtysh
+}
+
+// frrOptions are the ToR's optional parts.
+type frrOptions struct {
+	mpBGP bool // IPv6 unicast on the IPv4 sessions too
+	// bfd runs zebra and bfdd beside bgpd, with `neighbor X bfd`, a 30 s hold time and a
+	// profile of bfdMs receive and transmit interval and detect multiplier bfdMult (300 ms x 3
+	// if unset).
+	bfd            bool
+	bfdMs, bfdMult int
+	// announce are prefixes the ToR originates (network statements, no import check).
+	announce []netip.Prefix
+}
+
+// frrRouter is a running FRR ToR: vtysh, and the daemons' processes (bgpd, and with BFD zebra
+// and bfdd) for a test that freezes or kills them.
+type frrRouter struct {
+	vtysh func(cmd string) string
+	procs map[string]*os.Process
+}
+
+func (o frrOptions) start(t testing.TB, netns string, routerID netip.Addr, as, nodeAS uint32, neighbors []netip.Addr) frrRouter {
+	t.Helper()
 	u, err := user.Lookup("frr")
 	if err != nil {
 		t.Fatalf("FRR is not installed (no user frr; hack/install-deps.sh installs it): %v", err)
@@ -47,20 +71,42 @@ func startFRRToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uin
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "frr defaults datacenter\nhostname tor\nlog file %s/frr.log\n!\nrouter bgp %d\n bgp router-id %s\n no bgp ebgp-requires-policy\n no bgp default ipv4-unicast\n", dir, as, routerID)
+	if len(o.announce) > 0 {
+		b.WriteString(" no bgp network import-check\n")
+	}
 	for _, nb := range neighbors {
 		fmt.Fprintf(&b, " neighbor %s remote-as %d\n neighbor %s timers connect 1\n", nb, nodeAS, nb)
+		if o.bfd {
+			// A 30 s hold time: what goes faster than that is BFD's doing.
+			fmt.Fprintf(&b, " neighbor %s bfd\n neighbor %s bfd profile tabby\n neighbor %s timers 10 30\n", nb, nb, nb)
+		}
 	}
 	for _, fam := range []string{"ipv4", "ipv6"} {
 		fmt.Fprintf(&b, " address-family %s unicast\n", fam)
 		for _, nb := range neighbors {
-			if nb.Is6() == (fam == "ipv6") || mpBGP && fam == "ipv6" {
+			if nb.Is6() == (fam == "ipv6") || o.mpBGP && fam == "ipv6" {
 				fmt.Fprintf(&b, "  neighbor %s activate\n", nb)
+			}
+		}
+		for _, p := range o.announce {
+			if p.Addr().Is6() == (fam == "ipv6") {
+				fmt.Fprintf(&b, "  network %s\n", p)
 			}
 		}
 		b.WriteString(" exit-address-family\n")
 	}
 	b.WriteString("!\n")
-	for name, content := range map[string]string{"bgpd.conf": b.String(), "frr.log": "", "vtysh.conf": ""} {
+	ms, mult := o.bfdMs, o.bfdMult
+	if ms == 0 {
+		ms, mult = 300, 3
+	}
+	files := map[string]string{"bgpd.conf": b.String(), "frr.log": "", "vtysh.conf": ""}
+	if o.bfd {
+		files["zebra.conf"] = fmt.Sprintf("hostname tor\nlog file %s/zebra.log\n", dir)
+		files["bfdd.conf"] = fmt.Sprintf("hostname tor\nlog file %s/bfdd.log\n!\nbfd\n profile tabby\n  receive-interval %d\n  transmit-interval %d\n  detect-multiplier %d\n !\n!\n", dir, ms, ms, mult)
+		files["zebra.log"], files["bfdd.log"] = "", ""
+	}
+	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(content), 0o640); err != nil {
 			t.Fatal(err)
@@ -75,22 +121,53 @@ func startFRRToR(t *testing.T, netns string, routerID netip.Addr, as, nodeAS uin
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", netns, "/usr/lib/frr/bgpd", "-f", filepath.Join(dir, "bgpd.conf"), "-i", filepath.Join(dir, "bgpd.pid"),
-		"-u", "frr", "-g", "frr", "-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "-P", "0", "-Z", "-n")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	r := frrRouter{procs: map[string]*os.Process{}}
+	run := func(daemon string, args ...string) {
+		t.Helper()
+		args = append([]string{"netns", "exec", netns, "/usr/lib/frr/" + daemon, "-f", filepath.Join(dir, daemon+".conf"), "-i", filepath.Join(dir, daemon+".pid"),
+			"-u", "frr", "-g", "frr", "-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "-P", "0"}, args...)
+		cmd := exec.Command("ip", args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A daemon the test froze must go on to die.
+		t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGCONT); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		r.procs[daemon] = cmd.Process
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if o.bfd {
+		// bgpd asks bfdd for its sessions through zebra. zebra touches only the ToR's namespace,
+		// and bgpd (-n) gives it no route.
+		run("zebra")
+		waitFile(t, filepath.Join(dir, "zserv.api"))
+		run("bfdd", "--bfdctl", filepath.Join(dir, "bfdd.sock"))
+		run("bgpd", "-n")
+	} else {
+		run("bgpd", "-Z", "-n")
+	}
 	// Lines of c are commands in a row (vtysh -c for each): "configure terminal\nrouter bgp ...".
-	return func(c string) string {
+	r.vtysh = func(c string) string {
 		args := []string{"--vty_socket", dir}
 		for _, line := range strings.Split(c, "\n") {
 			args = append(args, "-c", line)
 		}
 		out, _ := exec.Command("vtysh", args...).CombinedOutput()
 		return string(out)
+	}
+	return r
+}
+
+// waitFile waits for a daemon's socket to appear.
+func waitFile(t testing.TB, p string) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s did not appear", p)
+		}
 	}
 }
 

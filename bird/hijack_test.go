@@ -38,6 +38,8 @@ type birdToR struct {
 	// More are further tabby nodes (AS NodeAS) the ToR peers with the same way as with Node
 	// (or Node6): protocols node2, node3, ...
 	More []netip.Addr
+	// BFD runs BIRD's BFD (300 ms x 3) on the sessions, whose hold time is then 30 s.
+	BFD bool
 }
 
 func (r birdToR) start(t *testing.T, netns string) (birdc func(args ...string) string) {
@@ -70,6 +72,11 @@ func (r birdToR) startLogged(t *testing.T, netns string) (birdc func(args ...str
 	if r.Password != "" {
 		opts += fmt.Sprintf("password %q; ", r.Password)
 	}
+	if r.BFD {
+		// BIRD waits error wait time (60 s by default) before it takes a session again after
+		// an error such as a BFD down.
+		opts += "bfd on; hold time 30; keepalive time 10; error wait time 1, 10; "
+	}
 	filter := fmt.Sprintf("filter { if source != RTS_STATIC then reject; %s accept; }", export.String())
 	channel4 := fmt.Sprintf("ipv4 { import all; next hop self; export %s; };", filter)
 	channel6 := fmt.Sprintf("ipv6 { import all; export %s; };", filter)
@@ -92,6 +99,9 @@ protocol device { }
 protocol static announced { ipv4; %[2]s }
 protocol static announced6 { ipv6; %[3]s }
 `, r.Addr, statics.String(), statics6.String(), logPath)
+	if r.BFD {
+		conf += "protocol bfd { interface \"*\" { min rx interval 300 ms; min tx interval 300 ms; multiplier 3; }; }\n"
+	}
 	for i, nb := range append([]netip.Addr{neighbor}, r.More...) {
 		name := "node"
 		if i > 0 {

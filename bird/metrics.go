@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tabbynet/tabby/bird/speaker"
 )
 
 // metrics reads the agent's state at scrape time: no counters to keep in step.
@@ -19,6 +21,8 @@ type metrics struct {
 	multipath  *prometheus.Desc
 	sinceLast  *prometheus.Desc
 	reconciles *prometheus.Desc
+	bfdUp      *prometheus.Desc
+	bfdDowns   *prometheus.Desc
 }
 
 func newMetrics(b *Bird) *metrics {
@@ -32,6 +36,8 @@ func newMetrics(b *Bird) *metrics {
 		learned:    prometheus.NewDesc("tabby_bgp_routes_learned", "Best paths learned from peers and handed to the dataplane.", nil, nil),
 		multipath:  prometheus.NewDesc("tabby_bgp_routes_multipath", "Learned routes handed to the dataplane over several equal-cost paths (ECMP).", nil, nil),
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
+		bfdUp:      prometheus.NewDesc("tabby_bgp_bfd_up", "1 when the BFD session with the peer is up, 0 otherwise; only sessions with BFD.", []string{"peer"}, nil),
+		bfdDowns:   prometheus.NewDesc("tabby_bgp_bfd_down_total", "Times BFD declared the peer down (its session and routes went with it).", []string{"peer"}, nil),
 		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each runs only the reconcilers of what changed).", nil, nil),
 	}
 }
@@ -46,6 +52,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.multipath
 	ch <- m.sinceLast
 	ch <- m.reconciles
+	ch <- m.bfdUp
+	ch <- m.bfdDowns
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -64,6 +72,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.received, prometheus.GaugeValue, float64(p.RoutesReceived), p.Address)
 		ch <- prometheus.MustNewConstMetric(m.accepted, prometheus.GaugeValue, float64(p.RoutesAccepted), p.Address)
 		ch <- prometheus.MustNewConstMetric(m.sent, prometheus.GaugeValue, float64(p.RoutesSent), p.Address)
+		if p.BFD != "" {
+			up := 0.0
+			if p.BFD == speaker.BFDUp {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.bfdUp, prometheus.GaugeValue, up, p.Address)
+			ch <- prometheus.MustNewConstMetric(m.bfdDowns, prometheus.CounterValue, float64(p.BFDDowns), p.Address)
+		}
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(m.sessions, prometheus.GaugeValue, float64(n), k.state, k.typ)

@@ -48,6 +48,15 @@ func (r *neighborReconciler) reconcile(ctx context.Context, spk speaker.Speaker,
 		if ok && w == cur {
 			continue
 		}
+		if ok && onlyBFDDiffers(cur, w) {
+			if err := spk.UpdateBFD(ctx, w); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			r.configured[addr] = w
+			r.log.Info(bfdChangedMsg, "peer", addr, "source", w.Source, "bfd", w.BFD.Enabled)
+			continue
+		}
 		if err := spk.DeletePeer(ctx, addr); err != nil {
 			errs = append(errs, err)
 			continue
@@ -66,9 +75,13 @@ func (r *neighborReconciler) reconcile(ctx context.Context, spk speaker.Speaker,
 			continue
 		}
 		// Delete drops every route learned from the peer at once (GoBGP would keep them stale
-		// for the whole restart time); the re-added peer reconnects when the node is back.
-		r.log.Warn("BGP session with a tabby node lost without a graceful restart notice: dropping its routes",
-			"peer", addr, "node", p.Node)
+		// for the whole restart time); the re-added peer reconnects when it is back.
+		if p.Node != "" {
+			r.log.Warn("BGP session with a tabby node lost without a graceful restart notice: dropping its routes",
+				"peer", addr, "node", p.Node)
+		} else {
+			r.log.Warn("BGP router declared down by BFD: dropping its routes", "peer", addr)
+		}
 		if err := spk.DeletePeer(ctx, addr); err != nil {
 			errs = append(errs, err)
 			continue
@@ -101,6 +114,16 @@ func (r *neighborReconciler) reconcile(ctx context.Context, spk speaker.Speaker,
 		r.log.Info("BGP peer added", "peer", addr, "port", p.Port, "asn", p.ASN, "type", p.Type, "source", p.Source)
 	}
 	return errors.Join(errs...)
+}
+
+// bfdChangedMsg is logged when a session's BFD changed in place.
+const bfdChangedMsg = "BGP peer's BFD changed: BGP session kept"
+
+// onlyBFDDiffers tells two configurations of one session apart by their BFD alone, which
+// the speaker changes without a reset.
+func onlyBFDDiffers(a, b peers.Peer) bool {
+	a.BFD = b.BFD
+	return a == b
 }
 
 // reset forgets every peer: the speaker that had them is gone.

@@ -41,6 +41,8 @@ func TestNeighborReconciler(t *testing.T) {
 	tor := peers.Peer{Address: a("198.51.100.250"), ASN: 65000, LocalASN: 64512, Source: "bgppeer/tor"}
 	tor2 := tor
 	tor2.ASN = 65001
+	torBFD := tor
+	torBFD.BFD = peers.BFD{Enabled: true, MinRx: 300 * time.Millisecond, MinTx: 300 * time.Millisecond, Multiplier: 3}
 	torNoSecret := tor
 	torNoSecret.Err = "password secret missing"
 	set := func(ps ...peers.Peer) map[netip.Addr]peers.Peer {
@@ -68,6 +70,8 @@ func TestNeighborReconciler(t *testing.T) {
 		{name: "a BGPPeer changed: its session alone is reset", configured: set(n2, tor), wanted: set(n2, tor2),
 			calls: []string{"delete peer 198.51.100.250", "add peer 198.51.100.250"}, told: []string{"adding 198.51.100.250"},
 			after: set(n2, tor2)},
+		{name: "a BGPPeer's BFD changed: updated in place", configured: set(n2, tor), wanted: set(n2, torBFD),
+			calls: []string{"update bfd 198.51.100.250 true"}, after: set(n2, torBFD)},
 		{name: "its Secret went: not configured", configured: set(n2, tor), wanted: set(n2, torNoSecret),
 			calls: []string{"delete peer 198.51.100.250"}, after: set(n2)},
 		{name: "a node lost without notice: flushed", configured: set(n2, n3), wanted: set(n2, n3), flush: []netip.Addr{n3.Address},

@@ -41,6 +41,7 @@ func (c *callLog) Start(context.Context, peers.Speaker) error       { return nil
 func (c *callLog) Stop(context.Context, bool) error                 { return nil }
 func (c *callLog) AddPeer(context.Context, peers.Peer) error        { return nil }
 func (c *callLog) DeletePeer(context.Context, netip.Addr) error     { return nil }
+func (c *callLog) UpdateBFD(context.Context, peers.Peer) error      { return nil }
 func (c *callLog) Watch(context.Context, func(speaker.Event)) error { return nil }
 func (c *callLog) Peers(context.Context) ([]speaker.PeerState, error) {
 	c.record("peers")

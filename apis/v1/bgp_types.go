@@ -80,6 +80,36 @@ type BGPConfigurationSpec struct {
 	// +kubebuilder:validation:Maximum=64
 	// +optional
 	MaxPaths *int32 `json:"maxPaths,omitempty"`
+	// BFD is the default BFD of the sessions between tabby nodes (the mesh and the sessions a
+	// BGPPeer's peerSelector opens); a BGPPeer's own bfd overrides it.
+	// +optional
+	BFD *BFD `json:"bfd,omitempty"`
+}
+
+// BFD (RFC 5880, single hop, RFC 5881) on a BGP session: a peer that stops answering is
+// declared down after minRx x multiplier, and the session and its routes go with it, long
+// before the hold timer would notice.
+type BFD struct {
+	// Enabled runs BFD on the session. The peer must run it too (FRR: neighbor X bfd; BIRD:
+	// bfd on); until the peer answers, the session keeps to its hold timer.
+	Enabled bool `json:"enabled"`
+	// MinRx is the shortest interval between the peer's BFD packets this node asks for
+	// (RFC 5880 Required Min RX Interval; FRR, BIRD: receive-interval; MetalLB:
+	// receiveInterval). Default 300ms; 10ms..60s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('60s')",messageExpression="'minRx: ' + self + ' must be between 10ms and 60s'"
+	// +optional
+	MinRx *metav1.Duration `json:"minRx,omitempty"`
+	// MinTx is the interval this node would like to send at (RFC 5880 Desired Min TX
+	// Interval; transmit-interval); the peer may ask for a longer one. Default 300ms; 10ms..60s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('60s')",messageExpression="'minTx: ' + self + ' must be between 10ms and 60s'"
+	// +optional
+	MinTx *metav1.Duration `json:"minTx,omitempty"`
+	// Multiplier is how many of the peer's packets may be missed before it is declared down
+	// (Detect Mult; detect-multiplier, MetalLB: detectMultiplier). Default 3; 2..255.
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=255
+	// +optional
+	Multiplier *int32 `json:"multiplier,omitempty"`
 }
 
 // DefaultMaxPaths is BGPConfiguration maxPaths when unset; MaxMaxPaths is its largest value.
@@ -128,6 +158,7 @@ type BGPPassword struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.node) && has(self.nodeSelector))",message="node and nodeSelector are mutually exclusive: set at most one"
 // +kubebuilder:validation:XValidation:rule="has(self.peerIP) != has(self.peerSelector)",message="exactly one of peerIP and peerSelector must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.peerIP) || has(self.asNumber)",fieldPath=".asNumber",message="asNumber is required with peerIP"
+// +kubebuilder:validation:XValidation:rule="!has(self.bfd) || !self.bfd.enabled || !has(self.ebgpMultihop) || self.ebgpMultihop <= 1",fieldPath=".bfd.enabled",message="bfd.enabled: tabby's BFD is single hop (RFC 5881): not with ebgpMultihop above 1"
 type BGPPeerSpec struct {
 	// Node: only this tabby node opens the session.
 	// +kubebuilder:validation:MaxLength=253
@@ -192,6 +223,10 @@ type BGPPeerSpec struct {
 	// +listType=set
 	// +optional
 	Filters []string `json:"filters,omitempty"`
+	// BFD on this session (single hop: not with ebgpMultihop above 1). Unset: the
+	// BGPConfiguration's bfd for a session to tabby nodes, none for an external router.
+	// +optional
+	BFD *BFD `json:"bfd,omitempty"`
 }
 
 // BGPPeer is a BGP session that tabby nodes open: to a ToR router, or to other tabby nodes.

@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,6 +36,21 @@ func u32(v uint32) *uint32 { return &v }
 func i32(v int32) *int32   { return &v }
 
 func intp(v int) *int { return &v }
+
+func bfd(minRx, minTx string, mult int32) *v1.BFD {
+	b := &v1.BFD{Enabled: true, Multiplier: &mult}
+	if d, err := time.ParseDuration(minRx); err == nil {
+		b.MinRx = &metav1.Duration{Duration: d}
+	}
+	if d, err := time.ParseDuration(minTx); err == nil {
+		b.MinTx = &metav1.Duration{Duration: d}
+	}
+	return b
+}
+
+func bgpconfigBFD(b *v1.BFD) *v1.BGPConfiguration {
+	return &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{BFD: b}}
+}
 
 func felixConfig(name string, spec v1.FelixConfigurationSpec) *v1.FelixConfiguration {
 	return &v1.FelixConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
@@ -84,16 +101,27 @@ var Cases = []Case{
 	{"peer bad port", peer("badport", v1.BGPPeerSpec{PeerIP: "198.51.100.1:70000", ASNumber: 65001}), "peerIP"},
 	{"peer node and nodeSelector", peer("both", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, Node: "a", NodeSelector: "all()"}), "nodeSelector"},
 	{"peer neither ip nor selector", peer("neither", v1.BGPPeerSpec{ASNumber: 65001}), "peerIP"},
+	{"peer bfd ok", peer("bfd", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("300ms", "300ms", 3)}), ""},
+	{"peer bfd edges", peer("bfd-edges", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("10ms", "60s", 255)}), ""},
+	{"peer bfd defaults", peer("bfd-defaults", v1.BGPPeerSpec{PeerIP: "2001:db8:100::1", ASNumber: 65001, BFD: &v1.BFD{Enabled: true}}), ""},
+	{"peer bfd minRx 5ms", peer("bfd-rx", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("5ms", "300ms", 3)}), "bfd.minRx"},
+	{"peer bfd minTx 61s", peer("bfd-tx", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("300ms", "61s", 3)}), "bfd.minTx"},
+	{"peer bfd multiplier 1", peer("bfd-m1", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("300ms", "300ms", 1)}), "bfd.multiplier"},
+	{"peer bfd multiplier 256", peer("bfd-m256", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("300ms", "300ms", 256)}), "bfd.multiplier"},
+	{"peer bfd multihop", peer("bfd-mh", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, EBGPMultihop: 2, BFD: bfd("300ms", "300ms", 3)}), "bfd.enabled"},
 	// The one valid BGPConfiguration (a singleton): service CIDRs of both families.
 	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000), MaxPaths: i32(2),
 		ServiceClusterIPs:  []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}, {CIDR: "2001:db8:96::/112"}},
-		ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:ffff:ffff:ffff:ffff:ffff:ff00/120"}}}}, ""},
+		ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:ffff:ffff:ffff:ffff:ffff:ff00/120"}},
+		BFD:                bfd("300ms", "300ms", 3)}}, ""},
 	{"bgpconfig service CIDR host bits", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:96::1/112"}}}}, "serviceClusterIPs"},
 	{"bgpconfig service CIDR not a CIDR", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1.BGPConfigurationSpec{ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0"}}}}, "serviceExternalIPs"},
 	{"bgpconfig maxPaths 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{MaxPaths: i32(0)}}, "maxPaths"},
 	{"bgpconfig maxPaths 65", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{MaxPaths: i32(65)}}, "maxPaths"},
+	{"bgpconfig bfd minRx 0s", bgpconfigBFD(bfd("0s", "", 3)), "bfd.minRx"},
+	{"bgpconfig bfd multiplier 0", bgpconfigBFD(bfd("", "", 0)), "bfd.multiplier"},
 	{"bgpconfig asNumber 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(0)}}, "asNumber"},
 	{"bgpconfig not default", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "metadata.name"},
 	// The one valid FelixConfiguration (a singleton): every field at an edge of its range.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -206,6 +207,7 @@ func BGPConfiguration(c *v1.BGPConfiguration) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("logSeverity"), c.Spec.LogSeverity, []string{"Debug", "Info", "Warning", "Error"}))
 	}
+	errs = append(errs, BFD(spec.Child("bfd"), c.Spec.BFD)...)
 	for i, s := range c.Spec.ServiceClusterIPs {
 		if _, err := ParseCIDR(s.CIDR); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("serviceClusterIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
@@ -290,6 +292,39 @@ func BGPPeer(p *v1.BGPPeer) field.ErrorList {
 		if e := duration(spec.Child("maxRestartTime"), &s.MaxRestartTime.Duration, time.Second); e != nil {
 			errs = append(errs, e)
 		}
+	}
+	errs = append(errs, BFD(spec.Child("bfd"), s.BFD)...)
+	if s.BFD != nil && s.BFD.Enabled && s.EBGPMultihop > 1 {
+		errs = append(errs, field.Invalid(spec.Child("bfd", "enabled"), true, fmt.Sprintf("tabby's BFD is single hop (RFC 5881): not with ebgpMultihop %d", s.EBGPMultihop)))
+	}
+	return errs
+}
+
+// The range of a BFD interval and multiplier. RFC 5880 allows a multiplier of 1, which
+// declares a peer down on a single lost packet; FRR and BIRD take 2 and up.
+const (
+	MinBFDInterval   = 10 * time.Millisecond
+	MaxBFDInterval   = 60 * time.Second
+	MinBFDMultiplier = 2
+	MaxBFDMultiplier = 255
+)
+
+// BFD validates a BGPPeer's or the BGPConfiguration's bfd.
+func BFD(path *field.Path, b *v1.BFD) field.ErrorList {
+	if b == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, iv := range []struct {
+		name string
+		d    *metav1.Duration
+	}{{"minRx", b.MinRx}, {"minTx", b.MinTx}} {
+		if iv.d != nil && (iv.d.Duration < MinBFDInterval || iv.d.Duration > MaxBFDInterval) {
+			errs = append(errs, field.Invalid(path.Child(iv.name), iv.d.Duration.String(), fmt.Sprintf("must be between %s and %s", MinBFDInterval, MaxBFDInterval)))
+		}
+	}
+	if b.Multiplier != nil && (*b.Multiplier < MinBFDMultiplier || *b.Multiplier > MaxBFDMultiplier) {
+		errs = append(errs, field.Invalid(path.Child("multiplier"), *b.Multiplier, fmt.Sprintf("must be between %d and %d", MinBFDMultiplier, MaxBFDMultiplier)))
 	}
 	return errs
 }

@@ -120,12 +120,46 @@ type Peer struct {
 	Keepalive   time.Duration
 	Hold        time.Duration
 	RestartTime time.Duration
+	BFD         BFD
 	// Err says why the session cannot be configured (a missing Secret): bird shows it instead
 	// of opening the session, so a password is never silently dropped.
 	Err string
 
 	// Filters are the BGPPeer's filters, in order, joined by commas (a Peer stays comparable).
 	Filters string
+}
+
+// BFD is a session's BFD (the zero value: none).
+type BFD struct {
+	Enabled    bool
+	MinRx      time.Duration
+	MinTx      time.Duration
+	Multiplier uint8
+}
+
+// BFD defaults: a peer is declared down about 900 ms after its last packet, what FRR's and
+// BIRD's defaults (300 ms x 3) give.
+const (
+	DefaultBFDInterval   = 300 * time.Millisecond
+	DefaultBFDMultiplier = 3
+)
+
+// BFDOf is the BFD a BGPPeer's or the BGPConfiguration's bfd asks for, defaults applied.
+func BFDOf(b *v1.BFD) BFD {
+	if b == nil || !b.Enabled {
+		return BFD{}
+	}
+	out := BFD{Enabled: true, MinRx: DefaultBFDInterval, MinTx: DefaultBFDInterval, Multiplier: DefaultBFDMultiplier}
+	if b.MinRx != nil && b.MinRx.Duration > 0 {
+		out.MinRx = b.MinRx.Duration
+	}
+	if b.MinTx != nil && b.MinTx.Duration > 0 {
+		out.MinTx = b.MinTx.Duration
+	}
+	if b.Multiplier != nil && *b.Multiplier > 0 && *b.Multiplier < 256 {
+		out.Multiplier = uint8(*b.Multiplier)
+	}
+	return out
 }
 
 // IBGP tells an internal session.
@@ -202,6 +236,10 @@ func Compute(in Input) (Result, error) {
 		ClusterID:  local.RRClusterID,
 	}}
 	keepalive, hold := Timers(in.Config)
+	var meshBFD BFD
+	if in.Config != nil {
+		meshBFD = BFDOf(in.Config.Spec.BFD)
+	}
 	// nodeAt finds the tabby node an explicit BGPPeer's peerIP is. Its index is built on first
 	// use: in a large cluster building it dominated a computation (a Node change elsewhere),
 	// and most computations have no peerIP that opens on this node.
@@ -299,6 +337,14 @@ func Compute(in Input) (Result, error) {
 			Keepalive:           ExternalKeepalive,
 			Hold:                ExternalHold,
 			RestartTime:         DefaultRestartTime,
+			BFD:                 BFDOf(bp.Spec.BFD),
+		}
+		// A session to a tabby node without a bfd of its own takes the BGPConfiguration's.
+		toNode := func(p *Peer, n model.Node) {
+			towardsNode(p, n)
+			if bp.Spec.BFD == nil {
+				p.BFD = meshBFD
+			}
 		}
 		if bp.Spec.MaxRestartTime != nil && bp.Spec.MaxRestartTime.Duration > 0 {
 			base.RestartTime = bp.Spec.MaxRestartTime.Duration
@@ -339,7 +385,7 @@ func Compute(in Input) (Result, error) {
 			p := base
 			p.Address, p.Port, p.ASN = addr, port, bp.Spec.ASNumber
 			if n, ok := nodeAt(addr); ok {
-				towardsNode(&p, n)
+				toNode(&p, n)
 			}
 			add(p)
 			continue
@@ -362,7 +408,7 @@ func Compute(in Input) (Result, error) {
 			}
 			p := base
 			p.Address, p.Port, p.ASN = addr, res.Speaker.ListenPort, LocalASN(n, in.Config)
-			towardsNode(&p, n)
+			toNode(&p, n)
 			add(p)
 		}
 	}
@@ -381,6 +427,7 @@ func Compute(in Input) (Result, error) {
 				Type:        Mesh,
 				Source:      "mesh",
 				RestartTime: DefaultRestartTime,
+				BFD:         meshBFD,
 			}
 			towardsNode(&p, n)
 			add(p)

@@ -313,3 +313,43 @@ func TestSessionsDiffer(t *testing.T) {
 		}
 	}
 }
+
+// BFD: the BGPConfiguration's bfd goes to the sessions between tabby nodes (mesh and
+// peerSelector), a BGPPeer's own bfd (enabled or not) wins, and an external router gets BFD
+// only from its BGPPeer; unset fields take the defaults.
+func TestBFD(t *testing.T) {
+	ms := func(d int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(d) * time.Millisecond} }
+	cfg := &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{BFD: &v1.BFD{Enabled: true, MinRx: ms(100), Multiplier: ptr[int32](5)}}}
+	tor := peer("tor", v1.BGPPeerSpec{PeerIP: "198.51.100.254", ASNumber: 65000, BFD: &v1.BFD{Enabled: true}})
+	plain := peer("plain", v1.BGPPeerSpec{PeerIP: "198.51.100.253", ASNumber: 65000})
+	toRR := peer("to-rr", v1.BGPPeerSpec{NodeSelector: "all()", PeerSelector: "has(tabby.dev/route-reflector)"})
+	offToN3 := peer("off-n3", v1.BGPPeerSpec{PeerIP: "198.51.100.3", ASNumber: 64512, BFD: &v1.BFD{Enabled: false}})
+	res, err := Compute(Input{LocalNode: "n1", Nodes: []model.Node{n1, n2, n3, r1}, Config: cfg, Peers: []v1.BGPPeer{tor, plain, toRR, offToN3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh := BFD{Enabled: true, MinRx: 100 * time.Millisecond, MinTx: DefaultBFDInterval, Multiplier: 5}
+	want := map[string]BFD{
+		"198.51.100.2":   mesh,                                                                                         // mesh
+		"198.51.100.3":   {},                                                                                           // its BGPPeer turns BFD off
+		"198.51.100.101": mesh,                                                                                         // selected route reflector
+		"198.51.100.253": {},                                                                                           // external router without bfd
+		"198.51.100.254": {Enabled: true, MinRx: 300 * time.Millisecond, MinTx: 300 * time.Millisecond, Multiplier: 3}, // defaults
+	}
+	if len(res.Peers) != len(want) {
+		t.Fatalf("peers %s, want %d", short(res), len(want))
+	}
+	for _, p := range res.Peers {
+		if w := want[p.Address.String()]; p.BFD != w {
+			t.Errorf("peer %s (%s): BFD %+v, want %+v", p.Address, p.Source, p.BFD, w)
+		}
+	}
+	// Without a BGPConfiguration bfd, no session has BFD.
+	res, err = Compute(Input{LocalNode: "n1", Nodes: []model.Node{n1, n2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Peers[0].BFD.Enabled {
+		t.Errorf("mesh without bfd: %+v", res.Peers[0].BFD)
+	}
+}

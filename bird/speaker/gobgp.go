@@ -248,6 +248,15 @@ func apiPeer(p peers.Peer, routerID netip.Addr, address ipfamily.Pair[netip.Addr
 	if p.EBGPMultihop > 1 && !p.IBGP() {
 		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultihop)}
 	}
+	if p.BFD.Enabled {
+		// GoBGP resets the session when BFD goes down; its intervals are in microseconds.
+		ap.Bfd = &api.BfdPeerConfig{
+			Enabled:                  true,
+			DesiredMinimumTxInterval: uint32(p.BFD.MinTx.Microseconds()),
+			RequiredMinimumReceive:   uint32(p.BFD.MinRx.Microseconds()),
+			DetectionMultiplier:      uint32(p.BFD.Multiplier),
+		}
+	}
 	return ap
 }
 
@@ -255,6 +264,15 @@ func apiPeer(p peers.Peer, routerID netip.Addr, address ipfamily.Pair[netip.Addr
 func (g *GoBGP) AddPeer(ctx context.Context, p peers.Peer) error {
 	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, g.routerID, g.address)}); err != nil {
 		return fmt.Errorf("add peer %s AS %d: %w", p.Address, p.ASN, err)
+	}
+	return nil
+}
+
+// UpdateBFD implements Speaker. GoBGP changes a peer's BFD in place when nothing in its OPEN
+// changes, and the peer's configuration is the one AddPeer gave but for BFD.
+func (g *GoBGP) UpdateBFD(ctx context.Context, p peers.Peer) error {
+	if _, err := g.srv.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: apiPeer(p, g.routerID, g.address)}); err != nil {
+		return fmt.Errorf("update BFD of peer %s: %w", p.Address, err)
 	}
 	return nil
 }
@@ -537,7 +555,23 @@ func (g *GoBGP) Peers(ctx context.Context) ([]PeerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list peers: %w", err)
 	}
+	bfd := map[netip.Addr]string{}
+	g.srv.ListBfdPeer(ctx, func(addr string, st *api.BfdPeerState) {
+		if a, err := netip.ParseAddr(addr); err == nil {
+			bfd[a] = bfdStates[st.GetSessionState()]
+		}
+	})
+	for i := range out {
+		out[i].BFD = bfd[out[i].Address]
+	}
 	return out, nil
+}
+
+var bfdStates = map[api.BfdSessionState]string{
+	api.BfdSessionState_BFD_SESSION_STATE_ADMIN_DOWN: BFDAdminDown,
+	api.BfdSessionState_BFD_SESSION_STATE_DOWN:       BFDDown,
+	api.BfdSessionState_BFD_SESSION_STATE_INIT:       BFDInit,
+	api.BfdSessionState_BFD_SESSION_STATE_UP:         BFDUp,
 }
 
 type familyKey struct {

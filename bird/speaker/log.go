@@ -71,6 +71,9 @@ func fields(pre []slog.Attr, r slog.Record) map[string]any {
 // peerLog turns a GoBGP log record about a peer into a PeerLog event. Warnings and above are
 // always reported; below that, only the three records that explain a session's state.
 func peerLog(level slog.Level, msg string, f map[string]any) (Event, bool) {
+	if f["Topic"] == "bfd" {
+		return bfdLog(level, msg, f)
+	}
 	peer, _ := netip.ParseAddr(fmt.Sprint(f["Key"]))
 	if !peer.IsValid() || f["Topic"] != "Peer" {
 		return Event{}, false
@@ -103,4 +106,24 @@ func describe(msg string, f map[string]any) string {
 		fmt.Fprintf(&b, " %s=%v", strings.ToLower(k), f[k])
 	}
 	return b.String()
+}
+
+// GoBGP's BFD warnings that precede its reset of the session (pkg/server/bfd_peer.go).
+const (
+	bfdExpired    = "Expired"
+	bfdRemoteDown = "Remote peer signaled BFD down"
+)
+
+// bfdLog turns GoBGP's record of a BFD session going down into a PeerLog event with BFDDown:
+// GoBGP resets the BGP session right after it, and only this record says BFD did it.
+func bfdLog(level slog.Level, msg string, f map[string]any) (Event, bool) {
+	peer, _ := netip.ParseAddr(fmt.Sprint(f["Peer"]))
+	if !peer.IsValid() || level < slog.LevelWarn || (msg != bfdExpired && msg != bfdRemoteDown) {
+		return Event{}, false
+	}
+	why := "BFD down: no packet from the peer within its detection time"
+	if msg == bfdRemoteDown {
+		why = "BFD down: the peer said its BFD session is down"
+	}
+	return Event{Type: PeerLog, Peer: peer, Message: why, BFDDown: true, Time: time.Now()}, true
 }

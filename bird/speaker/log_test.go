@@ -30,3 +30,22 @@ func TestLogHandlerLevels(t *testing.T) {
 		}
 	}
 }
+
+// GoBGP's BFD warnings become BFDDown events for their peer; other BFD records do not.
+func TestBFDLog(t *testing.T) {
+	var got []Event
+	h := newLogHandler(slog.New(slog.NewTextHandler(io.Discard, nil)), func(e Event) { got = append(got, e) })
+	log := slog.New(h)
+	log.Warn(bfdExpired, slog.String("Topic", "bfd"), slog.String("Peer", "198.51.100.1"))
+	log.Warn(bfdRemoteDown, slog.String("Topic", "bfd"), slog.String("Peer", "2001:db8::1"))
+	log.Info("Insert BFD peer", slog.String("Topic", "bfd"), slog.String("Peer", "198.51.100.1"))
+	log.Warn("Can't dial UDP", slog.String("Topic", "bfd"), slog.String("Peer", "198.51.100.1"))
+	if len(got) != 2 {
+		t.Fatalf("events %+v, want 2", got)
+	}
+	for i, want := range []string{"198.51.100.1", "2001:db8::1"} {
+		if e := got[i]; !e.BFDDown || e.Type != PeerLog || e.Peer.String() != want || e.Message == "" {
+			t.Errorf("event %d: %+v, want BFDDown for %s", i, e, want)
+		}
+	}
+}

@@ -23,6 +23,9 @@ type Speaker interface {
 	Stop(ctx context.Context, restart bool) error
 	AddPeer(ctx context.Context, p peers.Peer) error
 	DeletePeer(ctx context.Context, addr netip.Addr) error
+	// UpdateBFD gives an existing peer p's BFD without resetting its BGP session (the BFD
+	// session restarts).
+	UpdateBFD(ctx context.Context, p peers.Peer) error
 	AddPath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
 	DeletePath(ctx context.Context, prefix netip.Prefix, nextHop netip.Addr) error
 	// SetPolicy makes p the import/export filters and re-evaluates the routes already
@@ -158,7 +161,10 @@ type Event struct {
 
 	Message      string // PeerLog
 	Notification *Notification
-	Time         time.Time
+	// BFDDown (PeerLog): BFD declared the peer down (its packets stopped, or it said so) and
+	// the speaker is resetting the session.
+	BFDDown bool
+	Time    time.Time
 }
 
 // Notification is a BGP NOTIFICATION received from a peer.
@@ -190,7 +196,17 @@ type PeerState struct {
 	EORReceived bool
 	// Families are Received and Sent per address family of the session.
 	Families []FamilyRoutes
+	// BFD is the session's BFD state (RFC 5880: BFDUp, ...), empty without BFD.
+	BFD string
 }
+
+// BFD session states (RFC 5880 section 4.1).
+const (
+	BFDAdminDown = "admin down"
+	BFDDown      = "down"
+	BFDInit      = "init"
+	BFDUp        = "up"
+)
 
 // FamilyRoutes counts one address family's routes on a session.
 type FamilyRoutes struct {

@@ -42,6 +42,10 @@ type PeerStatus struct {
 	Families []FamilyRoutes `json:"families,omitempty"`
 	// Filters are the BGPFilters applied to the session, in order.
 	Filters []string `json:"filters,omitempty"`
+	// BFD is the session's BFD state (up, init, down, admin down), empty without BFD;
+	// BFDDowns counts the times BFD declared the peer down.
+	BFD      string `json:"bfd,omitempty"`
+	BFDDowns uint64 `json:"bfdDowns,omitempty"`
 }
 
 // FamilyRoutes is one address family of a session.

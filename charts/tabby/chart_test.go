@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -367,10 +368,15 @@ func TestTemplateRouteReflectorsAndToR(t *testing.T) {
 	if *bgp.Spec.NodeToNodeMeshEnabled {
 		t.Errorf("mesh still on")
 	}
+	if b := bgp.Spec.BFD; b == nil || !b.Enabled {
+		t.Errorf("BGPConfiguration bfd %+v, want enabled", b)
+	}
+	mult := int32(3)
+	torBFD := &v1.BFD{Enabled: true, MinRx: &metav1.Duration{Duration: 300 * time.Millisecond}, MinTx: &metav1.Duration{Duration: 300 * time.Millisecond}, Multiplier: &mult}
 	want := map[string]v1.BGPPeerSpec{
 		"peer-with-route-reflectors": {NodeSelector: "!has(route-reflector)", PeerSelector: "has(route-reflector)"},
 		"route-reflector-mesh":       {NodeSelector: "has(route-reflector)", PeerSelector: "has(route-reflector)"},
-		"tor-rack1":                  {NodeSelector: "rack == 'rack1'", PeerIP: "198.51.100.1", ASNumber: 65001, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp-passwords", Key: "tor-rack1"}}},
+		"tor-rack1":                  {NodeSelector: "rack == 'rack1'", PeerIP: "198.51.100.1", ASNumber: 65001, Password: &v1.BGPPassword{SecretKeyRef: &v1.SecretKeyRef{Name: "bgp-passwords", Key: "tor-rack1"}}, BFD: torBFD},
 		"tor-rack2":                  {NodeSelector: "rack == 'rack2'", PeerIP: "203.0.113.1", ASNumber: 65002, KeepOriginalNextHop: true},
 	}
 	n := 0

@@ -58,7 +58,7 @@ func FromStatus(p status.PeerStatus) Peer {
 	if len(routes) == 0 {
 		routes = []string{"-"}
 	}
-	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " "), Filters: p.Filters}
+	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " "), Filters: p.Filters, BFD: p.BFD}
 }
 
 // familyRoutes is one family of a session as the ROUTES column shows it, like the "Routes:"

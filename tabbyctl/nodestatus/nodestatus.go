@@ -34,6 +34,8 @@ type Peer struct {
 	Routes string `json:"routes"`
 	// Filters are the session's BGPFilters, in order.
 	Filters []string `json:"filters,omitempty"`
+	// BFD is the session's BFD state (up, init, down, admin down), empty without BFD.
+	BFD string `json:"bfd,omitempty"`
 }
 
 // Status is a node's BGP sessions and what keeps configured ones from existing, and the learned
@@ -102,27 +104,37 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 	fmt.Fprintln(w, "tabby-node is running.")
 	// One table per session address family, as calicoctl prints them; an IPv4 session of a
 	// dual-stack node carries IPv6 too, which its ROUTES column shows.
+	// BFD and FILTERS columns only where some session has them: calicoctl's table otherwise.
+	withBFD, filtered := false, false
+	for _, p := range st.Peers {
+		withBFD = withBFD || p.BFD != ""
+		filtered = filtered || len(p.Filters) > 0
+	}
 	for _, fam := range []string{"IPv4", "IPv6"} {
 		var rows [][]string
-		filtered := false
 		for _, p := range st.Peers {
 			if isIPv6(p.Address) == (fam == "IPv6") {
-				rows = append(rows, []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes, orDash(strings.Join(p.Filters, ","))})
-				filtered = filtered || len(p.Filters) > 0
-			}
-		}
-		header := []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/ACC/SENT", "FILTERS"}
-		// The FILTERS column only where a session has some: the table stays calicoctl's.
-		if !filtered {
-			header = header[:len(header)-1]
-			for i := range rows {
-				rows[i] = rows[i][:len(header)]
+				row := []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes}
+				if withBFD {
+					row = append(row, orDash(p.BFD))
+				}
+				if filtered {
+					row = append(row, orDash(strings.Join(p.Filters, ",")))
+				}
+				rows = append(rows, row)
 			}
 		}
 		fmt.Fprintf(w, "\n%s BGP status\n", fam)
 		if len(rows) == 0 {
 			fmt.Fprintf(w, "No %s peers found.\n", fam)
 			continue
+		}
+		header := []string{"PEER ADDRESS", "PEER TYPE", "STATE", "SINCE", "INFO", "ROUTES RECV/ACC/SENT"}
+		if withBFD {
+			header = append(header, "BFD")
+		}
+		if filtered {
+			header = append(header, "FILTERS")
 		}
 		boxTable(w, header, rows)
 	}

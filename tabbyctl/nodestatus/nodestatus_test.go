@@ -70,6 +70,29 @@ func TestReportPerFamily(t *testing.T) {
 	}
 }
 
+// TestReportBFD: a BFD column appears once a session runs BFD, with "-" for the others.
+func TestReportBFD(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "bird.sock")
+	if err := os.WriteFile(socket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.Local)
+	st := Status{Peers: []Peer{
+		FromStatus(status.PeerStatus{Address: "198.51.100.1", Type: "global", State: "established", BFD: "up"}),
+		FromStatus(status.PeerStatus{Address: "198.51.100.12", Type: "mesh", State: "established"}),
+	}}
+	dial := func(string) (Source, func(), error) { return fakeSource{st}, func() {}, nil }
+	var out bytes.Buffer
+	if err := Report(context.Background(), &out, socket, dial, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| ROUTES RECV/ACC/SENT | BFD |", "| up  |", "| -   |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("node status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // A node running without BGP has no status socket: node status says BGP is off there while its
 // tabby-node answers on the IPAM socket, and that it is not running once nothing answers.
 func TestReportBGPOff(t *testing.T) {

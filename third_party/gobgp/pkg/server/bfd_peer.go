@@ -42,6 +42,7 @@ type bfdPeer struct {
 	peerState     peerState
 	logger        *slog.Logger
 	peerAddress   netip.Addr
+	localAddress  netip.Addr // invalid: the kernel's choice
 	peerPort      int
 	bindInterface string
 
@@ -68,7 +69,7 @@ type bfdPeer struct {
 	stats bfdPeerStats
 }
 
-func NewBfdPeer(ps peerState, logger *slog.Logger, peerAddress netip.Addr, config oc.BfdConfig, bindInterface string) *bfdPeer {
+func NewBfdPeer(ps peerState, logger *slog.Logger, peerAddress, localAddress netip.Addr, config oc.BfdConfig, bindInterface string) *bfdPeer {
 	peerPort := int(config.Port)
 	if peerPort == 0 {
 		peerPort = BfdServerPort
@@ -78,6 +79,7 @@ func NewBfdPeer(ps peerState, logger *slog.Logger, peerAddress netip.Addr, confi
 		peerState:     ps,
 		logger:        logger,
 		peerAddress:   peerAddress,
+		localAddress:  localAddress,
 		peerPort:      peerPort,
 		bindInterface: bindInterface,
 
@@ -205,6 +207,13 @@ func (p *bfdPeer) remoteUDPAddr() *net.UDPAddr {
 func (p *bfdPeer) startClient() {
 	localAddress := &net.UDPAddr{
 		Port: randRange(bfdSourcePortMin, bfdSourcePortMax),
+	}
+	// tabby's change (TABBY.md): from the BGP session's own address. The peer knows the
+	// session by it (RFC 5881 section 4), and the kernel's choice differs on a host with several
+	// addresses (or none other than the peer's, when both speakers share one).
+	if p.localAddress.IsValid() && !p.localAddress.IsUnspecified() && p.localAddress.Is4() == p.peerAddress.Unmap().Is4() {
+		localAddress.IP = p.localAddress.AsSlice()
+		localAddress.Zone = p.localAddress.Zone()
 	}
 
 	remoteAddress := p.remoteUDPAddr()
@@ -336,8 +345,14 @@ func (p *bfdPeer) rxPacket(h *bfd.BFDHeader) {
 
 	switch h.State {
 	case bfd.StateAdminDown:
+		// tabby's change (TABBY.md): a peer that takes its BFD session down administratively
+		// says nothing about the path; the BGP session stays (RFC 5882 section 3.2).
 		if p.sessionState() != api.BfdSessionState_BFD_SESSION_STATE_DOWN {
-			p.remoteDown()
+			p.logger.Info("Remote peer set BFD AdminDown: BGP session kept",
+				slog.String("Topic", "bfd"),
+				slog.String("Peer", p.peerAddress.String()),
+			)
+			p.setStateDown()
 		}
 	case bfd.StateDown:
 		switch p.sessionState() {

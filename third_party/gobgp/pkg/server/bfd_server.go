@@ -31,6 +31,7 @@ type bfdServerStats struct {
 type bfdEventPeerUpdate struct {
 	isAdd         bool
 	peerAddress   netip.Addr
+	localAddress  netip.Addr
 	config        oc.BfdConfig
 	bindInterface string
 }
@@ -50,8 +51,12 @@ type bfdServer struct {
 
 	config *oc.BfdConfig
 
-	udpServer       *net.UDPConn
+	// tabby's change (TABBY.md): one listener per address BGP listens on (a wildcard one when
+	// BGP listens on every address), so that BFD's packets reach the speaker their address
+	// belongs to when another BFD speaker shares the host.
+	udpServers      []*net.UDPConn
 	listenInterface string
+	listenAddresses []netip.Addr
 
 	peersMutex sync.RWMutex
 	peers      map[netip.Addr]*bfdPeer
@@ -116,7 +121,9 @@ func (s *bfdServer) Stop() {
 	})
 }
 
-func (s *bfdServer) AddPeer(ctx context.Context, peerAddress netip.Addr, config oc.BfdConfig, bindInterface string) error {
+// AddPeer adds a BFD session with peerAddress. tabby's change (TABBY.md): its packets leave from
+// localAddress, the BGP session's own, when valid.
+func (s *bfdServer) AddPeer(ctx context.Context, peerAddress, localAddress netip.Addr, config oc.BfdConfig, bindInterface string) error {
 	if s.stopped.Load() {
 		return errors.New("bfd server stopped")
 	}
@@ -126,7 +133,7 @@ func (s *bfdServer) AddPeer(ctx context.Context, peerAddress netip.Addr, config 
 	}
 
 	select {
-	case s.eventPeerUpdate <- &bfdEventPeerUpdate{isAdd: true, peerAddress: peerAddress, config: config, bindInterface: bindInterface}:
+	case s.eventPeerUpdate <- &bfdEventPeerUpdate{isAdd: true, peerAddress: peerAddress, localAddress: localAddress, config: config, bindInterface: bindInterface}:
 		if s.stopped.Load() {
 			return errors.New("bfd server stopped")
 		}
@@ -205,7 +212,7 @@ func (s *bfdServer) loop() {
 			s.config = ev
 		case ev := <-s.eventPeerUpdate:
 			if ev.isAdd {
-				s.addBfdPeer(ev.peerAddress, ev.config, ev.bindInterface)
+				s.addBfdPeer(ev.peerAddress, ev.localAddress, ev.config, ev.bindInterface)
 			} else {
 				s.deleteBfdPeer(ev.peerAddress)
 			}
@@ -219,11 +226,28 @@ func (s *bfdServer) loop() {
 }
 
 func (s *bfdServer) start() bool {
-	if s.udpServer == nil {
+	if s.udpServers == nil {
 		s.startServer()
 	}
 
-	return s.udpServer != nil
+	return s.udpServers != nil
+}
+
+// listenAddressStrings are where the listeners go: each of listenAddresses, or every address
+// when they are unset or one of them is unspecified.
+func (s *bfdServer) listenAddressStrings() []string {
+	port := strconv.FormatUint(uint64(s.config.Port), 10)
+	var out []string
+	for _, a := range s.listenAddresses {
+		if !a.IsValid() || a.IsUnspecified() {
+			return []string{":" + port}
+		}
+		out = append(out, net.JoinHostPort(a.String(), port))
+	}
+	if len(out) == 0 {
+		return []string{":" + port}
+	}
+	return out
 }
 
 func (s *bfdServer) startServer() {
@@ -232,7 +256,26 @@ func (s *bfdServer) startServer() {
 		return
 	}
 
-	addressString := ":" + strconv.FormatUint(uint64(s.config.Port), 10)
+	var conns []*net.UDPConn
+	for _, addressString := range s.listenAddressStrings() {
+		conn := s.listen(addressString)
+		if conn == nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return
+		}
+		conns = append(conns, conn)
+	}
+	s.udpServers = conns
+	s.serverStop = make(chan struct{})
+	for _, conn := range conns {
+		s.serverWait.Add(1)
+		go s.serverLoop(conn)
+	}
+}
+
+func (s *bfdServer) listen(addressString string) *net.UDPConn {
 
 	var lc net.ListenConfig
 	lc.Control = func(network, address string, sc syscall.RawConn) error {
@@ -253,46 +296,45 @@ func (s *bfdServer) startServer() {
 			slog.String("Address", addressString),
 			slog.Any("Error", err),
 		)
-		return
+		return nil
 	}
 
-	var ok bool
-	s.udpServer, ok = l.(*net.UDPConn)
+	conn, ok := l.(*net.UDPConn)
 	if !ok {
 		s.logger.Error("Unexpected connection listener",
 			slog.String("Topic", "bfd"),
 			slog.String("Address", addressString),
 			slog.Any("Error", err),
 		)
-		return
+		l.Close()
+		return nil
 	}
 
 	s.logger.Info("BFD server is started",
 		slog.String("Topic", "bfd"),
 		slog.String("Address", addressString),
 	)
-
-	s.serverStop = make(chan struct{})
-	s.serverWait.Add(1)
-	go s.serverLoop()
+	return conn
 }
 
 func (s *bfdServer) stop() {
-	if s.udpServer == nil {
+	if s.udpServers == nil {
 		return
 	}
 
 	close(s.serverStop)
-	s.udpServer.Close()
+	for _, conn := range s.udpServers {
+		conn.Close()
+	}
 	s.serverWait.Wait()
-	s.udpServer = nil
+	s.udpServers = nil
 
 	s.logger.Info("BFD server is stopped",
 		slog.String("Topic", "bfd"),
 	)
 }
 
-func (s *bfdServer) addBfdPeer(peerAddress netip.Addr, config oc.BfdConfig, bindInterface string) {
+func (s *bfdServer) addBfdPeer(peerAddress, localAddress netip.Addr, config oc.BfdConfig, bindInterface string) {
 	s.peersMutex.RLock()
 	_, ok := s.peers[peerAddress]
 	s.peersMutex.RUnlock()
@@ -306,7 +348,7 @@ func (s *bfdServer) addBfdPeer(peerAddress netip.Addr, config oc.BfdConfig, bind
 		return
 	}
 
-	bfdPeer := NewBfdPeer(s.peerState, s.logger, peerAddress, config, bindInterface)
+	bfdPeer := NewBfdPeer(s.peerState, s.logger, peerAddress, localAddress, config, bindInterface)
 	if bfdPeer != nil {
 		s.logger.Info("Insert BFD peer",
 			slog.String("Topic", "bfd"),
@@ -402,13 +444,13 @@ func (s *bfdServer) shutdown() {
 	s.eventStartStop.Stop()
 }
 
-func (s *bfdServer) serverLoop() {
+func (s *bfdServer) serverLoop(conn *net.UDPConn) {
 	defer s.serverWait.Done()
 
 	// buffer size must be more than BFD Control Packet size
 	buffer := make([]byte, 4096)
 	for {
-		length, address, err := s.udpServer.ReadFromUDP(buffer)
+		length, address, err := conn.ReadFromUDP(buffer)
 		if err != nil {
 			select {
 			case <-s.serverStop:
