@@ -104,14 +104,18 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 	fmt.Fprintln(w, "tabby-node is running.")
 	// One table per session address family, as calicoctl prints them; an IPv4 session of a
 	// dual-stack node carries IPv6 too, which its ROUTES column shows.
-	// BFD and FILTERS columns only where some session has them: calicoctl's table otherwise.
-	withBFD, filtered := false, false
+	// A BFD column where some session runs BFD, a FILTERS column in a family's table where one
+	// of its sessions has filters: calicoctl's table otherwise.
+	withBFD := false
 	for _, p := range st.Peers {
 		withBFD = withBFD || p.BFD != ""
-		filtered = filtered || len(p.Filters) > 0
 	}
 	for _, fam := range []string{"IPv4", "IPv6"} {
 		var rows [][]string
+		filtered := false
+		for _, p := range st.Peers {
+			filtered = filtered || (isIPv6(p.Address) == (fam == "IPv6") && len(p.Filters) > 0)
+		}
 		for _, p := range st.Peers {
 			if isIPv6(p.Address) == (fam == "IPv6") {
 				row := []string{p.Address, p.Type, p.State, since(p.Since, now), p.Info, p.Routes}
