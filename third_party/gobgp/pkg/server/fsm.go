@@ -1830,6 +1830,9 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 			return nil
 		}
 		_, err := conn.Write(buf)
+		// The kernel has copied the batch: its buffer serves another sender's next one.
+		putBatchBuf(buf)
+		buf = nil
 		if err != nil {
 			fsm.logger.Warn("failed to send",
 				slog.String("State", fsm.state.String()),
@@ -1862,12 +1865,11 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 		}
 		clear(queued)
 		queued = queued[:0]
-		if cap(buf) > 4096 {
-			// A batch's buffer is not kept for the keepalives after it: a reflector's
-			// thousand sessions kept 100 MB that way.
-			buf, queued = nil, nil
+		if cap(queued) > 1024 {
+			// Not kept between batches: a reflector's thousand sessions would keep the
+			// largest each ever sent.
+			queued = nil
 		}
-		buf = buf[:0]
 		return nil
 	}
 
@@ -1883,14 +1885,21 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 			// upstream's sender yielded while its channel's pump had more).
 			runtime.Gosched()
 			const maxCoalesceMsgs = 2048 // safety cap
-			var paths []*table.Path
-			for _, m := range h.outgoing.take(maxCoalesceMsgs) {
+			msgs := h.outgoing.take(maxCoalesceMsgs)
+			n := 0
+			for _, m := range msgs {
+				if m.session == session {
+					n += len(m.Paths)
+				}
+			}
+			if n == 0 {
+				continue
+			}
+			paths := make([]*table.Path, 0, n)
+			for _, m := range msgs {
 				if m.session == session {
 					paths = append(paths, m.Paths...)
 				}
-			}
-			if len(paths) == 0 {
-				continue
 			}
 
 			options := &bgp.MarshallingOption{
@@ -1898,7 +1907,13 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 				ExtendedMessage: fsm.extendedMessage.Load(),
 			}
 			// A 2-octet-AS peer's UPDATEs are rewritten for it, so not shared.
-			for _, u := range table.PackUpdates(paths, !fsm.twoByteAsTrans, options) {
+			packed := table.PackUpdates(paths, !fsm.twoByteAsTrans, options)
+			size := 0
+			for _, u := range packed {
+				size += len(u.Wire)
+			}
+			buf = getBatchBuf(size)
+			for _, u := range packed {
 				if u.Wire != nil {
 					queueWire(u.Msg, u.Wire)
 				} else {
@@ -1909,6 +1924,29 @@ func (h *fsmHandler) sendMessageloop(ctx context.Context, conn net.Conn, stateRe
 				return nil
 			}
 		}
+	}
+}
+
+// batchBufs holds the buffers the senders serialise their batches into (tabby's change,
+// TABBY.md): a buffer grown by appending for every batch of every session was a quarter of what
+// a route reflector allocated while its clients came up, and its collector's work with it.
+var batchBufs sync.Pool
+
+// batchBufMax is the largest buffer kept for another batch; an initial table's is dropped.
+const batchBufMax = 64 << 10
+
+// getBatchBuf returns an empty buffer for at least size bytes.
+func getBatchBuf(size int) []byte {
+	if b, ok := batchBufs.Get().(*[]byte); ok && cap(*b) >= size {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, max(size, 4096))
+}
+
+func putBatchBuf(b []byte) {
+	if cap(b) <= batchBufMax {
+		b = b[:0]
+		batchBufs.Put(&b)
 	}
 }
 

@@ -1808,12 +1808,13 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 		peer.fsm.outgoingCh.drain()
 
 		if nextState == bgp.BGP_FSM_ESTABLISHED {
-			// Publish the state before the initial table is taken from the RIB. The fsm
-			// publishes it only after this handler returns, and propagation from other peers'
-			// handlers, running meanwhile, skips a peer that is not established: a path that
-			// reached the RIB after the initial table was taken was then never sent to this
-			// peer. Under the route-refresh lock (propagation takes it for reading), a path is
-			// either in the initial table or propagated to this peer after it.
+			// tabby's change (TABBY.md): publish the state before the initial table is taken
+			// from the RIB. The fsm publishes it only after this handler returns, and
+			// propagation from other peers' handlers, running meanwhile, skips a peer that is
+			// not established: a path that reached the RIB after the initial table was taken
+			// was then never sent to this peer. Under the route-refresh lock (propagation
+			// takes it for reading), a path is either in the initial table or propagated to
+			// this peer after it.
 			peer.routeRefreshInProgress.Lock()
 			peer.fsm.session.Add(1)
 			peer.fsm.state.Store(nextState)

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"sync"
 
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
@@ -312,18 +313,45 @@ type packerMP struct {
 	withdrawals []*Path
 }
 
+// mpScratch is what packerMP.pack groups a batch's paths with, kept for the next batch of
+// any session (tabby's change, TABBY.md): allocated for every batch, it was a fifth of what a
+// route reflector allocated while its clients came up.
+type mpScratch struct {
+	hashmap map[uint64]*mpCage
+	cages   []mpCage
+}
+
+var mpScratches sync.Pool
+
+// mpScratchMax is the most cages a scratch kept for another batch has room for: an initial
+// table's is dropped, so that each small batch does not clear a large map.
+const mpScratchMax = 64
+
+func getMPScratch(n int) *mpScratch {
+	if n <= mpScratchMax {
+		if s, ok := mpScratches.Get().(*mpScratch); ok {
+			return s
+		}
+		return &mpScratch{hashmap: make(map[uint64]*mpCage, mpScratchMax), cages: make([]mpCage, 0, mpScratchMax)}
+	}
+	return &mpScratch{hashmap: make(map[uint64]*mpCage, n), cages: make([]mpCage, 0, n)}
+}
+
+func putMPScratch(s *mpScratch) {
+	if cap(s.cages) > mpScratchMax {
+		return
+	}
+	clear(s.hashmap)
+	clear(s.cages[:cap(s.cages)]) // pack appended to its own copy of the slice
+	s.cages = s.cages[:0]
+	mpScratches.Put(s)
+}
+
 type mpCage struct {
 	attrsBytes []byte
 	nhKey      string
 	paths      []*Path
-}
-
-func newMPCage(b []byte, nhKey string, path *Path) *mpCage {
-	return &mpCage{
-		attrsBytes: b,
-		nhKey:      nhKey,
-		paths:      []*Path{path},
-	}
+	next       *mpCage // another with the same hash
 }
 
 func getMPReachNexthops(path *Path) ([]netip.Addr, string) {
@@ -448,87 +476,85 @@ func (p *packerMP) pack(shared bool, options ...*bgp.MarshallingOption) []Packed
 
 	msgs := make([]Packed, 0, p.total)
 
-	emptyUnreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nil)
-	baseUnreachLen := 19 + 2 + 2 + emptyUnreach.Len() + 1 // +1 for extended-length attr header
-	unreachMsg := func(nlris []bgp.PathNLRI) *bgp.BGPMessage {
-		unreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nlris)
-		return bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{unreach}, nil)
+	if withdrawals := p.withdrawals; len(withdrawals) > 0 {
+		emptyUnreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nil)
+		baseUnreachLen := 19 + 2 + 2 + emptyUnreach.Len() + 1 // +1 for extended-length attr header
+		unreachMsg := func(nlris []bgp.PathNLRI) *bgp.BGPMessage {
+			unreach, _ := bgp.NewPathAttributeMpUnreachNLRI(p.family, nlris)
+			return bgp.NewBGPUpdateMessage(nil, []bgp.PathAttributeInterface{unreach}, nil)
+		}
+		if u := aloneWithdrawn(withdrawals, shared, options, unreachMsg); u != nil {
+			msgs, withdrawals = append(msgs, *u), nil
+		}
+		split(baseUnreachLen, withdrawals, func(nlris []bgp.PathNLRI) {
+			msgs = append(msgs, Packed{Msg: unreachMsg(nlris)})
+		})
 	}
-	withdrawals := p.withdrawals
-	if u := aloneWithdrawn(withdrawals, shared, options, unreachMsg); u != nil {
-		msgs, withdrawals = append(msgs, *u), nil
-	}
-	split(baseUnreachLen, withdrawals, func(nlris []bgp.PathNLRI) {
-		msgs = append(msgs, Packed{Msg: unreachMsg(nlris)})
-	})
 
-	hashmap := make(map[uint64][]*mpCage)
 	// One buffer serves every path whose attributes are not kept on it; a new cage keeps a
-	// copy (tabby's change, TABBY.md).
-	attrsB := new(bytes.Buffer)
-	for _, path := range p.paths {
-		a, kept := mpAttrs(path, attrsB)
+	// copy (tabby's change, TABBY.md). The cages are one allocation, in the order of their
+	// first path, chained by hash; a cage of one path holds it in the batch's own list
+	// (capped, so that a second path copies it out).
+	scratch := getMPScratch(len(p.paths))
+	defer putMPScratch(scratch)
+	hashmap, cageList := scratch.hashmap, scratch.cages
+	var attrsB bytes.Buffer
+	for i, path := range p.paths {
+		a, kept := mpAttrs(path, &attrsB)
 		attrs, nhKey, h := a.b, a.nexthopKey, a.hash
 		if !kept {
 			attrs = bytes.Clone(attrs)
 		}
-
-		if cages, y := hashmap[h]; y {
-			added := false
-			for _, c := range cages {
-				if bytes.Equal(c.attrsBytes, attrs) {
-					if c.nhKey == nhKey {
-						c.paths = append(c.paths, path)
-						added = true
-						break
-					}
-				}
+		added := false
+		for c := hashmap[h]; c != nil; c = c.next {
+			if bytes.Equal(c.attrsBytes, attrs) && c.nhKey == nhKey {
+				c.paths = append(c.paths, path)
+				added = true
+				break
 			}
-			if !added {
-				hashmap[h] = append(hashmap[h], newMPCage(attrs, nhKey, path))
-			}
-		} else {
-			hashmap[h] = []*mpCage{newMPCage(attrs, nhKey, path)}
+		}
+		if !added {
+			cageList = append(cageList, mpCage{attrsBytes: attrs, nhKey: nhKey, paths: p.paths[i : i+1 : i+1], next: hashmap[h]})
+			hashmap[h] = &cageList[len(cageList)-1]
 		}
 	}
 
-	for _, cages := range hashmap {
-		for _, c := range cages {
-			paths := c.paths
-			if len(paths) == 0 {
+	for i := range cageList {
+		c := &cageList[i]
+		paths := c.paths
+		if len(paths) == 0 {
+			continue
+		}
+		if len(paths) == 1 && shared {
+			if u := alone(paths[0], options, func() *bgp.BGPMessage { return createMPReachMessage(paths[0], nil) }); u != nil {
+				msgs = append(msgs, *u)
 				continue
 			}
-			if len(paths) == 1 && shared {
-				if u := alone(paths[0], options, func() *bgp.BGPMessage { return createMPReachMessage(paths[0], nil) }); u != nil {
-					msgs = append(msgs, *u)
-					continue
-				}
-			}
-
-			attrsWithoutMPReach := make([]bgp.PathAttributeInterface, 0, len(paths[0].GetPathAttrs()))
-			for _, attr := range paths[0].GetPathAttrs() {
-				if attr.GetType() != bgp.BGP_ATTR_TYPE_MP_REACH_NLRI {
-					attrsWithoutMPReach = append(attrsWithoutMPReach, attr)
-				}
-			}
-
-			attrsLen := 0
-			for _, attr := range attrsWithoutMPReach {
-				attrsLen += attr.Len()
-			}
-
-			baseReachLen := 19 + 2 + 2 + attrsLen
-			nexthops, _ := getMPReachNexthops(paths[0])
-			sampleNLRI := bgp.PathNLRI{NLRI: paths[0].GetNlri(), ID: paths[0].localID}
-			if sampleReach, err := bgp.NewPathAttributeMpReachNLRI(paths[0].GetFamily(), []bgp.PathNLRI{sampleNLRI}, nexthops...); err == nil {
-				baseReachLen += sampleReach.Len() + 1 - paths[0].GetNlri().Len(options...) // +1 for extended-length attr header
-			} else {
-				baseReachLen = maxUpdateMessageLength(options)
-			}
-			split(baseReachLen, paths, func(nlris []bgp.PathNLRI) {
-				msgs = append(msgs, Packed{Msg: createMPReachMessage(paths[0], nlris)})
-			})
 		}
+
+		attrsWithoutMPReach := make([]bgp.PathAttributeInterface, 0, len(paths[0].GetPathAttrs()))
+		for _, attr := range paths[0].GetPathAttrs() {
+			if attr.GetType() != bgp.BGP_ATTR_TYPE_MP_REACH_NLRI {
+				attrsWithoutMPReach = append(attrsWithoutMPReach, attr)
+			}
+		}
+
+		attrsLen := 0
+		for _, attr := range attrsWithoutMPReach {
+			attrsLen += attr.Len()
+		}
+
+		baseReachLen := 19 + 2 + 2 + attrsLen
+		nexthops, _ := getMPReachNexthops(paths[0])
+		sampleNLRI := bgp.PathNLRI{NLRI: paths[0].GetNlri(), ID: paths[0].localID}
+		if sampleReach, err := bgp.NewPathAttributeMpReachNLRI(paths[0].GetFamily(), []bgp.PathNLRI{sampleNLRI}, nexthops...); err == nil {
+			baseReachLen += sampleReach.Len() + 1 - paths[0].GetNlri().Len(options...) // +1 for extended-length attr header
+		} else {
+			baseReachLen = maxUpdateMessageLength(options)
+		}
+		split(baseReachLen, paths, func(nlris []bgp.PathNLRI) {
+			msgs = append(msgs, Packed{Msg: createMPReachMessage(paths[0], nlris)})
+		})
 	}
 
 	if p.eof {
@@ -740,29 +766,57 @@ func CreateUpdateMsgFromPaths(pathList []*Path, options ...*bgp.MarshallingOptio
 // all of them, in Packed.Wire. A sender that rewrites messages (for a 2-octet-AS peer) must
 // not share them.
 func PackUpdates(pathList []*Path, shared bool, options ...*bgp.MarshallingOption) []Packed {
-	msgs := make([]Packed, 0, len(pathList))
 
 	// Since sendMessageloop coalesces outgoing BGP UPDATE messages and
 	// the packers emit withdrawals before announcements, we should keep only the
 	// last action for each NLRI/path-id within one packing pass.
-	last := make(map[PathLocalKey]*Path, len(pathList))
-	for _, path := range pathList {
-		if path == nil || path.IsEOR() {
-			continue
+	// tabby's change (TABBY.md): a small batch, the most common at a route reflector (a route
+	// reflected to every client wakes each sender for it), finds a path's successor by looking
+	// ahead instead of building a map of them, and the packers are a list: a batch has one or
+	// two families.
+	const lookAhead = 32
+	var last map[PathLocalKey]*Path
+	if len(pathList) > lookAhead {
+		last = make(map[PathLocalKey]*Path, len(pathList))
+		for _, path := range pathList {
+			if path == nil || path.IsEOR() {
+				continue
+			}
+			last[path.GetLocalKey()] = path
 		}
-		last[path.GetLocalKey()] = path
+	}
+	isLast := func(i int, path *Path) bool {
+		if last != nil {
+			return last[path.GetLocalKey()] == path
+		}
+		k := path.GetLocalKey()
+		for _, q := range pathList[i+1:] {
+			if q != nil && !q.IsEOR() && q.GetLocalKey() == k {
+				return false
+			}
+		}
+		return true
 	}
 
-	m := make(map[bgp.Family]packerInterface)
+	type familyPacker struct {
+		family bgp.Family
+		packer packerInterface
+	}
+	var packers []familyPacker
 	add := func(path *Path) {
 		f := path.GetFamily()
-		if _, y := m[f]; !y {
-			m[f] = newPacker(f)
+		for _, p := range packers {
+			if p.family == f {
+				p.packer.add(path)
+				return
+			}
 		}
-		m[f].add(path)
+		p := newPacker(f)
+		p.add(path)
+		packers = append(packers, familyPacker{f, p})
 	}
 
-	for _, path := range pathList {
+	for i, path := range pathList {
 		if path == nil {
 			continue
 		}
@@ -770,14 +824,18 @@ func PackUpdates(pathList []*Path, shared bool, options ...*bgp.MarshallingOptio
 			add(path)
 			continue
 		}
-		if last[path.GetLocalKey()] != path {
+		if !isLast(i, path) {
 			continue
 		}
 		add(path)
 	}
 
-	for _, p := range m {
-		msgs = append(msgs, p.pack(shared, options...)...)
+	if len(packers) == 1 {
+		return packers[0].packer.pack(shared, options...)
+	}
+	msgs := make([]Packed, 0, len(pathList))
+	for _, p := range packers {
+		msgs = append(msgs, p.packer.pack(shared, options...)...)
 	}
 	return msgs
 }
