@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/bird/internal/netnstest"
 	"github.com/tabbynet/tabby/bird/status"
@@ -49,24 +47,7 @@ func TestStatusServiceAndMetrics(t *testing.T) {
 		t.Errorf("reply: %+v", r)
 	}
 
-	reg := prometheus.NewPedanticRegistry()
-	for _, col := range a.bird.Collectors() {
-		reg.MustRegister(col)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				key += "," + l.GetName() + "=" + l.GetValue()
-			}
-			got[key] = m.GetGauge().GetValue()
-		}
-	}
+	got := gather(t, a)
 	for k, v := range map[string]float64{
 		"tabby_bgp_routes_advertised":                    1,
 		"tabby_bgp_routes_learned":                       1,

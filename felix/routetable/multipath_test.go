@@ -3,17 +3,14 @@ package routetable
 import (
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/tabbynet/tabby/felix/calc"
-	"github.com/tabbynet/tabby/felix/nl"
 )
 
 func ecmpRoute(dst string, hops ...calc.NextHop) calc.Route {
@@ -94,33 +91,7 @@ func TestMultipathRoute(t *testing.T) {
 // as sibling routes it lists as one): programmed, found equal on a resync, narrowed to one path
 // and widened again, then deleted.
 func TestMultipathInRealKernel(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("needs root and a network namespace")
-	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
-	h, err := nl.NewReal(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	for _, name := range []string{"lo", "eth0", "eth1"} {
-		if name != "lo" {
-			if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		l, err := h.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := realNS(t, "eth0", "eth1")
 	for name, addrs := range map[string][]string{"eth0": {"198.51.100.10/25", "2001:db8:1::10/64"}, "eth1": {"198.51.100.130/25", "2001:db8:2::10/64"}} {
 		l, _ := h.LinkByName(name)
 		for _, a := range addrs {

@@ -19,33 +19,7 @@ import (
 // IPv6 route in place (the onlink gateway is covered by the route being replaced, on another
 // device); the table still gets there, in both directions.
 func TestIPv6NativeToOnlinkInRealKernel(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("needs root and a network namespace")
-	}
-	n, err := testutils.NewNS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
-	h, err := nl.NewReal(n.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	for _, name := range []string{"lo", "eth0", "vx0"} {
-		if name != "lo" {
-			if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		l, err := h.LinkByName(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := realNS(t, "eth0", "vx0")
 	eth0, _ := h.LinkByName("eth0")
 	if err := h.AddrReplace(eth0, &netlink.Addr{IPNet: ipnet("2001:db8:100::12/64"), Flags: unix.IFA_F_NODAD}); err != nil {
 		t.Fatal(err)
@@ -73,4 +47,38 @@ func TestIPv6NativeToOnlinkInRealKernel(t *testing.T) {
 			t.Fatalf("step %d, want %s: the kernel has %v", i, want, got)
 		}
 	}
+}
+
+// realNS is a new network namespace with lo and the named veths up, and a netlink handle into
+// it; the test is skipped without root, and the namespace goes with the test.
+func realNS(t *testing.T, veths ...string) *nl.Real {
+	t.Helper()
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root and a network namespace")
+	}
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(); _ = testutils.UnmountNS(n) })
+	h, err := nl.NewReal(n.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	for _, name := range append([]string{"lo"}, veths...) {
+		if name != "lo" {
+			if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := h.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
 }
