@@ -175,7 +175,6 @@ type ecmpToR struct {
 	ns, veth string
 	addr     netip.Addr
 	addr6    netip.Addr
-	vtysh    func(string) string
 }
 
 func startECMPToR(t *testing.T, i int, as uint32, bridge string, node model.Node, behind []netip.Prefix) *ecmpToR {
@@ -209,7 +208,7 @@ func startECMPToR(t *testing.T, i int, as uint32, bridge string, node model.Node
 			in("ip", "addr", "add", netip.PrefixFrom(p.Addr().Next(), p.Addr().BitLen()).String(), "dev", "lo")
 		}
 	}
-	tor.vtysh = frrOptions{bfd: true, announce: behind}.start(t, tor.ns, tor.addr, as, v1.DefaultASNumber, []netip.Addr{addr4(node), addr6(node)}).vtysh
+	frrOptions{bfd: true, announce: behind}.start(t, tor.ns, tor.addr, as, v1.DefaultASNumber, []netip.Addr{addr4(node), addr6(node)})
 	return tor
 }
 
