@@ -204,7 +204,7 @@ func apiPeer(p peers.Peer, routerID netip.Addr, address ipfamily.Pair[netip.Addr
 		},
 		Transport: &api.Transport{RemotePort: uint32(p.Port), PassiveMode: p.Passive},
 		Timers: &api.Timers{Config: &api.TimersConfig{
-			// NOTES: a passive or late side waits minutes with GoBGP's default 120 s.
+			// With GoBGP's default of 120 s a passive or late side would wait minutes to connect.
 			ConnectRetry:      1,
 			HoldTime:          seconds(p.Hold),
 			KeepaliveInterval: seconds(p.Keepalive),

@@ -253,7 +253,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		cpus = 1
 	}
 	args := []string{
-		"-accel", "tcg", "-cpu", "max", // -enable-kvm hangs on these machines (NOTES)
+		"-accel", "tcg", "-cpu", "max", // -enable-kvm hangs on the machines this runs on: TCG is slow but works
 		"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-nographic", "-no-reboot",
 		"-kernel", k.Image, "-initrd", initrd,
