@@ -197,13 +197,18 @@ func (m *Manager) report(p netip.Prefix, u *calc.Unresolved) {
 		}
 		return
 	}
-	if !had || was != *u {
+	switch {
+	case had && was == *u:
+	case u.Partial:
+		m.opts.Log.Warn("BGP multipath route programmed without a next hop: unresolved", "prefix", p, "nextHop", u.NextHop, "reason", u.Reason)
+	default:
 		m.opts.Log.Warn("BGP route not programmed: next hop unresolved", "prefix", p, "nextHop", u.NextHop, "reason", u.Reason)
 	}
 	m.unresolved[p] = *u
 }
 
-// Unresolved returns the learned routes whose next hop is unusable now, with the reasons.
+// Unresolved returns the learned routes whose next hop is unusable now, with the reasons (a
+// multipath route's too, programmed over the other next hops).
 func (m *Manager) Unresolved() map[netip.Prefix]string {
 	out := make(map[netip.Prefix]string, len(m.unresolved))
 	for p, u := range m.unresolved {

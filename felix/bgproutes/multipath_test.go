@@ -3,6 +3,7 @@ package bgproutes
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -44,9 +45,21 @@ func TestMultipathAndExternal(t *testing.T) {
 	if got, want := route("10.244.1.0/26"), "10.244.1.0/26 nexthop via 198.51.100.2 dev eth0 nexthop via 198.51.100.3 dev eth0"; got != want {
 		t.Fatalf("pool ECMP: %q, want %q", got, want)
 	}
+	// A next hop that does not resolve (off the node's subnet, no host route to it): the route
+	// goes over the other, and the one left out is reported until it goes.
+	pass(model.RouteUpdate{Prefix: blk, NextHop: netip.MustParseAddr("198.51.100.3"), NextHops: addrs("198.51.100.3", "203.0.113.9")})
+	if got, want := route("10.244.1.0/26"), "10.244.1.0/26 via 198.51.100.3 dev eth0"; got != want {
+		t.Fatalf("one path unresolved: %q, want %q", got, want)
+	}
+	if u := m.Unresolved()[blk]; !strings.Contains(u, "203.0.113.9") || !strings.Contains(u, "routed over the other next hops") {
+		t.Fatalf("the next hop left out is not reported: %q", u)
+	}
 	pass(model.RouteUpdate{Prefix: blk, NextHop: netip.MustParseAddr("198.51.100.3")})
 	if got, want := route("10.244.1.0/26"), "10.244.1.0/26 via 198.51.100.3 dev eth0"; got != want {
 		t.Fatalf("one path left: %q, want %q", got, want)
+	}
+	if u, ok := m.Unresolved()[blk]; ok {
+		t.Fatalf("still reported once the path went: %q", u)
 	}
 
 	def := netip.MustParsePrefix("0.0.0.0/0")

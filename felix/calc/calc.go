@@ -194,14 +194,21 @@ type Underlay struct {
 	Uplink ipfamily.Pair[string]
 }
 
-// Unresolved is a BGP route felix could not program, with the reason.
+// Unresolved is a BGP route felix could not program, with the reason; or, Partial, a next hop
+// a multipath route is programmed without (the route goes over its other next hops).
 type Unresolved struct {
 	Prefix  netip.Prefix
 	NextHop netip.Addr
 	Reason  string
+	Partial bool
 }
 
-func (u Unresolved) String() string { return fmt.Sprintf("next hop %s: %s", u.NextHop, u.Reason) }
+func (u Unresolved) String() string {
+	if u.Partial {
+		return fmt.Sprintf("next hop %s: %s (routed over the other next hops)", u.NextHop, u.Reason)
+	}
+	return fmt.Sprintf("next hop %s: %s", u.NextHop, u.Reason)
+}
 
 // Learned is what a prefix learned from BGP makes: a route (OK), or none because no pool holds
 // it (Ignored), its next hop is unusable (Unresolved), or the next hop is this node (none of
@@ -261,8 +268,8 @@ func LearnedPaths(u Underlay, pools Pools, res *Resolver, prefix netip.Prefix, h
 	return multipath(prefix, hops, func(nh netip.Addr) (Route, string) { return remoteRoute(u, pool, prefix, nh, res) })
 }
 
-// multipath is the route over the hops that resolve (one: a plain route), or the best path's
-// reason when none does.
+// multipath is the route over the hops that resolve (one: a plain route), with the first that
+// does not as a Partial report, or the best path's reason when none does.
 func multipath(prefix netip.Prefix, hops []netip.Addr, resolve func(netip.Addr) (Route, string)) Learned {
 	var out []NextHop
 	kind := KindRemote
@@ -283,7 +290,12 @@ func multipath(prefix netip.Prefix, hops []netip.Addr, resolve func(netip.Addr) 
 		}
 	}
 	if len(out) > 0 {
-		return Learned{Route: NewMultipath(prefix, kind, out), OK: true}
+		l := Learned{Route: NewMultipath(prefix, kind, out), OK: true}
+		if first != nil {
+			first.Partial = true
+			l.Unresolved = first
+		}
+		return l
 	}
 	if first != nil {
 		return Learned{Unresolved: first}

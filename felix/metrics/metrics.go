@@ -55,7 +55,7 @@ func New(reg *prometheus.Registry) *Metrics {
 		NetlinkErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_netlink_errors_total",
 			Help: "Failed netlink calls, retried ones included."}),
 		UnresolvedNextHops: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_unresolved_next_hops",
-			Help: "BGP routes inside a pool whose next hop could not be resolved."}),
+			Help: "BGP routes whose next hop could not be resolved: not programmed, or multipath routes programmed without that next hop."}),
 		LastApply: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_last_successful_apply_timestamp_seconds",
 			Help: "Unix time of the last apply that completed without error."}),
 		TunnelErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_tunnel_errors_total",
