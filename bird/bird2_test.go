@@ -34,8 +34,7 @@ func torNamespace(t testing.TB, node, tor netip.Addr) string {
 			t.Fatalf("%v: %v: %s", args, err, out)
 		}
 	}
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	addNetns(t, name)
 	run("ip", "link", "add", veth, "type", "veth", "peer", "name", veth+"p")
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", veth).Run() })
 	run("ip", "link", "set", veth+"p", "netns", name)

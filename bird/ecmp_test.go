@@ -191,8 +191,7 @@ func startECMPToR(t *testing.T, i int, as uint32, bridge string, node model.Node
 			t.Fatalf("%v: %v: %s", args, err, out)
 		}
 	}
-	run("ip", "netns", "add", tor.ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", tor.ns).Run() })
+	addNetns(t, tor.ns)
 	run("ip", "link", "add", tor.veth, "type", "veth", "peer", "name", "eth0", "netns", tor.ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", tor.veth).Run() })
 	run("ip", "link", "set", tor.veth, "master", bridge, "up")

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -298,4 +300,33 @@ func secretUpdates(secrets map[string]map[string][]byte) []any {
 		out = append(out, model.SecretUpdate{Name: name, Data: data})
 	}
 	return out
+}
+
+// addNetns adds a named network namespace for the test and removes it at cleanup. Its name ends
+// in the test process's PID: one left behind by a process that died without its cleanups (killed
+// by go test's timeout) is removed first, whatever test made it.
+func addNetns(t testing.TB, name string) {
+	t.Helper()
+	sweepNetnsOnce.Do(sweepDeadNetns)
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+}
+
+var sweepNetnsOnce sync.Once
+
+var testNetnsName = regexp.MustCompile(`^tabby-test-.*-([0-9]+)$`)
+
+func sweepDeadNetns() {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		m := testNetnsName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + m[1]); os.IsNotExist(err) {
+			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+		}
+	}
 }

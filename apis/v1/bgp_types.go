@@ -95,17 +95,18 @@ type BFD struct {
 	Enabled bool `json:"enabled"`
 	// MinRx is the shortest interval between the peer's BFD packets this node asks for
 	// (RFC 5880 Required Min RX Interval; FRR, BIRD: receive-interval; MetalLB:
-	// receiveInterval). Default 300ms; 10ms..60s.
+	// receiveInterval). Unset: FRR's and BIRD's default; the bounds are the rule below.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('60s')",messageExpression="'minRx: ' + self + ' must be between 10ms and 60s'"
 	// +optional
 	MinRx *metav1.Duration `json:"minRx,omitempty"`
 	// MinTx is the interval this node would like to send at (RFC 5880 Desired Min TX
-	// Interval; transmit-interval); the peer may ask for a longer one. Default 300ms; 10ms..60s.
+	// Interval; transmit-interval); the peer may ask for a longer one. Unset: FRR's and BIRD's
+	// default; the bounds are the rule below.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('60s')",messageExpression="'minTx: ' + self + ' must be between 10ms and 60s'"
 	// +optional
 	MinTx *metav1.Duration `json:"minTx,omitempty"`
 	// Multiplier is how many of the peer's packets may be missed before it is declared down
-	// (Detect Mult; detect-multiplier, MetalLB: detectMultiplier). Default 3; 2..255.
+	// (Detect Mult; detect-multiplier, MetalLB: detectMultiplier). Unset: FRR's and BIRD's default.
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=255
 	// +optional

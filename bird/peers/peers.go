@@ -137,8 +137,8 @@ type BFD struct {
 	Multiplier uint8
 }
 
-// BFD defaults: a peer is declared down about 900 ms after its last packet, what FRR's and
-// BIRD's defaults (300 ms x 3) give.
+// BFD defaults, FRR's and BIRD's: a peer is declared down after DefaultBFDMultiplier intervals
+// without a packet from it.
 const (
 	DefaultBFDInterval   = 300 * time.Millisecond
 	DefaultBFDMultiplier = 3
