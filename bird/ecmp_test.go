@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,12 +170,12 @@ func ping(t *testing.T, what string, addr netip.Addr) {
 }
 
 // ecmpToR is an FRR ToR in a namespace of its own, on the node's bridge, announcing the
-// external prefixes from AS as, with the address behind them on its loopback, and running BFD
-// with the node (300 ms x 3, hold time 30 s).
+// external prefixes from AS as, with the address behind them on its loopback.
 type ecmpToR struct {
 	ns, veth string
 	addr     netip.Addr
 	addr6    netip.Addr
+	vtysh    func(string) string
 }
 
 func startECMPToR(t *testing.T, i int, as uint32, bridge string, node model.Node, behind []netip.Prefix) *ecmpToR {
@@ -207,7 +208,30 @@ func startECMPToR(t *testing.T, i int, as uint32, bridge string, node model.Node
 			in("ip", "addr", "add", netip.PrefixFrom(p.Addr().Next(), p.Addr().BitLen()).String(), "dev", "lo")
 		}
 	}
-	frrOptions{bfd: true, announce: behind}.start(t, tor.ns, tor.addr, as, v1.DefaultASNumber, []netip.Addr{addr4(node), addr6(node)})
+	tor.vtysh = frrToR(t, tor.ns, tor.addr, as, v1.DefaultASNumber, addr4(node), addr6(node))
+	var conf strings.Builder
+	fmt.Fprintf(&conf, "configure terminal\nrouter bgp %d\nno bgp network import-check\n", as)
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		fmt.Fprintf(&conf, "address-family %s unicast\n", fam)
+		for _, p := range behind {
+			if p.Addr().Is4() == (fam == "ipv4") {
+				fmt.Fprintf(&conf, "network %s\n", p)
+			}
+		}
+		conf.WriteString("exit-address-family\n")
+	}
+	// bgpd takes a moment to open its vty socket.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out := strings.TrimSpace(tor.vtysh(conf.String()))
+		if out == "" {
+			break
+		}
+		if !strings.Contains(out, "failed to connect") || time.Now().After(deadline) {
+			t.Fatalf("ToR %d configuration: %s", i, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	return tor
 }
 
@@ -222,14 +246,13 @@ func (tor *ecmpToR) setLink(t *testing.T, state string) {
 // TestECMPOverTwoFRRToRs: two FRR ToRs (each in its own AS and namespace, on the node's link)
 // announce the same external prefixes, a default route among them. The node's kernel gets one
 // multipath route over both for each, IPv4 and IPv6; when one ToR's link goes down the route
-// narrows to the other in BFD's time (300 ms x 3 on both sides, hold time 30 s), and widens
-// again when it is back; the address behind both answers all along. maxPaths 1 makes it a
-// single path. The host's own default route is never displaced: BGP's goes in only once the
-// host's has gone.
+// narrows to the other once the session ends, and widens again when it is back; the address
+// behind both answers all along. maxPaths 1 makes it a single path. The host's own default
+// route is never displaced: BGP's goes in only once the host's has gone.
 func TestECMPOverTwoFRRToRs(t *testing.T) {
 	netnstest.Require(t)
-	if _, err := os.Stat("/usr/lib/frr/bfdd"); err != nil {
-		t.Fatalf("FRR's bfdd is not installed (hack/install-deps.sh installs frr): %v", err)
+	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
+		t.Fatalf("FRR is not installed (hack/install-deps.sh installs it): %v", err)
 	}
 	node := withIPv6Address(mkNode(81, nil, ""), netip.MustParsePrefix("2001:db8:100::81/64"))
 	bridge := fmt.Sprintf("ecmpbr%d", os.Getpid()%100000)
@@ -259,7 +282,7 @@ func TestECMPOverTwoFRRToRs(t *testing.T) {
 	for i, tor := range tors {
 		for _, a := range []netip.Addr{tor.addr, tor.addr6} {
 			bgpPeers = append(bgpPeers, v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tor%d-%s", i+1, ipfamily.OfAddr(a))},
-				Spec: v1.BGPPeerSpec{PeerIP: a.String(), ASNumber: 65001 + uint32(i), Filters: []string{"tors"}, BFD: bfd300x3()}})
+				Spec: v1.BGPPeerSpec{PeerIP: a.String(), ASNumber: 65001 + uint32(i), Filters: []string{"tors"}}})
 		}
 	}
 	// The network team's filter: the ToRs' prefixes outside the pools are taken.
@@ -275,10 +298,8 @@ func TestECMPOverTwoFRRToRs(t *testing.T) {
 		send(b, poolUpdate(pool6))
 	}, func(c *Config) { c.Routes = dp.apply })
 	for _, tor := range tors {
-		for _, a := range []netip.Addr{tor.addr, tor.addr6} {
-			n.waitPeer(t, a, "established", 60*time.Second)
-			n.waitBFD(t, a, "up", 30*time.Second)
-		}
+		n.waitPeer(t, tor.addr, "established", 30*time.Second)
+		n.waitPeer(t, tor.addr6, "established", 30*time.Second)
 	}
 
 	both4 := []string{tors[0].addr.String(), tors[1].addr.String()}
@@ -311,28 +332,18 @@ func TestECMPOverTwoFRRToRs(t *testing.T) {
 	}
 	waitKernelHops(t, "ECMP default route once the host's went", def, both4, 30*time.Second)
 
-	// ToR 1's link goes down: BFD ends its sessions long before the hold time, and the other
-	// ToR carries the routes alone.
-	start := time.Now()
+	// ToR 1's link goes down: once its sessions end (hold time), the other ToR alone.
 	tors[0].setLink(t, "down")
-	var took []time.Duration
-	for _, w := range []struct {
-		dst netip.Prefix
-		via netip.Addr
-	}{{ext4, tors[1].addr}, {ext6, tors[1].addr6}, {def, tors[1].addr}} {
-		waitKernelHops(t, "ToR 1 down, within BFD's bound", w.dst, []string{w.via.String()}, bfdBound-time.Since(start))
-		took = append(took, time.Since(start))
-	}
-	t.Logf("one path left after the link went down (BFD 300 ms x 3, hold time 30 s): %s %v, %s %v, %s %v",
-		ext4, took[0].Round(time.Millisecond), ext6, took[1].Round(time.Millisecond), def, took[2].Round(time.Millisecond))
+	d := waitKernelHops(t, "ToR 1 down", ext4, []string{tors[1].addr.String()}, 60*time.Second)
+	waitKernelHops(t, "ToR 1 down", ext6, []string{tors[1].addr6.String()}, 30*time.Second)
+	waitKernelHops(t, "ToR 1 down", def, []string{tors[1].addr.String()}, 30*time.Second)
+	t.Logf("one path left %v after the link went down (BGP hold time; BFD shortens it)", d.Round(time.Millisecond))
 	ping(t, "over ToR 2 alone", ext4.Addr().Next())
 	ping(t, "over ToR 2 alone", ext6.Addr().Next())
 
 	tors[0].setLink(t, "up")
-	for _, a := range []netip.Addr{tors[0].addr, tors[0].addr6} {
-		n.waitPeer(t, a, "established", 90*time.Second)
-		n.waitBFD(t, a, "up", 30*time.Second)
-	}
+	n.waitPeer(t, tors[0].addr, "established", 60*time.Second)
+	n.waitPeer(t, tors[0].addr6, "established", 60*time.Second)
 	waitKernelHops(t, "ToR 1 back", ext4, both4, 60*time.Second)
 	waitKernelHops(t, "ToR 1 back", ext6, both6, 30*time.Second)
 	ping(t, "over both ToRs again", ext4.Addr().Next())
