@@ -35,6 +35,8 @@ func parsePools(items []v1.IPPool) (pools []model.Pool, bad []string) {
 // whyNot explains why the pool cannot serve a request of family fam on a node, or "" when it can.
 func whyNot(p model.Pool, fam ipfamily.Family, labels map[string]string) string {
 	switch {
+	case !p.For(v1.IPPoolUseWorkload):
+		return fmt.Sprintf("%s (allowedUses %v: not for pods)", p.Name, p.Uses)
 	case p.Family() != fam:
 		return fmt.Sprintf("%s (an %s pool: the request is for %s)", p.Name, p.Family(), fam)
 	case !p.Matches(labels):

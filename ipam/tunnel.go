@@ -79,7 +79,7 @@ func (t Tunnel) WantMAC(node string) model.MAC {
 // and the names of those of them that give new addresses (the enabled ones).
 func (t Tunnel) selecting(pools []model.Pool, labels map[string]string) (encap []model.Pool, usable []string) {
 	for _, p := range pools {
-		if !t.Encapsulates(p) || !p.Matches(labels) {
+		if !t.Encapsulates(p) || !p.For(v1.IPPoolUseTunnel) || !p.Matches(labels) {
 			continue
 		}
 		encap = append(encap, p)

@@ -18,6 +18,8 @@ func TestEqualSeesEveryField(t *testing.T) {
 	eachField(t, &node, func(other any) bool { return node.Equal(*other.(*Node)) })
 	pool := Pool{Name: "p", CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, IPIPMode: v1.IPIPModeNever}
 	eachField(t, &pool, func(other any) bool { return pool.Equal(*other.(*Pool)) })
+	svc := Service{Key: "default/web"}
+	eachField(t, &svc, func(other any) bool { return svc.Equal(*other.(*Service)) })
 }
 
 // eachField changes one field of a copy of *base at a time and wants equal to say it differs.
@@ -60,6 +62,12 @@ func eachField(t *testing.T, base any, equal func(other any) bool) {
 			*x = v1.IPIPModeAlways
 		case *v1.VXLANMode:
 			*x = v1.VXLANModeAlways
+		case *[]v1.IPPoolUse:
+			*x = []v1.IPPoolUse{v1.IPPoolUseLoadBalancer}
+		case *v1.AssignmentMode:
+			*x = v1.AssignmentModeManual
+		case *[]netip.Addr:
+			*x = []netip.Addr{netip.MustParseAddr("198.51.100.9")}
 		case *ipfamily.Pair[MAC]:
 			x.Set(ipfamily.IPv6, MAC{0x66, 1, 2, 3, 4, 5})
 		case *selector.Selector:

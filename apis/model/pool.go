@@ -2,6 +2,7 @@ package model
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/tabbynet/tabby/apis/selector"
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -24,6 +25,10 @@ type Pool struct {
 	VXLANMode   v1.VXLANMode
 	NATOutgoing bool
 	Disabled    bool
+	// Uses are the pool's allowedUses, defaults applied ([Workload Tunnel] when unset), sorted.
+	Uses []v1.IPPoolUse
+	// AssignmentMode of a LoadBalancer pool, never empty (Automatic when unset).
+	AssignmentMode v1.AssignmentMode
 	// NodeSelector is the expression as written ("" selects every node); Selector is it parsed.
 	NodeSelector string
 	Selector     selector.Selector
@@ -33,8 +38,22 @@ type Pool struct {
 // NodeSelector parsed, so comparing the expressions compares the selectors.
 func (p Pool) Equal(o Pool) bool {
 	return p.Name == o.Name && p.CIDR == o.CIDR && p.BlockSize == o.BlockSize && p.IPIPMode == o.IPIPMode && p.VXLANMode == o.VXLANMode &&
-		p.NATOutgoing == o.NATOutgoing && p.Disabled == o.Disabled && p.NodeSelector == o.NodeSelector
+		p.NATOutgoing == o.NATOutgoing && p.Disabled == o.Disabled && p.NodeSelector == o.NodeSelector &&
+		slices.Equal(p.Uses, o.Uses) && p.AssignmentMode == o.AssignmentMode
 }
+
+// For tells whether the pool's addresses may serve use. A pool read without its uses (a
+// literal in a test) serves workloads and tunnels, as an IPPool without allowedUses does.
+func (p Pool) For(use v1.IPPoolUse) bool {
+	if len(p.Uses) == 0 {
+		return use == v1.IPPoolUseWorkload || use == v1.IPPoolUseTunnel
+	}
+	return slices.Contains(p.Uses, use)
+}
+
+// LoadBalancer tells whether the pool holds Services' LoadBalancer addresses (and so no pod's,
+// no tunnel's, no block).
+func (p Pool) LoadBalancer() bool { return p.For(v1.IPPoolUseLoadBalancer) }
 
 // Family is the pool's address family.
 func (p Pool) Family() ipfamily.Family { return ipfamily.OfPrefix(p.CIDR) }

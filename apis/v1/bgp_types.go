@@ -59,6 +59,13 @@ type BGPConfigurationSpec struct {
 	// +optional
 	ServiceExternalIPs []ServiceCIDR `json:"serviceExternalIPs,omitempty"`
 
+	// ServiceLoadBalancerIPs (ranges of Services' LoadBalancer addresses assigned by something
+	// other than tabby) are announced like ServiceClusterIPs. Addresses of tabby's LoadBalancer
+	// pools need no entry: each is announced as a /32 (/128) while a Service holds it.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	ServiceLoadBalancerIPs []ServiceCIDR `json:"serviceLoadBalancerIPs,omitempty"`
+
 	// Communities names BGP community values for prefixAdvertisements.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map

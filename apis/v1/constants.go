@@ -41,6 +41,30 @@ const (
 	AnnotationBGPRestarting = "tabby.dev/bgp-restarting"
 )
 
+// Services of type LoadBalancer: what tabby's LoadBalancer IPAM and its service advertisement
+// read on a Service. The pools a Service's addresses come from are named as a pod's are, by
+// AnnotationIPv4Pools and AnnotationIPv6Pools on the Service.
+const (
+	// LoadBalancerClass is the spec.loadBalancerClass of the Services tabby assigns addresses
+	// to; a Service without a class is tabby's too.
+	LoadBalancerClass = "tabby.dev/load-balancer"
+	// AnnotationLoadBalancerIPs lists the addresses a Service asks for: a JSON list
+	// (["198.51.100.200","2001:db8::200"], Calico's form) or comma-separated (MetalLB's form),
+	// one per family at most. It wins over spec.loadBalancerIP.
+	AnnotationLoadBalancerIPs = "tabby.dev/loadBalancerIPs"
+	// AnnotationAllowSharedIP is a sharing key: Services with the same key may share an
+	// address while their ports and protocols do not clash (MetalLB's allow-shared-ip).
+	AnnotationAllowSharedIP = "tabby.dev/allow-shared-ip"
+	// AnnotationAdvertise "false" keeps every address of the Service out of BGP.
+	AnnotationAdvertise = "tabby.dev/advertise"
+	// MetalLB's names for the same requests, honoured so that Services move over unchanged.
+	AnnotationMetalLBLoadBalancerIPs = "metallb.universe.tf/loadBalancerIPs"
+	AnnotationMetalLBAllowSharedIP   = "metallb.universe.tf/allow-shared-ip"
+	// LabelServiceProxyName marks a Service that another proxy than kube-proxy serves: the
+	// nodes' kube-proxy does not forward its traffic, so tabby does not announce it.
+	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+)
+
 // Defaults shared by the schema, the agents and the CLI. The block sizes depend on the pool's
 // family, which only its cidr tells: the schema cannot default blockSize (a default cannot look
 // at another field), so an unset blockSize means the family's default wherever a pool is read

@@ -22,6 +22,20 @@ const (
 	IPIPModeCrossSubnet IPIPMode = "CrossSubnet"
 )
 
+// IPPoolUse is what a pool's addresses are for.
+// +kubebuilder:validation:Enum=Workload;Tunnel;LoadBalancer
+type IPPoolUse string
+
+const (
+	// IPPoolUseWorkload: pods' addresses, in blocks the nodes claim.
+	IPPoolUseWorkload IPPoolUse = "Workload"
+	// IPPoolUseTunnel: the nodes' tunnel addresses (tunl0, the VXLAN VTEPs).
+	IPPoolUseTunnel IPPoolUse = "Tunnel"
+	// IPPoolUseLoadBalancer: addresses of Services of type LoadBalancer, assigned by tabby's
+	// LoadBalancer IPAM and announced by BGP from the nodes that can serve them.
+	IPPoolUseLoadBalancer IPPoolUse = "LoadBalancer"
+)
+
 // IPPoolSpec describes a range of pod addresses, cut into blocks that nodes claim.
 //
 // The family is the cidr's; the rules that depend on it (block sizes, IPIP) are on the spec, so
@@ -30,9 +44,11 @@ const (
 // blockSize below the family's range is reported once, by the range rule.
 // +kubebuilder:validation:XValidation:rule="!has(self.blockSize) || self.blockSize == 0 || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() != 4 || self.blockSize >= 20 && self.blockSize <= 32",fieldPath=".blockSize",message="blockSize must be between 20 and 32 for an IPv4 pool"
 // +kubebuilder:validation:XValidation:rule="!has(self.blockSize) || self.blockSize == 0 || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() != 6 || self.blockSize >= 116 && self.blockSize <= 128",fieldPath=".blockSize",message="blockSize must be between 116 and 128 for an IPv6 pool"
-// +kubebuilder:validation:XValidation:rule="!isCIDR(self.cidr) || cidr(self.cidr).prefixLength() <= (has(self.blockSize) && self.blockSize != 0 ? self.blockSize : (cidr(self.cidr).ip().family() == 4 ? 26 : 122)) || has(self.blockSize) && self.blockSize != 0 && self.blockSize < (cidr(self.cidr).ip().family() == 4 ? 20 : 116)",fieldPath=".blockSize",message="blockSize is larger than the pool: the prefix of cidr must be at most blockSize"
+// +kubebuilder:validation:XValidation:rule="has(self.allowedUses) && self.allowedUses.exists(u, u == 'LoadBalancer') || !isCIDR(self.cidr) || cidr(self.cidr).prefixLength() <= (has(self.blockSize) && self.blockSize != 0 ? self.blockSize : (cidr(self.cidr).ip().family() == 4 ? 26 : 122)) || has(self.blockSize) && self.blockSize != 0 && self.blockSize < (cidr(self.cidr).ip().family() == 4 ? 20 : 116)",fieldPath=".blockSize",message="blockSize is larger than the pool: the prefix of cidr must be at most blockSize"
 // +kubebuilder:validation:XValidation:rule="!has(self.ipipMode) || self.ipipMode == 'Never' || !isCIDR(self.cidr) || cidr(self.cidr).ip().family() == 4",fieldPath=".ipipMode",message="ipipMode is IPv4-only: an IPv6 pool's ipipMode must be Never or unset"
 // +kubebuilder:validation:XValidation:rule="!has(self.vxlanMode) || self.vxlanMode == 'Never' || !has(self.ipipMode) || self.ipipMode == 'Never'",fieldPath=".vxlanMode",message="vxlanMode cannot be used with ipipMode: a pool encapsulates one way at most"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedUses) || !self.allowedUses.exists(u, u == 'LoadBalancer') || self.allowedUses.all(u, u == 'LoadBalancer')",fieldPath=".allowedUses",message="allowedUses: LoadBalancer cannot be combined with Workload or Tunnel: a pool's addresses are either the pods' or the Services'"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedUses) || !self.allowedUses.exists(u, u == 'LoadBalancer') || ((!has(self.ipipMode) || self.ipipMode == 'Never') && (!has(self.vxlanMode) || self.vxlanMode == 'Never') && (!has(self.nodeSelector) || self.nodeSelector == '' || self.nodeSelector == 'all()'))",fieldPath=".allowedUses",message="allowedUses: a LoadBalancer pool has ipipMode and vxlanMode Never and no nodeSelector: its addresses belong to no node"
 type IPPoolSpec struct {
 	// CIDR is the pool's range in canonical form, IPv4 (10.244.0.0/16) or IPv6
 	// (fd00:10:244::/48); it decides the pool's family.
@@ -42,7 +58,8 @@ type IPPoolSpec struct {
 	CIDR string `json:"cidr"`
 
 	// BlockSize is the prefix length of the blocks nodes claim from the pool: 20 to 32 for an
-	// IPv4 pool (default 26), 116 to 128 for an IPv6 pool (default 122).
+	// IPv4 pool (default 26), 116 to 128 for an IPv6 pool (default 122). A LoadBalancer pool
+	// has no blocks: its cidr may be smaller than a block.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=128
 	// +optional
@@ -70,12 +87,37 @@ type IPPoolSpec struct {
 	// +optional
 	Disabled bool `json:"disabled,omitempty"`
 
+	// AllowedUses says what the pool's addresses are for: Workload (pods) and Tunnel (tunnel
+	// devices), the default, or LoadBalancer alone (Services of type LoadBalancer, as Calico's
+	// and Cilium's LoadBalancer IPAM). A LoadBalancer pool is not cut into blocks and belongs to
+	// no node.
+	// +kubebuilder:validation:MaxItems=3
+	// +listType=set
+	// +optional
+	AllowedUses []IPPoolUse `json:"allowedUses,omitempty"`
+
+	// AssignmentMode of a LoadBalancer pool: Automatic (the default) hands its addresses to any
+	// Service of type LoadBalancer; Manual only to a Service that asks for the pool or an
+	// address in it (tabby.dev/loadBalancerIPs, spec.loadBalancerIP, tabby.dev/ipv4pools).
+	// +kubebuilder:validation:Enum=Automatic;Manual
+	// +optional
+	AssignmentMode AssignmentMode `json:"assignmentMode,omitempty"`
+
 	// NodeSelector (Calico selector syntax, e.g. `zone == 'a'`) picks the nodes that allocate from
 	// this pool; empty or all() means every node.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	NodeSelector string `json:"nodeSelector,omitempty"`
 }
+
+// AssignmentMode says whether a LoadBalancer pool's addresses go to any Service or only to
+// those that ask for them.
+type AssignmentMode string
+
+const (
+	AssignmentModeAutomatic AssignmentMode = "Automatic"
+	AssignmentModeManual    AssignmentMode = "Manual"
+)
 
 // IPPool is a range of pod addresses.
 // +genclient:nonNamespaced
@@ -87,6 +129,7 @@ type IPPoolSpec struct {
 // +kubebuilder:printcolumn:name="VXLANMode",type=string,JSONPath=`.spec.vxlanMode`
 // +kubebuilder:printcolumn:name="NATOutgoing",type=boolean,JSONPath=`.spec.natOutgoing`
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
+// +kubebuilder:printcolumn:name="Uses",type=string,JSONPath=`.spec.allowedUses`,priority=1
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.nodeSelector`,priority=1
 type IPPool struct {
 	metav1.TypeMeta   `json:",inline"`

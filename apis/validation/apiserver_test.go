@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -87,7 +88,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("%s: ipipMode not defaulted: %q", tc.cidr, pool.Spec.IPIPMode)
 		}
 		got, err := c.IPPools().Get(ctx, tc.name)
-		if err != nil || got.Spec != pool.Spec {
+		if err != nil || !reflect.DeepEqual(got.Spec, pool.Spec) {
 			t.Fatalf("IPPool round trip: %+v, %v", got, err)
 		}
 		typed, errs := ParseIPPool(got)

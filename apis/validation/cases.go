@@ -28,6 +28,16 @@ func vxlanPool(name, cidr string, ipip v1.IPIPMode, vxlan v1.VXLANMode) *v1.IPPo
 	return p
 }
 
+// lbPool is a LoadBalancer pool (smaller than a block: it has none); change edits its spec.
+func lbPool(name, cidr string, change func(*v1.IPPoolSpec)) *v1.IPPool {
+	p := pool(name, cidr, 0, "")
+	p.Spec.AllowedUses = []v1.IPPoolUse{v1.IPPoolUseLoadBalancer}
+	if change != nil {
+		change(&p.Spec)
+	}
+	return p
+}
+
 func peer(name string, spec v1.BGPPeerSpec) *v1.BGPPeer {
 	return &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 }
@@ -86,6 +96,15 @@ var Cases = []Case{
 	{"pool vxlanMode Sometimes", vxlanPool("vxsometimes", "10.244.0.0/16", "", "Sometimes"), "vxlanMode"},
 	{"pool6 ipipMode Always", pool("v6ipip", "fd00:10:244::/48", 122, v1.IPIPModeAlways), "ipipMode"},
 	{"pool6 ipipMode CrossSubnet", pool("v6cross", "fd00:10:244::/48", 0, v1.IPIPModeCrossSubnet), "ipipMode"},
+	{"pool LoadBalancer", lbPool("lb", "198.51.100.192/27", nil), ""},
+	{"pool6 LoadBalancer Manual", lbPool("lb6", "2001:db8:ff::/120", func(s *v1.IPPoolSpec) { s.AssignmentMode = v1.AssignmentModeManual }), ""},
+	{"pool Workload smaller than a block", lbPool("wsmall", "10.244.0.0/27", func(s *v1.IPPoolSpec) { s.AllowedUses = []v1.IPPoolUse{v1.IPPoolUseWorkload} }), "blockSize"},
+	{"pool Workload and Tunnel", lbPool("wt", "10.244.0.0/16", func(s *v1.IPPoolSpec) { s.AllowedUses = []v1.IPPoolUse{v1.IPPoolUseWorkload, v1.IPPoolUseTunnel} }), ""},
+	{"pool LoadBalancer with Workload", lbPool("lbw", "198.51.100.192/27", func(s *v1.IPPoolSpec) { s.AllowedUses = append(s.AllowedUses, v1.IPPoolUseWorkload) }), "allowedUses"},
+	{"pool LoadBalancer with IPIP", lbPool("lbipip", "198.51.100.192/27", func(s *v1.IPPoolSpec) { s.IPIPMode = v1.IPIPModeAlways }), "allowedUses"},
+	{"pool LoadBalancer with nodeSelector", lbPool("lbsel", "198.51.100.192/27", func(s *v1.IPPoolSpec) { s.NodeSelector = "rack == 'a'" }), "allowedUses"},
+	{"pool use Anything", lbPool("anything", "10.244.0.0/16", func(s *v1.IPPoolSpec) { s.AllowedUses = []v1.IPPoolUse{"Anything"} }), "allowedUses"},
+	{"pool assignmentMode Sometimes", lbPool("lbsometimes", "198.51.100.192/27", func(s *v1.IPPoolSpec) { s.AssignmentMode = "Sometimes" }), "assignmentMode"},
 	{"peer ok", peer("tor", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001}), ""},
 	{"peer with port", peer("tor-port", v1.BGPPeerSpec{PeerIP: "198.51.100.1:1179", ASNumber: 65001, Node: "node-a"}), ""},
 	{"peer IPv6", peer("tor6", v1.BGPPeerSpec{PeerIP: "2001:db8:100::1", ASNumber: 65001}), ""},
@@ -113,11 +132,14 @@ var Cases = []Case{
 	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000), MaxPaths: i32(2),
 		ServiceClusterIPs:  []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}, {CIDR: "2001:db8:96::/112"}},
 		ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:ffff:ffff:ffff:ffff:ffff:ff00/120"}},
+		ServiceLoadBalancerIPs: []v1.ServiceCIDR{{CIDR: "198.51.100.224/27"}},
 		BFD:                bfd("300ms", "300ms", 3)}}, ""},
 	{"bgpconfig service CIDR host bits", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:96::1/112"}}}}, "serviceClusterIPs"},
 	{"bgpconfig service CIDR not a CIDR", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1.BGPConfigurationSpec{ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0"}}}}, "serviceExternalIPs"},
+	{"bgpconfig LoadBalancer CIDR host bits", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: v1.BGPConfigurationSpec{ServiceLoadBalancerIPs: []v1.ServiceCIDR{{CIDR: "198.51.100.225/27"}}}}, "serviceLoadBalancerIPs"},
 	{"bgpconfig maxPaths 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{MaxPaths: i32(0)}}, "maxPaths"},
 	{"bgpconfig maxPaths 65", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{MaxPaths: i32(65)}}, "maxPaths"},
 	{"bgpconfig bfd minRx 0s", bgpconfigBFD(bfd("0s", "", 3)), "bfd.minRx"},

@@ -8,6 +8,7 @@ package validation
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,7 +101,7 @@ func ParseIPPool(p *v1.IPPool) (model.Pool, field.ErrorList) {
 	}
 	if bs := out.BlockSize; bs < lo || bs > hi {
 		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("must be between %d and %d for an %s pool", lo, hi, fam)))
-	} else if err == nil && cidr.Bits() > bs {
+	} else if err == nil && cidr.Bits() > bs && !slices.Contains(p.Spec.AllowedUses, v1.IPPoolUseLoadBalancer) {
 		errs = append(errs, field.Invalid(spec.Child("blockSize"), bs, fmt.Sprintf("is larger than the pool: cidr %s has prefix /%d", p.Spec.CIDR, cidr.Bits())))
 	}
 	switch p.Spec.IPIPMode {
@@ -131,10 +132,51 @@ func ParseIPPool(p *v1.IPPool) (model.Pool, field.ErrorList) {
 		errs = append(errs, field.Invalid(spec.Child("nodeSelector"), p.Spec.NodeSelector, err.Error()))
 	}
 	out.Selector = sel
+	var useErrs field.ErrorList
+	out.Uses, out.AssignmentMode, useErrs = parseUses(spec, p.Spec, out)
+	errs = append(errs, useErrs...)
 	if len(errs) > 0 {
 		return model.Pool{}, errs
 	}
 	return out, nil
+}
+
+// parseUses reads allowedUses and assignmentMode: defaults applied, uses sorted and each once.
+// LoadBalancer stands alone: a Service's address in a pod's block, or a pod's in a Service's
+// pool, would be handed out twice by two allocators that cannot see each other.
+func parseUses(spec *field.Path, s v1.IPPoolSpec, pool model.Pool) ([]v1.IPPoolUse, v1.AssignmentMode, field.ErrorList) {
+	var errs field.ErrorList
+	uses := []v1.IPPoolUse{v1.IPPoolUseTunnel, v1.IPPoolUseWorkload}
+	if len(s.AllowedUses) > 0 {
+		uses = nil
+		for i, u := range s.AllowedUses {
+			switch u {
+			case v1.IPPoolUseWorkload, v1.IPPoolUseTunnel, v1.IPPoolUseLoadBalancer:
+				if !slices.Contains(uses, u) {
+					uses = append(uses, u)
+				}
+			default:
+				errs = append(errs, field.NotSupported(spec.Child("allowedUses").Index(i), u, []string{string(v1.IPPoolUseWorkload), string(v1.IPPoolUseTunnel), string(v1.IPPoolUseLoadBalancer)}))
+			}
+		}
+		slices.Sort(uses)
+	}
+	lb := slices.Contains(uses, v1.IPPoolUseLoadBalancer)
+	if lb && len(uses) > 1 {
+		errs = append(errs, field.Invalid(spec.Child("allowedUses"), s.AllowedUses, "LoadBalancer cannot be combined with Workload or Tunnel: a pool's addresses are either the pods' or the Services'"))
+	}
+	if lb && (pool.IPIP() || pool.VXLAN() || s.NodeSelector != "" && s.NodeSelector != "all()") {
+		errs = append(errs, field.Invalid(spec.Child("allowedUses"), s.AllowedUses, "a LoadBalancer pool has ipipMode and vxlanMode Never and no nodeSelector: its addresses belong to no node"))
+	}
+	mode := s.AssignmentMode
+	switch mode {
+	case "":
+		mode = v1.AssignmentModeAutomatic
+	case v1.AssignmentModeAutomatic, v1.AssignmentModeManual:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("assignmentMode"), mode, []string{string(v1.AssignmentModeAutomatic), string(v1.AssignmentModeManual)}))
+	}
+	return uses, mode, errs
 }
 
 // IPPool validates an IPPool.
@@ -208,14 +250,14 @@ func BGPConfiguration(c *v1.BGPConfiguration) field.ErrorList {
 		errs = append(errs, field.NotSupported(spec.Child("logSeverity"), c.Spec.LogSeverity, []string{"Debug", "Info", "Warning", "Error"}))
 	}
 	errs = append(errs, BFD(spec.Child("bfd"), c.Spec.BFD)...)
-	for i, s := range c.Spec.ServiceClusterIPs {
-		if _, err := ParseCIDR(s.CIDR); err != nil {
-			errs = append(errs, field.Invalid(spec.Child("serviceClusterIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
-		}
-	}
-	for i, s := range c.Spec.ServiceExternalIPs {
-		if _, err := ParseCIDR(s.CIDR); err != nil {
-			errs = append(errs, field.Invalid(spec.Child("serviceExternalIPs").Index(i).Child("cidr"), s.CIDR, err.Error()))
+	for _, list := range []struct {
+		name  string
+		cidrs []v1.ServiceCIDR
+	}{{"serviceClusterIPs", c.Spec.ServiceClusterIPs}, {"serviceExternalIPs", c.Spec.ServiceExternalIPs}, {"serviceLoadBalancerIPs", c.Spec.ServiceLoadBalancerIPs}} {
+		for i, s := range list.cidrs {
+			if _, err := ParseCIDR(s.CIDR); err != nil {
+				errs = append(errs, field.Invalid(spec.Child(list.name).Index(i).Child("cidr"), s.CIDR, err.Error()))
+			}
 		}
 	}
 	_, advErrs := ParsePrefixAdvertisements(c)
