@@ -48,3 +48,13 @@ func (c *Client) ConfigMaps(namespace string) Resource[*corev1.ConfigMap, *corev
 func (c *Client) NetworkPolicies(namespace string) Resource[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList] {
 	return Resource[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList]{c.Networking, "networkpolicies", func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, func() *networkingv1.NetworkPolicyList { return &networkingv1.NetworkPolicyList{} }, namespace, false, c}
 }
+
+// Services is the Services of a namespace ("": every namespace).
+func (c *Client) Services(namespace string) Resource[*corev1.Service, *corev1.ServiceList] {
+	return Resource[*corev1.Service, *corev1.ServiceList]{c.Core, "services", func() *corev1.Service { return &corev1.Service{} }, func() *corev1.ServiceList { return &corev1.ServiceList{} }, namespace, false, c}
+}
+
+// EndpointSlices is the EndpointSlices of a namespace ("": every namespace).
+func (c *Client) EndpointSlices(namespace string) Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList] {
+	return Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]{c.Discovery, "endpointslices", func() *discoveryv1.EndpointSlice { return &discoveryv1.EndpointSlice{} }, func() *discoveryv1.EndpointSliceList { return &discoveryv1.EndpointSliceList{} }, namespace, false, c}
+}
