@@ -61,7 +61,7 @@ controlplane:
 # A real cluster (hack/cluster): kubelet, kube-proxy, scheduler, controller-manager, agnhost and
 # containerd 2.x, built from the Go module proxy once and cached like the control plane; e2e.test
 # for the upstream conformance subset.
-.PHONY: cluster-deps conformance-deps cluster cluster-clean conformance
+.PHONY: cluster-deps conformance-deps cluster cluster-clean conformance cluster-lb
 cluster-deps: deps
 	@bash hack/controlplane/build.sh node containerd dns >/dev/null
 
@@ -79,6 +79,14 @@ cluster-clean:
 # The upstream sig-network e2e subset against that cluster; ends with `conformance: N passed, …`.
 conformance: conformance-deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster conformance -encap "$(ENCAP)"
+
+# Services of type LoadBalancer on that cluster (hack/cluster TestLoadBalancerOverBGP): an FRR ToR,
+# a LoadBalancer IPPool, ECMP under externalTrafficPolicy Cluster, the ToR following the pods under
+# Local, with the convergence figures in the log. Minutes, so not in `make test`; LB_ROUNDS=20
+# for more samples.
+LB_ROUNDS ?= 8
+cluster-lb: cluster-deps controlplane tools build
+	TABBY_BIN=$(CURDIR)/bin TABBY_CLUSTER_LB=1 $(GO) test -C hack -count=1 -timeout 30m -v -run '^TestLoadBalancerOverBGP$$' ./cluster/ -args -lb-rounds=$(LB_ROUNDS)
 
 # Unit + integration tests: the real API server, real netns, real iptables (root); the product's
 # module, then the lab's (hack/), then the oracle's.

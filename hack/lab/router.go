@@ -58,6 +58,9 @@ type FRROptions struct {
 	// Zebra installs the routes the ToR learns into its kernel (multi-hop: it then forwards pod
 	// traffic natively). Without it FRR only learns them.
 	Zebra bool
+	// MaximumPaths is how many equal-cost paths of a prefix the ToR uses (FRR's maximum-paths,
+	// in both families); 0 leaves FRR's default.
+	MaximumPaths int
 }
 
 // DefaultToRASN is the ToR's AS number.
@@ -96,6 +99,7 @@ func (r *Router) StartFRR(ctx context.Context, o FRROptions) error {
 	for _, nb := range o.Neighbors {
 		fmt.Fprintf(&b, "  neighbor %s activate\n", nb.Addr)
 	}
+	writeMaximumPaths(&b, o.MaximumPaths)
 	b.WriteString(" exit-address-family\n")
 	if r.lab.Opts.Families.IPv6() {
 		// MP-BGP: the nodes' IPv6 blocks over the same sessions, with their IPv6 next hops.
@@ -103,6 +107,7 @@ func (r *Router) StartFRR(ctx context.Context, o FRROptions) error {
 		for _, nb := range o.Neighbors {
 			fmt.Fprintf(&b, "  neighbor %s activate\n", nb.Addr)
 		}
+		writeMaximumPaths(&b, o.MaximumPaths)
 		b.WriteString(" exit-address-family\n")
 	}
 	b.WriteString("!\n")
@@ -146,6 +151,12 @@ func (r *Router) StartFRR(ctx context.Context, o FRROptions) error {
 		_, err := r.Status(ctx)
 		return err
 	})
+}
+
+func writeMaximumPaths(b *strings.Builder, n int) {
+	if n > 0 {
+		fmt.Fprintf(b, "  maximum-paths %d\n", n)
+	}
 }
 
 // BIRDOptions configure BIRD2 as the ToR.
