@@ -26,12 +26,39 @@ type cluster struct {
 	peers   map[string]*v1.BGPPeer
 	secrets map[string]map[string][]byte
 	filters map[string]model.BGPFilter
+	lbPools map[string]model.Pool
+	svcs    map[string]model.Service
 }
 
 // randomChange changes c at random and returns the message that says so.
 func (c *cluster) randomChange(r *rand.Rand) any {
 	p := netip.MustParsePrefix
-	switch r.IntN(7) {
+	switch r.IntN(8) {
+	case 7: // a LoadBalancer pool or a Service
+		if r.IntN(3) == 0 {
+			lb := []model.Pool{{Name: "lb", CIDR: p("203.0.113.160/28")}, {Name: "lb6", CIDR: p("2001:db8:ff::/120")}, {Name: "lb", CIDR: p("203.0.113.176/28")}}[r.IntN(3)]
+			lb.Uses = []v1.IPPoolUse{v1.IPPoolUseLoadBalancer}
+			if r.IntN(3) == 0 {
+				delete(c.lbPools, lb.Name)
+				return model.LoadBalancerPoolRemove{Name: lb.Name}
+			}
+			c.lbPools[lb.Name] = lb
+			return model.LoadBalancerPoolUpdate{Pool: lb}
+		}
+		key := []string{"default/a", "default/b", "kube-system/c"}[r.IntN(3)]
+		if r.IntN(4) == 0 {
+			delete(c.svcs, key)
+			return model.ServiceRemove{Key: key}
+		}
+		svc := model.Service{Key: key, Local: r.IntN(2) == 0, LocalEndpoint: r.IntN(2) == 0,
+			ClusterIPs: []netip.Addr{netip.MustParseAddr([]string{"203.0.113.10", "10.96.0.10"}[r.IntN(2)])}}
+		for _, a := range []string{"203.0.113.161", "203.0.113.177", "2001:db8:ff::5"} {
+			if r.IntN(2) == 0 {
+				svc.LoadBalancerIPs = append(svc.LoadBalancerIPs, netip.MustParseAddr(a))
+			}
+		}
+		c.svcs[key] = svc
+		return model.ServiceUpdate{Service: svc}
 	case 0, 1: // a node: this one or another joins, changes, leaves
 		i := 1 + r.IntN(6)
 		name := fmt.Sprintf("node%d", i)
@@ -93,6 +120,9 @@ func (c *cluster) randomChange(r *rand.Rand) any {
 			c.conf = &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{
 				ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: []string{"203.0.113.0/26", "2001:db8:96::/112"}[r.IntN(2)]}}}}
 			if r.IntN(2) == 0 {
+				c.conf.Spec.ServiceLoadBalancerIPs = []v1.ServiceCIDR{{CIDR: "203.0.113.176/28"}}
+			}
+			if r.IntN(2) == 0 {
 				c.conf.Spec.PrefixAdvertisements = []v1.PrefixAdvertisement{{CIDR: pool.String(), Communities: []v1.CommunityRef{[]v1.CommunityRef{"65001:1", "65001:1:2"}[r.IntN(2)]}}}
 			}
 		}
@@ -150,6 +180,12 @@ func (c *cluster) messages() []any {
 	for _, b := range c.blocks {
 		out = append(out, model.BlockUpdate{Block: b})
 	}
+	for _, lb := range c.lbPools {
+		out = append(out, model.LoadBalancerPoolUpdate{Pool: lb})
+	}
+	for _, s := range c.svcs {
+		out = append(out, model.ServiceUpdate{Service: s})
+	}
 	out = append(out, model.BGPConfigurationUpdate{Config: c.conf})
 	for name, data := range c.secrets {
 		out = append(out, model.SecretUpdate{Name: name, Data: data})
@@ -172,7 +208,8 @@ func TestIncrementalMatchesFull(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 0))
 	for run := range 200 {
 		c := &cluster{nodes: map[string]model.Node{"node1": mkNode(1, nil, "")}, pools: map[string]model.Pool{}, blocks: map[netip.Prefix]model.Block{},
-			peers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}, filters: map[string]model.BGPFilter{}}
+			peers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}, filters: map[string]model.BGPFilter{},
+			lbPools: map[string]model.Pool{}, svcs: map[string]model.Service{}}
 		inc, incSpk, _ := newFakeBird(t, "node1")
 		send(inc, model.NodeUpdate{Node: c.nodes["node1"]})
 		var trail []string

@@ -250,6 +250,7 @@ func (b *Bird) Status(ctx context.Context) (*status.PeersReply, error) {
 		reply.RouterID, reply.ASN = b.speakerCfg.RouterID.String(), b.speakerCfg.ASN
 	}
 	b.learnedStatusLocked(reply)
+	b.in.servicesStatusLocked(reply)
 	for _, p := range sortedPeers(b.desired) {
 		ps := status.PeerStatus{Address: p.Address.String(), ASN: p.ASN, Type: string(p.Type), Node: p.Node, Source: p.Source}
 		if p.Filters != "" {

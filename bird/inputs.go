@@ -50,7 +50,6 @@ type inputs struct {
 	// router may announce inside a pool.
 	explained prefixSet
 	bgpConf   *v1.BGPConfiguration
-	services  []netip.Prefix // serviceCIDRs(bgpConf); replaced, never modified
 	bgpPeers  map[string]*v1.BGPPeer
 	secrets   map[string]map[string][]byte
 	inSync    bool
@@ -59,11 +58,24 @@ type inputs struct {
 	// prefixAdvertisements, resolved (replaced, never modified).
 	filters        map[string]model.BGPFilter
 	advertisements []model.PrefixCommunities
+
+	// Services (services.go). ranges are the BGPConfiguration's and the LoadBalancer pools';
+	// aggregates the ranges announced whole, services every range (the policy's service set),
+	// both derived from ranges, replaced, never modified. svcs are the Services by key with
+	// what was decided for each; serviceHosts their host routes, each counted once per
+	// Service that wants it.
+	ranges       serviceRanges
+	aggregates   []netip.Prefix
+	services     []netip.Prefix
+	lbPools      map[string]netip.Prefix
+	svcs         map[string]announcedService
+	serviceHosts prefixSet
 }
 
 func newInputs(self string) inputs {
 	return inputs{self: self, pools: map[string]netip.Prefix{}, blocks: map[netip.Prefix]model.Block{},
-		bgpPeers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}, filters: map[string]model.BGPFilter{}}
+		bgpPeers: map[string]*v1.BGPPeer{}, secrets: map[string]map[string][]byte{}, filters: map[string]model.BGPFilter{},
+		lbPools: map[string]netip.Prefix{}, svcs: map[string]announcedService{}}
 }
 
 // record keeps what msg says and returns the concerns it may change. explainedUsed says whether
@@ -87,6 +99,25 @@ func (in *inputs) record(msg any, explainedUsed bool) dirtySet {
 		if _, ok := in.pools[m.Name]; ok {
 			delete(in.pools, m.Name)
 			return in.poolsChanged()
+		}
+	case model.LoadBalancerPoolUpdate:
+		if old, ok := in.lbPools[m.Pool.Name]; !ok || old != m.Pool.CIDR.Masked() {
+			in.lbPools[m.Pool.Name] = m.Pool.CIDR.Masked()
+			return in.rangesChanged(configRanges(in.bgpConf, in.lbPoolCIDRs()))
+		}
+	case model.LoadBalancerPoolRemove:
+		if _, ok := in.lbPools[m.Name]; ok {
+			delete(in.lbPools, m.Name)
+			return in.rangesChanged(configRanges(in.bgpConf, in.lbPoolCIDRs()))
+		}
+	case model.ServiceUpdate:
+		if old, ok := in.svcs[m.Service.Key]; ok && old.svc.Equal(m.Service) {
+			return 0
+		}
+		return in.serviceChanged(m.Service.Key, &m.Service)
+	case model.ServiceRemove:
+		if _, ok := in.svcs[m.Key]; ok {
+			return in.serviceChanged(m.Key, nil)
 		}
 	case model.BlockUpdate:
 		old, had := in.blocks[m.Block.CIDR]
@@ -237,10 +268,7 @@ func (in *inputs) updateBGPConfiguration(c *v1.BGPConfiguration) dirtySet {
 	if (old == nil) != (c == nil) || old != nil && !reflect.DeepEqual(old.Spec, c.Spec) {
 		d |= dirtySessions
 	}
-	if svc := serviceCIDRs(c); !slices.Equal(svc, in.services) {
-		in.services = svc
-		d |= dirtyPaths | dirtyPolicy | dirtyRoutes
-	}
+	d |= in.rangesChanged(configRanges(c, in.lbPoolCIDRs()))
 	if maxPaths(old) != maxPaths(c) {
 		d |= dirtyRoutes
 	}
@@ -283,25 +311,6 @@ func (in *inputs) inPools(p netip.Prefix) bool {
 		}
 	}
 	return false
-}
-
-// serviceCIDRs are the BGPConfiguration's serviceClusterIPs and serviceExternalIPs of both
-// families, sorted; an invalid one (the syncer passes only validated configurations) is
-// skipped.
-func serviceCIDRs(c *v1.BGPConfiguration) []netip.Prefix {
-	if c == nil {
-		return nil
-	}
-	var out []netip.Prefix
-	for _, list := range [][]v1.ServiceCIDR{c.Spec.ServiceClusterIPs, c.Spec.ServiceExternalIPs} {
-		for _, s := range list {
-			if p, err := validation.ParseCIDR(s.CIDR); err == nil {
-				out = append(out, p)
-			}
-		}
-	}
-	slices.SortFunc(out, netip.Prefix.Compare)
-	return slices.Compact(out)
 }
 
 // prefixSet is a set of prefixes kept sorted (netip.Prefix.Compare), each held as many times as

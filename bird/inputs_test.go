@@ -158,17 +158,3 @@ func TestBlocksMakeOwnAndExplained(t *testing.T) {
 }
 
 func fmtPrefixes(ps []netip.Prefix) string { return fmt.Sprint(ps) }
-
-// TestServiceCIDRs: both families, sorted, each once.
-func TestServiceCIDRs(t *testing.T) {
-	c := &v1.BGPConfiguration{Spec: v1.BGPConfigurationSpec{
-		ServiceClusterIPs:  []v1.ServiceCIDR{{CIDR: "2001:db8:96::/112"}, {CIDR: "203.0.113.0/26"}},
-		ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}, {CIDR: "203.0.113.128/25"}},
-	}}
-	if got, want := fmtPrefixes(serviceCIDRs(c)), "[203.0.113.0/26 203.0.113.128/25 2001:db8:96::/112]"; got != want {
-		t.Errorf("service CIDRs %s, want %s", got, want)
-	}
-	if got := serviceCIDRs(nil); got != nil {
-		t.Errorf("no BGPConfiguration: %v", got)
-	}
-}

@@ -23,6 +23,7 @@ type metrics struct {
 	reconciles *prometheus.Desc
 	bfdUp      *prometheus.Desc
 	bfdDowns   *prometheus.Desc
+	services   *prometheus.Desc
 }
 
 func newMetrics(b *Bird) *metrics {
@@ -38,6 +39,7 @@ func newMetrics(b *Bird) *metrics {
 		sinceLast:  prometheus.NewDesc("tabby_bgp_seconds_since_last_update", "Seconds since the last best-path change (-1: none yet).", nil, nil),
 		bfdUp:      prometheus.NewDesc("tabby_bgp_bfd_up", "1 when the BFD session with the peer is up, 0 otherwise; only sessions with BFD.", []string{"peer"}, nil),
 		bfdDowns:   prometheus.NewDesc("tabby_bgp_bfd_down_total", "Times BFD declared the peer down (its session and routes went with it).", []string{"peer"}, nil),
+		services:   prometheus.NewDesc("tabby_bgp_service_routes", "Host routes (/32, /128) this node announces for Services' addresses (LoadBalancer, and Local Services' cluster and external IPs).", nil, nil),
 		reconciles: prometheus.NewDesc("tabby_bgp_reconciles_total", "Passes that brought the BGP speaker in line with the datastore (each runs only the reconcilers of what changed).", nil, nil),
 	}
 }
@@ -54,6 +56,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.reconciles
 	ch <- m.bfdUp
 	ch <- m.bfdDowns
+	ch <- m.services
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -65,6 +68,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		m.b.log.Warn("BGP metrics", "error", err)
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(m.services, prometheus.GaugeValue, float64(r.ServiceRoutes))
 	type key struct{ state, typ string }
 	counts := map[key]int{}
 	for _, p := range r.Peers {

@@ -93,7 +93,7 @@ func (b *Bird) pass(ctx context.Context, dirty dirtySet) (dirtySet, error) {
 	var paths map[netip.Prefix]netip.Addr
 	if dirty&dirtyPaths != 0 {
 		b.mu.Lock()
-		own, services := b.in.own.list(), b.in.services
+		own, services := b.in.own.list(), slices.Concat(b.in.aggregates, b.in.serviceHosts.list())
 		b.mu.Unlock()
 		paths = desiredPaths(own, services, nextHops(b.computed.Speaker))
 		if err := b.paths.withdraw(ctx, spk, paths); err != nil {

@@ -1,6 +1,7 @@
 package bird
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -150,5 +151,75 @@ func TestServiceAdvertisementIPv6(t *testing.T) {
 				waitBIRDRoute(t, birdc, "", svc4, nodeAddr)
 			}
 		})
+	}
+}
+
+// TestServiceRoutesFollowEndpoints: a LoadBalancer address is announced as a /32 to the ToR by
+// every node while its Service's externalTrafficPolicy is Cluster, and only by the nodes with a
+// ready endpoint while it is Local: the route moves with the endpoint and goes with the
+// Service. No node passes it to another or learns it.
+func TestServiceRoutesFollowEndpoints(t *testing.T) {
+	netnstest.Require(t)
+	all := []model.Node{mkNode(141, nil, ""), mkNode(142, nil, "")}
+	tor := netip.MustParseAddr("198.51.100.230")
+	n141, n142 := addr4(all[0]), addr4(all[1])
+	lbPool := model.Pool{Name: "lb", CIDR: netip.MustParsePrefix("203.0.113.160/28"), Uses: []v1.IPPoolUse{v1.IPPoolUseLoadBalancer}}
+	lbIP := netip.MustParseAddr("203.0.113.161")
+	host := netip.PrefixFrom(lbIP, 32)
+	svc := model.Service{Key: "default/web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, LoadBalancerIPs: []netip.Addr{lbIP}}
+	peers := []v1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: v1.BGPPeerSpec{PeerIP: tor.String(), ASNumber: 65003}}}
+	r := startRouter(t, tor, 65003, map[netip.Addr]uint32{n141: 64512, n142: 64512})
+	setup := func(b *Bird) {
+		send(b, peerUpdates(peers...)...)
+		send(b, model.LoadBalancerPoolUpdate{Pool: lbPool}, model.ServiceUpdate{Service: svc})
+	}
+	a := startNode(t, all[0], all, setup)
+	b := startNode(t, all[1], all, setup)
+
+	// Cluster: both nodes announce it, the ToR has a path over each.
+	r.waitReceived(t, n141, host, n141.String())
+	r.waitReceived(t, n142, host, n142.String())
+	b.routes.waitRoute(t, a.block, n141, 15*time.Second)
+	announced := func(from netip.Addr) bool { _, ok := r.received(t, from)[host]; return ok }
+	waitAnnounced := func(what string, want141, want142 bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for announced(n141) != want141 || announced(n142) != want142 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the ToR has %s from node141 %v (want %v), from node142 %v (want %v)", what, host, announced(n141), want141, announced(n142), want142)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Local, the endpoint on node141 alone.
+	local := svc
+	local.Local = true
+	here := local
+	here.LocalEndpoint = true
+	send(a.bird, model.ServiceUpdate{Service: here})
+	send(b.bird, model.ServiceUpdate{Service: local})
+	waitAnnounced("Local, endpoint on node141", true, false)
+	// The status says why node142 holds it back.
+	if st, err := b.bird.Status(context.Background()); err != nil || len(st.Services) != 1 || st.Services[0].Reason != reasonNoEndpoint || st.ServiceRoutes != 0 {
+		t.Fatalf("node142's status: %+v, %v", st, err)
+	}
+	// The endpoint moves to node142.
+	send(b.bird, model.ServiceUpdate{Service: here})
+	send(a.bird, model.ServiceUpdate{Service: local})
+	waitAnnounced("Local, endpoint moved to node142", false, true)
+	// Back to Cluster, then the Service goes.
+	send(a.bird, model.ServiceUpdate{Service: svc})
+	send(b.bird, model.ServiceUpdate{Service: svc})
+	waitAnnounced("Cluster again", true, true)
+	for _, n := range []*testNode{a, b} {
+		if nh, ok := n.routes.get(host); ok {
+			t.Errorf("a node learned the Service's route via %s", nh)
+		}
+	}
+	send(a.bird, model.ServiceRemove{Key: svc.Key})
+	send(b.bird, model.ServiceRemove{Key: svc.Key})
+	waitAnnounced("Service removed", false, false)
+	if st, err := a.bird.Status(context.Background()); err != nil || st.ServiceRoutes != 0 {
+		t.Fatalf("status after the removal: %+v, %v", st, err)
 	}
 }

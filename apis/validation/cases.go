@@ -130,10 +130,10 @@ var Cases = []Case{
 	{"peer bfd multihop", peer("bfd-mh", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, EBGPMultihop: 2, BFD: bfd("300ms", "300ms", 3)}), "bfd.enabled"},
 	// The one valid BGPConfiguration (a singleton): service CIDRs of both families.
 	{"bgpconfig ok", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(65000), MaxPaths: i32(2),
-		ServiceClusterIPs:  []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}, {CIDR: "2001:db8:96::/112"}},
-		ServiceExternalIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:ffff:ffff:ffff:ffff:ffff:ff00/120"}},
+		ServiceClusterIPs:      []v1.ServiceCIDR{{CIDR: "203.0.113.0/26"}, {CIDR: "2001:db8:96::/112"}},
+		ServiceExternalIPs:     []v1.ServiceCIDR{{CIDR: "2001:db8:ffff:ffff:ffff:ffff:ffff:ff00/120"}},
 		ServiceLoadBalancerIPs: []v1.ServiceCIDR{{CIDR: "198.51.100.224/27"}},
-		BFD:                bfd("300ms", "300ms", 3)}}, ""},
+		BFD:                    bfd("300ms", "300ms", 3)}}, ""},
 	{"bgpconfig service CIDR host bits", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1.BGPConfigurationSpec{ServiceClusterIPs: []v1.ServiceCIDR{{CIDR: "2001:db8:96::1/112"}}}}, "serviceClusterIPs"},
 	{"bgpconfig service CIDR not a CIDR", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"},

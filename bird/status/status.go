@@ -84,6 +84,13 @@ type PeersReply struct {
 	Learned []LearnedRoute `json:"learned,omitempty"`
 	// LearnedMore counts those left out of Learned.
 	LearnedMore int `json:"learnedMore,omitempty"`
+	// ServiceRoutes counts the host routes this node announces for Services.
+	ServiceRoutes int `json:"serviceRoutes,omitempty"`
+	// Services are the Services this node announces, or would announce if it had a ready
+	// endpoint of theirs (externalTrafficPolicy Local), by key, at most MaxServicesShown.
+	Services []ServiceRoutes `json:"services,omitempty"`
+	// ServicesMore counts those left out of Services.
+	ServicesMore int `json:"servicesMore,omitempty"`
 	// Problems are what keeps a configured session from existing (a BGPPeer naming an IPv6
 	// address on a node without IPv6, a duplicate address, a bad selector).
 	Problems []string `json:"problems,omitempty"`
@@ -95,6 +102,16 @@ type LearnedRoute struct {
 	NextHops []string `json:"nextHops"`           // the best path's first
 	External bool     `json:"external,omitempty"` // outside the pools, from an external router
 }
+
+// ServiceRoutes are what a node announces for one Service and why.
+type ServiceRoutes struct {
+	Service  string   `json:"service"` // namespace/name
+	Prefixes []string `json:"prefixes,omitempty"`
+	Reason   string   `json:"reason"`
+}
+
+// MaxServicesShown bounds PeersReply.Services.
+const MaxServicesShown = 500
 
 // MaxLearnedShown bounds PeersReply.Learned: a status answers in the same time on a node that
 // routes every block over two ToRs.

@@ -17,7 +17,8 @@ func (b birdSource) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	out := Status{Peers: make([]Peer, len(reply.Peers)), Problems: reply.Problems,
-		Multipath: reply.RoutesMultipath, Learned: reply.Learned, LearnedMore: reply.LearnedMore}
+		Multipath: reply.RoutesMultipath, Learned: reply.Learned, LearnedMore: reply.LearnedMore,
+		ServiceRoutes: reply.ServiceRoutes, Services: reply.Services, ServicesMore: reply.ServicesMore}
 	for i, p := range reply.Peers {
 		out.Peers[i] = FromStatus(p)
 	}

@@ -47,6 +47,11 @@ type Status struct {
 	Learned   []status.LearnedRoute
 	// LearnedMore counts the routes left out of Learned.
 	LearnedMore int
+	// ServiceRoutes counts the host routes announced for Services; Services are the Services
+	// announced (or held back for want of a local endpoint), ServicesMore those left out.
+	ServiceRoutes int
+	Services      []status.ServiceRoutes
+	ServicesMore  int
 }
 
 // Source reads a node's BGP status. bird/status's client satisfies it through an adapter.
@@ -155,6 +160,21 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 		boxTable(w, []string{"PREFIX", "NEXT HOPS (BEST FIRST)", "FROM"}, rows)
 		if st.LearnedMore > 0 {
 			fmt.Fprintf(w, "and %d more\n", st.LearnedMore)
+		}
+	}
+	if len(st.Services) > 0 {
+		fmt.Fprintf(w, "\nServices announced to external peers (%d host routes)\n", st.ServiceRoutes)
+		var rows [][]string
+		for _, s := range st.Services {
+			prefixes := strings.Join(s.Prefixes, " ")
+			if prefixes == "" {
+				prefixes = "-"
+			}
+			rows = append(rows, []string{s.Service, prefixes, s.Reason})
+		}
+		boxTable(w, []string{"SERVICE", "ROUTES", "WHY"}, rows)
+		if st.ServicesMore > 0 {
+			fmt.Fprintf(w, "and %d more\n", st.ServicesMore)
 		}
 	}
 	if len(st.Problems) > 0 {
