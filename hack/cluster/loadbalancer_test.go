@@ -193,19 +193,18 @@ func TestLoadBalancerOverBGP(t *testing.T) {
 		}
 		down = append(down, d)
 		t.Logf("round %d: scaled to 1, endpoint on %v: the ToR's RIB followed in %s", round, nodes, d.Round(time.Millisecond))
-		if round == 1 {
-			if err := lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
-				gws, err := torKernelNextHops(ctx, tor, lbIP)
-				if err != nil {
-					return err
-				}
-				if want := nodeIPs(nodeIP, nodes); !slices.Equal(gws, want) {
-					return fmt.Errorf("the ToR's kernel routes %s via %v, want %v", lbIP, gws, want)
-				}
-				return nil
-			}); err != nil {
-				t.Error(err)
+		// zebra installs what bgpd chose a moment later: the kernel's route, then traffic.
+		if err := lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+			gws, err := torKernelNextHops(ctx, tor, lbIP)
+			if err != nil {
+				return err
 			}
+			if want := nodeIPs(nodeIP, nodes); !slices.Equal(gws, want) {
+				return fmt.Errorf("the ToR's kernel routes %s via %v, want %v", lbIP, gws, want)
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("round %d: %v", round, err)
 		}
 		left := podNames(ctx, t, c, ns, name)
 		if seen, err := hostnamesFromToR(ctx, tor, lbIP, 5); err != nil {
@@ -213,9 +212,17 @@ func TestLoadBalancerOverBGP(t *testing.T) {
 		} else if !slices.Equal(slices.Sorted(maps.Keys(seen)), left) {
 			t.Errorf("round %d: requests reached %v, want the pod left %v", round, seen, left)
 		}
-		// The scheduler places the new pod beside no other: wait until the old one is gone.
+		if round == 1 {
+			checkNodeStatus(ctx, t, c, ns+"/"+name, netip.PrefixFrom(lbIP, lbIP.BitLen()), nodes)
+		}
+		// The scheduler places the new pod beside no other, a terminating one included: wait
+		// until the old one is gone.
 		if err := lab.Eventually(ctx, time.Minute, func(ctx context.Context) error {
-			if n := len(podNames(ctx, t, c, ns, name)); n != 1 {
+			pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+			if err != nil {
+				return err
+			}
+			if n := len(pods.Items); n != 1 {
 				return fmt.Errorf("%d pods of %s, want 1", n, name)
 			}
 			return nil
@@ -240,6 +247,38 @@ func TestLoadBalancerOverBGP(t *testing.T) {
 		if p99 > lbConvergenceBound {
 			t.Errorf("%s: p99 %s, beyond the bound %s", what, p99, lbConvergenceBound)
 		}
+	}
+}
+
+// checkNodeStatus: `tabbyctl node status` in each tabby-node pod lists the Service, with its host
+// route on the nodes with a ready endpoint and the reason it is held back on the others.
+func checkNodeStatus(ctx context.Context, t *testing.T, c *Cluster, svc string, route netip.Prefix, withEndpoint []string) {
+	t.Helper()
+	pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		out, err := c.Kubectl(ctx, "exec", "-n", lab.Namespace, p.Name, "-c", "tabby-node", "--", "tabbyctl", "node", "status")
+		if err != nil {
+			t.Errorf("tabbyctl node status on %s: %v", p.Spec.NodeName, err)
+			continue
+		}
+		var line string
+		for l := range strings.Lines(out) {
+			if strings.Contains(l, svc) {
+				line = strings.TrimSpace(l)
+			}
+		}
+		want := "no ready endpoint on this node"
+		if slices.Contains(withEndpoint, p.Spec.NodeName) {
+			want = route.String()
+		}
+		if !strings.Contains(line, want) {
+			t.Errorf("tabbyctl node status on %s: want %s listed with %q:\n%s", p.Spec.NodeName, svc, want, out)
+			continue
+		}
+		t.Logf("tabbyctl node status on %s: %s", p.Spec.NodeName, line)
 	}
 }
 
