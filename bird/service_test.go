@@ -2,12 +2,15 @@ package bird
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -221,5 +224,48 @@ func TestServiceRoutesFollowEndpoints(t *testing.T) {
 	waitAnnounced("Service removed", false, false)
 	if st, err := a.bird.Status(context.Background()); err != nil || st.ServiceRoutes != 0 {
 		t.Fatalf("status after the removal: %+v, %v", st, err)
+	}
+}
+
+// TestServiceAdvertisementAttributes: prefixAdvertisements steer a Service's route at the ToRs:
+// its communities reach every router, its LOCAL_PREF the routers of the cluster's AS alone
+// (eBGP carries none).
+func TestServiceAdvertisementAttributes(t *testing.T) {
+	netnstest.Require(t)
+	n := mkNode(143, nil, "")
+	ibgp, ebgp := netip.MustParseAddr("198.51.100.228"), netip.MustParseAddr("198.51.100.229")
+	node := addr4(n)
+	lbPool := model.Pool{Name: "lb", CIDR: netip.MustParsePrefix("203.0.113.144/28"), Uses: []v1.IPPoolUse{v1.IPPoolUseLoadBalancer}}
+	lbIP := netip.MustParseAddr("203.0.113.145")
+	host := netip.PrefixFrom(lbIP, 32)
+	pref := uint32(200)
+	conf := &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{
+		PrefixAdvertisements: []v1.PrefixAdvertisement{{CIDR: lbPool.CIDR.String(), Communities: []v1.CommunityRef{"65001:100"}, LocalPref: &pref}}}}
+	rI := startRouter(t, ibgp, v1.DefaultASNumber, map[netip.Addr]uint32{node: v1.DefaultASNumber})
+	rE := startRouter(t, ebgp, 65004, map[netip.Addr]uint32{node: v1.DefaultASNumber})
+	startNode(t, n, []model.Node{n}, func(b *Bird) {
+		send(b, peerUpdates(
+			v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor-ibgp"}, Spec: v1.BGPPeerSpec{PeerIP: ibgp.String(), ASNumber: v1.DefaultASNumber}},
+			v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor-ebgp"}, Spec: v1.BGPPeerSpec{PeerIP: ebgp.String(), ASNumber: 65004}})...)
+		send(b, confUpdate(conf), model.LoadBalancerPoolUpdate{Pool: lbPool},
+			model.ServiceUpdate{Service: model.Service{Key: "default/web", LoadBalancerIPs: []netip.Addr{lbIP}}})
+	})
+	for _, tc := range []struct {
+		r         *router
+		localPref string
+	}{{rI, "200"}, {rE, "none"}} {
+		tc.r.waitReceived(t, node, host, node.String())
+		community, localPref := "none", "none"
+		for _, a := range tc.r.attrs(t, node, host) {
+			switch a := a.(type) {
+			case *bgp.PathAttributeCommunities:
+				community = strings.TrimSuffix(strings.TrimPrefix(a.String(), "{Communities: "), "}")
+			case *bgp.PathAttributeLocalPref:
+				localPref = fmt.Sprint(a.Value)
+			}
+		}
+		if community != "65001:100" || localPref != tc.localPref {
+			t.Errorf("router %s: community %s, LOCAL_PREF %s; want 65001:100 and %s", tc.r.addr, community, localPref, tc.localPref)
+		}
 	}
 }

@@ -83,6 +83,21 @@ func (r *router) received(t *testing.T, neighbor netip.Addr) map[netip.Prefix]st
 	return out
 }
 
+// attrs are the path attributes of the router's path to p from neighbor (none: no path).
+func (r *router) attrs(t *testing.T, neighbor netip.Addr, p netip.Prefix) []bgp.PathAttributeInterface {
+	t.Helper()
+	var out []bgp.PathAttributeInterface
+	err := r.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: neighbor.String(), Family: bgp.RF_IPv4_UC}, func(n bgp.NLRI, paths []*apiutil.Path) {
+		if n.String() == p.String() && len(paths) > 0 {
+			out = paths[0].Attrs
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func (r *router) waitReceived(t *testing.T, neighbor netip.Addr, p netip.Prefix, nh string) map[netip.Prefix]string {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)

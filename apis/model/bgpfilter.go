@@ -41,9 +41,12 @@ type PrefixCommunities struct {
 	Prefix   netip.Prefix
 	Standard []string
 	Large    []string
+	// LocalPref, when set, is the LOCAL_PREF of these routes towards external routers.
+	LocalPref *uint32
 }
 
 // Equal compares two.
 func (p PrefixCommunities) Equal(o PrefixCommunities) bool {
-	return p.Prefix == o.Prefix && slices.Equal(p.Standard, o.Standard) && slices.Equal(p.Large, o.Large)
+	return p.Prefix == o.Prefix && slices.Equal(p.Standard, o.Standard) && slices.Equal(p.Large, o.Large) &&
+		(p.LocalPref == nil) == (o.LocalPref == nil) && (p.LocalPref == nil || *p.LocalPref == *o.LocalPref)
 }

@@ -16,7 +16,7 @@ type ServiceCIDR struct {
 type LogSeverity string
 
 // BGPConfigurationSpec holds cluster-wide BGP settings.
-// +kubebuilder:validation:XValidation:rule="!has(self.prefixAdvertisements) || self.prefixAdvertisements.all(a, a.communities.all(c, c.contains(':') || (has(self.communities) && self.communities.exists(n, n.name == c))))",message="prefixAdvertisements: a community without a colon must be a name in spec.communities",fieldPath=".prefixAdvertisements"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixAdvertisements) || self.prefixAdvertisements.all(a, !has(a.communities) || a.communities.all(c, c.contains(':') || (has(self.communities) && self.communities.exists(n, n.name == c))))",message="prefixAdvertisements: a community without a colon must be a name in spec.communities",fieldPath=".prefixAdvertisements"
 type BGPConfigurationSpec struct {
 	// ASNumber is the AS of every node that has no tabby.dev/bgp-asn annotation.
 	// +kubebuilder:default=64512
@@ -421,14 +421,26 @@ type Community struct {
 }
 
 // PrefixAdvertisement puts communities on the cluster's own routes equal to or inside CIDR (its
-// blocks, its service CIDRs) that tabby sends to any peer.
+// blocks, its service ranges, its Services' /32s) that tabby sends to any peer, and a LOCAL_PREF
+// on those it sends to external routers.
+// +kubebuilder:validation:XValidation:rule="has(self.communities) && size(self.communities) > 0 || has(self.localPref)",message="prefixAdvertisements: an entry needs communities or a localPref",fieldPath=".communities"
 type PrefixAdvertisement struct {
 	// +kubebuilder:validation:MaxLength=43
 	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).masked() == cidr(self)",messageExpression="'cidr: ' + self + ' is not a canonical CIDR'"
 	CIDR string `json:"cidr"`
 	// Communities: names from spec.communities or literal values (aa:nn, aa:nn:mm).
 	// +kubebuilder:validation:MaxItems=8
-	Communities []CommunityRef `json:"communities"`
+	// +optional
+	Communities []CommunityRef `json:"communities,omitempty"`
+	// LocalPref is the LOCAL_PREF of these routes at external routers in the cluster's AS (an
+	// iBGP ToR, a route server of the same AS): a network team's way to prefer one cluster's
+	// copy of a Service over another's. eBGP carries no LOCAL_PREF. Between tabby nodes the
+	// routes keep tabby's own.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
+	// +optional
+	LocalPref *uint32 `json:"localPref,omitempty"`
 }
 
 // CommunityRef is a community's name in spec.communities, or a value (it has a colon).

@@ -217,7 +217,10 @@ func ParsePrefixAdvertisements(c *v1.BGPConfiguration) ([]model.PrefixCommunitie
 		if err != nil {
 			errs = append(errs, field.Invalid(path.Child("cidr"), a.CIDR, err.Error()))
 		}
-		pc := model.PrefixCommunities{Prefix: p}
+		pc := model.PrefixCommunities{Prefix: p, LocalPref: a.LocalPref}
+		if len(a.Communities) == 0 && a.LocalPref == nil {
+			errs = append(errs, field.Required(path.Child("communities"), "a prefixAdvertisement needs communities or a localPref"))
+		}
 		for j, ref := range a.Communities {
 			name := string(ref)
 			v, ok := named[name]

@@ -48,6 +48,8 @@ var filterCases = []Case{
 	{"bgpconfig community name twice", communityConfig([]v1.Community{{Name: "a", Value: "65001:1"}, {Name: "a", Value: "65001:2"}}), "communities[1]"},
 	{"bgpconfig advertisement unknown name", communityConfig(nil, v1.PrefixAdvertisement{CIDR: "10.244.0.0/16", Communities: []v1.CommunityRef{"nosuch"}}), "prefixAdvertisements"},
 	{"bgpconfig advertisement bad value", communityConfig(nil, v1.PrefixAdvertisement{CIDR: "10.244.0.0/16", Communities: []v1.CommunityRef{"65001:70000"}}), "prefixAdvertisements[0].communities[0]"},
+	{"bgpconfig advertisement localPref alone", communityConfig(nil, v1.PrefixAdvertisement{CIDR: "203.0.113.144/28", LocalPref: u32(200)}), ""},
+	{"bgpconfig advertisement empty", communityConfig(nil, v1.PrefixAdvertisement{CIDR: "203.0.113.144/28"}), "prefixAdvertisements[0].communities"},
 	{"bgpconfig advertisement cidr host bits", communityConfig(nil, v1.PrefixAdvertisement{CIDR: "10.244.0.1/16", Communities: []v1.CommunityRef{"65001:1"}}), "prefixAdvertisements[0].cidr"},
 }
 

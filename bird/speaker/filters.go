@@ -136,9 +136,20 @@ func communityStatements(adv []model.PrefixCommunities) ([]*api.DefinedSet, []*a
 		if len(a.Large) > 0 {
 			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: a.Large}
 		}
-		stmts = append(stmts, &api.Statement{Name: name,
-			Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name}, RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
-			Actions:    act})
+		if act.Community != nil || act.LargeCommunity != nil {
+			stmts = append(stmts, &api.Statement{Name: name,
+				Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name}, RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+				Actions:    act})
+		}
+		// LOCAL_PREF only towards external routers of the cluster's AS: between nodes it is what
+		// keeps a node's own path for its block ahead of any router's (the import policy's
+		// ExternalLocalPref), and eBGP carries none (RFC 4271 5.1.5).
+		if a.LocalPref != nil {
+			stmts = append(stmts, &api.Statement{Name: name + "-local-pref",
+				Conditions: &api.Conditions{PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name}, RouteType: api.Conditions_ROUTE_TYPE_LOCAL,
+					NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: setExternalIBGP}},
+				Actions: &api.Actions{LocalPref: &api.LocalPrefAction{Value: *a.LocalPref}}})
+		}
 	}
 	return sets, stmts
 }

@@ -26,6 +26,9 @@ const (
 	setSiblings    = "tabby-sibling-reflectors"
 	setFromSib     = "tabby-learned-sibling"
 	setExplain     = "tabby-explained"
+	// setExternalIBGP: the external routers of the cluster's AS, the only peers a LOCAL_PREF
+	// means something to.
+	setExternalIBGP = "tabby-external-ibgp"
 	// ExternalLocalPref is the LOCAL_PREF of every route learned from an external router: below
 	// the default 100 of the cluster's own, so a node's own announcement of its block wins over
 	// any external path for it on every node and reflector, before AS-path length is looked at
@@ -215,6 +218,7 @@ func policyObjects(p Policy) ([]*api.DefinedSet, *api.Policy, *api.Policy) {
 		neighbors(setKeepNH, p.KeepNextHop),
 		neighbors(setNextHopSelf, p.NextHopSelf),
 		neighbors(setSiblings, p.Siblings),
+		neighbors(setExternalIBGP, p.externalIBGP()),
 		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setLearned, List: []string{"^" + LearnedExternalCommunity + "$"}},
 		&api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: setFromSib, List: []string{"^" + LearnedSiblingCommunity + "$"}},
 	)
@@ -303,6 +307,18 @@ func policyObjects(p Policy) ([]*api.DefinedSet, *api.Policy, *api.Policy) {
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}},
 	}))}
 	return sets, imp, exp
+}
+
+// externalIBGP are the external routers in the cluster's AS: those that are neither
+// NextHopSelf nor KeepNextHop, the two kinds of eBGP peer.
+func (p Policy) externalIBGP() []netip.Addr {
+	var out []netip.Addr
+	for _, a := range p.External {
+		if !slices.Contains(p.NextHopSelf, a) && !slices.Contains(p.KeepNextHop, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // nextHopSelf6 is the export statement that makes this node the next hop of the IPv6 pool

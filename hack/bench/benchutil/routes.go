@@ -32,10 +32,12 @@ type RouteWatch struct {
 	done chan struct{}
 }
 
-// SeenRoute is a route as a namespace holds it: its gateway and when it arrived.
+// SeenRoute is a route as a namespace holds it: its gateway (the first of a multipath
+// route's), every gateway of a multipath route (ECMP), and when it arrived as such.
 type SeenRoute struct {
-	GW netip.Addr
-	At time.Time
+	GW   netip.Addr
+	Hops []netip.Addr // sorted; one entry for a route over a single gateway
+	At   time.Time
 }
 
 // WatchRoutes subscribes to route notifications in every named namespace. Subscriptions start
@@ -110,12 +112,25 @@ func (w *RouteWatch) follow(name string, ch <-chan netlink.RouteUpdate) {
 		if u.Gw != nil {
 			gw, _ = netip.AddrFromSlice(u.Gw.To4())
 		}
+		hops := []netip.Addr{gw}
+		if len(u.MultiPath) > 0 {
+			hops = hops[:0]
+			for _, nh := range u.MultiPath {
+				if a, ok := netip.AddrFromSlice(nh.Gw.To4()); ok {
+					hops = append(hops, a)
+				}
+			}
+			slices.SortFunc(hops, netip.Addr.Compare)
+			if len(hops) > 0 {
+				gw = hops[0]
+			}
+		}
 		w.mu.Lock()
 		switch u.Type {
 		case unix.RTM_NEWROUTE:
-			// A replace with the same gateway keeps the first arrival time.
-			if old, ok := w.state[name][p]; !ok || old.GW != gw {
-				w.state[name][p] = SeenRoute{GW: gw, At: now}
+			// A replace with the same gateways keeps the first arrival time.
+			if old, ok := w.state[name][p]; !ok || !slices.Equal(old.Hops, hops) {
+				w.state[name][p] = SeenRoute{GW: gw, Hops: hops, At: now}
 			}
 			delete(w.left[name], p)
 		case unix.RTM_DELROUTE:
