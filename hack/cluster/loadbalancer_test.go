@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/hack/bench/benchutil"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -181,31 +182,32 @@ func TestLoadBalancerOverBGP(t *testing.T) {
 		t.Logf("Local: the pod sees the ToR's own address %s as the client", lab.RouterA)
 	}
 
-	var down, up []time.Duration
+	// The ToR's kernel is watched through rtnetlink: when zebra installed each change.
+	kernel, err := benchutil.WatchRoutes(map[string]string{"tor": lab.NetnsPath(tor.NS)}, zebraProtoBGP, lbPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kernel.Close()
+	hostRoute := netip.PrefixFrom(lbIP, lbIP.BitLen())
+	var down, up, downKernel, upKernel []time.Duration
 	for round := 1; round <= *lbRounds; round++ {
 		mark := eps.mark()
 		if err := scaleDeployment(ctx, c, ns, name, 1); err != nil {
 			t.Fatal(err)
 		}
-		d, nodes, err := converge(ctx, eps, tor, lbIP, nodeIP, mark, func(nodes []string) bool { return len(nodes) == 1 })
+		d, ch, err := converge(ctx, eps, tor, lbIP, nodeIP, mark, func(nodes []string) bool { return len(nodes) == 1 })
 		if err != nil {
 			t.Fatalf("round %d, scaled to 1: %v", round, err)
 		}
+		nodes := ch.nodes
 		down = append(down, d)
-		t.Logf("round %d: scaled to 1, endpoint on %v: the ToR's RIB followed in %s", round, nodes, d.Round(time.Millisecond))
 		// zebra installs what bgpd chose a moment later: the kernel's route, then traffic.
-		if err := lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
-			gws, err := torKernelNextHops(ctx, tor, lbIP)
-			if err != nil {
-				return err
-			}
-			if want := nodeIPs(nodeIP, nodes); !slices.Equal(gws, want) {
-				return fmt.Errorf("the ToR's kernel routes %s via %v, want %v", lbIP, gws, want)
-			}
-			return nil
-		}); err != nil {
-			t.Errorf("round %d: %v", round, err)
+		at, err := kernelRouteAt(ctx, kernel, hostRoute, nodeIPs(nodeIP, nodes))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
 		}
+		downKernel = append(downKernel, at.Sub(ch.at))
+		t.Logf("round %d: scaled to 1, endpoint on %v: the ToR's RIB followed in %s, its kernel in %s", round, nodes, d.Round(time.Millisecond), at.Sub(ch.at).Round(time.Millisecond))
 		left := podNames(ctx, t, c, ns, name)
 		if seen, err := hostnamesFromToR(ctx, tor, lbIP, 5); err != nil {
 			t.Errorf("round %d: HTTP from the ToR with one pod left: %v", round, err)
@@ -233,21 +235,56 @@ func TestLoadBalancerOverBGP(t *testing.T) {
 		if err := scaleDeployment(ctx, c, ns, name, 2); err != nil {
 			t.Fatal(err)
 		}
-		d, _, err = converge(ctx, eps, tor, lbIP, nodeIP, mark, func(nodes []string) bool { return slices.Equal(nodes, allNodes) })
+		d, ch, err = converge(ctx, eps, tor, lbIP, nodeIP, mark, func(nodes []string) bool { return slices.Equal(nodes, allNodes) })
 		if err != nil {
 			t.Fatalf("round %d, scaled to 2: %v", round, err)
 		}
 		up = append(up, d)
-		t.Logf("round %d: scaled to 2: the ToR's RIB has both nodes again after %s", round, d.Round(time.Millisecond))
+		at, err = kernelRouteAt(ctx, kernel, hostRoute, nodeIPs(nodeIP, allNodes))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		upKernel = append(upKernel, at.Sub(ch.at))
+		t.Logf("round %d: scaled to 2: the ToR's RIB has both nodes again after %s, its kernel after %s", round, d.Round(time.Millisecond), at.Sub(ch.at).Round(time.Millisecond))
 	}
-	for what, ds := range map[string][]time.Duration{"scale to 1 (withdraw)": down, "scale to 2 (announce)": up} {
-		p50, p99 := percentile(ds, 0.50), percentile(ds, 0.99)
-		t.Logf("Local, EndpointSlice change → the ToR's RIB, %s: p50 %s, p99 %s, max %s over %d rounds",
-			what, p50.Round(time.Millisecond), p99.Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond), len(ds))
+	for _, f := range []struct {
+		what string
+		ds   []time.Duration
+	}{
+		{"scaled to 1 (withdrawn) → the ToR's RIB", down},
+		{"scaled to 2 (announced) → the ToR's RIB", up},
+		{"scaled to 1 (withdrawn) → the ToR's kernel", downKernel},
+		{"scaled to 2 (announced) → the ToR's kernel", upKernel},
+	} {
+		p50, p99 := percentile(f.ds, 0.50), percentile(f.ds, 0.99)
+		t.Logf("Local, EndpointSlice change %s: p50 %s, p99 %s, min %s, max %s over %d rounds", f.what,
+			p50.Round(time.Millisecond), p99.Round(time.Millisecond), slices.Min(f.ds).Round(time.Millisecond), slices.Max(f.ds).Round(time.Millisecond), len(f.ds))
 		if p99 > lbConvergenceBound {
-			t.Errorf("%s: p99 %s, beyond the bound %s", what, p99, lbConvergenceBound)
+			t.Errorf("EndpointSlice change %s: p99 %s, beyond the bound %s", f.what, p99, lbConvergenceBound)
 		}
 	}
+}
+
+// zebraProtoBGP is the protocol number of the routes zebra installs from BGP.
+const zebraProtoBGP = 186
+
+// kernelRouteAt waits until the ToR's kernel routes p via exactly hops, and returns when that
+// route arrived.
+func kernelRouteAt(ctx context.Context, kernel *benchutil.RouteWatch, p netip.Prefix, hops []string) (time.Time, error) {
+	var at time.Time
+	err := kernel.WaitFor(ctx, 30*time.Second, fmt.Sprintf("the ToR's kernel route %s via %v", p, hops), func(st map[string]map[netip.Prefix]benchutil.SeenRoute) error {
+		r, ok := st["tor"][p]
+		var got []string
+		for _, h := range r.Hops {
+			got = append(got, h.String())
+		}
+		if !ok || !slices.Equal(got, hops) {
+			return fmt.Errorf("via %v", got)
+		}
+		at = r.At
+		return nil
+	})
+	return at, err
 }
 
 // checkNodeStatus: `tabbyctl node status` in each tabby-node pod lists the Service, with its host
@@ -350,7 +387,7 @@ func podNames(ctx context.Context, t *testing.T, c *Cluster, ns, app string) []s
 // accepts (a change after mark), and for the ToR's RIB to hold exactly those nodes' paths. It
 // returns the time from the EndpointSlice change to the first look at the RIB that found it
 // (an upper bound: the look's end).
-func converge(ctx context.Context, eps *readyNodes, tor *lab.Router, addr netip.Addr, nodeIP map[string]string, mark int, want func([]string) bool) (time.Duration, []string, error) {
+func converge(ctx context.Context, eps *readyNodes, tor *lab.Router, addr netip.Addr, nodeIP map[string]string, mark int, want func([]string) bool) (time.Duration, nodesChange, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	var last string
 	for time.Now().Before(deadline) {
@@ -358,13 +395,13 @@ func converge(ctx context.Context, eps *readyNodes, tor *lab.Router, addr netip.
 		paths, err := torPaths(ctx, tor, addr)
 		seenAt := time.Now()
 		if err != nil {
-			return 0, nil, err
+			return 0, nodesChange{}, err
 		}
 		if ok && want(ch.nodes) {
 			if slices.Equal(paths, nodeIPs(nodeIP, ch.nodes)) {
 				// The EndpointSlice may have changed again while the RIB was read.
 				if now, _ := eps.lastAfter(mark); now.at.Equal(ch.at) {
-					return seenAt.Sub(ch.at), ch.nodes, nil
+					return seenAt.Sub(ch.at), ch, nil
 				}
 			}
 			last = fmt.Sprintf("ready endpoints on %v; the ToR's paths for %s: %v", ch.nodes, addr, paths)
@@ -373,11 +410,11 @@ func converge(ctx context.Context, eps *readyNodes, tor *lab.Router, addr netip.
 		}
 		select {
 		case <-ctx.Done():
-			return 0, nil, ctx.Err()
+			return 0, nodesChange{}, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return 0, nil, fmt.Errorf("not converged in 2m: %s", last)
+	return 0, nodesChange{}, fmt.Errorf("not converged in 2m: %s", last)
 }
 
 // readyNodes follows a Service's EndpointSlices and records each change of the set of nodes
