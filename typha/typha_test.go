@@ -90,8 +90,9 @@ func agentToken(t *testing.T, ctx context.Context, env *testenv.Env, name string
 	if allowed {
 		read := []string{"list", "watch"}
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "namespaces"}, Verbs: read},
+			{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "namespaces", "services"}, Verbs: read},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: read},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: read},
 			{APIGroups: []string{v1.GroupName}, Resources: []string{"ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "bgpfilters", "felixconfigurations"}, Verbs: read},
 		}}
 		if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
