@@ -36,12 +36,15 @@ func indexByService(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// sliceRef is what an EndpointSlice means to this node: its Service, and whether it lists a
-// ready endpoint here.
+// sliceRef is what an EndpointSlice means to this node: its Service (namespace and name: no key
+// is made for the many events that change nothing here), and whether it lists a ready endpoint
+// here.
 type sliceRef struct {
-	service string
-	local   bool
+	namespace, service string
+	local              bool
 }
+
+func (r sliceRef) key() string { return r.namespace + "/" + r.service }
 
 // refOf is obj's sliceRef: zero for anything but an EndpointSlice of a Service (a deleted
 // slice's last state is looked into).
@@ -53,11 +56,11 @@ func refOf(obj any, nodeName string) sliceRef {
 	if !ok {
 		return sliceRef{}
 	}
-	key := serviceKeyOf(slice)
-	if key == "" {
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
 		return sliceRef{}
 	}
-	return sliceRef{service: key, local: hasLocalEndpoint(slice, nodeName)}
+	return sliceRef{namespace: slice.Namespace, service: name, local: hasLocalEndpoint(slice, nodeName)}
 }
 
 // hasLocalEndpoint: the slice lists an endpoint on the node that is not known to be unready
@@ -85,7 +88,7 @@ func (s *Syncer) sliceHandler() cache.ResourceEventHandlerFuncs {
 			}
 			for _, r := range []sliceRef{o, c} {
 				if r.local {
-					s.dirty.services[r.service] = struct{}{}
+					s.dirty.services[r.key()] = struct{}{}
 				}
 			}
 			s.mu.Unlock()
@@ -153,7 +156,7 @@ func buildServices(services []*corev1.Service, endpointSlices []*discoveryv1.End
 	local := map[string]bool{}
 	for _, sl := range endpointSlices {
 		if r := refOf(sl, nodeName); r.local {
-			local[r.service] = true
+			local[r.key()] = true
 		}
 	}
 	var out []model.Service
