@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -9,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -16,6 +21,8 @@ import (
 
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/internal/testenv"
+	"github.com/tabbynet/tabby/internal/testwait"
 )
 
 // serviceWorld adds to streamWorld a LoadBalancer pool and Services: web (type LoadBalancer,
@@ -280,4 +287,104 @@ func TestStreamServicesChanges(t *testing.T) {
 	p.Spec.AllowedUses = nil
 	s.put(t, p)
 	step("and back", model.PoolUpdate{Pool: pod}, model.LoadBalancerPoolRemove{Name: "v6"})
+}
+
+// Against a real API server: a Service of type LoadBalancer with externalTrafficPolicy Local, its
+// load balancer's address in its status and a ready endpoint on this node, reaches the stream as
+// one ServiceUpdate with all of that; an EndpointSlice change on another node sends nothing (the
+// next pass sends only what came after it); this node's endpoint turning unready sends the Service
+// again without it.
+func TestSyncerSendsServices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const node, ns = "svc-n0", "shop"
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	passes := make(chan []any, 100)
+	m := NewMetrics(prometheus.NewRegistry())
+	s := New(env.Client, Config{NodeName: node, Metrics: m, OnUpdate: func(msgs []any) { passes <- msgs }})
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	defer func() { stop(); <-done }()
+	next := func(what string) []any {
+		t.Helper()
+		select {
+		case msgs := <-passes:
+			return msgs
+		case <-ctx.Done():
+			t.Fatalf("no pass sent %s", what)
+			return nil
+		}
+	}
+	first := next("the first pass")
+	if !slices.ContainsFunc(first, func(m any) bool { u, ok := m.(model.ServiceUpdate); return ok && u.Service.Key == "default/kubernetes" }) {
+		t.Fatalf("the first pass sent %v, want the kubernetes Service among them", first)
+	}
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	svc, err := env.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.10"}}
+	if _, err := env.Kube.CoreV1().Services(ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := testSlice("web-1", "web", "", endpoint(node, ptr(true)), endpoint("svc-n1", ptr(true)))
+	slice.Namespace = ns
+	if slice, err = env.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := model.Service{Key: ns + "/web", ClusterIPs: []netip.Addr{netip.MustParseAddr(svc.Spec.ClusterIP)},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("203.0.113.10")}, Local: true, LocalEndpoint: true}
+	// The three writes may take up to three passes; the Service's last update is all of them.
+	for announced := false; !announced; {
+		msgs := next("the Service with its address and this node's endpoint")
+		u, ok := msgs[0].(model.ServiceUpdate)
+		if len(msgs) != 1 || !ok {
+			t.Fatalf("sent %v, want the Service alone", msgs)
+		}
+		announced = u.Service.Equal(want)
+	}
+
+	// Another node's endpoint unready, then gone: seen, and nothing sent.
+	seen := testutil.ToFloat64(m.events.WithLabelValues("endpointslices"))
+	slice.Endpoints[1].Conditions.Ready = ptr(false)
+	if slice, err = env.Kube.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice.Endpoints = slice.Endpoints[:1]
+	if slice, err = env.Kube.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "both EndpointSlice events", 30*time.Second, func() bool {
+		return testutil.ToFloat64(m.events.WithLabelValues("endpointslices")) >= seen+2
+	})
+	// A marker after them: the next pass sends it alone.
+	marker := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err = env.Kube.CoreV1().Services(ns).Create(ctx, marker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := next("the marker")
+	if u, ok := msgs[0].(model.ServiceUpdate); len(msgs) != 1 || !ok || u.Service.Key != ns+"/marker" {
+		t.Fatalf("after endpoints changed on another node, sent %v, want the marker Service alone", msgs)
+	}
+
+	// This node's endpoint unready: the Service without it.
+	slice.Endpoints[0].Conditions.Ready = ptr(false)
+	if _, err = env.Kube.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want.LocalEndpoint = false
+	if msgs := next("the Service without this node's endpoint"); fmt.Sprint(msgs) != fmt.Sprint([]any{model.ServiceUpdate{Service: want}}) {
+		t.Fatalf("this node's endpoint unready: sent %v, want %v", msgs, model.ServiceUpdate{Service: want})
+	}
 }
