@@ -31,8 +31,10 @@ func AnnouncedService(svc *corev1.Service) (model.Service, bool, field.ErrorList
 	out.ExternalIPs = serviceAddrs(spec.Child("externalIPs"), svc.Spec.ExternalIPs, &errs)
 	ingress := field.NewPath("status", "loadBalancer", "ingress")
 	for i, in := range svc.Status.LoadBalancer.Ingress {
-		// An ingress by hostname alone is another load balancer's, not an address to announce.
-		if in.IP == "" {
+		// An ingress by hostname alone is another load balancer's, not an address to announce;
+		// a Service that is no longer of type LoadBalancer has none, whatever its status still
+		// says.
+		if in.IP == "" || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
 		if a, ok := serviceAddr(ingress.Index(i).Child("ip"), in.IP, &errs); ok {

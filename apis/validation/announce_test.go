@@ -56,6 +56,10 @@ func TestAnnouncedService(t *testing.T) {
 			s.Spec.Type, s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "", nil, "db.example"
 		}), false, model.Service{}, ""},
 		{"another service proxy", svc(func(s *corev1.Service) { s.Labels = map[string]string{v1.LabelServiceProxyName: "other"} }), false, model.Service{}, ""},
+		{"no longer a LoadBalancer, its status not yet cleared", svc(func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeClusterIP
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.10"}}
+		}), true, model.Service{Key: "apps/web", ClusterIPs: addrs("10.96.0.10", "fd00:10:96::a")}, ""},
 		{"advertise false", svc(func(s *corev1.Service) { s.Annotations = map[string]string{v1.AnnotationAdvertise: "false"} }), false, model.Service{}, ""},
 		{"advertise true", svc(func(s *corev1.Service) { s.Annotations = map[string]string{v1.AnnotationAdvertise: "true"} }), true,
 			model.Service{Key: "apps/web", ClusterIPs: addrs("10.96.0.10", "fd00:10:96::a")}, ""},

@@ -81,7 +81,8 @@ func (s *Syncer) sliceHandler() cache.ResourceEventHandlerFuncs {
 	const resource = "endpointslices"
 	changed := func(old, cur any) {
 		o, c := refOf(old, s.nodeName), refOf(cur, s.nodeName)
-		if o != c && (o.local || c.local) {
+		marked := o != c && (o.local || c.local)
+		if marked {
 			s.mu.Lock()
 			if s.since.IsZero() {
 				s.since = time.Now()
@@ -92,9 +93,11 @@ func (s *Syncer) sliceHandler() cache.ResourceEventHandlerFuncs {
 				}
 			}
 			s.mu.Unlock()
-			defer s.kick()
 		}
 		s.metrics.event(resource) // after since: whoever sees the count sees the lag's start
+		if marked {
+			s.kick()
+		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { changed(nil, obj) },
