@@ -8,8 +8,9 @@ import (
 // onUpdates hands one pass of the syncer's changes to the agents, each the messages it is made
 // of: felix the dataplane's (nodes, pools, blocks, this node's workloads, the pods' addresses,
 // the FelixConfiguration),
-// bird BGP's (nodes, pools, blocks, the BGP objects and their Secrets). Each queues its part as
-// one batch for its own loop; nothing here keeps, diffs or converts state.
+// bird BGP's (nodes, pools, blocks, the BGP objects and their Secrets, the LoadBalancer pools and
+// the Services it may announce: kube-proxy, not felix, forwards a Service's traffic). Each queues
+// its part as one batch for its own loop; nothing here keeps, diffs or converts state.
 //
 // The datastore's InSync goes to bird alone (it opens no session before it). felix hears InSync
 // from declareInSync, once BGP has re-learned its routes too: before that, a route felix does
@@ -22,7 +23,8 @@ func (a *Agent) onUpdates(msgs []any) {
 		switch msg.(type) {
 		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta, model.FelixConfigurationUpdate:
 			toFelix = append(toFelix, msg)
-		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.BGPFilterUpdate, model.BGPFilterRemove, model.SecretUpdate, model.SecretRemove:
+		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.BGPFilterUpdate, model.BGPFilterRemove, model.SecretUpdate, model.SecretRemove,
+			model.LoadBalancerPoolUpdate, model.LoadBalancerPoolRemove, model.ServiceUpdate, model.ServiceRemove:
 			toBird = append(toBird, msg)
 		case model.InSync:
 			toBird = append(toBird, msg)

@@ -29,7 +29,7 @@ func (nopSysctl) Set(...sysctl.Setting) error { return nil }
 // TestOnUpdatesOneMorePodWritesOneRoute: tabby-node hands each agent the changes of a pass and
 // nothing else. After the first pass (the node, two pools, two blocks, 50 pods), a pass with
 // one pod more reaches the kernel as that pod's route alone (no other route, no iptables or
-// ipset command), and a pass of BGP objects alone writes nothing.
+// ipset command), and a pass of BGP objects, LoadBalancer pools and Services writes nothing.
 func TestOnUpdatesOneMorePodWritesOneRoute(t *testing.T) {
 	fk := nl.NewFake()
 	fk.AddLink("eth0", 1500)
@@ -102,10 +102,19 @@ func TestOnUpdatesOneMorePodWritesOneRoute(t *testing.T) {
 	}
 
 	replaces = fk.Calls("RouteReplace")
-	a.onUpdates([]any{model.BGPPeerUpdate{Peer: &v1.BGPPeer{Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65000}}}, model.SecretUpdate{Name: "s"}})
+	lbPool := model.Pool{Name: "lb", CIDR: netip.MustParsePrefix("203.0.113.0/24"), IPIPMode: v1.IPIPModeNever, VXLANMode: v1.VXLANModeNever, Uses: []v1.IPPoolUse{v1.IPPoolUseLoadBalancer}}
+	a.onUpdates([]any{model.LoadBalancerPoolUpdate{Pool: lbPool},
+		model.BGPPeerUpdate{Peer: &v1.BGPPeer{Spec: v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65000}}}, model.SecretUpdate{Name: "s"},
+		model.ServiceUpdate{Service: model.Service{Key: "apps/web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("203.0.113.10")}}}})
 	apply()
 	if fk.Calls("RouteReplace") != replaces || len(kern.Calls()) != 0 {
-		t.Error("a pass of BGP objects wrote to the kernel")
+		t.Error("a pass of BGP objects, a LoadBalancer pool and a Service wrote to the kernel")
+	}
+	if got := kern.Sets()["tabby-masq-ipam-pools"].Members; len(got) != 2 {
+		t.Errorf("the LoadBalancer pool reached felix's NAT set: %q", got)
+	}
+	if a.tunnel.record(model.LoadBalancerPoolUpdate{Pool: lbPool}) {
+		t.Error("a LoadBalancer pool taken as an input of the tunnels")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -90,8 +91,9 @@ func agentToken(t *testing.T, ctx context.Context, env *testenv.Env, name string
 	if allowed {
 		read := []string{"list", "watch"}
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "namespaces"}, Verbs: read},
+			{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "namespaces", "services"}, Verbs: read},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: read},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: read},
 			{APIGroups: []string{v1.GroupName}, Resources: []string{"ippools", "ipamblocks", "bgpconfigurations", "bgppeers", "bgpfilters", "felixconfigurations"}, Verbs: read},
 		}}
 		if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
@@ -212,7 +214,38 @@ func TestInformersThroughTypha(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, "the deleted pod gone from the agent's cache", 10*time.Second, func() bool { return !has(pods, "apps/web")() })
-	for _, res := range []string{"pods", "ipamblocks"} {
+
+	// A Service and an EndpointSlice (the discovery group's path) arrive trimmed: no ports, no
+	// endpoint addresses; the endpoint's node and readiness are there.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := env.Kube.CoreV1().Services("apps").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node, ready := "n1", true
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.5"}, NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}}}
+	if _, err := env.Kube.DiscoveryV1().EndpointSlices("apps").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	services := client.Informer(c.Services(""), nil)
+	slices := client.Informer(c.EndpointSlices(""), nil)
+	run(t, ctx, services)
+	run(t, ctx, slices)
+	testwait.Until(t, "the Service and its EndpointSlice in the agent's caches", 10*time.Second, func() bool {
+		return has(services, "apps/web")() && has(slices, "apps/web-1")()
+	})
+	obj, _, _ = services.GetStore().GetByKey("apps/web")
+	if got := obj.(*corev1.Service); got.Spec.Type != corev1.ServiceTypeLoadBalancer || got.Spec.ClusterIP == "" || len(got.Spec.Ports) != 0 {
+		t.Errorf("Service as the agent got it: %+v; want its type and cluster IP, no ports", got.Spec)
+	}
+	obj, _, _ = slices.GetStore().GetByKey("apps/web-1")
+	if got := obj.(*discoveryv1.EndpointSlice); len(got.Endpoints) != 1 || len(got.Endpoints[0].Addresses) != 0 || *got.Endpoints[0].NodeName != "n1" ||
+		!*got.Endpoints[0].Conditions.Ready || got.Labels[discoveryv1.LabelServiceName] != "web" {
+		t.Errorf("EndpointSlice as the agent got it: %+v; want its Service, the endpoint's node and readiness, no address", got)
+	}
+	for _, res := range []string{"pods", "ipamblocks", "services", "endpointslices"} {
 		if n := r.metric(t, "tabby_typha_watches", res); n != 1 {
 			t.Errorf("tabby-typha serves %v watches of %s, want 1", n, res)
 		}

@@ -23,7 +23,7 @@ import (
 // FannedOut is what tabby-typha serves, by resource: the cluster-wide collections every
 // tabby-node watches. An agent's informers of these list and watch through tabby-typha.
 var FannedOut = map[string]bool{
-	"nodes": true, "pods": true, "namespaces": true, "networkpolicies": true,
+	"nodes": true, "pods": true, "namespaces": true, "networkpolicies": true, "services": true, "endpointslices": true,
 	"ippools": true, "ipamblocks": true, "bgpconfigurations": true, "bgppeers": true, "bgpfilters": true, "felixconfigurations": true,
 }
 
@@ -98,7 +98,7 @@ func (c *Client) WithFanout(api *rest.Config, cfg FanoutConfig) (*Client, error)
 	}
 	f := &Fanout{
 		typha:      t,
-		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking},
+		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking, c.Discovery: t.Discovery},
 		retryAfter: cfg.RetryAfter, log: cfg.Logger, now: time.Now, onTypha: map[string]bool{},
 		probe: func(ctx context.Context) error {
 			_, err := t.BGPConfigurations().List(ctx, metav1.ListOptions{})

@@ -5,6 +5,7 @@ package trim
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -35,8 +36,54 @@ func Object(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		// kubectl apply's last-applied-configuration is a second copy of the policy.
 		o.Annotations = nil
+	case *corev1.Service:
+		return Service(o), nil
+	case *discoveryv1.EndpointSlice:
+		return EndpointSlice(o), nil
 	}
 	return obj, nil
+}
+
+// Service is what the BGP agents read of a Service, cluster-wide: its labels and annotations
+// (kubectl's second copy of the object aside), its type, addresses and traffic policy, and the
+// addresses its load balancer was given; its ports and selector are kube-proxy's business.
+func Service(s *corev1.Service) *corev1.Service {
+	out := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion, Labels: s.Labels, Annotations: s.Annotations},
+		Spec: corev1.ServiceSpec{Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs, ExternalIPs: s.Spec.ExternalIPs,
+			ExternalTrafficPolicy: s.Spec.ExternalTrafficPolicy, LoadBalancerClass: s.Spec.LoadBalancerClass,
+			IPFamilies: s.Spec.IPFamilies, IPFamilyPolicy: s.Spec.IPFamilyPolicy},
+		Status: corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
+	}
+	if _, ok := s.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
+		out.Annotations = make(map[string]string, len(s.Annotations)-1)
+		for k, v := range s.Annotations {
+			if k != corev1.LastAppliedConfigAnnotation {
+				out.Annotations[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// EndpointSlice is what the BGP agents read of an EndpointSlice: its Service and, of each
+// endpoint, its node and readiness. The addresses, ports, zones and targets are most of a slice
+// of a hundred endpoints, and each agent caches every slice of the cluster.
+func EndpointSlice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion},
+		AddressType: s.AddressType,
+	}
+	if svc, ok := s.Labels[discoveryv1.LabelServiceName]; ok {
+		out.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	}
+	if len(s.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
+		for i, e := range s.Endpoints {
+			out.Endpoints[i] = discoveryv1.Endpoint{NodeName: e.NodeName, Conditions: discoveryv1.EndpointConditions{Ready: e.Conditions.Ready}}
+		}
+	}
+	return out
 }
 
 // Pod is what NetworkPolicy reads of a pod cluster-wide: its name, labels, node, host network

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/apis/names"
@@ -33,7 +34,7 @@ type PodKey = policy.Key
 // state the change stream, applied, must reach.
 type Snapshot struct {
 	Nodes       []model.Node // sorted by name
-	Pools       []model.Pool // the valid IPPools, sorted by name
+	Pools       []model.Pool // the valid IPPools for pods and tunnels, sorted by name
 	LocalBlocks []netip.Prefix
 	Borrowed    []netip.Addr // addresses this node allocated from other nodes' blocks
 	// Routable is what IPAM explains inside the pools, cluster-wide: every block's prefix and
@@ -51,6 +52,11 @@ type Snapshot struct {
 	Secrets    map[string]map[string][]byte
 	// FelixConfig is the valid FelixConfiguration named default; nil: the defaults.
 	FelixConfig *v1.FelixConfiguration
+	// LoadBalancerPools are the valid IPPools for Services' LoadBalancer addresses, by name.
+	LoadBalancerPools []model.Pool
+	// Services are the Services that may be announced, by key, LocalEndpoint as this node sees
+	// their EndpointSlices.
+	Services []model.Service
 }
 
 // Inputs are the objects Build reads.
@@ -64,6 +70,9 @@ type Inputs struct {
 	BGPFilters  []*v1.BGPFilter
 	Secrets     []*corev1.Secret
 	FelixConfig *v1.FelixConfiguration
+	// Services and their EndpointSlices, every namespace's.
+	Services       []*corev1.Service
+	EndpointSlices []*discoveryv1.EndpointSlice
 }
 
 // Build computes the node's whole state from every object, as the syncer's first pass reads them
@@ -78,11 +87,17 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	slices.SortFunc(s.Nodes, func(a, b model.Node) int { return strings.Compare(a.Name, b.Name) })
 
 	for _, p := range in.Pools {
-		if pool, ok := parsePool(p, log); ok {
+		pool, ok := parsePool(p, log)
+		switch {
+		case !ok:
+		case pool.LoadBalancer():
+			s.LoadBalancerPools = append(s.LoadBalancerPools, pool)
+		default:
 			s.Pools = append(s.Pools, pool)
 		}
 	}
 	slices.SortFunc(s.Pools, func(a, b model.Pool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.LoadBalancerPools, func(a, b model.Pool) int { return strings.Compare(a.Name, b.Name) })
 
 	views := make([]blockView, 0, len(in.Blocks))
 	for _, b := range in.Blocks {
@@ -119,6 +134,7 @@ func Build(in Inputs, log *slog.Logger) Snapshot {
 	for _, sec := range in.Secrets {
 		s.Secrets[sec.Name] = sec.Data
 	}
+	s.Services = buildServices(in.Services, in.EndpointSlices, in.NodeName, log)
 	return s
 }
 

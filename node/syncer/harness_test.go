@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -58,13 +59,18 @@ func resourceOf(obj runtime.Object) string {
 		return "bgpfilters"
 	case *corev1.Secret:
 		return "secrets"
+	case *corev1.Service:
+		return "services"
+	case *discoveryv1.EndpointSlice:
+		return "endpointslices"
 	}
 	panic(fmt.Sprintf("no informer for %T", obj))
 }
 
 func (s *Syncer) informer(resource string) cache.SharedIndexInformer {
 	return map[string]cache.SharedIndexInformer{"nodes": s.nodes, "ippools": s.pools, "ipamblocks": s.blocks,
-		"bgpconfigurations": s.configs, "felixconfigurations": s.felixConfigs, "bgppeers": s.peers, "bgpfilters": s.filters, "secrets": s.secrets}[resource]
+		"bgpconfigurations": s.configs, "felixconfigurations": s.felixConfigs, "bgppeers": s.peers, "bgpfilters": s.filters, "secrets": s.secrets,
+		"services": s.services, "endpointslices": s.slices}[resource]
 }
 
 // put stores obj in its informer's cache, in place of the version under its key, and sends the
@@ -130,7 +136,8 @@ func unchanged(tb testing.TB, what string, msgs []any, text string) {
 // inputs are the objects the syncer's caches hold, for Build.
 func (s *Syncer) inputs() Inputs {
 	in := Inputs{NodeName: s.nodeName, Nodes: list[*corev1.Node](s.nodes), Pools: list[*v1.IPPool](s.pools),
-		Blocks: list[*v1.IPAMBlock](s.blocks), BGPPeers: list[*v1.BGPPeer](s.peers), BGPFilters: list[*v1.BGPFilter](s.filters), BGPConfig: s.bgpConfig(), FelixConfig: s.felixConfig()}
+		Blocks: list[*v1.IPAMBlock](s.blocks), BGPPeers: list[*v1.BGPPeer](s.peers), BGPFilters: list[*v1.BGPFilter](s.filters), BGPConfig: s.bgpConfig(), FelixConfig: s.felixConfig(),
+		Services: list[*corev1.Service](s.services), EndpointSlices: list[*discoveryv1.EndpointSlice](s.slices)}
 	if s.secrets != nil {
 		in.Secrets = list[*corev1.Secret](s.secrets)
 	}
@@ -143,6 +150,8 @@ func (s *Syncer) inputs() Inputs {
 type streamState struct {
 	nodes     map[string]model.Node
 	pools     map[string]model.Pool
+	lbPools   map[string]model.Pool
+	services  map[string]model.Service
 	blocks    map[netip.Prefix]model.Block
 	workloads map[string]model.Workload
 	podIPs    map[PodKey][]netip.Addr
@@ -155,7 +164,7 @@ type streamState struct {
 }
 
 func newStreamState() *streamState {
-	return &streamState{nodes: map[string]model.Node{}, pools: map[string]model.Pool{}, blocks: map[netip.Prefix]model.Block{},
+	return &streamState{nodes: map[string]model.Node{}, pools: map[string]model.Pool{}, lbPools: map[string]model.Pool{}, services: map[string]model.Service{}, blocks: map[netip.Prefix]model.Block{},
 		workloads: map[string]model.Workload{}, peers: map[string]*v1.BGPPeer{}, filters: map[string]model.BGPFilter{}, secrets: map[string]map[string][]byte{}}
 }
 
@@ -169,7 +178,13 @@ func (st *streamState) apply(tb testing.TB, msgs []any) {
 			tb.Fatalf("the first pass does not end with InSync: %v", msgs)
 		}
 	}
+	last := 0
 	for i, m := range msgs {
+		if r := passOrder(m); r < last {
+			tb.Fatalf("message %d of %d (%T) comes after a later kind's (node/syncer/doc.go): %v", i, len(msgs), m, msgs)
+		} else {
+			last = r
+		}
 		redundant := false
 		switch m := m.(type) {
 		case model.NodeUpdate:
@@ -188,6 +203,22 @@ func (st *streamState) apply(tb testing.TB, msgs []any) {
 			_, ok := st.pools[m.Name]
 			redundant = !ok
 			delete(st.pools, m.Name)
+		case model.LoadBalancerPoolUpdate:
+			old, ok := st.lbPools[m.Pool.Name]
+			redundant = ok && old.Equal(m.Pool)
+			st.lbPools[m.Pool.Name] = m.Pool
+		case model.LoadBalancerPoolRemove:
+			_, ok := st.lbPools[m.Name]
+			redundant = !ok
+			delete(st.lbPools, m.Name)
+		case model.ServiceUpdate:
+			old, ok := st.services[m.Service.Key]
+			redundant = ok && old.Equal(m.Service)
+			st.services[m.Service.Key] = m.Service
+		case model.ServiceRemove:
+			_, ok := st.services[m.Key]
+			redundant = !ok
+			delete(st.services, m.Key)
 		case model.BlockUpdate:
 			old, ok := st.blocks[m.Block.CIDR]
 			redundant = ok && old.Equal(m.Block)
@@ -252,6 +283,37 @@ func (st *streamState) apply(tb testing.TB, msgs []any) {
 	}
 }
 
+// passOrder is the rank of a message's kind in a pass (node/syncer/doc.go).
+func passOrder(m any) int {
+	switch m.(type) {
+	case model.NodeUpdate, model.NodeRemove:
+		return 0
+	case model.PoolUpdate, model.PoolRemove:
+		return 1
+	case model.LoadBalancerPoolUpdate, model.LoadBalancerPoolRemove:
+		return 2
+	case model.BlockUpdate, model.BlockRemove:
+		return 3
+	case model.WorkloadUpdate, model.WorkloadRemove:
+		return 4
+	case felix.PodIPsUpdate, felix.PodIPsDelta:
+		return 5
+	case model.FelixConfigurationUpdate:
+		return 6
+	case model.BGPConfigurationUpdate:
+		return 7
+	case model.SecretUpdate, model.SecretRemove:
+		return 8
+	case model.BGPFilterUpdate, model.BGPFilterRemove:
+		return 9
+	case model.BGPPeerUpdate, model.BGPPeerRemove:
+		return 10
+	case model.ServiceUpdate, model.ServiceRemove:
+		return 11
+	}
+	return 12 // InSync, last
+}
+
 // check compares the state with what Build says of the syncer's caches: every kind, the blocks
 // (each block's node and borrowed addresses, as the IPAMBlocks hold them, and the routes Build
 // derives from them), this node's workloads, every pod's addresses, the BGP objects.
@@ -268,6 +330,17 @@ func (st *streamState) check(tb testing.TB, s *Syncer, what string) {
 	}
 	if len(st.pools) != len(want.Pools) || !slices.EqualFunc(want.Pools, sortedValues(st.pools), model.Pool.Equal) {
 		fail("pools", sortedValues(st.pools), want.Pools)
+	}
+	if len(st.lbPools) != len(want.LoadBalancerPools) || !slices.EqualFunc(want.LoadBalancerPools, sortedValues(st.lbPools), model.Pool.Equal) {
+		fail("LoadBalancer pools", sortedValues(st.lbPools), want.LoadBalancerPools)
+	}
+	for name := range st.lbPools {
+		if _, ok := st.pools[name]; ok {
+			fail("pools", fmt.Sprintf("%s both a pod pool and a LoadBalancer pool", name), "one kind")
+		}
+	}
+	if len(st.services) != len(want.Services) || !slices.EqualFunc(want.Services, sortedValues(st.services), model.Service.Equal) {
+		fail("Services", sortedValues(st.services), want.Services)
 	}
 	// The blocks as the IPAMBlocks hold them, read here on their own.
 	blocks := map[netip.Prefix]model.Block{}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/apis/model"
@@ -141,4 +143,95 @@ func benchNodeChanged(b *testing.B, check func(*testing.B, []any)) {
 			}
 		})
 	}
+}
+
+// EndpointSlices churning across a cluster of 1,000 nodes and 1,000 Services (three slices of 30
+// endpoints each): an op is 3,000 slice updates, as the informer hands them to the syncer (its
+// store, then the event), and the pass after them. Ten of the updates turn this node's endpoint of
+// a Service unready or ready again: the pass sends those ten Services and nothing else; the other
+// 2,990 (endpoints on other nodes) mark nothing; pass-ns/op is the pass alone. "first" is the
+// first pass over the same objects.
+func BenchmarkStreamEndpointSlices(b *testing.B) {
+	const services, slicesPer, endpoints, nodes, local = 1000, 3, 30, 1000, 10
+	mkSlice := func(svc, k, version int) *discoveryv1.EndpointSlice {
+		sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: fmt.Sprintf("s%d-%d", svc, k), ResourceVersion: strconv.Itoa(version),
+			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("s%d", svc)}}, AddressType: discoveryv1.AddressTypeIPv4}
+		for e := range endpoints {
+			// Another node's endpoint moves at every version.
+			node := fmt.Sprintf("n%d", 1+(svc*7+k*31+e*13+version)%(nodes-1))
+			ready := true
+			if svc < local && k == 0 && e == 0 {
+				node, ready = "n0", version%2 == 0
+			}
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{NodeName: &node, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+		}
+		return sl
+	}
+	fill := func(b *testing.B) *Syncer {
+		s := newTestSyncer(b, Config{NodeName: "n0", Logger: discard, OnUpdate: func([]any) {}})
+		for i := range services {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: fmt.Sprintf("s%d", i), ResourceVersion: "1"},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)},
+					ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal},
+				Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("203.0.113.%d", i%250+1)}}}}}
+			svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
+			if err := s.services.GetStore().Add(svc); err != nil {
+				b.Fatal(err)
+			}
+			for k := range slicesPer {
+				if err := s.slices.GetStore().Add(mkSlice(i, k, 2)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		return s
+	}
+	b.Run(fmt.Sprintf("services=%d/first", services), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			s := fill(b)
+			b.StartTimer()
+			msgs, _ := s.pass()
+			if len(msgs) < services {
+				b.Fatalf("the first pass sent %d messages, want the %d Services among them", len(msgs), services)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("services=%d/slice-updates=%d", services, services*slicesPer), func(b *testing.B) {
+		s := fill(b)
+		s.pass()
+		// Two versions of every slice, applied in turn, made before the clock runs.
+		var versions [2][]*discoveryv1.EndpointSlice
+		for v := range versions {
+			for i := range services {
+				for k := range slicesPer {
+					versions[v] = append(versions[v], mkSlice(i, k, 3+v))
+				}
+			}
+		}
+		store, h := s.slices.GetStore(), s.handlers["endpointslices"]
+		b.ReportAllocs()
+		op, msgs := 0, 0
+		var passes time.Duration
+		for b.Loop() {
+			for _, sl := range versions[op%2] {
+				old, _, _ := store.Get(sl)
+				if err := store.Update(sl); err != nil {
+					b.Fatal(err)
+				}
+				h.OnUpdate(old, sl)
+			}
+			op++
+			start := time.Now()
+			m, _ := s.pass()
+			passes += time.Since(start)
+			if len(m) != local {
+				b.Fatalf("sent %d messages, want the %d Services whose endpoint on this node changed: %v", len(m), local, m)
+			}
+			msgs += len(m)
+		}
+		b.ReportMetric(float64(msgs)/float64(op), "msgs/op")
+		b.ReportMetric(float64(passes.Nanoseconds())/float64(op), "pass-ns/op")
+	})
 }

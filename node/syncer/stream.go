@@ -20,8 +20,11 @@ import (
 // with what it sent (a node's and a block's previous version are in the view cache), so that an
 // object whose new version changes nothing tabby reads is sent as nothing.
 type stream struct {
-	pools map[string]model.Pool
-	peers map[string]*v1.BGPPeer
+	// pools are the pod pools sent, lbPools the LoadBalancer pools: an IPPool is in one or none.
+	pools, lbPools map[string]model.Pool
+	// services are the announceable Services sent, by key.
+	services map[string]model.Service
+	peers    map[string]*v1.BGPPeer
 	// filters are the BGPFilters sent, parsed.
 	filters map[string]model.BGPFilter
 	// secrets by informer key (namespace/name).
@@ -32,7 +35,7 @@ type stream struct {
 }
 
 func newStream() *stream {
-	return &stream{pools: map[string]model.Pool{}, peers: map[string]*v1.BGPPeer{}, filters: map[string]model.BGPFilter{}, secrets: map[string]map[string][]byte{},
+	return &stream{pools: map[string]model.Pool{}, lbPools: map[string]model.Pool{}, services: map[string]model.Service{}, peers: map[string]*v1.BGPPeer{}, filters: map[string]model.BGPFilter{}, secrets: map[string]map[string][]byte{},
 		veths: hostVeths{byName: map[string]*hostVeth{}, dirty: map[string]struct{}{}}}
 }
 
@@ -57,12 +60,17 @@ type streamInputs struct {
 	getSecret      func(key string) *corev1.Secret
 	podIPs         func() map[PodKey][]netip.Addr
 	podIPsChange   *PodIPsChange
+	// services: the keys of the Services that changed, or whose EndpointSlices changed whether
+	// one lists a ready endpoint on this node.
+	services      map[string]struct{}
+	getService    func(key string) *corev1.Service
+	localEndpoint func(key string) bool
 }
 
-// messages are the pass's changes, in the order the agents apply them: nodes, pools, blocks,
-// this node's workloads, the pods' addresses, the dataplane's configuration, then BGP's
-// configuration, the Secrets its peers' passwords refer to, the filters, the peers; the first pass ends with
-// InSync. Within a kind, by name.
+// messages are the pass's changes, in the order the agents apply them: nodes, pools, LoadBalancer
+// pools, blocks, this node's workloads, the pods' addresses, the dataplane's configuration, then
+// BGP's configuration, the Secrets its peers' passwords refer to, the filters, the peers, the
+// Services; the first pass ends with InSync. Within a kind, by name.
 func (st *stream) messages(in streamInputs, log *slog.Logger) []any {
 	var msgs []any
 	for _, ch := range in.nodes {
@@ -74,22 +82,35 @@ func (st *stream) messages(in streamInputs, log *slog.Logger) []any {
 		}
 	}
 
+	// A pool whose uses change is removed as one kind and sent as the other in the same pass.
+	var lbMsgs []any
 	for _, key := range sortedKeys(in.pools) {
 		var pool model.Pool
 		ok := false
 		if p := in.getPool(key); p != nil {
 			pool, ok = parsePool(p, log)
 		}
+		lb := ok && pool.LoadBalancer()
 		sent, was := st.pools[key]
 		switch {
-		case !ok && was:
+		case (!ok || lb) && was:
 			delete(st.pools, key)
 			msgs = append(msgs, model.PoolRemove{Name: key})
-		case ok && (!was || !sent.Equal(pool)):
+		case ok && !lb && (!was || !sent.Equal(pool)):
 			st.pools[key] = pool
 			msgs = append(msgs, model.PoolUpdate{Pool: pool})
 		}
+		sent, was = st.lbPools[key]
+		switch {
+		case !lb && was:
+			delete(st.lbPools, key)
+			lbMsgs = append(lbMsgs, model.LoadBalancerPoolRemove{Name: key})
+		case lb && (!was || !sent.Equal(pool)):
+			st.lbPools[key] = pool
+			lbMsgs = append(lbMsgs, model.LoadBalancerPoolUpdate{Pool: pool})
+		}
 	}
+	msgs = append(msgs, lbMsgs...)
 
 	for _, ch := range in.blocks {
 		switch {
@@ -181,6 +202,8 @@ func (st *stream) messages(in streamInputs, log *slog.Logger) []any {
 			msgs = append(msgs, model.BGPPeerUpdate{Peer: p})
 		}
 	}
+
+	msgs = st.serviceMessages(msgs, in.services, in.getService, in.localEndpoint, log)
 
 	if in.first {
 		msgs = append(msgs, model.InSync{})

@@ -61,11 +61,13 @@ func ptr[T any](v T) *T { return &v }
 // annotations made invalid, a restart mark, the kubelet's status, a VTEP and its MAC), pools
 // (changed, made invalid, deleted, VXLAN on and off), blocks of both families (pods replaced,
 // borrowed, dual-stack pods of this node), the FelixConfiguration, the BGPConfiguration, peers,
-// filters and Secrets. No message it sends changes nothing, and nothing it
-// sent is modified afterwards.
+// filters, Secrets, Services and their EndpointSlices, LoadBalancer pools (randomServiceChange).
+// No message it sends changes nothing, nothing it sent is modified afterwards, and the kinds come
+// in the contract's order.
 func TestStreamMatchesBuild(t *testing.T) {
 	s := newTestSyncer(t, Config{NodeName: "n0", Logger: discard, OnUpdate: func([]any) {}})
 	streamWorld(t, s)
+	serviceWorld(t, s)
 	st := newStreamState()
 	msgs, _ := s.pass()
 	st.apply(t, msgs)
@@ -86,7 +88,9 @@ func TestStreamMatchesBuild(t *testing.T) {
 func randomChange(t *testing.T, s *Syncer, rng *rand.Rand, rv int) {
 	t.Helper()
 	version := strconv.Itoa(rv)
-	switch rng.IntN(9) {
+	switch rng.IntN(11) {
+	case 9, 10:
+		randomServiceChange(t, s, rng, version)
 	case 0, 1, 2: // blocks: most of the changes
 		randomBlockChange(t, s, rng, rv)
 	case 3, 4:

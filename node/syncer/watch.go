@@ -29,6 +29,8 @@ type Syncer struct {
 	metrics  *Metrics
 
 	nodes, pools, blocks, configs, felixConfigs, peers, filters, secrets cache.SharedIndexInformer
+	// services and slices (EndpointSlices, indexed by their Service: byService).
+	services, slices cache.SharedIndexInformer
 	// handlers are the informers' event handlers, by resource.
 	handlers map[string]cache.ResourceEventHandler
 	changed  chan struct{}
@@ -51,23 +53,27 @@ type Syncer struct {
 // dirtyKeys are the keys of the objects that changed, by kind.
 type dirtyKeys struct {
 	nodes, pools, blocks, configs, felixConfigs, peers, filters, secrets map[string]struct{}
+	// services: by the Service's key, for its own events and for its EndpointSlices'
+	// (sliceHandler).
+	services map[string]struct{}
 }
 
 // empty: no object changed.
 func (d *dirtyKeys) empty() bool {
-	return len(d.nodes)+len(d.pools)+len(d.blocks)+len(d.configs)+len(d.felixConfigs)+len(d.peers)+len(d.filters)+len(d.secrets) == 0
+	return len(d.nodes)+len(d.pools)+len(d.blocks)+len(d.configs)+len(d.felixConfigs)+len(d.peers)+len(d.filters)+len(d.secrets)+len(d.services) == 0
 }
 
 func newDirtyKeys() dirtyKeys {
 	return dirtyKeys{nodes: map[string]struct{}{}, pools: map[string]struct{}{}, blocks: map[string]struct{}{},
-		configs: map[string]struct{}{}, felixConfigs: map[string]struct{}{}, peers: map[string]struct{}{}, filters: map[string]struct{}{}, secrets: map[string]struct{}{}}
+		configs: map[string]struct{}{}, felixConfigs: map[string]struct{}{}, peers: map[string]struct{}{}, filters: map[string]struct{}{}, secrets: map[string]struct{}{},
+		services: map[string]struct{}{}}
 }
 
 // take hands over the keys and leaves empty sets for the handlers; s.mu must be held. A set
 // without keys stays: most passes make no new map.
 func (d *dirtyKeys) take() dirtyKeys {
 	out := *d
-	for _, m := range []*map[string]struct{}{&d.nodes, &d.pools, &d.blocks, &d.configs, &d.felixConfigs, &d.peers, &d.filters, &d.secrets} {
+	for _, m := range []*map[string]struct{}{&d.nodes, &d.pools, &d.blocks, &d.configs, &d.felixConfigs, &d.peers, &d.filters, &d.secrets, &d.services} {
 		if len(*m) > 0 {
 			*m = map[string]struct{}{}
 		}
@@ -110,6 +116,10 @@ func New(c *client.Client, cfg Config) *Syncer {
 	s.felixConfigs = client.Informer(c.FelixConfigurations(), trim.Object)
 	s.peers = client.Informer(c.BGPPeers(), trim.Object)
 	s.filters = client.Informer(c.BGPFilters(), trim.Object)
+	s.services = client.Informer(c.Services(""), trim.Object)
+	s.slices = client.Informer(c.EndpointSlices(""), trim.Object)
+	// AddIndexers fails only on a started informer.
+	_ = s.slices.AddIndexers(cache.Indexers{byService: indexByService})
 	for _, k := range []struct {
 		inf      cache.SharedIndexInformer
 		resource string
@@ -123,6 +133,7 @@ func New(c *client.Client, cfg Config) *Syncer {
 		{s.peers, "bgppeers", func(d *dirtyKeys) map[string]struct{} { return d.peers }},
 		{s.filters, "bgpfilters", func(d *dirtyKeys) map[string]struct{} { return d.filters }},
 		{s.secrets, "secrets", func(d *dirtyKeys) map[string]struct{} { return d.secrets }},
+		{s.services, "services", func(d *dirtyKeys) map[string]struct{} { return d.services }},
 	} {
 		if k.inf == nil {
 			continue
@@ -131,6 +142,9 @@ func New(c *client.Client, cfg Config) *Syncer {
 		s.handlers[k.resource] = h
 		_, _ = k.inf.AddEventHandler(h)
 	}
+	h := s.sliceHandler()
+	s.handlers["endpointslices"] = h
+	_, _ = s.slices.AddEventHandler(h)
 	return s
 }
 
@@ -173,7 +187,7 @@ func sameNode(a, b *corev1.Node) bool {
 }
 
 func (s *Syncer) informers() []cache.SharedIndexInformer {
-	out := []cache.SharedIndexInformer{s.nodes, s.pools, s.blocks, s.configs, s.felixConfigs, s.peers, s.filters}
+	out := []cache.SharedIndexInformer{s.nodes, s.pools, s.blocks, s.configs, s.felixConfigs, s.peers, s.filters, s.services, s.slices}
 	if s.secrets != nil {
 		out = append(out, s.secrets)
 	}
@@ -249,7 +263,7 @@ func (s *Syncer) pass() ([]any, time.Time) {
 		// caches' initial lists) are among them.
 		since = time.Time{}
 		dirty = dirtyKeys{nodes: keys(s.nodes), pools: keys(s.pools), blocks: keys(s.blocks), configs: keys(s.configs),
-			felixConfigs: keys(s.felixConfigs), peers: keys(s.peers), filters: keys(s.filters), secrets: keys(s.secrets)}
+			felixConfigs: keys(s.felixConfigs), peers: keys(s.peers), filters: keys(s.filters), secrets: keys(s.secrets), services: keys(s.services)}
 	}
 	s.passed = true
 	s.cache.updateBlocks(dirty.blocks, func(key string) *v1.IPAMBlock { return get[*v1.IPAMBlock](s.blocks, key) }, s.nodeName, s.log)
@@ -269,6 +283,7 @@ func (s *Syncer) pass() ([]any, time.Time) {
 		felixConfig: felixConfig, getFelixConfig: s.felixConfig,
 		secrets: dirty.secrets, getSecret: func(key string) *corev1.Secret { return get[*corev1.Secret](s.secrets, key) },
 		podIPs: s.cache.podIPs, podIPsChange: podIPs,
+		services: dirty.services, getService: func(key string) *corev1.Service { return get[*corev1.Service](s.services, key) }, localEndpoint: s.localEndpoint,
 	}, s.log)
 	return msgs, since
 }
