@@ -15,6 +15,7 @@ import (
 	"os"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -49,6 +50,8 @@ type Client struct {
 	Core, Networking rest.Interface
 	// Discovery is discovery.k8s.io/v1 (EndpointSlices, to find tabby-typha).
 	Discovery rest.Interface
+	// Coordination is coordination.k8s.io/v1 (Leases).
+	Coordination rest.Interface
 	// fan, when set, is where informers of cluster-wide kinds list and watch first.
 	fan *Fanout
 	// timeout bounds each request but a watch's.
@@ -109,7 +112,11 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery API client: %w", err)
 	}
-	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, timeout: timeout}, nil
+	coordination, err := restClientFor(c, &coordinationv1.SchemeGroupVersion, "/apis", runtime.ContentTypeProtobuf, KubeScheme)
+	if err != nil {
+		return nil, fmt.Errorf("coordination API client: %w", err)
+	}
+	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, Coordination: coordination, timeout: timeout}, nil
 }
 
 func restClientFor(c *rest.Config, gv *schema.GroupVersion, apiPath, contentType string, scheme *runtime.Scheme) (*rest.RESTClient, error) {
