@@ -396,3 +396,14 @@ func (a *Allocator) Usage() []Usage {
 	}
 	return out
 }
+
+// Orphaned are every held address that lies in no LoadBalancer pool.
+func (a *Allocator) Orphaned() []netip.Addr {
+	var out []netip.Addr
+	for addr := range a.addrs {
+		if _, ok := a.poolOf(addr); !ok {
+			out = append(out, addr)
+		}
+	}
+	return out
+}

@@ -45,6 +45,9 @@ type Config struct {
 	TyphaAddrs      []string
 	TyphaCAFile     string
 	TyphaServerName string
+	// LBIPAM runs LoadBalancer IPAM: while this node holds its Lease, it assigns the addresses of
+	// Services of type LoadBalancer from the LoadBalancer pools.
+	LBIPAM bool
 }
 
 // Validate checks the configuration before anything starts.
