@@ -193,14 +193,18 @@ func (c *candidate) seen(l *coordinationv1.Lease, at time.Time) {
 func (c *candidate) hold(l *coordinationv1.Lease, now time.Time, acquire bool) {
 	t := metav1.NewMicroTime(now)
 	secs := int32(c.cfg.Duration / time.Second)
+	took := l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != c.cfg.Identity
 	l.Spec.HolderIdentity = &c.cfg.Identity
 	l.Spec.LeaseDurationSeconds = &secs
 	l.Spec.RenewTime = &t
 	if acquire {
 		l.Spec.AcquireTime = &t
 		n := int32(0)
-		if l.Spec.LeaseTransitions != nil {
+		switch {
+		case l.Spec.LeaseTransitions != nil:
 			n = *l.Spec.LeaseTransitions + 1
+		case took:
+			n = 1
 		}
 		l.Spec.LeaseTransitions = &n
 	}
