@@ -2,7 +2,7 @@
 // coordination.k8s.io/v1 Lease, over tabby's typed client (client-go's leaderelection needs its
 // clientset, which tabby-node does not link). Every write carries the resourceVersion it read, so
 // two candidates never both win one term; a holder that cannot renew within its lease duration
-// stops leading before another may take over, and one that stops hands the Lease back at once.
+// stops leading before another may take over, and one that stops hands the Lease back.
 package lease
 
 import (
@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,9 +28,11 @@ type Config struct {
 	// Identity names this candidate in the Lease (the node's name).
 	Identity string
 	// Duration is how long a Lease not renewed stays its holder's (default 15s); RenewEvery how
-	// often the holder renews it and a candidate tries to take it (default 5s).
-	Duration, RenewEvery time.Duration
-	Logger               *slog.Logger
+	// often the holder renews it (default 5s). A candidate that does not hold it looks again
+	// every RetryEvery (default Duration, give or take a fifth): every node of a cluster is a
+	// candidate, and each look is a read the API server serves.
+	Duration, RenewEvery, RetryEvery time.Duration
+	Logger                           *slog.Logger
 	// OnLeading is told whenever this candidate starts (true) or stops (false) leading.
 	OnLeading func(bool)
 }
@@ -43,6 +46,9 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 	}
 	if cfg.RenewEvery == 0 {
 		cfg.RenewEvery = 5 * time.Second
+	}
+	if cfg.RetryEvery == 0 {
+		cfg.RetryEvery = cfg.Duration
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -83,7 +89,7 @@ func (c *candidate) waitForLease(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(c.cfg.RenewEvery):
+		case <-time.After(jitter(c.cfg.RetryEvery)):
 		}
 	}
 }
@@ -211,7 +217,7 @@ func (c *candidate) hold(l *coordinationv1.Lease, now time.Time, acquire bool) {
 }
 
 // release hands the Lease back (no holder) if this candidate still holds it, so that another
-// takes over at once rather than after the lease duration.
+// takes over at its next look rather than after the lease duration.
 func (c *candidate) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -235,4 +241,9 @@ func leaseDuration(l *coordinationv1.Lease, def time.Duration) time.Duration {
 		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
 	return def
+}
+
+// jitter spreads the candidates' looks over time: d, give or take a fifth.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + rand.N(2*d/5+1)
 }

@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config) error {
 	c := &Controller{
 		cfg: cfg, log: cfg.Logger, alloc: lbipam.New(),
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		svcs:    client.Informer(cfg.Client.Services(""), nil),
+		svcs:    client.Informer(cfg.Client.Services(""), dropManagedFields),
 		pools:   client.Informer(cfg.Client.IPPools(), nil),
 		refused: map[string]bool{}, said: map[string]string{},
 	}
@@ -337,6 +337,15 @@ func (c *Controller) retryRefused() {
 	for k := range c.refused {
 		c.queue.Add(k)
 	}
+}
+
+// dropManagedFields keeps the informer's copies of every Service of the cluster small: the
+// controller reads none of their field managers.
+func dropManagedFields(obj any) (any, error) {
+	if s, ok := obj.(*corev1.Service); ok {
+		s.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // concerns tells whether a Service (or its deletion) may be LoadBalancer IPAM's business: it is

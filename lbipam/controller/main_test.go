@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -251,5 +250,3 @@ func (s *scene) delete(name string) {
 		s.t.Fatal(err)
 	}
 }
-
-func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
