@@ -143,8 +143,10 @@ func TestDualStackAllOrNothing(t *testing.T) {
 		t.Fatalf("PreferDualStack got %v", got)
 	}
 	s.delete("v6")
-	s.delete("prefer")
-	s.addrs("dual", "198.51.100.32", "2001:db8:32::")
+	if got := s.anyAddr("dual", 2); got[1] != "2001:db8:32::" || got[0] == got1(s, "prefer") {
+		t.Fatalf("dual-stack Service got %v once the IPv6 address was free (prefer holds %v)", got, got1(s, "prefer"))
+	}
+	s.event("dual", controller.ReasonAssigned, "2001:db8:32::")
 }
 
 func TestConcurrentServicesGetDistinctAddresses(t *testing.T) {
@@ -234,4 +236,11 @@ func TestDeletedPoolKeepsItsAddresses(t *testing.T) {
 	s.create(service("next"))
 	s.addrs("next", "203.0.113.97")
 	s.addrs("keeper", "203.0.113.96")
+}
+
+func got1(s *scene, name string) string {
+	if got := ips(s.get(name)); len(got) > 0 {
+		return got[0]
+	}
+	return ""
 }
