@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,6 +154,7 @@ func TestConcurrentServicesGetDistinctAddresses(t *testing.T) {
 	s := newScene(t, "lb-many=203.0.113.0/26")
 	s.run(nil)
 	const n = 50
+	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() { s.create(service(fmt.Sprintf("s%02d", i))) })
@@ -167,6 +169,7 @@ func TestConcurrentServicesGetDistinctAddresses(t *testing.T) {
 		}
 		seen[a] = name
 	}
+	t.Logf("%d Services created at once: all have distinct addresses %v after the first was created", n, time.Since(start).Round(time.Millisecond))
 }
 
 func TestRestartChangesNothing(t *testing.T) {
