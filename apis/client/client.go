@@ -269,7 +269,17 @@ func (r Resource[T, L]) ListWatch() *cache.ListWatch {
 // namespace, held in every agent's heap for every pod of the cluster, and nothing in tabby looks
 // objects up by namespace); transform, when not nil, trims each object before it is stored.
 func Informer[T Object, L runtime.Object](r Resource[T, L], transform cache.TransformFunc) cache.SharedIndexInformer {
-	inf := cache.NewSharedIndexInformer(r.informerSource(), r.newObj(), 0, cache.Indexers{})
+	return newInformer(r.informerSource(), r.newObj(), transform)
+}
+
+// DirectInformer is Informer watching the API server itself, never tabby-typha: for a reader of
+// whole objects (a fan-out's copies are trimmed to what the agents read).
+func DirectInformer[T Object, L runtime.Object](r Resource[T, L], transform cache.TransformFunc) cache.SharedIndexInformer {
+	return newInformer(r.DirectSource(), r.newObj(), transform)
+}
+
+func newInformer(source cache.ListerWatcher, obj runtime.Object, transform cache.TransformFunc) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(source, obj, 0, cache.Indexers{})
 	if transform != nil {
 		// SetTransform fails only on a started informer.
 		_ = inf.SetTransform(transform)

@@ -79,9 +79,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	c := &Controller{
 		cfg: cfg, log: cfg.Logger, alloc: lbipam.New(),
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		svcs:    client.Informer(cfg.Client.Services(""), dropManagedFields),
-		pools:   client.Informer(cfg.Client.IPPools(), nil),
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		// The API server itself, never tabby-typha: one node runs the controller, and it reads
+		// whole Services.
+		svcs:    client.DirectInformer(cfg.Client.Services(""), dropManagedFields),
+		pools:   client.DirectInformer(cfg.Client.IPPools(), nil),
 		refused: map[string]bool{}, said: map[string]string{},
 	}
 	defer c.queue.ShutDown()
