@@ -48,7 +48,7 @@ func ServiceOf(s *corev1.Service) bool {
 }
 
 // FromService reads a Service's request; a malformed annotation is an error naming it and its
-// value.
+// value (the request returned then still tells how the Service may share what it holds).
 func FromService(s *corev1.Service) (Request, error) {
 	r := Request{Key: s.Namespace + "/" + s.Name, Created: s.CreationTimestamp.Time}
 	for _, f := range s.Spec.IPFamilies {
@@ -65,6 +65,22 @@ func FromService(s *corev1.Service) (Request, error) {
 		r.Families = []ipfamily.Family{ipfamily.IPv4}
 	}
 	r.RequireAll = len(r.Families) == 1 || s.Spec.IPFamilyPolicy == nil || *s.Spec.IPFamilyPolicy != corev1.IPFamilyPolicyPreferDualStack
+	r.SharingKey = s.Annotations[v1.AnnotationAllowSharedIP]
+	if r.SharingKey == "" {
+		r.SharingKey = s.Annotations[v1.AnnotationMetalLBAllowSharedIP]
+	}
+	if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		// MetalLB's rule: a Local Service's traffic goes to its own endpoints on the node it
+		// arrives at; one address may announce only one set of them.
+		r.Backend = "selector:" + labels.SelectorFromSet(s.Spec.Selector).String()
+	}
+	for _, p := range s.Spec.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		r.Ports = append(r.Ports, fmt.Sprintf("%s/%d", proto, p.Port))
+	}
 	var err error
 	if r.Addresses, err = requestedAddresses(s); err != nil {
 		return r, err
@@ -83,22 +99,6 @@ func FromService(s *corev1.Service) (Request, error) {
 			return r, fmt.Errorf("annotation %s: %q is not a list of pool names or CIDRs", key, v)
 		}
 		r.Pools.Set(fam, l)
-	}
-	r.SharingKey = s.Annotations[v1.AnnotationAllowSharedIP]
-	if r.SharingKey == "" {
-		r.SharingKey = s.Annotations[v1.AnnotationMetalLBAllowSharedIP]
-	}
-	if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-		// MetalLB's rule: a Local Service's traffic goes to its own endpoints on the node it
-		// arrives at; one address may announce only one set of them.
-		r.Backend = "selector:" + labels.SelectorFromSet(s.Spec.Selector).String()
-	}
-	for _, p := range s.Spec.Ports {
-		proto := p.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
-		r.Ports = append(r.Ports, fmt.Sprintf("%s/%d", proto, p.Port))
 	}
 	return r, nil
 }

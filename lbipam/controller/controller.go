@@ -13,7 +13,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -144,11 +143,9 @@ func (c *Controller) rebuild(ctx context.Context) error {
 		if !lbipam.ServiceOf(s) {
 			continue
 		}
-		r, err := lbipam.FromService(s)
-		if err != nil {
-			// Its addresses are still taken: a bad annotation does not free them.
-			r = lbipam.Request{Key: key, Created: s.CreationTimestamp.Time}
-		}
+		// A bad annotation does not free what the Service holds: its request still says how it
+		// shares.
+		r, _ := lbipam.FromService(s)
 		held := ingressAddrs(s)
 		n += len(held)
 		for _, cf := range c.alloc.Claim(r, held) {
@@ -254,9 +251,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		}
 		c.event(ctx, svc, corev1.EventTypeWarning, ReasonPoolDeleted, msg)
 	}
-	d, err := c.alloc.Allocate(r)
-	var refusal *lbipam.Refusal
-	if errors.As(err, &refusal) {
+	d, refusal := c.alloc.Allocate(r)
+	if refusal != nil {
+		// No partial status: what the Service held and may not keep goes too.
 		if err := c.write(ctx, svc, r, nil); err != nil {
 			return err
 		}
@@ -294,7 +291,9 @@ func (c *Controller) write(ctx context.Context, svc *corev1.Service, r lbipam.Re
 		if _, err := c.cfg.Client.Services(svc.Namespace).UpdateStatus(ctx, out); err != nil {
 			return fmt.Errorf("write the status of Service %s: %w", key, err)
 		}
-		c.cfg.Metrics.wrote()
+		if len(addrs) > 0 {
+			c.cfg.Metrics.wrote()
+		}
 		c.log.Info("LoadBalancer IPAM: Service status written", "service", key, "addresses", addrs)
 	}
 	c.alloc.Claim(r, addrs)

@@ -49,6 +49,8 @@ func TestRequestedAddresses(t *testing.T) {
 	if got := ips(s.get("outside")); len(got) != 0 {
 		t.Fatalf("a Service asking for an address outside every pool got %v", got)
 	}
+	s.create(service("bad", annotate(v1.AnnotationLoadBalancerIPs, "not-an-ip")))
+	s.event("bad", controller.ReasonBadRequest, v1.AnnotationLoadBalancerIPs, "not-an-ip")
 	// Asking for a taken address is refused, not shared.
 	s.create(service("taken", port(443), annotate(v1.AnnotationLoadBalancerIPs, "198.51.100.13")))
 	s.event("taken", controller.ReasonFailed, "198.51.100.13", s.ns+"/tabby")
