@@ -110,6 +110,7 @@ func (c *candidate) lead(ctx context.Context, lead func(context.Context)) {
 	// Stop leading a margin before the Lease could expire in another candidate's eyes: it may
 	// take over only after a whole Duration without a change.
 	deadline := c.cfg.Duration - c.cfg.RenewEvery/2
+	expire := time.NewTimer(time.Until(c.renewed.Add(deadline)))
 	tick := time.NewTicker(c.cfg.RenewEvery)
 	for leading := true; leading; {
 		select {
@@ -117,21 +118,26 @@ func (c *candidate) lead(ctx context.Context, lead func(context.Context)) {
 			leading = false
 		case <-done:
 			leading = false
+		case <-expire.C:
+			log.Warn("lease: not renewed in time; stepping down")
+			leading = false
 		case <-tick.C:
-			ok, err := c.tryAcquireOrRenew(ctx)
+			// A renewal that hangs must not outlive the term it renews.
+			rctx, cancel := context.WithDeadline(ctx, c.renewed.Add(deadline))
+			ok, err := c.tryAcquireOrRenew(rctx)
+			cancel()
 			switch {
 			case ok:
+				expire.Reset(time.Until(c.renewed.Add(deadline)))
 			case err == nil:
 				log.Warn("lease: another candidate holds the Lease; stepping down")
-				leading = false
-			case time.Since(c.renewed) > deadline:
-				log.Warn("lease: not renewed in time; stepping down", "error", err)
 				leading = false
 			default:
 				log.Warn("lease: renewal failed; retrying", "error", err)
 			}
 		}
 	}
+	expire.Stop()
 	tick.Stop()
 	stop()
 	<-done

@@ -75,6 +75,24 @@ func TestLease(t *testing.T) {
 		}
 	})
 
+	t.Run("a holder that finds another in the Lease steps down", func(t *testing.T) {
+		var l leaders
+		l.candidate(t, e.Client, "intruded", "a", 3*time.Second)
+		testwait.Until(t, "a to lead", 30*time.Second, func() bool { return l.leading("a") })
+		intruder := "intruder"
+		testwait.Until(t, "the intruder to write itself into the Lease", 30*time.Second, func() bool {
+			got, err := e.Client.Leases(ns).Get(context.Background(), "intruded")
+			if err != nil {
+				return false
+			}
+			now := metav1.NewMicroTime(time.Now())
+			got.Spec.HolderIdentity, got.Spec.RenewTime = &intruder, &now
+			_, err = e.Client.Leases(ns).Update(context.Background(), got)
+			return err == nil
+		})
+		testwait.Until(t, "a to step down", 30*time.Second, func() bool { return !l.leading("a") })
+	})
+
 	t.Run("a holder that stops renewing is replaced only after the lease duration", func(t *testing.T) {
 		ghost, secs := "ghost", int32(4)
 		now := metav1.NewMicroTime(time.Now())
