@@ -12,7 +12,7 @@ import (
 // Config is tabby-node's configuration; every field is a flag of cmd/tabby-node.
 type Config struct {
 	NodeName   string
-	Namespace  string // Secrets for BGP passwords live here
+	Namespace  string // Secrets for BGP passwords and the LoadBalancer IPAM Lease live here
 	Kubeconfig string // empty: $KUBECONFIG, ~/.kube/config, in-cluster
 	// BGPAddress is the autodetection method of each family: "" (the Node's InternalIP of the
 	// family; for IPv6 none when it has no IPv6 one), cidr=…, interface=…, can-reach=…, or none.
@@ -45,6 +45,9 @@ type Config struct {
 	TyphaAddrs      []string
 	TyphaCAFile     string
 	TyphaServerName string
+	// LBIPAM runs LoadBalancer IPAM: while this node holds its Lease, it assigns the addresses of
+	// Services of type LoadBalancer from the LoadBalancer pools.
+	LBIPAM bool
 }
 
 // Validate checks the configuration before anything starts.

@@ -27,6 +27,7 @@ import (
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
+	"github.com/tabbynet/tabby/lbipam/controller"
 	"github.com/tabbynet/tabby/node/syncer"
 )
 
@@ -183,6 +184,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	g.Go(func() error { return a.declareInSync(gctx) })
 	if cfg.CNIKubeconfig != "" {
 		g.Go(func() error { return a.refreshCNIKubeconfig(gctx) })
+	}
+	if cfg.LBIPAM {
+		lbm := controller.NewMetrics(a.reg)
+		g.Go(func() error { return a.runLBIPAM(gctx, lbm) })
 	}
 
 	select {

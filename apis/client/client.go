@@ -15,6 +15,7 @@ import (
 	"os"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -49,6 +50,8 @@ type Client struct {
 	Core, Networking rest.Interface
 	// Discovery is discovery.k8s.io/v1 (EndpointSlices, to find tabby-typha).
 	Discovery rest.Interface
+	// Coordination is coordination.k8s.io/v1 (Leases).
+	Coordination rest.Interface
 	// fan, when set, is where informers of cluster-wide kinds list and watch first.
 	fan *Fanout
 	// timeout bounds each request but a watch's.
@@ -109,7 +112,11 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery API client: %w", err)
 	}
-	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, timeout: timeout}, nil
+	coordination, err := restClientFor(c, &coordinationv1.SchemeGroupVersion, "/apis", runtime.ContentTypeProtobuf, KubeScheme)
+	if err != nil {
+		return nil, fmt.Errorf("coordination API client: %w", err)
+	}
+	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, Coordination: coordination, timeout: timeout}, nil
 }
 
 func restClientFor(c *rest.Config, gv *schema.GroupVersion, apiPath, contentType string, scheme *runtime.Scheme) (*rest.RESTClient, error) {
@@ -262,7 +269,17 @@ func (r Resource[T, L]) ListWatch() *cache.ListWatch {
 // namespace, held in every agent's heap for every pod of the cluster, and nothing in tabby looks
 // objects up by namespace); transform, when not nil, trims each object before it is stored.
 func Informer[T Object, L runtime.Object](r Resource[T, L], transform cache.TransformFunc) cache.SharedIndexInformer {
-	inf := cache.NewSharedIndexInformer(r.informerSource(), r.newObj(), 0, cache.Indexers{})
+	return newInformer(r.informerSource(), r.newObj(), transform)
+}
+
+// DirectInformer is Informer watching the API server itself, never tabby-typha: for a reader of
+// whole objects (a fan-out's copies are trimmed to what the agents read).
+func DirectInformer[T Object, L runtime.Object](r Resource[T, L], transform cache.TransformFunc) cache.SharedIndexInformer {
+	return newInformer(r.DirectSource(), r.newObj(), transform)
+}
+
+func newInformer(source cache.ListerWatcher, obj runtime.Object, transform cache.TransformFunc) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(source, obj, 0, cache.Indexers{})
 	if transform != nil {
 		// SetTransform fails only on a started informer.
 		_ = inf.SetTransform(transform)

@@ -1,18 +1,19 @@
 package client
 
 import (
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// KubeScheme knows the Kubernetes kinds tabby reads: the core API, NetworkPolicy and
-// EndpointSlice.
+// KubeScheme knows the Kubernetes kinds tabby reads: the core API, NetworkPolicy,
+// EndpointSlice and Lease.
 var KubeScheme = runtime.NewScheme()
 
 func init() {
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme} {
 		if err := add(KubeScheme); err != nil {
 			panic(err)
 		}

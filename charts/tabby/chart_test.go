@@ -466,3 +466,50 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("DaemonSet survives uninstall")
 	}
 }
+
+// loadBalancer.pools renders valid LoadBalancer pools; tabby-node runs LoadBalancer IPAM and may
+// do what it does (Services, their status, events, its Lease), and ipam: false turns it off.
+func TestTemplateLoadBalancer(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system",
+		"--set", "loadBalancer.pools[0].name=lb-ipv4,loadBalancer.pools[0].cidr=198.51.100.240/28",
+		"--set", "loadBalancer.pools[1].name=lb-ipv6,loadBalancer.pools[1].cidr=2001:db8:100::/120,loadBalancer.pools[1].assignmentMode=Manual"))
+	for _, name := range []string{"lb-ipv4", "lb-ipv6"} {
+		pool := decode[v1.IPPool](t, objs, "IPPool/"+name)
+		if errs := validation.IPPool(pool); len(errs) > 0 {
+			t.Errorf("%s invalid: %v", name, errs)
+		}
+		p, errs := validation.ParseIPPool(pool)
+		if len(errs) > 0 || !p.LoadBalancer() {
+			t.Errorf("%s is not a LoadBalancer pool: %+v %v", name, p, errs)
+		}
+	}
+	if m := decode[v1.IPPool](t, objs, "IPPool/lb-ipv6").Spec.AssignmentMode; m != v1.AssignmentModeManual {
+		t.Errorf("lb-ipv6 assignmentMode %q", m)
+	}
+	args := strings.Join(decode[appsv1.DaemonSet](t, objs, "DaemonSet/tabby-node").Spec.Template.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "--lb-ipam=true") {
+		t.Errorf("tabby-node args %q lack --lb-ipam=true", args)
+	}
+	grants := func(rules []rbacv1.PolicyRule, group, res, verb string) bool {
+		return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, verb)
+		})
+	}
+	cluster := decode[rbacv1.ClusterRole](t, objs, "ClusterRole/tabby-node").Rules
+	ns := decode[rbacv1.Role](t, objs, "Role/tabby-secrets").Rules
+	for _, want := range []struct {
+		rules            []rbacv1.PolicyRule
+		group, res, verb string
+	}{
+		{cluster, "", "services", "watch"}, {cluster, "", "services/status", "update"}, {cluster, "", "events", "create"},
+		{ns, "coordination.k8s.io", "leases", "get"}, {ns, "coordination.k8s.io", "leases", "create"}, {ns, "coordination.k8s.io", "leases", "update"},
+	} {
+		if !grants(want.rules, want.group, want.res, want.verb) {
+			t.Errorf("tabby-node may not %s %s (group %q)", want.verb, want.res, want.group)
+		}
+	}
+	off := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "--set", "loadBalancer.ipam=false"))
+	if args := strings.Join(decode[appsv1.DaemonSet](t, off, "DaemonSet/tabby-node").Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--lb-ipam=false") {
+		t.Errorf("loadBalancer.ipam=false: args %q", args)
+	}
+}

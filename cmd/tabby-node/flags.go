@@ -43,6 +43,7 @@ func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
 			fs.StringVar(&cfg.RunDir, "run-dir", "/var/run/tabby", "directory of the ipam.sock and bird.sock unix sockets")
 			fs.DurationVar(&cfg.GCInterval, "ipam-gc-interval", time.Minute, "how often IPAM garbage collection runs")
 			fs.DurationVar(&cfg.GCGrace, "ipam-gc-grace", 5*time.Minute, "how long an allocation must look orphaned before GC releases it")
+			fs.BoolVar(&cfg.LBIPAM, "lb-ipam", true, "assign addresses to Services of type LoadBalancer from the LoadBalancer pools (one node at a time, under the tabby-lbipam Lease)")
 			fs.StringVar(&cfg.CNIKubeconfig, "cni-kubeconfig", "", "the CNI plugins' kubeconfig (host mount) to keep fresh as the token rotates; empty: off")
 		}),
 		group("Dataplane", func(fs *pflag.FlagSet) {

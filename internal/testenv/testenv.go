@@ -52,10 +52,17 @@ type Options struct {
 	// (a controller-manager creates the accounts) and the `kubernetes` Service's endpoints
 	// kept at BindAddress.
 	Cluster bool
+	// DualStackServices gives Services an IPv6 range too (ServiceCIDRv6), so that IPv6 and
+	// dual-stack Services can be created.
+	DualStackServices bool
 }
 
 // ServiceCIDR is the range of Service ClusterIPs; the `kubernetes` Service is its first address.
 const ServiceCIDR = "10.96.0.0/24"
+
+// ServiceCIDRv6 is the IPv6 range of Service ClusterIPs with DualStackServices: a corner of the
+// pod range that no test gives to pods.
+const ServiceCIDRv6 = "fd00:10:244:ffff::/112"
 
 // Env is a running control plane.
 type Env struct {
@@ -197,6 +204,10 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 	env.SAKey = saKey
 	certDir := filepath.Join(env.Dir, "certs")
 	env.ServingCert = filepath.Join(certDir, "apiserver.crt")
+	serviceRange := ServiceCIDR
+	if o.DualStackServices {
+		serviceRange += "," + ServiceCIDRv6
+	}
 	args := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=" + o.BindAddress, "--advertise-address=" + o.BindAddress,
@@ -205,7 +216,7 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 		"--token-auth-file=" + filepath.Join(env.Dir, "tokens.csv"),
 		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--authorization-mode=RBAC", "--service-cluster-ip-range=" + ServiceCIDR,
+		"--authorization-mode=RBAC", "--service-cluster-ip-range=" + serviceRange,
 		"--enable-priority-and-fairness=false",
 		"--allow-privileged=true", "--profiling=false", "--v=0",
 	}
