@@ -360,7 +360,7 @@ func (b *bench) followEndpoints(ctx context.Context, count int) (appear, move []
 		p := netip.PrefixFrom(ip, 32)
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 		if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			return nil, nil, fmt.Errorf("Service %s to Local: %w", s.Name, err)
+			return nil, nil, fmt.Errorf("switch Service %s to Local: %w", s.Name, err)
 		}
 		if _, err := b.rw.Withdrawn(ctx, 60*time.Second, p, []string{"tor"}); err != nil {
 			return nil, nil, err
