@@ -58,7 +58,7 @@ type Options struct {
 }
 
 // ServiceCIDR is the range of Service ClusterIPs; the `kubernetes` Service is its first address.
-const ServiceCIDR = "10.96.0.0/24"
+const ServiceCIDR = "10.96.0.0/20"
 
 // ServiceCIDRv6 is the IPv6 range of Service ClusterIPs with DualStackServices: a corner of the
 // pod range that no test gives to pods.

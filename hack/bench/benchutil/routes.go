@@ -38,6 +38,8 @@ type SeenRoute struct {
 	GW   netip.Addr
 	Hops []netip.Addr // sorted; one entry for a route over a single gateway
 	At   time.Time
+	// First is when the prefix arrived, whatever its gateways then.
+	First time.Time
 }
 
 // WatchRoutes subscribes to route notifications in every named namespace. Subscriptions start
@@ -129,8 +131,10 @@ func (w *RouteWatch) follow(name string, ch <-chan netlink.RouteUpdate) {
 		switch u.Type {
 		case unix.RTM_NEWROUTE:
 			// A replace with the same gateways keeps the first arrival time.
-			if old, ok := w.state[name][p]; !ok || !slices.Equal(old.Hops, hops) {
-				w.state[name][p] = SeenRoute{GW: gw, Hops: hops, At: now}
+			if old, ok := w.state[name][p]; !ok {
+				w.state[name][p] = SeenRoute{GW: gw, Hops: hops, At: now, First: now}
+			} else if !slices.Equal(old.Hops, hops) {
+				w.state[name][p] = SeenRoute{GW: gw, Hops: hops, At: now, First: old.First}
 			}
 			delete(w.left[name], p)
 		case unix.RTM_DELROUTE:

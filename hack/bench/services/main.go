@@ -29,6 +29,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/bench/benchutil"
@@ -109,10 +110,15 @@ func run(ctx context.Context, flags benchutil.LabFlags, services, local int) (er
 	}
 	row(fmt.Sprintf("%d LoadBalancer Services → /32 over every node", services), svcs)
 	row("  of which: until LoadBalancer IPAM wrote the address", assigned)
-	row(fmt.Sprintf("reference: %d pod blocks claimed → route at the ToR", services), blocks)
+	bgp := make([]time.Duration, len(svcs))
+	for i := range svcs {
+		bgp[i] = svcs[i] - assigned[i]
+	}
+	row("  of which: address written → /32 over every node", bgp)
+	row(fmt.Sprintf("reference: %d pod blocks claimed → first route at the ToR", services), blocks)
 	row("Local: endpoint on node-1 written → ToR over node-1 alone", appear)
 	row("Local: endpoint moved to node-2 → ToR over node-2 alone", move)
-	row("reference: one pod block claimed → route at the ToR", single)
+	row("reference: one pod block claimed → first route at the ToR", single)
 	fmt.Printf("\ntabby-node CPU (3 nodes): %d Services %v, %d pod blocks %v (ratio %.2f)\n", services, svcCPU.Round(time.Millisecond), services, blockCPU.Round(time.Millisecond), float64(svcCPU)/float64(blockCPU))
 	n, err := b.torRoutes(lbPool)
 	if err != nil {
@@ -166,7 +172,13 @@ func (b *bench) setUp(ctx context.Context) error {
 		return fmt.Errorf("create namespace: %w", err)
 	}
 	for _, n := range b.nodes {
-		if err := n.WaitPeers(ctx, time.Minute, lab.RouterA); err != nil {
+		want := []netip.Addr{lab.RouterA}
+		for _, o := range b.nodes {
+			if o != n {
+				want = append(want, o.IP())
+			}
+		}
+		if err := n.WaitPeers(ctx, time.Minute, want...); err != nil {
 			return err
 		}
 	}
@@ -214,6 +226,21 @@ func parallel(ctx context.Context, count int, f func(ctx context.Context, i int)
 	return a, b, errors.Join(errs...)
 }
 
+// via waits until the ToR routes p over hop (among others: the other nodes pass a block on
+// to the ToR too) and returns when p first arrived.
+func (b *bench) via(ctx context.Context, p netip.Prefix, hop netip.Addr) (time.Time, error) {
+	var at time.Time
+	err := b.rw.WaitFor(ctx, 60*time.Second, fmt.Sprintf("%s via %s at the ToR", p, hop), func(st map[string]map[netip.Prefix]benchutil.SeenRoute) error {
+		r, ok := st["tor"][p]
+		if !ok || !slices.Contains(r.Hops, hop) {
+			return fmt.Errorf("the ToR has %+v", r)
+		}
+		at = r.First
+		return nil
+	})
+	return at, err
+}
+
 // over waits until the ToR routes p over hops and returns since when.
 func (b *bench) over(ctx context.Context, p netip.Prefix, hops []netip.Addr) (time.Time, error) {
 	var at time.Time
@@ -248,7 +275,7 @@ func (b *bench) claimBlocks(ctx context.Context, count int) ([]time.Duration, ti
 		if err != nil {
 			return 0, 0, err
 		}
-		at, err := b.over(ctx, block(i), []netip.Addr{n.IP()})
+		at, err := b.via(ctx, block(i), n.IP())
 		return at.Sub(t0), 0, err
 	})
 	if err != nil {
@@ -266,7 +293,7 @@ func (b *bench) claimBlocksOneByOne(ctx context.Context, count, first int) ([]ti
 		if err != nil {
 			return nil, err
 		}
-		at, err := b.over(ctx, block(i), []netip.Addr{b.nodes[0].IP()})
+		at, err := b.via(ctx, block(i), b.nodes[0].IP())
 		if err != nil {
 			return nil, err
 		}
@@ -279,13 +306,18 @@ func svcName(i int) string { return fmt.Sprintf("svc-%04d", i) }
 
 // createServices creates count Services of type LoadBalancer, workers at a time, and times
 // each until the ToR routes its address over every node; assigned is the part until tabby's
-// LoadBalancer IPAM wrote the address (seen by polling the Service: an upper bound).
+// LoadBalancer IPAM wrote the address (seen by a watch of the Services).
 func (b *bench) createServices(ctx context.Context, count int) (total, assigned []time.Duration, cpu time.Duration, err error) {
 	cpu0, err := b.cpu()
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	svcs := b.l.Kube.CoreV1().Services(namespace)
+	addrs, err := watchAddresses(ctx, svcs)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer addrs.stop()
 	total, assigned, err = parallel(ctx, count, func(ctx context.Context, i int) (time.Duration, time.Duration, error) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svcName(i)}, Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeLoadBalancer,
@@ -296,24 +328,11 @@ func (b *bench) createServices(ctx context.Context, count int) (total, assigned 
 		if _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			return 0, 0, fmt.Errorf("create Service %s: %w", svc.Name, err)
 		}
-		var ip netip.Addr
-		var got time.Time
-		err := lab.Eventually(ctx, 60*time.Second, func(ctx context.Context) error {
-			s, err := svcs.Get(ctx, svc.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, in := range s.Status.LoadBalancer.Ingress {
-				if a, err := netip.ParseAddr(in.IP); err == nil {
-					ip, got = a, time.Now()
-					return nil
-				}
-			}
-			return fmt.Errorf("service %s has no address yet", svc.Name)
-		})
+		a, err := addrs.wait(ctx, svc.Name)
 		if err != nil {
 			return 0, 0, err
 		}
+		ip, got := a.ip, a.at
 		at, err := b.over(ctx, netip.PrefixFrom(ip, 32), b.hops)
 		return at.Sub(t0), got.Sub(t0), err
 	})
@@ -341,7 +360,7 @@ func (b *bench) followEndpoints(ctx context.Context, count int) (appear, move []
 		p := netip.PrefixFrom(ip, 32)
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 		if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			return nil, nil, fmt.Errorf("Service %s to Local: %w", s.Name, err)
+			return nil, nil, fmt.Errorf("switch Service %s to Local: %w", s.Name, err)
 		}
 		if _, err := b.rw.Withdrawn(ctx, 60*time.Second, p, []string{"tor"}); err != nil {
 			return nil, nil, err
@@ -384,9 +403,75 @@ func (b *bench) torRoutes(p netip.Prefix) (int, error) {
 	}
 	n := 0
 	for _, r := range routes {
-		if d, err := netip.ParsePrefix(r.Dst); err == nil && p.Contains(d.Addr()) && d.Bits() == 32 {
+		// ip -j writes a host route without its /32.
+		if a, err := netip.ParseAddr(r.Dst); err == nil && p.Contains(a) {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// addresses records when each Service of a watch first had an address.
+type addresses struct {
+	mu   sync.Mutex
+	seen map[string]assignment
+	wake chan struct{}
+	stop func()
+}
+
+type assignment struct {
+	ip netip.Addr
+	at time.Time
+}
+
+func watchAddresses(ctx context.Context, svcs typedcorev1.ServiceInterface) (*addresses, error) {
+	w, err := svcs.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("watch Services: %w", err)
+	}
+	a := &addresses{seen: map[string]assignment{}, wake: make(chan struct{}), stop: w.Stop}
+	go func() {
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			s, ok := ev.Object.(*corev1.Service)
+			if !ok {
+				continue
+			}
+			for _, in := range s.Status.LoadBalancer.Ingress {
+				ip, err := netip.ParseAddr(in.IP)
+				if err != nil {
+					continue
+				}
+				a.mu.Lock()
+				if _, ok := a.seen[s.Name]; !ok {
+					a.seen[s.Name] = assignment{ip: ip, at: now}
+					close(a.wake)
+					a.wake = make(chan struct{})
+				}
+				a.mu.Unlock()
+				break
+			}
+		}
+	}()
+	return a, nil
+}
+
+// wait returns the Service's first address and when the watch saw it.
+func (a *addresses) wait(ctx context.Context, name string) (assignment, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		a.mu.Lock()
+		got, ok := a.seen[name]
+		wake := a.wake
+		a.mu.Unlock()
+		if ok {
+			return got, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return assignment{}, fmt.Errorf("service %s has no address after 60s", name)
+		}
+	}
 }
