@@ -22,6 +22,12 @@ const (
 	// its ingress chain.
 	FromWorkloadPrefix = "tabby-fw-"
 	ToWorkloadPrefix   = "tabby-tw-"
+	// FromPassPrefix + interface (ToPassPrefix for ingress) is where a pod's chain goes after
+	// its AdminNetworkPolicy rules, and where their Pass rules go: NetworkPolicy, then the
+	// baseline. It exists only when some AdminNetworkPolicy selects the pod and something
+	// follows.
+	FromPassPrefix = "tabby-fp-"
+	ToPassPrefix   = "tabby-tp-"
 
 	// NamePrefix starts every chain and ipset tabby owns; nothing else is ever touched.
 	NamePrefix = "tabby-"
@@ -66,7 +72,7 @@ func (c *Calculator) Render(fam ipfamily.Family) Rendered {
 	from, to := []string{}, []string{}
 	// With no policy anywhere, every pod is open both ways: no per-endpoint rule is needed,
 	// and a pod felix does not know yet must not be dropped either.
-	if len(c.policies) > 0 {
+	if len(c.policies) > 0 || len(c.admins) > 0 {
 		for _, ep := range c.endpoints {
 			pod := c.podByKey[ep.Pod]
 			from = append(from, r.dispatch(ep.Interface, pod, egress))
@@ -98,11 +104,17 @@ type renderer struct {
 // dispatch renders the dispatch rule of one endpoint in direction d, and its chain if any
 // policy selects the pod in that direction.
 func (r *renderer) dispatch(iface string, pod *Pod, d direction) string {
-	pols := r.c.selecting(pod, d)
-	if len(pols) == 0 {
+	t := tiers{
+		admin: r.c.adminSelecting(pod, d, TierAdmin),
+		np:    r.c.selecting(pod, d),
+		base:  r.c.adminSelecting(pod, d, TierBaseline),
+	}
+	if t.empty() {
 		return dispatchRule(iface, d, false)
 	}
-	r.out.Chains[endpointChain(iface, d)] = chainRules(pod, pols, d, r)
+	for _, ch := range tieredChains(iface, pod, d, t, r) {
+		r.out.Chains[ch.name] = ch.rules
+	}
 	return dispatchRule(iface, d, true)
 }
 
@@ -119,6 +131,98 @@ type setNamer interface {
 	// namedPortSet is the hash:ip,port set of every pod-network pod's port named as ps names
 	// it.
 	namedPortSet(ps *portSpec) string
+	// nodeSet is the hash:ip set of the addresses of the nodes n selects.
+	nodeSet(n *nodeSelection) string
+}
+
+// tiers are what polices one endpoint in one direction, in evaluation order: the
+// AdminNetworkPolicies selecting it (by priority), the NetworkPolicies (by key), the baseline.
+type tiers struct {
+	admin []*compiledAdmin
+	np    []*compiledPolicy
+	base  []*compiledAdmin
+}
+
+func (t tiers) empty() bool { return len(t.admin) == 0 && len(t.np) == 0 && len(t.base) == 0 }
+
+type chain struct {
+	name  string
+	rules []string
+}
+
+// tieredChains renders the chains of an endpoint policed in direction d (t not empty): its
+// chain, and the pass chain when AdminNetworkPolicies select it and something follows them.
+// Without admin policies the chain is exactly the NetworkPolicy chain (or the baseline's).
+//
+//	admin rules     Allow -j RETURN, Deny -j DROP, Pass -g <pass chain>
+//	                -g <pass chain>
+//	pass chain      NetworkPolicy rules (-j RETURN), then -j DROP, when NetworkPolicy selects
+//	                the pod; else the baseline's rules (Allow -j RETURN, Deny -j DROP)
+//
+// What no rule decides falls off the end: allowed.
+func tieredChains(iface string, pod *Pod, d direction, t tiers, sets setNamer) []chain {
+	var rest []string
+	if len(t.np) > 0 {
+		rest = chainRules(pod, t.np, d, sets)
+	} else {
+		rest = adminLines(pod, d, t.base, "", sets)
+	}
+	name := endpointChain(iface, d)
+	if len(t.admin) == 0 {
+		return []chain{{name, rest}}
+	}
+	pass := ""
+	if len(rest) > 0 {
+		pass = passChain(iface, d)
+	}
+	rules := adminLines(pod, d, t.admin, pass, sets)
+	if pass == "" {
+		return []chain{{name, rules}}
+	}
+	rules = append(rules, "-g "+pass)
+	return []chain{{name, rules}, {pass, rest}}
+}
+
+// adminLines renders the rules of admin policies in order; Pass goes to pass ("" : allowed).
+// A line identical to an earlier one is left out: the earlier one decides every packet it
+// would.
+func adminLines(pod *Pod, d direction, pols []*compiledAdmin, pass string, sets setNamer) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range pols {
+		for i := range p.rules[d] {
+			r := &p.rules[d][i]
+			var target string
+			switch r.action {
+			case ActionAllow:
+				target = "-j RETURN"
+			case ActionDeny:
+				target = "-j DROP"
+			case ActionPass:
+				target = "-j RETURN"
+				if pass != "" {
+					target = "-g " + pass
+				}
+			default:
+				continue
+			}
+			for _, line := range ruleLinesTo(pod, d, &r.compiledRule, sets, target) {
+				if !seen[line] {
+					seen[line] = true
+					out = append(out, line)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// passChain is the name of an endpoint's pass chain in direction d.
+func passChain(iface string, d direction) string {
+	if d == ingress {
+		return ToPassPrefix + iface
+	}
+	return FromPassPrefix + iface
 }
 
 // endpointChain is the name of an endpoint's chain in direction d.
@@ -185,6 +289,11 @@ type portMatch struct {
 // when a list is non-empty but nothing in it can match in this family. Every set a peer or a
 // port names is used, even when the rule renders no line.
 func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []string {
+	return ruleLinesTo(pod, d, rule, sets, "-j RETURN")
+}
+
+// ruleLinesTo is ruleLines with the rules' target.
+func ruleLinesTo(pod *Pod, d direction, rule *compiledRule, sets setNamer, target string) []string {
 	dir := "src"
 	if d == egress {
 		dir = "dst"
@@ -202,6 +311,8 @@ func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []strin
 			if name, ok := sets.blockSet(&p.block); ok {
 				peers = append(peers, "-m set --match-set "+name+" "+dir)
 			}
+		case peerNodes:
+			peers = append(peers, "-m set --match-set "+sets.nodeSet(&p.nodes)+" "+dir)
 		}
 	}
 	var ports []portMatch
@@ -232,7 +343,7 @@ func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []strin
 	var out []string
 	for _, peer := range peers {
 		for _, pm := range ports {
-			out = append(out, ruleText(pm.proto, peer, pm.set, pm.dport))
+			out = append(out, ruleText(pm.proto, target, peer, pm.set, pm.dport))
 		}
 	}
 	return out
@@ -240,7 +351,7 @@ func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []strin
 
 // ruleText joins the parts in the order iptables-save prints them: -p, then the matches in
 // the order given, then the target.
-func ruleText(proto string, matches ...string) string {
+func ruleText(proto, target string, matches ...string) string {
 	s := ""
 	if proto != "" {
 		s = "-p " + proto + " "
@@ -250,7 +361,7 @@ func ruleText(proto string, matches ...string) string {
 			s += m + " "
 		}
 	}
-	return s + "-j RETURN"
+	return s + target
 }
 
 func dportMatch(proto string, from, to uint16) string {

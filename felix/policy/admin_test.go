@@ -1,0 +1,291 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+
+	"github.com/tabbynet/tabby/internal/ipfamily"
+)
+
+// The chains rendered with AdminNetworkPolicies and a baseline decide every packet of the grid
+// as Verdict does, for random clusters mixing the three tiers.
+func TestRenderedAgreesWithVerdictAdmin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20261128, 37))
+	stats := map[string]int{}
+	for i := range 300 {
+		g := &generator{rng: rng}
+		in := g.input()
+		g.admin(&in)
+		c := NewCalculator(in)
+		for _, fam := range ipfamily.All {
+			k := newKernel(t, c.Render(fam), fam)
+			if t.Failed() {
+				t.Fatalf("cluster %d: %s", i, g.describe(in))
+			}
+			checkGrid(t, i, g, in, c, k, fam, stats)
+			if t.Failed() {
+				t.Fatalf("cluster %d %v: %s\nadmin: %s", i, fam, g.describe(in), describeAdmin(in))
+			}
+			for _, src := range g.addrs {
+				for _, dst := range g.addrs {
+					for _, side := range []Side{c.Verdict(Packet{Src: src, Dst: dst, Protocol: "TCP", Port: 80}).Egress, c.Verdict(Packet{Src: src, Dst: dst, Protocol: "TCP", Port: 80}).Ingress} {
+						stats["tier:"+side.Tier]++
+						if side.Passed != nil {
+							stats["passed"]++
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("outcomes: %v", stats)
+	for _, want := range []string{"ACCEPT", "DROP", "tier:AdminNetworkPolicy", "tier:BaselineAdminNetworkPolicy", "tier:NetworkPolicy", "passed"} {
+		if stats[want] < 50 {
+			t.Errorf("only %d %s outcomes: the generator does not exercise enough", stats[want], want)
+		}
+	}
+}
+
+func describeAdmin(in Input) string {
+	s := ""
+	for k, p := range in.Admin {
+		s += fmt.Sprintf("\n  %s prio %d subject %+v ingress %+v egress %+v", k, p.Priority, p.Subject, p.Ingress, p.Egress)
+	}
+	return s
+}
+
+// admin adds random AdminNetworkPolicies (through the API types and FromANP) and, sometimes,
+// a baseline.
+func (g *generator) admin(in *Input) {
+	in.Admin = map[AdminKey]*AdminPolicy{}
+	in.Nodes = map[string]*Node{
+		"n1": {Name: "n1", Labels: kv("role=cp"), IPs: []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::1")}},
+		"n2": {Name: "n2", Labels: kv("role=worker"), IPs: []netip.Addr{netip.MustParseAddr("8.8.8.8")}},
+	}
+	for i := range g.pick(4) {
+		anp := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("anp%d", i)}}
+		anp.Spec.Priority = oneOf[int32](g, 1, 5, 5, 10)
+		anp.Spec.Subject = g.adminSubject()
+		for range g.pick(3) {
+			anp.Spec.Ingress = append(anp.Spec.Ingress, anpv1alpha1.AdminNetworkPolicyIngressRule{
+				Action: oneOf(g, anpv1alpha1.AdminNetworkPolicyRuleActionAllow, anpv1alpha1.AdminNetworkPolicyRuleActionDeny, anpv1alpha1.AdminNetworkPolicyRuleActionPass),
+				From:   g.adminIngressPeers(), Ports: g.adminPorts(),
+			})
+		}
+		for range g.pick(3) {
+			anp.Spec.Egress = append(anp.Spec.Egress, anpv1alpha1.AdminNetworkPolicyEgressRule{
+				Action: oneOf(g, anpv1alpha1.AdminNetworkPolicyRuleActionAllow, anpv1alpha1.AdminNetworkPolicyRuleActionDeny, anpv1alpha1.AdminNetworkPolicyRuleActionPass),
+				To:     g.adminEgressPeers(), Ports: g.adminPorts(),
+			})
+		}
+		p := FromANP(anp)
+		in.Admin[p.Key()] = p
+	}
+	if g.chance(0.5) {
+		banp := &anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+		banp.Spec.Subject = g.adminSubject()
+		for range 1 + g.pick(2) {
+			banp.Spec.Ingress = append(banp.Spec.Ingress, anpv1alpha1.BaselineAdminNetworkPolicyIngressRule{
+				Action: oneOf(g, anpv1alpha1.BaselineAdminNetworkPolicyRuleActionAllow, anpv1alpha1.BaselineAdminNetworkPolicyRuleActionDeny),
+				From:   g.adminIngressPeers(), Ports: g.adminPorts(),
+			})
+		}
+		for range 1 + g.pick(2) {
+			var to []anpv1alpha1.BaselineAdminNetworkPolicyEgressPeer
+			for _, p := range g.adminEgressPeers() {
+				to = append(to, anpv1alpha1.BaselineAdminNetworkPolicyEgressPeer{Namespaces: p.Namespaces, Pods: p.Pods, Nodes: p.Nodes, Networks: p.Networks})
+			}
+			banp.Spec.Egress = append(banp.Spec.Egress, anpv1alpha1.BaselineAdminNetworkPolicyEgressRule{
+				Action: oneOf(g, anpv1alpha1.BaselineAdminNetworkPolicyRuleActionAllow, anpv1alpha1.BaselineAdminNetworkPolicyRuleActionDeny),
+				To:     to, Ports: g.adminPorts(),
+			})
+		}
+		p := FromBANP(banp)
+		in.Admin[p.Key()] = p
+	}
+}
+
+func (g *generator) adminSubject() anpv1alpha1.AdminNetworkPolicySubject {
+	if g.chance(0.5) {
+		return anpv1alpha1.AdminNetworkPolicySubject{Namespaces: g.selector(true)}
+	}
+	return anpv1alpha1.AdminNetworkPolicySubject{Pods: &anpv1alpha1.NamespacedPod{NamespaceSelector: *g.selector(true), PodSelector: *g.selector(false)}}
+}
+
+func (g *generator) adminIngressPeers() []anpv1alpha1.AdminNetworkPolicyIngressPeer {
+	var out []anpv1alpha1.AdminNetworkPolicyIngressPeer
+	for range 1 + g.pick(2) {
+		if g.chance(0.5) {
+			out = append(out, anpv1alpha1.AdminNetworkPolicyIngressPeer{Namespaces: g.selector(true)})
+		} else {
+			out = append(out, anpv1alpha1.AdminNetworkPolicyIngressPeer{Pods: &anpv1alpha1.NamespacedPod{NamespaceSelector: *g.selector(true), PodSelector: *g.selector(false)}})
+		}
+	}
+	return out
+}
+
+func (g *generator) adminEgressPeers() []anpv1alpha1.AdminNetworkPolicyEgressPeer {
+	var out []anpv1alpha1.AdminNetworkPolicyEgressPeer
+	for range 1 + g.pick(2) {
+		var p anpv1alpha1.AdminNetworkPolicyEgressPeer
+		switch g.pick(5) {
+		case 0:
+			p.Namespaces = g.selector(true)
+		case 1:
+			p.Pods = &anpv1alpha1.NamespacedPod{NamespaceSelector: *g.selector(true), PodSelector: *g.selector(false)}
+		case 2:
+			p.Nodes = &metav1.LabelSelector{MatchLabels: kv("role=" + oneOf(g, "cp", "worker"))}
+		default:
+			p.Networks = []anpv1alpha1.CIDR{oneOf[anpv1alpha1.CIDR](g, "10.0.0.0/30", "0.0.0.0/0", "fd00::/120", "203.0.113.0/24", "10.0.0.5/32")}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (g *generator) adminPorts() *[]anpv1alpha1.AdminNetworkPolicyPort {
+	if g.chance(0.4) {
+		return nil
+	}
+	out := []anpv1alpha1.AdminNetworkPolicyPort{}
+	for range 1 + g.pick(2) {
+		switch g.pick(3) {
+		case 0:
+			out = append(out, anpv1alpha1.AdminNetworkPolicyPort{PortNumber: &anpv1alpha1.Port{Protocol: oneOf(g, corev1.ProtocolTCP, corev1.ProtocolUDP), Port: oneOf[int32](g, 53, 80, 443)}})
+		case 1:
+			out = append(out, anpv1alpha1.AdminNetworkPolicyPort{PortRange: &anpv1alpha1.PortRange{Protocol: oneOf(g, corev1.ProtocolTCP, corev1.ProtocolUDP), Start: 80, End: oneOf[int32](g, 81, 9000)}})
+		default:
+			name := oneOf(g, "http", "dns", "metrics")
+			out = append(out, anpv1alpha1.AdminNetworkPolicyPort{NamedPort: &name})
+		}
+	}
+	return &out
+}
+
+// The evaluation order as the network-policy-api defines it, written from its documentation
+// (AdminNetworkPolicy: "rules ... evaluated in order"; a lower priority value first; Pass skips
+// the remaining AdminNetworkPolicy rules to NetworkPolicy; a BaselineAdminNetworkPolicy rule
+// applies only to traffic no NetworkPolicy decided; what nothing decides is allowed), each row
+// checked by Verdict and by the rendered chains in both families.
+func TestAdminTruthTable(t *testing.T) {
+	type anp struct {
+		name   string
+		prio   int32
+		action Action
+	}
+	type row struct {
+		name string
+		anps []anp // each: its subject is the server, its one ingress rule matches the client
+		// np: "" none; "allow": a NetworkPolicy selecting the server allows the client;
+		// "isolate": one selects the server and allows nothing.
+		np     string
+		banp   Action // "": none; its one ingress rule matches the client
+		allow  bool
+		tier   string
+		policy string
+	}
+	rows := []row{
+		{name: "nothing: open", allow: true},
+		{name: "ANP Deny beats NP Allow", anps: []anp{{"deny", 10, ActionDeny}}, np: "allow", allow: false, tier: "AdminNetworkPolicy", policy: "deny"},
+		{name: "ANP Allow beats NP isolation", anps: []anp{{"allow", 10, ActionAllow}}, np: "isolate", allow: true, tier: "AdminNetworkPolicy", policy: "allow"},
+		{name: "ANP Allow beats BANP Deny", anps: []anp{{"allow", 10, ActionAllow}}, banp: ActionDeny, allow: true, tier: "AdminNetworkPolicy"},
+		{name: "Pass to NP Allow", anps: []anp{{"pass", 10, ActionPass}}, np: "allow", allow: true, tier: "NetworkPolicy"},
+		{name: "Pass to NP isolation", anps: []anp{{"pass", 10, ActionPass}}, np: "isolate", allow: false, tier: "NetworkPolicy"},
+		{name: "Pass skips a later ANP Deny", anps: []anp{{"pass", 10, ActionPass}, {"deny", 20, ActionDeny}}, allow: true},
+		{name: "Pass, no NP, to BANP Deny", anps: []anp{{"pass", 10, ActionPass}}, banp: ActionDeny, allow: false, tier: "BaselineAdminNetworkPolicy"},
+		{name: "Pass, no NP, no BANP: open", anps: []anp{{"pass", 10, ActionPass}}, allow: true},
+		{name: "lower priority first: Allow 10 before Deny 20", anps: []anp{{"b-allow", 10, ActionAllow}, {"a-deny", 20, ActionDeny}}, allow: true, policy: "b-allow", tier: "AdminNetworkPolicy"},
+		{name: "lower priority first: Deny 10 before Allow 20", anps: []anp{{"b-deny", 10, ActionDeny}, {"a-allow", 20, ActionAllow}}, allow: false, policy: "b-deny", tier: "AdminNetworkPolicy"},
+		{name: "Deny before Pass by priority", anps: []anp{{"deny", 1, ActionDeny}, {"pass", 2, ActionPass}}, np: "allow", allow: false, tier: "AdminNetworkPolicy"},
+		{name: "same priority: decided the same way every time (by name)", anps: []anp{{"b-deny", 10, ActionDeny}, {"a-allow", 10, ActionAllow}}, allow: true, policy: "a-allow", tier: "AdminNetworkPolicy"},
+		{name: "NP Allow beats BANP Deny", np: "allow", banp: ActionDeny, allow: true, tier: "NetworkPolicy"},
+		{name: "NP isolation beats BANP Allow", np: "isolate", banp: ActionAllow, allow: false, tier: "NetworkPolicy"},
+		{name: "BANP Deny where no NP selects", banp: ActionDeny, allow: false, tier: "BaselineAdminNetworkPolicy"},
+		{name: "BANP Allow where no NP selects", banp: ActionAllow, allow: true, tier: "BaselineAdminNetworkPolicy"},
+	}
+	client := mkPod("cli/c", "10.244.1.1 fd00:10:244::1:1", "app=client")
+	server := mkPod("srv/s", "10.244.2.1 fd00:10:244::2:1", "app=server")
+	other := mkPod("srv/o", "10.244.2.2 fd00:10:244::2:2", "app=other")
+	subject := anpv1alpha1.AdminNetworkPolicySubject{Pods: &anpv1alpha1.NamespacedPod{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: kv(corev1.LabelMetadataName + "=srv")}, PodSelector: *sel("app=server")}}
+	from := []anpv1alpha1.AdminNetworkPolicyIngressPeer{{Namespaces: sel(corev1.LabelMetadataName + "=cli")}}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			var pols []*networkingv1.NetworkPolicy
+			switch r.np {
+			case "allow":
+				pols = append(pols, mkPolicy("srv/np", networkingv1.NetworkPolicySpec{PodSelector: *sel("app=server"),
+					Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{nsPeer(sel(corev1.LabelMetadataName + "=cli"))}}}}))
+			case "isolate":
+				pols = append(pols, mkPolicy("srv/np", networkingv1.NetworkPolicySpec{PodSelector: *sel("app=server"), PolicyTypes: ingressOnly()}))
+			}
+			in := mkInput([]*Namespace{mkNS("cli"), mkNS("srv")}, []*Pod{client, server, other}, pols, client, server, other)
+			in.Admin = map[AdminKey]*AdminPolicy{}
+			for _, a := range r.anps {
+				p := FromANP(&anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: a.name}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
+					Priority: a.prio, Subject: subject,
+					Ingress: []anpv1alpha1.AdminNetworkPolicyIngressRule{{Name: "r", Action: anpv1alpha1.AdminNetworkPolicyRuleAction(a.action), From: from}}}})
+				in.Admin[p.Key()] = p
+			}
+			if r.banp != "" {
+				p := FromBANP(&anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: anpv1alpha1.BaselineAdminNetworkPolicySpec{
+					Subject: subject,
+					Ingress: []anpv1alpha1.BaselineAdminNetworkPolicyIngressRule{{Action: anpv1alpha1.BaselineAdminNetworkPolicyRuleAction(r.banp), From: from}}}})
+				in.Admin[p.Key()] = p
+			}
+			c := NewCalculator(in)
+			for _, fam := range ipfamily.All {
+				src, dst := client.IPs[0], server.IPs[0]
+				if fam == ipfamily.IPv6 {
+					src, dst = client.IPs[1], server.IPs[1]
+				}
+				d := c.Verdict(Packet{Src: src, Dst: dst, Protocol: "TCP", Port: 80})
+				if d.Allowed != r.allow || d.Ingress.Tier != r.tier {
+					t.Errorf("%v: allowed %v tier %q (%s), want %v tier %q", fam, d.Allowed, d.Ingress.Tier, d.Reason, r.allow, r.tier)
+				}
+				if r.policy != "" && (d.Ingress.DecidedBy == nil || d.Ingress.DecidedBy.Policy.Name != r.policy) {
+					t.Errorf("%v: decided by %+v, want %s", fam, d.Ingress.DecidedBy, r.policy)
+				}
+				want := "DROP"
+				if r.allow {
+					want = "ACCEPT"
+				}
+				k := newKernel(t, c.Render(fam), fam)
+				if got := k.forward(testPacket{in: iface(client.Key), out: iface(server.Key), src: src, dst: dst, proto: "tcp", port: 80}); got != want {
+					t.Errorf("%v: rendered %s, want %s", fam, got, want)
+				}
+				// The admin policies select only the server: the other pod of its namespace is
+				// policed by the NetworkPolicy alone (which does not select it): open.
+				o := other.IPs[0]
+				if fam == ipfamily.IPv6 {
+					o = other.IPs[1]
+				}
+				if got := k.forward(testPacket{in: iface(client.Key), out: iface(other.Key), src: src, dst: o, proto: "tcp", port: 80}); got != "ACCEPT" {
+					t.Errorf("%v: to a pod no policy selects: %s", fam, got)
+				}
+			}
+		})
+	}
+}
+
+// An egress domainNames peer is reported, not silently ignored, and matches nothing.
+func TestAdminUnsupportedReported(t *testing.T) {
+	anp := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fqdn"}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
+		Priority: 1, Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+		Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Action: "Deny", To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{DomainNames: []anpv1alpha1.DomainName{"example.com"}}}}}}}
+	p := FromANP(anp)
+	if len(p.Unsupported) != 1 || p.Unsupported[0] != "spec.egress[0].to[0].domainNames: not supported; the peer matches nothing" {
+		t.Fatalf("unsupported: %q", p.Unsupported)
+	}
+	c := NewCalculator(Input{Admin: map[AdminKey]*AdminPolicy{p.Key(): p}})
+	if probs := c.Problems(); len(probs) == 0 {
+		t.Fatalf("no problem reported")
+	}
+}
