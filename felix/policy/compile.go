@@ -38,7 +38,7 @@ type Calculator struct {
 	policies     []*compiledPolicy // sorted by Key
 	admins       []*compiledAdmin  // in evaluation order (compareAdmins)
 	nodes        map[string]*Node
-	endpoints    []Endpoint        // usable ones, sorted by Interface
+	endpoints    []Endpoint // usable ones, sorted by Interface
 	problems     []string
 }
 
