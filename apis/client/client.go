@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
@@ -49,6 +50,8 @@ type Client struct {
 	Core, Networking rest.Interface
 	// Discovery is discovery.k8s.io/v1 (EndpointSlices, to find tabby-typha).
 	Discovery rest.Interface
+	// Policy is policy.networking.k8s.io/v1alpha1 (AdminNetworkPolicies), JSON as every CRD.
+	Policy rest.Interface
 	// fan, when set, is where informers of cluster-wide kinds list and watch first.
 	fan *Fanout
 	// timeout bounds each request but a watch's.
@@ -109,7 +112,11 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery API client: %w", err)
 	}
-	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, timeout: timeout}, nil
+	pol, err := restClientFor(c, &anpv1alpha1.SchemeGroupVersion, "/apis", runtime.ContentTypeJSON, KubeScheme)
+	if err != nil {
+		return nil, fmt.Errorf("network-policy-api client: %w", err)
+	}
+	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, Policy: pol, timeout: timeout}, nil
 }
 
 func restClientFor(c *rest.Config, gv *schema.GroupVersion, apiPath, contentType string, scheme *runtime.Scheme) (*rest.RESTClient, error) {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 )
 
 // Object is a cache.TransformFunc: obj keeps what tabby-node reads of it. Objects are trimmed in
@@ -35,6 +36,10 @@ func Object(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		// kubectl apply's last-applied-configuration is a second copy of the policy.
 		o.Annotations = nil
+	case *anpv1alpha1.AdminNetworkPolicy:
+		o.Annotations, o.Status = nil, anpv1alpha1.AdminNetworkPolicyStatus{}
+	case *anpv1alpha1.BaselineAdminNetworkPolicy:
+		o.Annotations, o.Status = nil, anpv1alpha1.BaselineAdminNetworkPolicyStatus{}
 	}
 	return obj, nil
 }
