@@ -1,0 +1,127 @@
+package syncer
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+
+	"github.com/tabbynet/tabby/felix"
+	"github.com/tabbynet/tabby/felix/policy"
+	"github.com/tabbynet/tabby/internal/testenv"
+)
+
+// The network-policy-api CRDs install on a real API server, which refuses an
+// AdminNetworkPolicy out of range naming the field; the watcher turns AdminNetworkPolicies and
+// the BaselineAdminNetworkPolicy into felix messages, parsed, with their changes and removals,
+// and sends PolicyInSync only after those that existed at its start.
+func TestPolicyWatcherAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	env := testenv.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	anps, banps := env.Client.AdminNetworkPolicies(), env.Client.BaselineAdminNetworkPolicies()
+
+	bad := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "too-low"}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
+		Priority: 1001, Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}}}}
+	_, err := anps.Create(ctx, bad)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.priority") {
+		t.Fatalf("priority 1001: %v, want Invalid naming spec.priority", err)
+	}
+
+	ports := []anpv1alpha1.AdminNetworkPolicyPort{{PortNumber: &anpv1alpha1.Port{Protocol: "TCP", Port: 80}}}
+	anp := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "guard"}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
+		Priority: 10, Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "a"}}},
+		Ingress: []anpv1alpha1.AdminNetworkPolicyIngressRule{{Name: "no-b", Action: "Deny", Ports: &ports,
+			From: []anpv1alpha1.AdminNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "b"}}}}}},
+		Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Name: "fqdn", Action: "Allow",
+			To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{DomainNames: []anpv1alpha1.DomainName{"example.com"}}}}},
+	}}
+	if _, err := anps.Create(ctx, anp); err != nil {
+		t.Fatal(err)
+	}
+	banp := &anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: anpv1alpha1.BaselineAdminNetworkPolicySpec{
+		Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+		Egress: []anpv1alpha1.BaselineAdminNetworkPolicyEgressRule{{Action: "Deny",
+			To: []anpv1alpha1.BaselineAdminNetworkPolicyEgressPeer{{Networks: []anpv1alpha1.CIDR{"203.0.113.0/24"}}}}},
+	}}
+	if _, err := banps.Create(ctx, banp); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := &recorder{}
+	w := NewPolicyWatcher(env.Client, rec.send, slog.Default(), NewMetrics(prometheus.NewRegistry()))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	isAdmin := func(k policy.AdminKey, check func(*policy.AdminPolicy) bool) func(any) bool {
+		return func(m any) bool {
+			u, ok := m.(felix.AdminPolicyUpdate)
+			return ok && u.Policy.Key() == k && check(u.Policy)
+		}
+	}
+	guard := policy.AdminKey{Tier: policy.TierAdmin, Name: "guard"}
+	base := policy.AdminKey{Tier: policy.TierBaseline, Name: "default"}
+	rec.waitFor(t, "PolicyInSync", func(m any) bool { _, ok := m.(felix.PolicyInSync); return ok })
+	rec.mu.Lock()
+	var before []any
+	for _, m := range rec.msgs {
+		if _, ok := m.(felix.PolicyInSync); ok {
+			break
+		}
+		before = append(before, m)
+	}
+	rec.mu.Unlock()
+	var sawANP, sawBANP bool
+	for _, m := range before {
+		if u, ok := m.(felix.AdminPolicyUpdate); ok {
+			p := u.Policy
+			switch p.Key() {
+			case guard:
+				sawANP = true
+				if p.Priority != 10 || len(p.Ingress) != 1 || p.Ingress[0].Action != policy.ActionDeny || len(p.Ingress[0].Ports) != 1 || p.Ingress[0].Ports[0].Port != 80 {
+					t.Errorf("ANP parsed as %+v", p)
+				}
+				if len(p.Unsupported) != 1 || !strings.HasPrefix(p.Unsupported[0], "spec.egress[0].to[0].domainNames") {
+					t.Errorf("unsupported: %q, want the domainNames peer named", p.Unsupported)
+				}
+			case base:
+				sawBANP = true
+				if len(p.Egress) != 1 || len(p.Egress[0].Peers) != 1 || p.Egress[0].Peers[0].Networks[0] != "203.0.113.0/24" {
+					t.Errorf("BANP parsed as %+v", p)
+				}
+			}
+		}
+	}
+	if !sawANP || !sawBANP {
+		t.Fatalf("before PolicyInSync: ANP %v BANP %v; messages %v", sawANP, sawBANP, before)
+	}
+
+	got, err := anps.Get(ctx, "guard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.Priority = 20
+	if _, err := anps.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "ANP at its new priority", isAdmin(guard, func(p *policy.AdminPolicy) bool { return p.Priority == 20 }))
+	if err := anps.Delete(ctx, "guard", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "ANP removal", func(m any) bool { u, ok := m.(felix.AdminPolicyRemove); return ok && u.Key == guard })
+	if err := banps.Delete(ctx, "default", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "BANP removal", func(m any) bool { u, ok := m.(felix.AdminPolicyRemove); return ok && u.Key == base })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watcher: %v", err)
+	}
+}
