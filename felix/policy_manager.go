@@ -2,7 +2,6 @@ package felix
 
 import (
 	"context"
-	"slices"
 
 	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/felix/policy"
@@ -68,7 +67,7 @@ func (m *policyManager) OnUpdate(msg any) {
 	case AdminPolicyRemove:
 		m.state.RemoveAdmin(u.Key)
 	case model.NodeUpdate:
-		m.state.UpdateNode(policyNode(u.Node))
+		m.state.UpdateNode(policy.NodeOf(u.Node))
 	case model.NodeRemove:
 		m.state.RemoveNode(u.Name)
 	case PodIPsUpdate:
@@ -114,19 +113,4 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 		w.SetBaseJumps(policy.ParentChain, forwardJump)
 	}
 	return nil
-}
-
-// policyNode is what a nodes peer of an admin policy matches of a node: its labels, its
-// InternalIPs and its BGP addresses.
-func policyNode(n model.Node) *policy.Node {
-	out := &policy.Node{Name: n.Name, Labels: n.Labels}
-	for _, fam := range ipfamily.All {
-		if a := n.InternalIP.Get(fam); a.IsValid() {
-			out.IPs = append(out.IPs, a)
-		}
-		if p := n.BGPAddress.Get(fam); p.IsValid() && !slices.Contains(out.IPs, p.Addr()) {
-			out.IPs = append(out.IPs, p.Addr())
-		}
-	}
-	return out
 }

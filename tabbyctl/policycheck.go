@@ -74,7 +74,7 @@ is any. Right after a change, a difference can be the node still applying it: ru
 			if n := countReal(probs); n > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("policy check: node %s: %d problems", node, n)}
 			}
-			fmt.Fprintf(a.Out, "policy check: node %s: %d endpoints, %d NetworkPolicies: the kernel matches\n", node, len(in.Endpoints), len(in.Policies))
+			fmt.Fprintf(a.Out, "policy check: node %s: %d endpoints, %d NetworkPolicies, %d admin network policies: the kernel matches\n", node, len(in.Endpoints), len(in.Policies), len(in.Admin))
 			return nil
 		},
 	}

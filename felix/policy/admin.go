@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
+	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
 
@@ -422,4 +424,19 @@ func nodeMembers(nodes map[string]*Node, sel labels.Selector, fam ipfamily.Famil
 		}
 	}
 	return sortedMembers(out)
+}
+
+// NodeOf is what a nodes peer of an admin policy matches of a node: its labels, its
+// InternalIPs and its BGP addresses.
+func NodeOf(n model.Node) *Node {
+	out := &Node{Name: n.Name, Labels: n.Labels}
+	for _, fam := range ipfamily.All {
+		if a := n.InternalIP.Get(fam); a.IsValid() {
+			out.IPs = append(out.IPs, a)
+		}
+		if p := n.BGPAddress.Get(fam); p.IsValid() && !slices.Contains(out.IPs, p.Addr()) {
+			out.IPs = append(out.IPs, p.Addr())
+		}
+	}
+	return out
 }

@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/apis/validation"
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/felix/policy"
 )
@@ -62,7 +64,42 @@ func ReadPolicyInput(ctx context.Context, c *client.Client, node string) (policy
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list NetworkPolicies: %w", err)
 	}
-	return PolicyInput(node, pointers(blocks.Items), pointers(pods.Items), pointers(nss.Items), pointers(nps.Items)), nil
+	anps, err := c.AdminNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list AdminNetworkPolicies: %w", err)
+	}
+	banps, err := c.BaselineAdminNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list BaselineAdminNetworkPolicies: %w", err)
+	}
+	nodes, err := c.Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list Nodes: %w", err)
+	}
+	in := PolicyInput(node, pointers(blocks.Items), pointers(pods.Items), pointers(nss.Items), pointers(nps.Items))
+	AddAdminInput(&in, pointers(anps.Items), pointers(banps.Items), pointers(nodes.Items))
+	return in, nil
+}
+
+// AddAdminInput adds the admin policies and the nodes (for their nodes peers) to in, parsed as
+// tabby-node parses them.
+func AddAdminInput(in *policy.Input, anps []*anpv1alpha1.AdminNetworkPolicy, banps []*anpv1alpha1.BaselineAdminNetworkPolicy, nodes []*corev1.Node) {
+	in.Admin = make(map[policy.AdminKey]*policy.AdminPolicy, len(anps)+len(banps))
+	for _, o := range anps {
+		p := policy.FromANP(o)
+		in.Admin[p.Key()] = p
+	}
+	for _, o := range banps {
+		p := policy.FromBANP(o)
+		in.Admin[p.Key()] = p
+	}
+	in.Nodes = make(map[string]*policy.Node, len(nodes))
+	for _, n := range nodes {
+		// A node whose tabby annotations are invalid keeps its labels and InternalIPs, all a
+		// nodes peer reads; tabby-node reports the annotations.
+		mn, _ := validation.ParseNode(n)
+		in.Nodes[n.Name] = policy.NodeOf(mn)
+	}
 }
 
 func pointers[T any](items []T) []*T {
