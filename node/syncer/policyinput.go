@@ -11,8 +11,8 @@ import (
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	"github.com/tabbynet/tabby/apis/client"
-	"github.com/tabbynet/tabby/apis/validation"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/felix/policy"
 )
 
