@@ -112,7 +112,7 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery API client: %w", err)
 	}
-	pol, err := restClientFor(c, &anpv1alpha1.SchemeGroupVersion, "/apis", runtime.ContentTypeJSON, KubeScheme)
+	pol, err := restClientFor(c, &schema.GroupVersion{Group: anpv1alpha1.GroupName, Version: "v1alpha1"}, "/apis", runtime.ContentTypeJSON, KubeScheme)
 	if err != nil {
 		return nil, fmt.Errorf("network-policy-api client: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 var KubeScheme = runtime.NewScheme()
 
 func init() {
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, anpv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, anpv1alpha1.Install} {
 		if err := add(KubeScheme); err != nil {
 			panic(err)
 		}

@@ -98,7 +98,7 @@ type AdminRuleRef struct {
 }
 
 func (r AdminRuleRef) String() string {
-	s := fmt.Sprintf("%s", r.Policy)
+	s := r.Policy.String()
 	if r.Name != "" {
 		s += fmt.Sprintf(" rule %q", r.Name)
 	}
