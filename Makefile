@@ -53,11 +53,15 @@ generate: $(CONTROLLER_GEN)
 # v0.3.0, whose Go types tabby reads, ships only ClusterNetworkPolicy CRDs. Its v1alpha1 types
 # are v0.1.7's.
 ANP_CRD_VERSION := v0.1.7
+# ClusterNetworkPolicy (v1beta1, served with v1alpha2), what v0.3.0's conformance suite tests.
+CNP_CRD_VERSION := v0.3.0
 anp-crds:
 	@dir=$$($(GO) mod download -json sigs.k8s.io/network-policy-api@$(ANP_CRD_VERSION) | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
 	for f in adminnetworkpolicies baselineadminnetworkpolicies; do \
 		install -m 0644 $$dir/config/crd/experimental/policy.networking.k8s.io_$$f.yaml apis/crds/; \
 	done
+	@dir=$$($(GO) mod download -json sigs.k8s.io/network-policy-api@$(CNP_CRD_VERSION) | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
+		install -m 0644 $$dir/config/crd/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml apis/crds/
 	@mkdir -p charts/tabby/crds && cp apis/crds/policy.networking.k8s.io_*.yaml charts/tabby/crds/
 
 # System packages the tests use (iptables, ipset, bird2, frr, qemu...). Idempotent.

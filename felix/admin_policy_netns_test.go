@@ -14,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/felix/internal/nstest"
@@ -274,7 +275,7 @@ func TestAdminTiersInNetns(t *testing.T) {
 
 	// The baseline: only where no NetworkPolicy selects the pod.
 	l.send(NetworkPolicyRemove{Key: policy.Key{Namespace: "srv", Name: "allow-cli"}},
-		AdminPolicyRemove{Key: policy.AdminKey{Tier: policy.TierAdmin, Name: "deny-cli"}},
+		AdminPolicyRemove{Key: policy.AdminKey{Kind: policy.KindANP, Name: "deny-cli"}},
 		AdminPolicyUpdate{Policy: policy.FromBANP(&anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"},
 			Spec: anpv1alpha1.BaselineAdminNetworkPolicySpec{Subject: serverSubject(),
 				Ingress: []anpv1alpha1.BaselineAdminNetworkPolicyIngressRule{{Action: "Deny", From: fromClients()}}}})})
@@ -290,4 +291,15 @@ func TestAdminTiersInNetns(t *testing.T) {
 			Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Action: "Deny", To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{
 				Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "cli"}}}}}}}})})
 	l.expect("server egress denied, replies of client connections", true)
+
+	// A ClusterNetworkPolicy of the Admin tier, the API's successor, in the same tier.
+	cnp := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "cnp-deny"}, Spec: cnpv1beta1.ClusterNetworkPolicySpec{
+		Tier: cnpv1beta1.AdminTier, Priority: 0,
+		Subject: cnpv1beta1.ClusterNetworkPolicySubject{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: serverSubject().Pods.NamespaceSelector, PodSelector: serverSubject().Pods.PodSelector}},
+		Ingress: []cnpv1beta1.ClusterNetworkPolicyIngressRule{{Action: "Deny", From: []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: fromClients()[0].Namespaces}},
+			Protocols: []cnpv1beta1.ClusterNetworkPolicyProtocol{{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1beta1.Port{Number: 8080}}}}}}}}
+	l.send(AdminPolicyUpdate{Policy: policy.FromCNP(cnp)})
+	l.expect("ClusterNetworkPolicy Admin Deny over NetworkPolicy Allow", false)
+	l.send(AdminPolicyRemove{Key: policy.AdminKey{Kind: policy.KindCNP, Name: "cnp-deny"}})
+	l.expect("ClusterNetworkPolicy removed", true)
 }

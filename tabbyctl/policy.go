@@ -232,7 +232,7 @@ func adminText(in policy.Input, keys []policy.AdminKey) string {
 	s := make([]string, len(keys))
 	for i, k := range keys {
 		s[i] = k.String()
-		if p := in.Admin[k]; p != nil && k.Tier == policy.TierAdmin {
+		if p := in.Admin[k]; p != nil && k.Kind != policy.KindBANP {
 			s[i] += fmt.Sprintf(" (priority %d)", p.Priority)
 		}
 	}

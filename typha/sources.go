@@ -29,6 +29,7 @@ func sources(c *client.Client) ([]source, error) {
 		func() (source, error) { return sourceOf(c.NetworkPolicies("")) },
 		func() (source, error) { return sourceOf(c.AdminNetworkPolicies()) },
 		func() (source, error) { return sourceOf(c.BaselineAdminNetworkPolicies()) },
+		func() (source, error) { return sourceOf(c.ClusterNetworkPolicies()) },
 		func() (source, error) { return sourceOf(c.IPPools()) },
 		func() (source, error) { return sourceOf(c.IPAMBlocks()) },
 		func() (source, error) { return sourceOf(c.BGPConfigurations()) },

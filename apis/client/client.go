@@ -50,8 +50,9 @@ type Client struct {
 	Core, Networking rest.Interface
 	// Discovery is discovery.k8s.io/v1 (EndpointSlices, to find tabby-typha).
 	Discovery rest.Interface
-	// Policy is policy.networking.k8s.io/v1alpha1 (AdminNetworkPolicies), JSON as every CRD.
-	Policy rest.Interface
+	// Policy is policy.networking.k8s.io/v1alpha1 (AdminNetworkPolicies), PolicyBeta its
+	// v1beta1 (ClusterNetworkPolicies); JSON as every CRD.
+	Policy, PolicyBeta rest.Interface
 	// fan, when set, is where informers of cluster-wide kinds list and watch first.
 	fan *Fanout
 	// timeout bounds each request but a watch's.
@@ -116,7 +117,11 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("network-policy-api client: %w", err)
 	}
-	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, Policy: pol, timeout: timeout}, nil
+	polBeta, err := restClientFor(c, &schema.GroupVersion{Group: anpv1alpha1.GroupName, Version: "v1beta1"}, "/apis", runtime.ContentTypeJSON, KubeScheme)
+	if err != nil {
+		return nil, fmt.Errorf("network-policy-api v1beta1 client: %w", err)
+	}
+	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, Policy: pol, PolicyBeta: polBeta, timeout: timeout}, nil
 }
 
 func restClientFor(c *rest.Config, gv *schema.GroupVersion, apiPath, contentType string, scheme *runtime.Scheme) (*rest.RESTClient, error) {

@@ -6,15 +6,16 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // KubeScheme knows the Kubernetes kinds tabby reads: the core API, NetworkPolicy,
 // EndpointSlice, and the network-policy-api's AdminNetworkPolicy and
-// BaselineAdminNetworkPolicy (v1alpha1).
+// BaselineAdminNetworkPolicy (v1alpha1) and ClusterNetworkPolicy (v1beta1).
 var KubeScheme = runtime.NewScheme()
 
 func init() {
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, anpv1alpha1.Install} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, anpv1alpha1.Install, cnpv1beta1.Install} {
 		if err := add(KubeScheme); err != nil {
 			panic(err)
 		}
@@ -72,4 +73,10 @@ func (c *Client) BaselineAdminNetworkPolicies() Resource[*anpv1alpha1.BaselineAd
 	return Resource[*anpv1alpha1.BaselineAdminNetworkPolicy, *anpv1alpha1.BaselineAdminNetworkPolicyList]{c.Policy, "baselineadminnetworkpolicies", func() *anpv1alpha1.BaselineAdminNetworkPolicy { return &anpv1alpha1.BaselineAdminNetworkPolicy{} }, func() *anpv1alpha1.BaselineAdminNetworkPolicyList {
 		return &anpv1alpha1.BaselineAdminNetworkPolicyList{}
 	}, "", true, c}
+}
+
+// ClusterNetworkPolicies is the cluster's ClusterNetworkPolicies
+// (policy.networking.k8s.io/v1beta1), the network-policy-api's successor of both.
+func (c *Client) ClusterNetworkPolicies() Resource[*cnpv1beta1.ClusterNetworkPolicy, *cnpv1beta1.ClusterNetworkPolicyList] {
+	return Resource[*cnpv1beta1.ClusterNetworkPolicy, *cnpv1beta1.ClusterNetworkPolicyList]{c.PolicyBeta, "clusternetworkpolicies", func() *cnpv1beta1.ClusterNetworkPolicy { return &cnpv1beta1.ClusterNetworkPolicy{} }, func() *cnpv1beta1.ClusterNetworkPolicyList { return &cnpv1beta1.ClusterNetworkPolicyList{} }, "", true, c}
 }

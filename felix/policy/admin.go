@@ -49,6 +49,7 @@ const (
 // parsed once at the edge (FromANP, FromBANP): what tabby cannot enforce is left out there
 // and named in Unsupported.
 type AdminPolicy struct {
+	Kind string // KindANP, KindBANP or KindCNP
 	Tier Tier
 	Name string
 	// Priority orders the AdminNetworkPolicies, lower first (0-1000); 0 for the baseline.
@@ -60,16 +61,23 @@ type AdminPolicy struct {
 	Unsupported []string
 }
 
-// Key is the policy's name in messages and maps: its tier and name.
-func (p *AdminPolicy) Key() AdminKey { return AdminKey{Tier: p.Tier, Name: p.Name} }
+// The kinds of admin policy.
+const (
+	KindANP  = "AdminNetworkPolicy"
+	KindBANP = "BaselineAdminNetworkPolicy"
+	KindCNP  = "ClusterNetworkPolicy"
+)
+
+// Key is the policy's name in messages and maps: its kind and name.
+func (p *AdminPolicy) Key() AdminKey { return AdminKey{Kind: p.Kind, Name: p.Name} }
 
 // AdminKey names an admin policy.
 type AdminKey struct {
-	Tier Tier
+	Kind string
 	Name string
 }
 
-func (k AdminKey) String() string { return k.Tier.String() + "/" + k.Name }
+func (k AdminKey) String() string { return k.Kind + "/" + k.Name }
 
 // AdminSubject selects pods by namespace, or by namespace and pod labels.
 type AdminSubject struct {
@@ -104,16 +112,18 @@ type AdminPeer struct {
 	Networks []string
 }
 
-// AdminPort is a port entry: a number, a range (Port..EndPort) or a name.
+// AdminPort is a port entry: a number, a range (Port..EndPort), every port of Protocol
+// (AllOfProtocol) or a name.
 type AdminPort struct {
 	Protocol      Protocol
 	Port, EndPort int32
+	AllOfProtocol bool
 	Name          string
 }
 
 // FromANP parses an AdminNetworkPolicy.
 func FromANP(anp *anpv1alpha1.AdminNetworkPolicy) *AdminPolicy {
-	p := &AdminPolicy{Tier: TierAdmin, Name: anp.Name, Priority: anp.Spec.Priority, ResourceVersion: anp.ResourceVersion}
+	p := &AdminPolicy{Kind: KindANP, Tier: TierAdmin, Name: anp.Name, Priority: anp.Spec.Priority, ResourceVersion: anp.ResourceVersion}
 	p.Subject = subjectOf(anp.Spec.Subject)
 	for _, r := range anp.Spec.Ingress {
 		rule := AdminRule{Name: r.Name, Action: Action(r.Action)}
@@ -139,7 +149,7 @@ func FromANP(anp *anpv1alpha1.AdminNetworkPolicy) *AdminPolicy {
 
 // FromBANP parses a BaselineAdminNetworkPolicy.
 func FromBANP(banp *anpv1alpha1.BaselineAdminNetworkPolicy) *AdminPolicy {
-	p := &AdminPolicy{Tier: TierBaseline, Name: banp.Name, ResourceVersion: banp.ResourceVersion}
+	p := &AdminPolicy{Kind: KindBANP, Tier: TierBaseline, Name: banp.Name, ResourceVersion: banp.ResourceVersion}
 	p.Subject = subjectOf(banp.Spec.Subject)
 	for _, r := range banp.Spec.Ingress {
 		rule := AdminRule{Name: r.Name, Action: Action(r.Action)}
@@ -210,6 +220,7 @@ type Node struct {
 // compiledAdmin is one admin policy compiled; like compiledPolicy it never changes.
 type compiledAdmin struct {
 	key      AdminKey
+	tier     Tier
 	src      *AdminPolicy
 	subject  *podSelection // nil: selects no pod
 	rules    [2][]adminRule
@@ -223,11 +234,13 @@ type adminRule struct {
 	compiledRule
 }
 
-// compareAdmins orders admin policies as they are evaluated: by priority, lower first, and
-// policies of equal priority by name. The API leaves the order of two policies of one priority
-// to the implementation; by name it is the same on every node and after every restart.
+// compareAdmins orders admin policies as they are evaluated: by tier, by priority, lower
+// first, and policies of equal priority by kind and name. The API leaves the order of two
+// policies of one priority to the implementation; this one is the same on every node and
+// after every restart.
 func compareAdmins(a, b *compiledAdmin) int {
-	return cmp.Or(cmp.Compare(a.key.Tier, b.key.Tier), cmp.Compare(a.src.Priority, b.src.Priority), strings.Compare(a.key.Name, b.key.Name))
+	return cmp.Or(cmp.Compare(a.tier, b.tier), cmp.Compare(a.src.Priority, b.src.Priority),
+		strings.Compare(a.key.Kind, b.key.Kind), strings.Compare(a.key.Name, b.key.Name))
 }
 
 func (cp *compiledAdmin) problemf(format string, args ...any) {
@@ -235,7 +248,7 @@ func (cp *compiledAdmin) problemf(format string, args ...any) {
 }
 
 func compileAdmin(p *AdminPolicy) *compiledAdmin {
-	cp := &compiledAdmin{key: p.Key(), src: p}
+	cp := &compiledAdmin{key: p.Key(), tier: p.Tier, src: p}
 	for _, u := range p.Unsupported {
 		cp.problemf("%s", u)
 	}
@@ -274,7 +287,8 @@ func (cp *compiledAdmin) compileRule(field, peersField string, i int, r *AdminRu
 	switch r.Action {
 	case ActionAllow, ActionDeny:
 	case ActionPass:
-		if cp.key.Tier == TierBaseline {
+		// A ClusterNetworkPolicy of the Baseline tier may pass (to the default: allowed).
+		if cp.key.Kind == KindBANP {
 			cp.problemf("%s.action: Pass is not a baseline action; the rule matches nothing", field)
 			out.action = ""
 		}
@@ -388,6 +402,10 @@ func compileAdminPort(p AdminPort) ([]portSpec, error) {
 	ps := portSpec{proto: proto, kind: portRange}
 	if _, ok := iptablesProtocol(proto); !ok {
 		return nil, fmt.Errorf("protocol %q: not TCP, UDP or SCTP", proto)
+	}
+	if p.AllOfProtocol {
+		ps.kind = portAll
+		return []portSpec{ps}, nil
 	}
 	from, to := p.Port, p.Port
 	if p.EndPort != 0 {

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/tabbynet/tabby/internal/ipfamily"
 )
@@ -88,6 +89,10 @@ func (g *generator) admin(in *Input) {
 		p := FromANP(anp)
 		in.Admin[p.Key()] = p
 	}
+	for i := range g.pick(3) {
+		p := FromCNP(g.cnp(fmt.Sprintf("cnp%d", i)))
+		in.Admin[p.Key()] = p
+	}
 	if g.chance(0.5) {
 		banp := &anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 		banp.Spec.Subject = g.adminSubject()
@@ -110,6 +115,71 @@ func (g *generator) admin(in *Input) {
 		p := FromBANP(banp)
 		in.Admin[p.Key()] = p
 	}
+}
+
+// cnp is a random ClusterNetworkPolicy of either tier, from the same peers and ports.
+func (g *generator) cnp(name string) *cnpv1beta1.ClusterNetworkPolicy {
+	c := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	c.Spec.Tier = oneOf(g, cnpv1beta1.AdminTier, cnpv1beta1.BaselineTier)
+	c.Spec.Priority = oneOf[int32](g, 1, 5, 5, 10)
+	s := g.adminSubject()
+	c.Spec.Subject.Namespaces = s.Namespaces
+	if s.Pods != nil {
+		c.Spec.Subject.Pods = &cnpv1beta1.NamespacedPod{NamespaceSelector: s.Pods.NamespaceSelector, PodSelector: s.Pods.PodSelector}
+	}
+	action := func() cnpv1beta1.ClusterNetworkPolicyRuleAction {
+		return oneOf(g, cnpv1beta1.ClusterNetworkPolicyRuleActionAccept, cnpv1beta1.ClusterNetworkPolicyRuleActionDeny, cnpv1beta1.ClusterNetworkPolicyRuleActionPass)
+	}
+	for range g.pick(3) {
+		r := cnpv1beta1.ClusterNetworkPolicyIngressRule{Action: action(), Protocols: g.cnpProtocols()}
+		for _, p := range g.adminIngressPeers() {
+			peer := cnpv1beta1.ClusterNetworkPolicyIngressPeer{Namespaces: p.Namespaces}
+			if p.Pods != nil {
+				peer.Pods = &cnpv1beta1.NamespacedPod{NamespaceSelector: p.Pods.NamespaceSelector, PodSelector: p.Pods.PodSelector}
+			}
+			r.From = append(r.From, peer)
+		}
+		c.Spec.Ingress = append(c.Spec.Ingress, r)
+	}
+	for range g.pick(3) {
+		r := cnpv1beta1.ClusterNetworkPolicyEgressRule{Action: action(), Protocols: g.cnpProtocols()}
+		for _, p := range g.adminEgressPeers() {
+			peer := cnpv1beta1.ClusterNetworkPolicyEgressPeer{Namespaces: p.Namespaces, Nodes: p.Nodes}
+			if p.Pods != nil {
+				peer.Pods = &cnpv1beta1.NamespacedPod{NamespaceSelector: p.Pods.NamespaceSelector, PodSelector: p.Pods.PodSelector}
+			}
+			for _, n := range p.Networks {
+				peer.Networks = append(peer.Networks, cnpv1beta1.CIDR(n))
+			}
+			r.To = append(r.To, peer)
+		}
+		c.Spec.Egress = append(c.Spec.Egress, r)
+	}
+	return c
+}
+
+func (g *generator) cnpProtocols() []cnpv1beta1.ClusterNetworkPolicyProtocol {
+	var out []cnpv1beta1.ClusterNetworkPolicyProtocol
+	for range g.pick(3) {
+		var dp *cnpv1beta1.Port
+		switch g.pick(3) {
+		case 1:
+			dp = &cnpv1beta1.Port{Number: oneOf[int32](g, 53, 80, 443)}
+		case 2:
+			dp = &cnpv1beta1.Port{Range: &cnpv1beta1.PortRange{Start: 80, End: oneOf[int32](g, 81, 9000)}}
+		}
+		switch g.pick(4) {
+		case 0:
+			out = append(out, cnpv1beta1.ClusterNetworkPolicyProtocol{TCP: &cnpv1beta1.ClusterNetworkPolicyProtocolTCP{DestinationPort: dp}})
+		case 1:
+			out = append(out, cnpv1beta1.ClusterNetworkPolicyProtocol{UDP: &cnpv1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: dp}})
+		case 2:
+			out = append(out, cnpv1beta1.ClusterNetworkPolicyProtocol{SCTP: &cnpv1beta1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: dp}})
+		default:
+			out = append(out, cnpv1beta1.ClusterNetworkPolicyProtocol{DestinationNamedPort: oneOf(g, "http", "dns", "metrics")})
+		}
+	}
+	return out
 }
 
 func (g *generator) adminSubject() anpv1alpha1.AdminNetworkPolicySubject {
@@ -180,6 +250,12 @@ func TestAdminTruthTable(t *testing.T) {
 		prio   int32
 		action Action
 	}
+	type cnp struct {
+		name   string
+		tier   cnpv1beta1.Tier
+		prio   int32
+		action cnpv1beta1.ClusterNetworkPolicyRuleAction
+	}
 	type row struct {
 		name string
 		anps []anp // each: its subject is the server, its one ingress rule matches the client
@@ -187,6 +263,7 @@ func TestAdminTruthTable(t *testing.T) {
 		// "isolate": one selects the server and allows nothing.
 		np     string
 		banp   Action // "": none; its one ingress rule matches the client
+		cnps   []cnp  // ClusterNetworkPolicies: like anps, with a tier
 		allow  bool
 		tier   string
 		policy string
@@ -209,6 +286,17 @@ func TestAdminTruthTable(t *testing.T) {
 		{name: "NP isolation beats BANP Allow", np: "isolate", banp: ActionAllow, allow: false, tier: "NetworkPolicy"},
 		{name: "BANP Deny where no NP selects", banp: ActionDeny, allow: false, tier: "BaselineAdminNetworkPolicy"},
 		{name: "BANP Allow where no NP selects", banp: ActionAllow, allow: true, tier: "BaselineAdminNetworkPolicy"},
+		// ClusterNetworkPolicy: the same tiers ("Accept" is Allow), and priorities within the
+		// baseline too; a baseline Pass skips the remaining baseline rules: allowed.
+		{name: "CNP Admin Deny beats NP Allow", cnps: []cnp{{"deny", "Admin", 10, "Deny"}}, np: "allow", allow: false, tier: "AdminNetworkPolicy", policy: "deny"},
+		{name: "CNP Admin Accept beats NP isolation", cnps: []cnp{{"accept", "Admin", 10, "Accept"}}, np: "isolate", allow: true, tier: "AdminNetworkPolicy"},
+		{name: "CNP Admin Pass to NP isolation", cnps: []cnp{{"pass", "Admin", 10, "Pass"}}, np: "isolate", allow: false, tier: "NetworkPolicy"},
+		{name: "CNP Baseline Deny where no NP", cnps: []cnp{{"deny", "Baseline", 10, "Deny"}}, allow: false, tier: "BaselineAdminNetworkPolicy"},
+		{name: "CNP Baseline Deny, NP Allow", cnps: []cnp{{"deny", "Baseline", 10, "Deny"}}, np: "allow", allow: true, tier: "NetworkPolicy"},
+		{name: "CNP Baseline Pass before Deny", cnps: []cnp{{"z-pass", "Baseline", 1, "Pass"}, {"a-deny", "Baseline", 2, "Deny"}}, allow: true, tier: "BaselineAdminNetworkPolicy", policy: "z-pass"},
+		{name: "CNP Baseline Deny before Accept", cnps: []cnp{{"z-deny", "Baseline", 1, "Deny"}, {"a-accept", "Baseline", 2, "Accept"}}, allow: false, tier: "BaselineAdminNetworkPolicy", policy: "z-deny"},
+		{name: "CNP Admin tier before ANP of lower priority", cnps: []cnp{{"deny", "Admin", 5, "Deny"}}, anps: []anp{{"allow", 10, ActionAllow}}, allow: false, tier: "AdminNetworkPolicy", policy: "deny"},
+		{name: "ANP Pass, then CNP Baseline Deny", anps: []anp{{"pass", 1, ActionPass}}, cnps: []cnp{{"deny", "Baseline", 10, "Deny"}}, allow: false, tier: "BaselineAdminNetworkPolicy"},
 	}
 	client := mkPod("cli/c", "10.244.1.1 fd00:10:244::1:1", "app=client")
 	server := mkPod("srv/s", "10.244.2.1 fd00:10:244::2:1", "app=server")
@@ -232,6 +320,13 @@ func TestAdminTruthTable(t *testing.T) {
 				p := FromANP(&anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: a.name}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
 					Priority: a.prio, Subject: subject,
 					Ingress: []anpv1alpha1.AdminNetworkPolicyIngressRule{{Name: "r", Action: anpv1alpha1.AdminNetworkPolicyRuleAction(a.action), From: from}}}})
+				in.Admin[p.Key()] = p
+			}
+			for _, a := range r.cnps {
+				p := FromCNP(&cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: a.name}, Spec: cnpv1beta1.ClusterNetworkPolicySpec{
+					Tier: a.tier, Priority: a.prio,
+					Subject: cnpv1beta1.ClusterNetworkPolicySubject{Pods: &cnpv1beta1.NamespacedPod{NamespaceSelector: subject.Pods.NamespaceSelector, PodSelector: subject.Pods.PodSelector}},
+					Ingress: []cnpv1beta1.ClusterNetworkPolicyIngressRule{{Name: "r", Action: a.action, From: []cnpv1beta1.ClusterNetworkPolicyIngressPeer{{Namespaces: from[0].Namespaces}}}}}})
 				in.Admin[p.Key()] = p
 			}
 			if r.banp != "" {

@@ -581,7 +581,7 @@ func (c *Calculator) adminSelecting(pod *Pod, d direction, t Tier) []*compiledAd
 func adminsSelecting(admins []*compiledAdmin, pod *Pod, d direction, t Tier, nsLabels func(string) labels.Set) []*compiledAdmin {
 	var out []*compiledAdmin
 	for _, a := range admins {
-		if a.key.Tier == t && len(a.rules[d]) > 0 && a.selects(pod, nsLabels) {
+		if a.tier == t && len(a.rules[d]) > 0 && a.selects(pod, nsLabels) {
 			out = append(out, a)
 		}
 	}

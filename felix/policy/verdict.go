@@ -92,6 +92,7 @@ type Side struct {
 // AdminRuleRef names one rule of an admin policy: Rule indexes spec.ingress or spec.egress.
 type AdminRuleRef struct {
 	Policy AdminKey
+	Tier   Tier
 	Rule   int
 	Name   string
 	Action Action
@@ -204,7 +205,7 @@ func (c *Calculator) adminDecides(pols []*compiledAdmin, d direction, local *Pod
 	for _, p := range pols {
 		for _, r := range p.rules[d] {
 			if r.action != "" && c.ruleAllows(r.compiledRule, d, local, pkt) {
-				return AdminRuleRef{Policy: p.key, Rule: r.index, Name: r.name, Action: r.action}, true
+				return AdminRuleRef{Policy: p.key, Tier: p.tier, Rule: r.index, Name: r.name, Action: r.action}, true
 			}
 		}
 	}
@@ -212,7 +213,7 @@ func (c *Calculator) adminDecides(pols []*compiledAdmin, d direction, local *Pod
 }
 
 func adminSide(s Side, d direction, word string, k Key, ref AdminRuleRef) Side {
-	s.Tier = ref.Policy.Tier.String()
+	s.Tier = ref.Tier.String()
 	s.DecidedBy = &ref
 	s.Allowed = ref.Action != ActionDeny
 	verb := "allowed"

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/felix/policy"
@@ -17,8 +18,8 @@ import (
 )
 
 // The network-policy-api CRDs install on a real API server, which refuses an
-// AdminNetworkPolicy out of range naming the field; the watcher turns AdminNetworkPolicies and
-// the BaselineAdminNetworkPolicy into felix messages, parsed, with their changes and removals,
+// AdminNetworkPolicy or ClusterNetworkPolicy out of range naming the field; the watcher turns AdminNetworkPolicies and
+// the BaselineAdminNetworkPolicy and ClusterNetworkPolicies into felix messages, parsed, with their changes and removals,
 // and sends PolicyInSync only after those that existed at its start.
 func TestPolicyWatcherAdmin(t *testing.T) {
 	if testing.Short() {
@@ -56,6 +57,21 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	cnps := env.Client.ClusterNetworkPolicies()
+	badCNP := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Spec: cnpv1beta1.ClusterNetworkPolicySpec{
+		Tier: "Admin", Priority: 1001, Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}}}}
+	if _, err := cnps.Create(ctx, badCNP); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.priority") {
+		t.Fatalf("ClusterNetworkPolicy priority 1001: %v, want Invalid naming spec.priority", err)
+	}
+	cnp := &cnpv1beta1.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "dns"}, Spec: cnpv1beta1.ClusterNetworkPolicySpec{
+		Tier: "Baseline", Priority: 3, Subject: cnpv1beta1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+		Egress: []cnpv1beta1.ClusterNetworkPolicyEgressRule{{Action: "Accept",
+			To:        []cnpv1beta1.ClusterNetworkPolicyEgressPeer{{Namespaces: &metav1.LabelSelector{}}},
+			Protocols: []cnpv1beta1.ClusterNetworkPolicyProtocol{{UDP: &cnpv1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1beta1.Port{Range: &cnpv1beta1.PortRange{Start: 53, End: 54}}}}}}}}}
+	if _, err := cnps.Create(ctx, cnp); err != nil {
+		t.Fatal(err)
+	}
+
 	rec := &recorder{}
 	w := NewPolicyWatcher(env.Client, rec.send, slog.Default(), NewMetrics(prometheus.NewRegistry()))
 	done := make(chan error, 1)
@@ -66,8 +82,8 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 			return ok && u.Policy.Key() == k && check(u.Policy)
 		}
 	}
-	guard := policy.AdminKey{Tier: policy.TierAdmin, Name: "guard"}
-	base := policy.AdminKey{Tier: policy.TierBaseline, Name: "default"}
+	guard := policy.AdminKey{Kind: policy.KindANP, Name: "guard"}
+	base := policy.AdminKey{Kind: policy.KindBANP, Name: "default"}
 	rec.waitFor(t, "PolicyInSync", func(m any) bool { _, ok := m.(felix.PolicyInSync); return ok })
 	rec.mu.Lock()
 	var before []any
@@ -78,7 +94,7 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 		before = append(before, m)
 	}
 	rec.mu.Unlock()
-	var sawANP, sawBANP bool
+	var sawANP, sawBANP, sawCNP bool
 	for _, m := range before {
 		if u, ok := m.(felix.AdminPolicyUpdate); ok {
 			p := u.Policy
@@ -91,6 +107,12 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 				if len(p.Unsupported) != 1 || !strings.HasPrefix(p.Unsupported[0], "spec.egress[0].to[0].domainNames") {
 					t.Errorf("unsupported: %q, want the domainNames peer named", p.Unsupported)
 				}
+			case policy.AdminKey{Kind: policy.KindCNP, Name: "dns"}:
+				sawCNP = true
+				if p.Tier != policy.TierBaseline || p.Priority != 3 || len(p.Egress) != 1 || p.Egress[0].Action != policy.ActionAllow ||
+					len(p.Egress[0].Ports) != 1 || p.Egress[0].Ports[0] != (policy.AdminPort{Protocol: "UDP", Port: 53, EndPort: 54}) {
+					t.Errorf("CNP parsed as %+v", p)
+				}
 			case base:
 				sawBANP = true
 				if len(p.Egress) != 1 || len(p.Egress[0].Peers) != 1 || p.Egress[0].Peers[0].Networks[0] != "203.0.113.0/24" {
@@ -99,8 +121,8 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 			}
 		}
 	}
-	if !sawANP || !sawBANP {
-		t.Fatalf("before PolicyInSync: ANP %v BANP %v; messages %v", sawANP, sawBANP, before)
+	if !sawANP || !sawBANP || !sawCNP {
+		t.Fatalf("before PolicyInSync: ANP %v BANP %v CNP %v; messages %v", sawANP, sawBANP, sawCNP, before)
 	}
 
 	got, err := anps.Get(ctx, "guard")
@@ -120,6 +142,13 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "BANP removal", func(m any) bool { u, ok := m.(felix.AdminPolicyRemove); return ok && u.Key == base })
+	if err := cnps.Delete(ctx, "dns", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "CNP removal", func(m any) bool {
+		u, ok := m.(felix.AdminPolicyRemove)
+		return ok && u.Key == policy.AdminKey{Kind: policy.KindCNP, Name: "dns"}
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("watcher: %v", err)
