@@ -2,9 +2,11 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +72,26 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 			Protocols: []cnpv1beta1.ClusterNetworkPolicyProtocol{{UDP: &cnpv1beta1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1beta1.Port{Range: &cnpv1beta1.PortRange{Start: 53, End: 54}}}}}}}}}
 	if _, err := cnps.Create(ctx, cnp); err != nil {
 		t.Fatal(err)
+	}
+
+	// A list at resourceVersion 0 (an informer's first) is served from the API server's watch
+	// cache, which may not have seen a create yet: wait until it has all three, so that they
+	// are what existed when the watcher started.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a, errA := anps.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		b, errB := banps.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		c, errC := cnps.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err := errors.Join(errA, errB, errC); err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Items) == 1 && len(b.Items) == 1 && len(c.Items) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch cache lists %d ANPs, %d BANPs, %d CNPs after 30s, want 1 each", len(a.Items), len(b.Items), len(c.Items))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	rec := &recorder{}
