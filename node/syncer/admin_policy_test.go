@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
@@ -174,5 +175,47 @@ func TestPolicyWatcherAdmin(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("watcher: %v", err)
+	}
+}
+
+// tabbyctl's input reads the admin policies with the rest, and a cluster without the
+// network-policy-api CRDs simply has none.
+func TestReadPolicyInputAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the control plane")
+	}
+	env := testenv.Start(t)
+	ctx := context.Background()
+	anp := &anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "guard"}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
+		Priority: 10, Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}}}}
+	if _, err := env.Client.AdminNetworkPolicies().Create(ctx, anp); err != nil {
+		t.Fatal(err)
+	}
+	in, err := ReadPolicyInput(ctx, env.Client, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := in.Admin[policy.AdminKey{Kind: policy.KindANP, Name: "guard"}]; p == nil || p.Priority != 10 {
+		t.Fatalf("admin input %v, want the ANP guard at priority 10", in.Admin)
+	}
+	ext, err := apiext.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, crd := range []string{"adminnetworkpolicies", "baselineadminnetworkpolicies", "clusternetworkpolicies"} {
+		if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd+".policy.networking.k8s.io", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		in, err = ReadPolicyInput(ctx, env.Client, "n1")
+		if err == nil && len(in.Admin) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("without the CRDs: %v, admin input %v; want no error and none", err, in.Admin)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -65,15 +66,25 @@ func ReadPolicyInput(ctx context.Context, c *client.Client, node string) (policy
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list NetworkPolicies: %w", err)
 	}
+	// A cluster whose network-policy-api CRDs are not installed has no admin policy.
 	anps, err := c.AdminNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		anps, err = &anpv1alpha1.AdminNetworkPolicyList{}, nil
+	}
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list AdminNetworkPolicies: %w", err)
 	}
 	banps, err := c.BaselineAdminNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		banps, err = &anpv1alpha1.BaselineAdminNetworkPolicyList{}, nil
+	}
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list BaselineAdminNetworkPolicies: %w", err)
 	}
 	cnps, err := c.ClusterNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		cnps, err = &cnpv1beta1.ClusterNetworkPolicyList{}, nil
+	}
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list ClusterNetworkPolicies: %w", err)
 	}
