@@ -110,6 +110,13 @@ type AdminPeer struct {
 	Nodes *metav1.LabelSelector
 	// Networks (egress only) are CIDRs.
 	Networks []string
+	// Unsupported: the peer has a field tabby does not enforce (domainNames): it matches
+	// nothing. A peer with no field at all is one of a newer API with a field unknown here.
+	Unsupported bool
+}
+
+func (p *AdminPeer) empty() bool {
+	return p.Namespaces == nil && p.Pods == nil && p.Nodes == nil && len(p.Networks) == 0 && !p.Unsupported
 }
 
 // AdminPort is a port entry: a number, a range (Port..EndPort), every port of Protocol
@@ -136,10 +143,12 @@ func FromANP(anp *anpv1alpha1.AdminNetworkPolicy) *AdminPolicy {
 	for i, r := range anp.Spec.Egress {
 		rule := AdminRule{Name: r.Name, Action: Action(r.Action)}
 		for j, peer := range r.To {
+			ep := egressPeer(peer.Namespaces, peer.Pods, peer.Nodes, peer.Networks)
 			if len(peer.DomainNames) > 0 {
 				p.Unsupported = append(p.Unsupported, fmt.Sprintf("spec.egress[%d].to[%d].domainNames: not supported; the peer matches nothing", i, j))
+				ep.Unsupported = true
 			}
-			rule.Peers = append(rule.Peers, egressPeer(peer.Namespaces, peer.Pods, peer.Nodes, peer.Networks))
+			rule.Peers = append(rule.Peers, ep)
 		}
 		rule.Ports, rule.AllPorts = portsOf(r.Ports)
 		p.Egress = append(p.Egress, rule)
@@ -298,6 +307,14 @@ func (cp *compiledAdmin) compileRule(field, peersField string, i int, r *AdminRu
 	}
 	for j, peer := range r.Peers {
 		pf := fmt.Sprintf("%s.%s[%d]", field, peersField, j)
+		if peer.empty() && (out.action == ActionDeny || out.action == ActionPass) {
+			// The API's "fail closed" for a peer with no field this version knows: a Deny or
+			// Pass rule denies everything (an Allow rule's peer matches nothing, below).
+			cp.problemf("%s: no field set (a newer API's peer?); the %s rule denies everything", pf, out.action)
+			out.action = ActionDeny
+			out.compiledRule = compiledRule{allPeers: true, allPorts: true}
+			return out
+		}
 		out.peers = append(out.peers, cp.compilePeer(pf, &peer)...)
 	}
 	for j, port := range r.Ports {
@@ -312,6 +329,9 @@ func (cp *compiledAdmin) compileRule(field, peersField string, i int, r *AdminRu
 }
 
 func (cp *compiledAdmin) compilePeer(field string, p *AdminPeer) []peer {
+	if p.Unsupported {
+		return nil
+	}
 	set := 0
 	for _, b := range []bool{p.Namespaces != nil, p.Pods != nil, p.Nodes != nil, len(p.Networks) > 0} {
 		if b {

@@ -384,3 +384,36 @@ func TestAdminUnsupportedReported(t *testing.T) {
 		t.Fatalf("no problem reported")
 	}
 }
+
+// A peer with no field (a newer API's, unknown here) fails closed as the API says: a Deny or
+// Pass rule denies everything, an Allow rule matches nothing.
+func TestAdminUnknownPeerFailsClosed(t *testing.T) {
+	client := mkPod("cli/c", "10.244.1.1", "app=client")
+	server := mkPod("srv/s", "10.244.2.1", "app=server")
+	for _, tc := range []struct {
+		action Action
+		allow  bool
+	}{{ActionDeny, false}, {ActionPass, false}, {ActionAllow, true}} {
+		p := &AdminPolicy{Kind: KindANP, Tier: TierAdmin, Name: "x", Priority: 1,
+			Subject: AdminSubject{Namespaces: sel(corev1.LabelMetadataName + "=srv")},
+			Ingress: []AdminRule{{Action: tc.action, Peers: []AdminPeer{{}}, AllPorts: true}}}
+		in := mkInput([]*Namespace{mkNS("cli"), mkNS("srv")}, []*Pod{client, server}, nil, client, server)
+		in.Admin = map[AdminKey]*AdminPolicy{p.Key(): p}
+		c := NewCalculator(in)
+		d := c.Verdict(Packet{Src: client.IPs[0], Dst: server.IPs[0], Protocol: "TCP", Port: 80})
+		if d.Allowed != tc.allow {
+			t.Errorf("%s with an empty peer: allowed %v (%s), want %v", tc.action, d.Allowed, d.Reason, tc.allow)
+		}
+		want := "DROP"
+		if tc.allow {
+			want = "ACCEPT"
+		}
+		k := newKernel(t, c.Render(ipfamily.IPv4), ipfamily.IPv4)
+		if got := k.forward(testPacket{in: iface(client.Key), out: iface(server.Key), src: client.IPs[0], dst: server.IPs[0], proto: "tcp", port: 80}); got != want {
+			t.Errorf("%s with an empty peer: rendered %s, want %s", tc.action, got, want)
+		}
+		if len(c.Problems()) == 0 {
+			t.Errorf("%s with an empty peer: not reported", tc.action)
+		}
+	}
+}

@@ -41,10 +41,11 @@ func FromCNP(cnp *cnpv1beta1.ClusterNetworkPolicy) *AdminPolicy {
 	for i, r := range cnp.Spec.Egress {
 		rule := AdminRule{Name: r.Name, Action: cnpAction(r.Action)}
 		for j, peer := range r.To {
+			ap := AdminPeer{Namespaces: peer.Namespaces, Nodes: peer.Nodes}
 			if len(peer.DomainNames) > 0 {
 				p.Unsupported = append(p.Unsupported, fmt.Sprintf("spec.egress[%d].to[%d].domainNames: not supported; the peer matches nothing", i, j))
+				ap.Unsupported = true
 			}
-			ap := AdminPeer{Namespaces: peer.Namespaces, Nodes: peer.Nodes}
 			if peer.Pods != nil {
 				ap.Pods = &NamespacedPods{NamespaceSelector: peer.Pods.NamespaceSelector, PodSelector: peer.Pods.PodSelector}
 			}
