@@ -126,38 +126,23 @@ func (l *adminLab) send(msgs ...any) {
 	l.apply()
 }
 
-// listen serves TCP on the server pod's address of fam: each connection gets its line back.
-func (l *adminLab) listen(fam ipfamily.Family) net.Listener {
+// listen serves TCP on the server pod's address of fam, port 8080.
+func (l *adminLab) listen(fam ipfamily.Family) {
 	l.t.Helper()
 	srv := l.pods["srv/server"]
-	var ln net.Listener
-	err := srv.ns.Enter(func() error {
-		var err error
-		ln, err = net.Listen("tcp", net.JoinHostPort(srv.ips.Get(fam).String(), "8080"))
-		return err
-	})
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	l.t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln
+	serve(l.t, srv.ns, netip.AddrPortFrom(srv.ips.Get(fam), 8080))
 }
 
 // dial connects from the client pod to the server pod in fam, within timeout.
 func (l *adminLab) dial(fam ipfamily.Family, timeout time.Duration) (net.Conn, error) {
+	return dialIn(l.pods["cli/client"].ns, netip.AddrPortFrom(l.pods["srv/server"].ips.Get(fam), 8080), timeout)
+}
+
+func dialIn(n *nstest.NS, addr netip.AddrPort, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := l.pods["cli/client"].ns.Enter(func() error {
+	err := n.Enter(func() error {
 		var err error
-		c, err = net.DialTimeout("tcp", net.JoinHostPort(l.pods["srv/server"].ips.Get(fam).String(), "8080"), timeout)
+		c, err = net.DialTimeout("tcp", addr.String(), timeout)
 		return err
 	})
 	return c, err
@@ -174,38 +159,11 @@ func echo(c net.Conn, timeout time.Duration) error {
 	return err
 }
 
-// expect checks a new connection in both families: allowed connects and echoes (retried
-// until a deadline: the first SYN may meet a neighbour not resolved yet); denied times out.
+// expect checks a new connection from the client pod to the server pod in both families.
 func (l *adminLab) expect(step string, allowed bool) {
 	l.t.Helper()
 	for _, fam := range ipfamily.All {
-		if allowed {
-			deadline := time.Now().Add(20 * time.Second)
-			var err error
-			for time.Now().Before(deadline) {
-				var c net.Conn
-				if c, err = l.dial(fam, 2*time.Second); err == nil {
-					err = echo(c, 5*time.Second)
-					c.Close()
-					if err == nil {
-						break
-					}
-				}
-			}
-			if err != nil {
-				l.t.Fatalf("%s %v: want allowed, got %v", step, fam, err)
-			}
-			continue
-		}
-		c, err := l.dial(fam, 2*time.Second)
-		if err == nil {
-			c.Close()
-			l.t.Fatalf("%s %v: want denied, the connection was made", step, fam)
-		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			l.t.Fatalf("%s %v: want a dropped SYN (timeout), got %v", step, fam, err)
-		}
+		connect(l.t, step+" "+fam.String(), l.pods["cli/client"].ns, netip.AddrPortFrom(l.pods["srv/server"].ips.Get(fam), 8080), allowed)
 	}
 }
 
@@ -302,4 +260,108 @@ func TestAdminTiersInNetns(t *testing.T) {
 	l.expect("ClusterNetworkPolicy Admin Deny over NetworkPolicy Allow", false)
 	l.send(AdminPolicyRemove{Key: policy.AdminKey{Kind: policy.KindCNP, Name: "cnp-deny"}})
 	l.expect("ClusterNetworkPolicy removed", true)
+}
+
+// A pod's traffic to its own node (INPUT, not forwarded) is policed by the admin tiers: a nodes
+// peer Deny stops it; NetworkPolicy, even isolating the pod's egress, always allows it; and the
+// node's own connections to the pod (kubelet probes) keep their replies.
+func TestAdminNodePeerInNetns(t *testing.T) {
+	nstest.Require(t)
+	l := newAdminLab(t)
+	client := l.pods["cli/client"]
+	gw := ipfamily.Pair[netip.Addr]{}
+	gw.Set(ipfamily.IPv4, netip.MustParseAddr("10.244.1.1"))
+	gw.Set(ipfamily.IPv6, netip.MustParseAddr("fd00:10:244::1:1"))
+	l.send(model.NodeUpdate{Node: model.Node{Name: "n1", Labels: map[string]string{"role": "worker"}, InternalIP: gw}})
+	for _, fam := range ipfamily.All {
+		l.listen(fam)
+		serve(t, l.node, netip.AddrPortFrom(gw.Get(fam), 8081))
+		serve(t, client.ns, netip.AddrPortFrom(client.ips.Get(fam), 9090))
+	}
+	toNode := func(step string, allowed bool) {
+		t.Helper()
+		for _, fam := range ipfamily.All {
+			connect(t, step+" pod -> node "+fam.String(), client.ns, netip.AddrPortFrom(gw.Get(fam), 8081), allowed)
+			connect(t, step+" node -> pod "+fam.String(), l.node, netip.AddrPortFrom(client.ips.Get(fam), 9090), true)
+		}
+	}
+	toNode("no policy", true)
+
+	nodes := &metav1.LabelSelector{MatchLabels: map[string]string{"role": "worker"}}
+	subject := anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "cli"}}}
+	l.send(AdminPolicyUpdate{Policy: policy.FromANP(&anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-node"},
+		Spec: anpv1alpha1.AdminNetworkPolicySpec{Priority: 1, Subject: subject,
+			Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Action: "Deny", To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Nodes: nodes}}}}}})})
+	toNode("ANP Deny to nodes", false)
+	l.expect("ANP Deny to nodes, pod to pod", true)
+
+	// Pass, with NetworkPolicy isolating the pod's egress: NetworkPolicy allows its node.
+	l.send(AdminPolicyUpdate{Policy: policy.FromANP(&anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-node"},
+		Spec: anpv1alpha1.AdminNetworkPolicySpec{Priority: 1, Subject: subject,
+			Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Action: "Pass", To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Nodes: nodes}}}}}})},
+		NetworkPolicyUpdate{Policy: &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "cli", Name: "isolate", ResourceVersion: "1"},
+			Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}})
+	toNode("Pass, NetworkPolicy egress isolation", true)
+
+	// Without the NetworkPolicy, the baseline decides.
+	l.send(NetworkPolicyRemove{Key: policy.Key{Namespace: "cli", Name: "isolate"}},
+		AdminPolicyUpdate{Policy: policy.FromBANP(&anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			Spec: anpv1alpha1.BaselineAdminNetworkPolicySpec{Subject: subject,
+				Egress: []anpv1alpha1.BaselineAdminNetworkPolicyEgressRule{{Action: "Deny", To: []anpv1alpha1.BaselineAdminNetworkPolicyEgressPeer{{Nodes: nodes}}}}}})})
+	toNode("Pass, BANP Deny to nodes", false)
+}
+
+// serve answers TCP on addr inside n: each connection gets its bytes back.
+func serve(t *testing.T, n *nstest.NS, addr netip.AddrPort) {
+	t.Helper()
+	var ln net.Listener
+	if err := n.Enter(func() error {
+		var err error
+		ln, err = net.Listen("tcp", addr.String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+}
+
+// connect checks a new connection from inside n to addr: allowed connects and echoes (retried
+// until a deadline), denied times out.
+func connect(t *testing.T, step string, n *nstest.NS, addr netip.AddrPort, allowed bool) {
+	t.Helper()
+	dial := func(timeout time.Duration) (net.Conn, error) { return dialIn(n, addr, timeout) }
+	if !allowed {
+		c, err := dial(2 * time.Second)
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: want denied, the connection was made", step)
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("%s: want a dropped SYN (timeout), got %v", step, err)
+		}
+		return
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		var c net.Conn
+		if c, err = dial(2 * time.Second); err == nil {
+			err = echo(c, 5*time.Second)
+			c.Close()
+			if err == nil {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s: want allowed, got %v", step, err)
 }

@@ -21,8 +21,9 @@ type SetWriter interface {
 	RemoveSet(name string)
 }
 
-// forwardJump sends forwarded traffic through tabby's policy first.
-var forwardJump = []string{policy.JumpRule}
+// forwardJump sends forwarded traffic through tabby's policy first, inputJump a pod's traffic
+// to this node.
+var forwardJump, inputJump = []string{policy.JumpRule}, []string{policy.InputJumpRule}
 
 // policyManager enforces NetworkPolicy: it hands each message to the incremental calculation
 // (policy.State) and, on CompleteDeferredWork, the writers what changed: the chains of the
@@ -111,6 +112,7 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 			m.sets.RemoveSet(name)
 		}
 		w.SetBaseJumps(policy.ParentChain, forwardJump)
+		w.SetBaseJumps(policy.InputParentChain, inputJump)
 	}
 	return nil
 }

@@ -160,14 +160,16 @@ func comparePolicy(fam ipfamily.Family, want policy.Rendered, got iptables.Snaps
 			add(chainStale, "%s (%d rules)", name, len(got.Chains[name]))
 		}
 	}
-	jumpFirst := false
-	for _, j := range got.Jumps[policy.ParentChain] {
-		if j.Pos == 0 && j.Rule == iptables.Normalize(policy.JumpRule) {
-			jumpFirst = true
+	for _, base := range []struct{ chain, jump string }{{policy.ParentChain, policy.JumpRule}, {policy.InputParentChain, policy.InputJumpRule}} {
+		jumpFirst := false
+		for _, j := range got.Jumps[base.chain] {
+			if j.Pos == 0 && j.Rule == iptables.Normalize(base.jump) {
+				jumpFirst = true
+			}
 		}
-	}
-	if !jumpFirst {
-		add(jumpMissing, "%s does not start with %q (its jumps to tabby: %v)", policy.ParentChain, policy.JumpRule, got.Jumps[policy.ParentChain])
+		if !jumpFirst {
+			add(jumpMissing, "%s does not start with %q (its jumps to tabby: %v)", base.chain, base.jump, got.Jumps[base.chain])
+		}
 	}
 	for _, name := range sortedKeys(want.IPSets) {
 		w := want.IPSets[name]

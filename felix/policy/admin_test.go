@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -415,5 +416,44 @@ func TestAdminUnknownPeerFailsClosed(t *testing.T) {
 		if len(c.Problems()) == 0 {
 			t.Errorf("%s with an empty peer: not reported", tc.action)
 		}
+	}
+}
+
+// A pod's traffic to its own node (INPUT) is policed by the admin tiers alone: an admin egress
+// rule renders in its host chain; NetworkPolicy, which always allows it, keeps the baseline
+// away; a pod no admin or baseline policy selects has no host chain.
+func TestAdminHostChains(t *testing.T) {
+	client := mkPod("cli/c", "10.244.1.1", "app=client")
+	other := mkPod("cli/o", "10.244.1.2", "app=other")
+	nodes := map[string]*Node{"n1": {Name: "n1", Labels: kv("role=worker"), IPs: []netip.Addr{netip.MustParseAddr("198.51.100.11")}}}
+	toNodes := []anpv1alpha1.AdminNetworkPolicyEgressPeer{{Nodes: sel("role=worker")}}
+	subject := anpv1alpha1.AdminNetworkPolicySubject{Pods: &anpv1alpha1.NamespacedPod{PodSelector: *sel("app=client")}}
+	anp := FromANP(&anpv1alpha1.AdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-node"}, Spec: anpv1alpha1.AdminNetworkPolicySpec{
+		Priority: 1, Subject: subject, Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Action: "Deny", To: toNodes}}}})
+	banp := FromBANP(&anpv1alpha1.BaselineAdminNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: anpv1alpha1.BaselineAdminNetworkPolicySpec{
+		Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+		Egress:  []anpv1alpha1.BaselineAdminNetworkPolicyEgressRule{{Action: "Deny", To: []anpv1alpha1.BaselineAdminNetworkPolicyEgressPeer{{Nodes: sel("role=worker")}}}}}})
+	np := mkPolicy("cli/np", networkingv1.NetworkPolicySpec{PodSelector: *sel("app=other"), PolicyTypes: egressOnly()})
+	in := mkInput([]*Namespace{mkNS("cli")}, []*Pod{client, other}, []*networkingv1.NetworkPolicy{np}, client, other)
+	in.Nodes = nodes
+	in.Admin = map[AdminKey]*AdminPolicy{anp.Key(): anp, banp.Key(): banp}
+	r := Compute(in, ipfamily.IPv4)
+	nodeSet := setName(setKindNodes, ipfamily.IPv4, `nodes="role=worker"`)
+	ci, oi := iface(client.Key), iface(other.Key)
+	if got, want := r.Chains[ChainToHost], []string{"-i " + ci + " -g " + ToHostPrefix + ci}; !slices.Equal(got, want) {
+		t.Errorf("host dispatch %q, want %q (the other pod: NetworkPolicy selects it, the baseline does not reach it)", got, want)
+	}
+	// The client: the admin Deny, then (no NetworkPolicy selects it) the baseline's Deny.
+	if got, want := r.Chains[ToHostPrefix+ci], []string{"-m set --match-set " + nodeSet + " dst -j DROP", "-g " + ToHostPassPrefix + ci}; !slices.Equal(got, want) {
+		t.Errorf("client host chain %q, want %q", got, want)
+	}
+	if got, want := r.Chains[ToHostPassPrefix+ci], []string{"-m set --match-set " + nodeSet + " dst -j DROP"}; !slices.Equal(got, want) {
+		t.Errorf("client host pass chain %q, want %q", got, want)
+	}
+	if _, ok := r.Chains[ToHostPrefix+oi]; ok {
+		t.Errorf("the other pod has a host chain: %q", r.Chains[ToHostPrefix+oi])
+	}
+	if got := r.IPSets[nodeSet].Members; !slices.Equal(got, []string{"198.51.100.11"}) {
+		t.Errorf("node set %q", got)
 	}
 }

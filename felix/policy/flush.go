@@ -49,6 +49,8 @@ func newFamState(fam ipfamily.Family) *famState {
 	f.setChain(ChainForward, slices.Clone(forwardRules))
 	f.setChain(ChainFromWorkload, []string{})
 	f.setChain(ChainToWorkload, []string{})
+	f.setChain(ChainInput, slices.Clone(inputRules))
+	f.setChain(ChainToHost, []string{})
 	return f
 }
 
@@ -217,12 +219,14 @@ func (s *State) refresh(iface string) {
 		}
 		ports = pod.NamedPorts
 	}
-	if (pod == nil) != (ep.pod == nil) || t[ingress].empty() != ep.tiers[ingress].empty() || t[egress].empty() != ep.tiers[egress].empty() {
+	host := hostTiers(t[egress])
+	if (pod == nil) != (ep.pod == nil) || t[ingress].empty() != ep.tiers[ingress].empty() || t[egress].empty() != ep.tiers[egress].empty() ||
+		host.empty() != ep.host.empty() {
 		s.dispatchDirty = true
 	}
 	portsChanged := !slices.Equal(ports, ep.ports)
-	was := ep.tiers
-	ep.pod, ep.tiers, ep.ports = pod, t, ports
+	was, wasHost := ep.tiers, ep.host
+	ep.pod, ep.tiers, ep.host, ep.ports = pod, t, host, ports
 	if len(ep.claims) == 0 {
 		delete(s.endpoints, iface)
 	}
@@ -251,10 +255,30 @@ func (s *State) refresh(iface string) {
 			s.renders++
 		}
 	}
+	if host.equal(wasHost) && (!portsChanged || host.empty()) {
+		return
+	}
+	name, pass := ToHostPrefix+iface, ToHostPassPrefix+iface
+	for _, f := range s.fams {
+		if host.empty() || pod == nil {
+			f.removeChain(name)
+			f.removeChain(pass)
+			continue
+		}
+		c := &collector{s: s, f: f}
+		chains := tieredChainsNamed(name, pass, pod, egress, host, c)
+		for _, ch := range chains {
+			f.setChain(ch.name, ch.rules)
+		}
+		if len(chains) == 1 {
+			f.removeChain(pass)
+		}
+		f.use(name, c.used)
+	}
 }
 
 func (t tiers) equal(o tiers) bool {
-	return slices.Equal(t.admin, o.admin) && slices.Equal(t.np, o.np) && slices.Equal(t.base, o.base)
+	return slices.Equal(t.admin, o.admin) && slices.Equal(t.np, o.np) && slices.Equal(t.base, o.base) && t.npOpen == o.npOpen
 }
 
 // selecting lists, in Key order, the policies that apply to pod in direction d.
@@ -287,9 +311,17 @@ func (s *State) dispatch() {
 		from = append(from, dispatchDrop(egress))
 		to = append(to, dispatchDrop(ingress))
 	}
+	host := []string{}
+	for _, ep := range s.endpoints {
+		if ep.pod != nil && !ep.host.empty() {
+			host = append(host, hostDispatchRule(ep.iface))
+		}
+	}
+	slices.Sort(host)
 	for _, f := range s.fams {
 		f.setChain(ChainFromWorkload, from)
 		f.setChain(ChainToWorkload, to)
+		f.setChain(ChainToHost, host)
 	}
 }
 

@@ -29,6 +29,18 @@ const (
 	FromPassPrefix = "tabby-fp-"
 	ToPassPrefix   = "tabby-tp-"
 
+	// InputParentChain gets InputJumpRule at position 1: a pod's traffic to its own node
+	// (INPUT, not FORWARD) is policed by the admin tiers alone; NetworkPolicy always allows
+	// it, as the API says.
+	InputParentChain = "INPUT"
+	InputJumpRule    = "-j " + ChainInput
+	ChainInput       = "tabby-INPUT"
+	ChainToHost      = "tabby-wl-to-host-dispatch"
+	// ToHostPrefix + interface is a pod's chain for its traffic to its own node,
+	// ToHostPassPrefix + interface where its Pass rules go.
+	ToHostPrefix     = "tabby-fh-"
+	ToHostPassPrefix = "tabby-hp-"
+
 	// NamePrefix starts every chain and ipset tabby owns; nothing else is ever touched.
 	NamePrefix = "tabby-"
 )
@@ -51,6 +63,13 @@ var forwardRules = []string{
 	"-o " + workloads + " -j ACCEPT",
 }
 
+// inputRules is tabby-INPUT: what it does not drop returns to the rest of INPUT (the host's
+// own firewall), replies and established connections first, untouched.
+var inputRules = []string{
+	"-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+	"-i " + workloads + " -j " + ChainToHost,
+}
+
 // Compute renders in for one family; see Calculator.Render.
 func Compute(in Input, fam ipfamily.Family) Rendered { return NewCalculator(in).Render(fam) }
 
@@ -69,6 +88,24 @@ func (c *Calculator) Render(fam ipfamily.Family) Rendered {
 			IPSets: map[string]IPSet{},
 		},
 	}
+	r.out.Chains[ChainInput] = slices.Clone(inputRules)
+	host := []string{}
+	for _, ep := range c.endpoints {
+		pod := c.podByKey[ep.Pod]
+		t := hostTiers(tiers{
+			admin: c.adminSelecting(pod, egress, TierAdmin),
+			np:    c.selecting(pod, egress),
+			base:  c.adminSelecting(pod, egress, TierBaseline),
+		})
+		if t.empty() {
+			continue
+		}
+		for _, ch := range tieredChainsNamed(ToHostPrefix+ep.Interface, ToHostPassPrefix+ep.Interface, pod, egress, t, r) {
+			r.out.Chains[ch.name] = ch.rules
+		}
+		host = append(host, hostDispatchRule(ep.Interface))
+	}
+	r.out.Chains[ChainToHost] = host
 	from, to := []string{}, []string{}
 	// With no policy anywhere, every pod is open both ways: no per-endpoint rule is needed,
 	// and a pod felix does not know yet must not be dropped either.
@@ -141,9 +178,28 @@ type tiers struct {
 	admin []*compiledAdmin
 	np    []*compiledPolicy
 	base  []*compiledAdmin
+	// npOpen: NetworkPolicy selects the pod but allows everything (its traffic to its own
+	// node): the baseline is not reached.
+	npOpen bool
 }
 
-func (t tiers) empty() bool { return len(t.admin) == 0 && len(t.np) == 0 && len(t.base) == 0 }
+func (t tiers) empty() bool {
+	return len(t.admin) == 0 && len(t.np) == 0 && (len(t.base) == 0 || t.npOpen)
+}
+
+// hostTiers is what polices a pod's traffic to its own node, from its egress tiers:
+// NetworkPolicy always allows it, so only the admin tier, and the baseline for a pod no
+// NetworkPolicy selects for egress.
+func hostTiers(egressTiers tiers) tiers {
+	t := tiers{admin: egressTiers.admin, base: egressTiers.base, npOpen: len(egressTiers.np) > 0}
+	if t.npOpen {
+		t.base = nil
+	}
+	return t
+}
+
+// hostDispatchRule sends a pod's traffic to its own node to its chain.
+func hostDispatchRule(iface string) string { return "-i " + iface + " -g " + ToHostPrefix + iface }
 
 type chain struct {
 	name  string
@@ -161,19 +217,23 @@ type chain struct {
 //
 // What no rule decides falls off the end: allowed.
 func tieredChains(iface string, pod *Pod, d direction, t tiers, sets setNamer) []chain {
+	return tieredChainsNamed(endpointChain(iface, d), passChain(iface, d), pod, d, t, sets)
+}
+
+// tieredChainsNamed is tieredChains with the chain and its pass chain named.
+func tieredChainsNamed(name, passName string, pod *Pod, d direction, t tiers, sets setNamer) []chain {
 	var rest []string
 	if len(t.np) > 0 {
 		rest = chainRules(pod, t.np, d, sets)
-	} else {
+	} else if !t.npOpen {
 		rest = adminLines(pod, d, t.base, "", sets)
 	}
-	name := endpointChain(iface, d)
 	if len(t.admin) == 0 {
 		return []chain{{name, rest}}
 	}
 	pass := ""
 	if len(rest) > 0 {
-		pass = passChain(iface, d)
+		pass = passName
 	}
 	rules := adminLines(pod, d, t.admin, pass, sets)
 	if pass == "" {

@@ -70,6 +70,7 @@ type endpoint struct {
 	// tiers the policies selecting it per direction; ports its named ports.
 	pod   *Pod
 	tiers [2]tiers
+	host  tiers // its traffic to this node
 	ports []NamedPort
 }
 
