@@ -61,9 +61,12 @@ func TestLoadBalancerIPAM(t *testing.T) {
 	if leader == nil {
 		t.Fatalf("the Lease is held by %q, no node of the lab", *lease.Spec.HolderIdentity)
 	}
-	if m, err := leader.Metrics(ctx); err != nil || !strings.Contains(m, "tabby_lbipam_leader 1") || !strings.Contains(m, `tabby_lbipam_addresses_in_use{pool="lb-e2e"} 1`) {
-		t.Fatalf("leader %s metrics (%v):\n%s", leader.Name, err, m)
-	}
+	// The gauges follow the reconcile that wrote the address (and its event): wait for them.
+	var m string
+	testwait.Until(t, "the leader's metrics to count the address", 30*time.Second, func() bool {
+		m, err = leader.Metrics(ctx)
+		return err == nil && strings.Contains(m, "tabby_lbipam_leader 1") && strings.Contains(m, `tabby_lbipam_addresses_in_use{pool="lb-e2e"} 1`)
+	})
 	start := time.Now()
 	if err := leader.Kill(); err != nil {
 		t.Fatal(err)
@@ -75,7 +78,8 @@ func TestLoadBalancerIPAM(t *testing.T) {
 	if got == "203.0.113.240" || ingress("web") != "203.0.113.240" {
 		t.Fatalf("after the takeover web has %q and web2 %q: an address handed out twice or lost", ingress("web"), got)
 	}
-	if m, err := other.Metrics(ctx); err != nil || !strings.Contains(m, "tabby_lbipam_leader 1") {
-		t.Fatalf("%s metrics (%v):\n%s", other.Name, err, m)
-	}
+	testwait.Until(t, other.Name+"'s metrics to say it leads", 30*time.Second, func() bool {
+		m, err = other.Metrics(ctx)
+		return err == nil && strings.Contains(m, "tabby_lbipam_leader 1")
+	})
 }

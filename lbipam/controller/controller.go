@@ -297,6 +297,8 @@ func (c *Controller) write(ctx context.Context, svc *corev1.Service, r lbipam.Re
 		c.log.Info("LoadBalancer IPAM: Service status written", "service", key, "addresses", addrs)
 	}
 	c.alloc.Claim(r, addrs)
+	// The gauges say so now, not after the event the caller writes next.
+	c.cfg.Metrics.usage(c.alloc, len(c.orphaned()))
 	if freed(before, addrs) {
 		c.retryRefused()
 	}
