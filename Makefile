@@ -18,7 +18,7 @@ BINARIES := tabby tabby-ipam tabby-node tabby-typha tabbyctl
 # (it runs this checkout's product through a replace): `./...` at the root leaves them out, so
 # every Go command for them runs there (go <command> -C hack).
 
-.PHONY: all build generate test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
+.PHONY: all build generate anp-crds test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
 
 all: build
 
@@ -45,7 +45,24 @@ tools: $(CONTROLLER_GEN) $(HELM) $(GOBGP_CLI)
 generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/v1/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./apis/v1/... output:crd:artifacts:config=apis/crds
+	@$(MAKE) -s anp-crds
 	@mkdir -p charts/tabby/crds && rm -f charts/tabby/crds/*.yaml && cp apis/crds/*.yaml charts/tabby/crds/
+
+# The AdminNetworkPolicy and BaselineAdminNetworkPolicy CRDs (policy.networking.k8s.io/v1alpha1,
+# experimental channel: nodes peers) from the network-policy-api release that last shipped them;
+# v0.3.0, whose Go types tabby reads, ships only ClusterNetworkPolicy CRDs. Its v1alpha1 types
+# are v0.1.7's.
+ANP_CRD_VERSION := v0.1.7
+# ClusterNetworkPolicy (v1beta1, served with v1alpha2), what v0.3.0's conformance suite tests.
+CNP_CRD_VERSION := v0.3.0
+anp-crds:
+	@dir=$$($(GO) mod download -json sigs.k8s.io/network-policy-api@$(ANP_CRD_VERSION) | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
+	for f in adminnetworkpolicies baselineadminnetworkpolicies; do \
+		install -m 0644 $$dir/config/crd/experimental/policy.networking.k8s.io_$$f.yaml apis/crds/; \
+	done
+	@dir=$$($(GO) mod download -json sigs.k8s.io/network-policy-api@$(CNP_CRD_VERSION) | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
+		install -m 0644 $$dir/config/crd/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml apis/crds/
+	@mkdir -p charts/tabby/crds && cp apis/crds/policy.networking.k8s.io_*.yaml charts/tabby/crds/
 
 # System packages the tests use (iptables, ipset, bird2, frr, qemu...). Idempotent.
 deps:

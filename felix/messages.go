@@ -33,6 +33,13 @@ type NetworkPolicyUpdate struct{ Policy *networkingv1.NetworkPolicy }
 // NetworkPolicyRemove: the NetworkPolicy is gone.
 type NetworkPolicyRemove struct{ Key policy.Key }
 
+// AdminPolicyUpdate: an AdminNetworkPolicy or the BaselineAdminNetworkPolicy, parsed
+// (policy.FromANP, policy.FromBANP). Felix keeps the pointer.
+type AdminPolicyUpdate struct{ Policy *policy.AdminPolicy }
+
+// AdminPolicyRemove: the admin policy is gone.
+type AdminPolicyRemove struct{ Key policy.AdminKey }
+
 // PodIPsUpdate: every pod's addresses in the cluster, as IPAM allocated them (a pod has its
 // address from the moment its CNI ADD allocated it, before the kubelet reports it). The map
 // is felix's afterwards. The syncer sends it once, in its first pass, after that pass's

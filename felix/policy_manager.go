@@ -21,8 +21,9 @@ type SetWriter interface {
 	RemoveSet(name string)
 }
 
-// forwardJump sends forwarded traffic through tabby's policy first.
-var forwardJump = []string{policy.JumpRule}
+// forwardJump sends forwarded traffic through tabby's policy first, inputJump a pod's traffic
+// to this node.
+var forwardJump, inputJump = []string{policy.JumpRule}, []string{policy.InputJumpRule}
 
 // policyManager enforces NetworkPolicy: it hands each message to the incremental calculation
 // (policy.State) and, on CompleteDeferredWork, the writers what changed: the chains of the
@@ -62,6 +63,14 @@ func (m *policyManager) OnUpdate(msg any) {
 		m.state.UpdatePolicy(u.Policy)
 	case NetworkPolicyRemove:
 		m.state.RemovePolicy(u.Key)
+	case AdminPolicyUpdate:
+		m.state.UpdateAdmin(u.Policy)
+	case AdminPolicyRemove:
+		m.state.RemoveAdmin(u.Key)
+	case model.NodeUpdate:
+		m.state.UpdateNode(policy.NodeOf(u.Node))
+	case model.NodeRemove:
+		m.state.RemoveNode(u.Name)
 	case PodIPsUpdate:
 		m.state.SetAddrs(u.IPs)
 		m.haveIPAM = true
@@ -103,6 +112,7 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 			m.sets.RemoveSet(name)
 		}
 		w.SetBaseJumps(policy.ParentChain, forwardJump)
+		w.SetBaseJumps(policy.InputParentChain, inputJump)
 	}
 	return nil
 }

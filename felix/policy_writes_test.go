@@ -59,7 +59,9 @@ func (c recordingChains) RemoveChain(name string) {
 }
 
 func (c recordingChains) SetBaseJumps(base string, rules []string) {
-	if base != policy.ParentChain || !slices.Equal(rules, []string{policy.JumpRule}) {
+	ok := base == policy.ParentChain && slices.Equal(rules, []string{policy.JumpRule}) ||
+		base == policy.InputParentChain && slices.Equal(rules, []string{policy.InputJumpRule})
+	if !ok {
 		c.w.t.Errorf("%s: base jumps %s %q", c.w.step, base, rules)
 	}
 }

@@ -102,11 +102,14 @@ func (a *app) policyShow() *cobra.Command {
 	var from, to, port string
 	cmd := &cobra.Command{
 		Use:   "show NAMESPACE/POD",
-		Short: "Which NetworkPolicies police a pod; with --from or --to and --port, the verdict for a new connection",
+		Short: "Which NetworkPolicies and admin network policies police a pod; with --from or --to and --port, the verdict for a new connection",
 		Long: `Show which NetworkPolicies select the pod for ingress and for egress (a direction no
-policy selects is open). With --from (a connection into the pod) or --to (a connection out of
-it) and --port, say whether a new connection is allowed and which policy rule decides, on both
-ends: the source's egress and the destination's ingress. The exit status is 1 when it is denied.`,
+policy selects is open), and the AdminNetworkPolicies (by priority) and the
+BaselineAdminNetworkPolicy whose subject it is. With --from (a connection into the pod) or --to
+(a connection out of it) and --port, say whether a new connection is allowed and which tier and
+rule decide, on both ends: the source's egress and the destination's ingress. Tiers are
+evaluated in order: AdminNetworkPolicy, NetworkPolicy, BaselineAdminNetworkPolicy, then open.
+The exit status is 1 when it is denied.`,
 		Example: `  tabbyctl policy show shop/web
   tabbyctl policy show shop/web --from shop/frontend --port 8080
   tabbyctl policy show shop/web --to 10.0.0.53 --port 53/UDP`,
@@ -158,6 +161,10 @@ ends: the source's egress and the destination's ingress. The exit status is 1 wh
 			} else {
 				fmt.Fprintf(a.Out, "  ingress: %s\n", selectionText(e.Ingress))
 				fmt.Fprintf(a.Out, "  egress:  %s\n", selectionText(e.Egress))
+				if len(e.AdminIngress)+len(e.AdminEgress) > 0 {
+					fmt.Fprintf(a.Out, "  admin ingress: %s\n", adminText(in, e.AdminIngress))
+					fmt.Fprintf(a.Out, "  admin egress:  %s\n", adminText(in, e.AdminEgress))
+				}
 			}
 			if peerFlag == "" {
 				return nil
@@ -181,8 +188,8 @@ ends: the source's egress and the destination's ingress. The exit status is 1 wh
 				verdict = "allowed"
 			}
 			fmt.Fprintf(a.Out, "\n%s -> %s %d/%s: %s\n", srcText, dstText, dport, proto, verdict)
-			fmt.Fprintf(a.Out, "  egress of the source:       %s\n", d.Egress.Reason)
-			fmt.Fprintf(a.Out, "  ingress of the destination: %s\n", d.Ingress.Reason)
+			fmt.Fprintf(a.Out, "  egress of the source:       %s%s\n", tierText(d.Egress), d.Egress.Reason)
+			fmt.Fprintf(a.Out, "  ingress of the destination: %s%s\n", tierText(d.Ingress), d.Ingress.Reason)
 			if !d.Allowed {
 				return &exitError{code: 1}
 			}
@@ -215,4 +222,30 @@ func selectionText(keys []policy.Key) string {
 		s[i] = k.String()
 	}
 	return "isolated, allowed only what these allow: " + strings.Join(s, ", ")
+}
+
+// adminText lists admin policies in evaluation order, with their priorities.
+func adminText(in policy.Input, keys []policy.AdminKey) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = k.String()
+		if p := in.Admin[k]; p != nil && k.Kind != policy.KindBANP {
+			s[i] += fmt.Sprintf(" (priority %d)", p.Priority)
+		}
+	}
+	return strings.Join(s, ", then ")
+}
+
+// tierText names the tier that decided one side, as "[tier] ".
+func tierText(s policy.Side) string {
+	switch {
+	case s.Tier != "":
+		return "[" + s.Tier + "] "
+	case s.Pod != nil:
+		return "[default] "
+	}
+	return ""
 }

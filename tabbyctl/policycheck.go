@@ -74,7 +74,7 @@ is any. Right after a change, a difference can be the node still applying it: ru
 			if n := countReal(probs); n > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("policy check: node %s: %d problems", node, n)}
 			}
-			fmt.Fprintf(a.Out, "policy check: node %s: %d endpoints, %d NetworkPolicies: the kernel matches\n", node, len(in.Endpoints), len(in.Policies))
+			fmt.Fprintf(a.Out, "policy check: node %s: %d endpoints, %d NetworkPolicies, %d admin network policies: the kernel matches\n", node, len(in.Endpoints), len(in.Policies), len(in.Admin))
 			return nil
 		},
 	}
@@ -160,14 +160,16 @@ func comparePolicy(fam ipfamily.Family, want policy.Rendered, got iptables.Snaps
 			add(chainStale, "%s (%d rules)", name, len(got.Chains[name]))
 		}
 	}
-	jumpFirst := false
-	for _, j := range got.Jumps[policy.ParentChain] {
-		if j.Pos == 0 && j.Rule == iptables.Normalize(policy.JumpRule) {
-			jumpFirst = true
+	for _, base := range []struct{ chain, jump string }{{policy.ParentChain, policy.JumpRule}, {policy.InputParentChain, policy.InputJumpRule}} {
+		jumpFirst := false
+		for _, j := range got.Jumps[base.chain] {
+			if j.Pos == 0 && j.Rule == iptables.Normalize(base.jump) {
+				jumpFirst = true
+			}
 		}
-	}
-	if !jumpFirst {
-		add(jumpMissing, "%s does not start with %q (its jumps to tabby: %v)", policy.ParentChain, policy.JumpRule, got.Jumps[policy.ParentChain])
+		if !jumpFirst {
+			add(jumpMissing, "%s does not start with %q (its jumps to tabby: %v)", base.chain, base.jump, got.Jumps[base.chain])
+		}
 	}
 	for _, name := range sortedKeys(want.IPSets) {
 		w := want.IPSets[name]

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 )
@@ -52,6 +53,9 @@ type Client struct {
 	Discovery rest.Interface
 	// Coordination is coordination.k8s.io/v1 (Leases).
 	Coordination rest.Interface
+	// Policy is policy.networking.k8s.io/v1alpha1 (AdminNetworkPolicies), PolicyBeta its
+	// v1beta1 (ClusterNetworkPolicies); JSON as every CRD.
+	Policy, PolicyBeta rest.Interface
 	// fan, when set, is where informers of cluster-wide kinds list and watch first.
 	fan *Fanout
 	// timeout bounds each request but a watch's.
@@ -116,7 +120,15 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordination API client: %w", err)
 	}
-	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, Coordination: coordination, timeout: timeout}, nil
+	pol, err := restClientFor(c, &schema.GroupVersion{Group: anpv1alpha1.GroupName, Version: "v1alpha1"}, "/apis", runtime.ContentTypeJSON, KubeScheme)
+	if err != nil {
+		return nil, fmt.Errorf("network-policy-api client: %w", err)
+	}
+	polBeta, err := restClientFor(c, &schema.GroupVersion{Group: anpv1alpha1.GroupName, Version: "v1beta1"}, "/apis", runtime.ContentTypeJSON, KubeScheme)
+	if err != nil {
+		return nil, fmt.Errorf("network-policy-api v1beta1 client: %w", err)
+	}
+	return &Client{REST: restClient, Core: core, Networking: networking, Discovery: discovery, Coordination: coordination, Policy: pol, PolicyBeta: polBeta, timeout: timeout}, nil
 }
 
 func restClientFor(c *rest.Config, gv *schema.GroupVersion, apiPath, contentType string, scheme *runtime.Scheme) (*rest.RESTClient, error) {

@@ -25,6 +25,7 @@ import (
 var FannedOut = map[string]bool{
 	"nodes": true, "pods": true, "namespaces": true, "networkpolicies": true, "services": true, "endpointslices": true,
 	"ippools": true, "ipamblocks": true, "bgpconfigurations": true, "bgppeers": true, "bgpfilters": true, "felixconfigurations": true,
+	"adminnetworkpolicies": true, "baselineadminnetworkpolicies": true, "clusternetworkpolicies": true,
 }
 
 // DefaultRetryAfter is FanoutConfig.RetryAfter when it is zero.
@@ -98,7 +99,7 @@ func (c *Client) WithFanout(api *rest.Config, cfg FanoutConfig) (*Client, error)
 	}
 	f := &Fanout{
 		typha:      t,
-		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking, c.Discovery: t.Discovery},
+		route:      map[rest.Interface]rest.Interface{c.REST: t.REST, c.Core: t.Core, c.Networking: t.Networking, c.Discovery: t.Discovery, c.Policy: t.Policy, c.PolicyBeta: t.PolicyBeta},
 		retryAfter: cfg.RetryAfter, log: cfg.Logger, now: time.Now, onTypha: map[string]bool{},
 		probe: func(ctx context.Context) error {
 			_, err := t.BGPConfigurations().List(ctx, metav1.ListOptions{})

@@ -6,14 +6,17 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // KubeScheme knows the Kubernetes kinds tabby reads: the core API, NetworkPolicy,
-// EndpointSlice and Lease.
+// EndpointSlice, Lease, and the network-policy-api's AdminNetworkPolicy and
+// BaselineAdminNetworkPolicy (v1alpha1) and ClusterNetworkPolicy (v1beta1).
 var KubeScheme = runtime.NewScheme()
 
 func init() {
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, networkingv1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme, anpv1alpha1.Install, cnpv1beta1.Install} {
 		if err := add(KubeScheme); err != nil {
 			panic(err)
 		}
@@ -58,4 +61,23 @@ func (c *Client) Services(namespace string) Resource[*corev1.Service, *corev1.Se
 // EndpointSlices is the EndpointSlices of a namespace ("": every namespace).
 func (c *Client) EndpointSlices(namespace string) Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList] {
 	return Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]{c.Discovery, "endpointslices", func() *discoveryv1.EndpointSlice { return &discoveryv1.EndpointSlice{} }, func() *discoveryv1.EndpointSliceList { return &discoveryv1.EndpointSliceList{} }, namespace, false, c}
+}
+
+// AdminNetworkPolicies is the cluster's AdminNetworkPolicies (policy.networking.k8s.io/v1alpha1).
+func (c *Client) AdminNetworkPolicies() Resource[*anpv1alpha1.AdminNetworkPolicy, *anpv1alpha1.AdminNetworkPolicyList] {
+	return Resource[*anpv1alpha1.AdminNetworkPolicy, *anpv1alpha1.AdminNetworkPolicyList]{c.Policy, "adminnetworkpolicies", func() *anpv1alpha1.AdminNetworkPolicy { return &anpv1alpha1.AdminNetworkPolicy{} }, func() *anpv1alpha1.AdminNetworkPolicyList { return &anpv1alpha1.AdminNetworkPolicyList{} }, "", true, c}
+}
+
+// BaselineAdminNetworkPolicies is the cluster's BaselineAdminNetworkPolicy (a singleton named
+// default).
+func (c *Client) BaselineAdminNetworkPolicies() Resource[*anpv1alpha1.BaselineAdminNetworkPolicy, *anpv1alpha1.BaselineAdminNetworkPolicyList] {
+	return Resource[*anpv1alpha1.BaselineAdminNetworkPolicy, *anpv1alpha1.BaselineAdminNetworkPolicyList]{c.Policy, "baselineadminnetworkpolicies", func() *anpv1alpha1.BaselineAdminNetworkPolicy { return &anpv1alpha1.BaselineAdminNetworkPolicy{} }, func() *anpv1alpha1.BaselineAdminNetworkPolicyList {
+		return &anpv1alpha1.BaselineAdminNetworkPolicyList{}
+	}, "", true, c}
+}
+
+// ClusterNetworkPolicies is the cluster's ClusterNetworkPolicies
+// (policy.networking.k8s.io/v1beta1), the network-policy-api's successor of both.
+func (c *Client) ClusterNetworkPolicies() Resource[*cnpv1beta1.ClusterNetworkPolicy, *cnpv1beta1.ClusterNetworkPolicyList] {
+	return Resource[*cnpv1beta1.ClusterNetworkPolicy, *cnpv1beta1.ClusterNetworkPolicyList]{c.PolicyBeta, "clusternetworkpolicies", func() *cnpv1beta1.ClusterNetworkPolicy { return &cnpv1beta1.ClusterNetworkPolicy{} }, func() *cnpv1beta1.ClusterNetworkPolicyList { return &cnpv1beta1.ClusterNetworkPolicyList{} }, "", true, c}
 }

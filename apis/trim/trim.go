@@ -8,6 +8,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // Object is a cache.TransformFunc: obj keeps what tabby-node reads of it. Objects are trimmed in
@@ -40,6 +42,12 @@ func Object(obj any) (any, error) {
 		return Service(o), nil
 	case *discoveryv1.EndpointSlice:
 		return EndpointSlice(o), nil
+	case *anpv1alpha1.AdminNetworkPolicy:
+		o.Annotations, o.Status = nil, anpv1alpha1.AdminNetworkPolicyStatus{}
+	case *anpv1alpha1.BaselineAdminNetworkPolicy:
+		o.Annotations, o.Status = nil, anpv1alpha1.BaselineAdminNetworkPolicyStatus{}
+	case *cnpv1beta1.ClusterNetworkPolicy:
+		o.Annotations, o.Status = nil, cnpv1beta1.ClusterNetworkPolicyStatus{}
 	}
 	return obj, nil
 }

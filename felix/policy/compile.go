@@ -36,7 +36,9 @@ type Calculator struct {
 	podsByIP     map[netip.Addr][]*Pod
 	nsLabels     map[string]labels.Set
 	policies     []*compiledPolicy // sorted by Key
-	endpoints    []Endpoint        // usable ones, sorted by Interface
+	admins       []*compiledAdmin  // in evaluation order (compareAdmins)
+	nodes        map[string]*Node
+	endpoints    []Endpoint // usable ones, sorted by Interface
 	problems     []string
 }
 
@@ -81,12 +83,14 @@ const (
 	peerInvalid peerKind = iota // matches nothing
 	peerPods
 	peerBlock
+	peerNodes // an admin policy's nodes peer
 )
 
 type peer struct {
 	kind  peerKind
 	pods  podSelection
 	block ipBlock
+	nodes nodeSelection
 }
 
 // podSelection is one distinct set of pods a peer selects: the identity is what makes two
@@ -192,6 +196,20 @@ func NewCalculator(in Input) *Calculator {
 		c.problems = append(c.problems, cp.problems...)
 	}
 	slices.SortFunc(c.policies, func(a, b *compiledPolicy) int { return compareKeys(a.key, b.key) })
+	for k, ap := range in.Admin {
+		if ap == nil {
+			continue
+		}
+		if ap.Key() != k {
+			c.problemf("%s: stored under key %s; ignored", ap.Key(), k)
+			continue
+		}
+		ca := compileAdmin(ap)
+		c.admins = append(c.admins, ca)
+		c.problems = append(c.problems, ca.problems...)
+	}
+	slices.SortFunc(c.admins, compareAdmins)
+	c.nodes = in.Nodes
 	c.endpoints = c.usableEndpoints(in.Endpoints)
 	slices.Sort(c.problems)
 	c.problems = slices.Compact(c.problems)
@@ -549,6 +567,22 @@ func (c *Calculator) selecting(pod *Pod, d direction) []*compiledPolicy {
 	for _, p := range c.policies {
 		if p.selects(pod, d) {
 			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// adminSelecting lists, in evaluation order, the admin policies of tier t whose subject is pod
+// and which have rules in direction d.
+func (c *Calculator) adminSelecting(pod *Pod, d direction, t Tier) []*compiledAdmin {
+	return adminsSelecting(c.admins, pod, d, t, c.namespaceLabels)
+}
+
+func adminsSelecting(admins []*compiledAdmin, pod *Pod, d direction, t Tier, nsLabels func(string) labels.Set) []*compiledAdmin {
+	var out []*compiledAdmin
+	for _, a := range admins {
+		if a.tier == t && len(a.rules[d]) > 0 && a.selects(pod, nsLabels) {
+			out = append(out, a)
 		}
 	}
 	return out

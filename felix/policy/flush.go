@@ -32,6 +32,7 @@ type famState struct {
 	uses  map[string][]*memberSet
 	sets  map[string]*memberSet
 	named map[namedKey]*memberSet // the named-port sets among sets
+	nodes map[string]*memberSet   // the node sets among sets, by name
 	// Since the last Flush: chains rendered differently (or gone), sets with pending members,
 	// sets a chain stopped using (gone at the flush's end unless another uses them).
 	changedChains map[string]struct{}
@@ -42,12 +43,14 @@ type famState struct {
 func newFamState(fam ipfamily.Family) *famState {
 	f := &famState{
 		fam: fam, chains: map[string][]string{}, uses: map[string][]*memberSet{},
-		sets: map[string]*memberSet{}, named: map[namedKey]*memberSet{},
+		sets: map[string]*memberSet{}, named: map[namedKey]*memberSet{}, nodes: map[string]*memberSet{},
 		changedChains: map[string]struct{}{}, dirtySets: map[*memberSet]struct{}{},
 	}
 	f.setChain(ChainForward, slices.Clone(forwardRules))
 	f.setChain(ChainFromWorkload, []string{})
 	f.setChain(ChainToWorkload, []string{})
+	f.setChain(ChainInput, slices.Clone(inputRules))
+	f.setChain(ChainToHost, []string{})
 	return f
 }
 
@@ -137,6 +140,19 @@ func (c *collector) namedPortSet(ps *portSpec) string {
 	return name
 }
 
+func (c *collector) nodeSet(n *nodeSelection) string {
+	name := n.setName.Get(c.f.fam)
+	m := c.f.sets[name]
+	if m == nil {
+		m = c.f.newSet(name, "hash:ip")
+		m.nodeSel = n.sel
+		m.add(nodeMembers(c.s.nodes, n.sel, c.f.fam))
+		c.f.nodes[name] = m
+	}
+	c.note(m)
+	return name
+}
+
 func (c *collector) note(m *memberSet) {
 	if !slices.Contains(c.used, m) {
 		c.used = append(c.used, m)
@@ -170,13 +186,16 @@ func (f *famState) dropUnused(s *State, d *Delta) {
 			}
 		case m.typ == "hash:ip,port":
 			delete(f.named, m.port)
+		case m.nodeSel != nil:
+			delete(f.nodes, m.name)
 		}
 	}
 	f.unused = f.unused[:0]
 }
 
 // refresh renders the chains of the endpoint on iface again if what they are rendered from
-// changed: whether it is usable, the policies selecting its pod, the pod's named ports.
+// changed: whether it is usable, the policies selecting its pod (of every tier), the pod's
+// named ports.
 func (s *State) refresh(iface string) {
 	ep := s.endpoints[iface]
 	if ep == nil {
@@ -188,39 +207,78 @@ func (s *State) refresh(iface string) {
 			pod = p
 		}
 	}
-	var pols [2][]*compiledPolicy
+	var t [2]tiers
 	var ports []NamedPort
 	if pod != nil {
-		pols[ingress], pols[egress] = s.selecting(pod, ingress), s.selecting(pod, egress)
+		for _, d := range []direction{ingress, egress} {
+			t[d] = tiers{
+				admin: adminsSelecting(s.adminList, pod, d, TierAdmin, s.namespaceLabels),
+				np:    s.selecting(pod, d),
+				base:  adminsSelecting(s.adminList, pod, d, TierBaseline, s.namespaceLabels),
+			}
+		}
 		ports = pod.NamedPorts
 	}
-	if (pod == nil) != (ep.pod == nil) || len(pols[ingress]) > 0 != (len(ep.pols[ingress]) > 0) || len(pols[egress]) > 0 != (len(ep.pols[egress]) > 0) {
+	host := hostTiers(t[egress])
+	if (pod == nil) != (ep.pod == nil) || t[ingress].empty() != ep.tiers[ingress].empty() || t[egress].empty() != ep.tiers[egress].empty() ||
+		host.empty() != ep.host.empty() {
 		s.dispatchDirty = true
 	}
 	portsChanged := !slices.Equal(ports, ep.ports)
-	was := ep.pols
-	ep.pod, ep.pols, ep.ports = pod, pols, ports
+	was, wasHost := ep.tiers, ep.host
+	ep.pod, ep.tiers, ep.host, ep.ports = pod, t, host, ports
 	if len(ep.claims) == 0 {
 		delete(s.endpoints, iface)
 	}
 	for _, d := range []direction{ingress, egress} {
 		// A chain is text from the policies' rules and, for ingress named ports, the pod's
 		// ports; compiled policies never change, so the same policies render the same.
-		if slices.Equal(pols[d], was[d]) && (!portsChanged || len(pols[d]) == 0) {
+		if t[d].equal(was[d]) && (!portsChanged || t[d].empty()) {
 			continue
 		}
-		name := endpointChain(iface, d)
+		name, pass := endpointChain(iface, d), passChain(iface, d)
 		for _, f := range s.fams {
-			if len(pols[d]) == 0 {
+			if t[d].empty() {
 				f.removeChain(name)
+				f.removeChain(pass)
 				continue
 			}
 			c := &collector{s: s, f: f}
-			f.setChain(name, chainRules(pod, pols[d], d, c))
+			chains := tieredChains(iface, pod, d, t[d], c)
+			for _, ch := range chains {
+				f.setChain(ch.name, ch.rules)
+			}
+			if len(chains) == 1 {
+				f.removeChain(pass)
+			}
 			f.use(name, c.used)
 			s.renders++
 		}
 	}
+	if host.equal(wasHost) && (!portsChanged || host.empty()) {
+		return
+	}
+	name, pass := ToHostPrefix+iface, ToHostPassPrefix+iface
+	for _, f := range s.fams {
+		if host.empty() || pod == nil {
+			f.removeChain(name)
+			f.removeChain(pass)
+			continue
+		}
+		c := &collector{s: s, f: f}
+		chains := tieredChainsNamed(name, pass, pod, egress, host, c)
+		for _, ch := range chains {
+			f.setChain(ch.name, ch.rules)
+		}
+		if len(chains) == 1 {
+			f.removeChain(pass)
+		}
+		f.use(name, c.used)
+	}
+}
+
+func (t tiers) equal(o tiers) bool {
+	return slices.Equal(t.admin, o.admin) && slices.Equal(t.np, o.np) && slices.Equal(t.base, o.base) && t.npOpen == o.npOpen
 }
 
 // selecting lists, in Key order, the policies that apply to pod in direction d.
@@ -238,7 +296,7 @@ func (s *State) selecting(pod *Pod, d direction) []*compiledPolicy {
 // dispatch renders both dispatch chains from the usable endpoints.
 func (s *State) dispatch() {
 	from, to := []string{}, []string{}
-	if len(s.policies) > 0 {
+	if len(s.policies) > 0 || len(s.admins) > 0 {
 		var usable []*endpoint
 		for _, ep := range s.endpoints {
 			if ep.pod != nil {
@@ -247,15 +305,23 @@ func (s *State) dispatch() {
 		}
 		slices.SortFunc(usable, func(a, b *endpoint) int { return strings.Compare(a.iface, b.iface) })
 		for _, ep := range usable {
-			from = append(from, dispatchRule(ep.iface, egress, len(ep.pols[egress]) > 0))
-			to = append(to, dispatchRule(ep.iface, ingress, len(ep.pols[ingress]) > 0))
+			from = append(from, dispatchRule(ep.iface, egress, !ep.tiers[egress].empty()))
+			to = append(to, dispatchRule(ep.iface, ingress, !ep.tiers[ingress].empty()))
 		}
 		from = append(from, dispatchDrop(egress))
 		to = append(to, dispatchDrop(ingress))
 	}
+	host := []string{}
+	for _, ep := range s.endpoints {
+		if ep.pod != nil && !ep.host.empty() {
+			host = append(host, hostDispatchRule(ep.iface))
+		}
+	}
+	slices.Sort(host)
 	for _, f := range s.fams {
 		f.setChain(ChainFromWorkload, from)
 		f.setChain(ChainToWorkload, to)
+		f.setChain(ChainToHost, host)
 	}
 }
 

@@ -17,6 +17,7 @@ const (
 	setKindPods      = 'p' // hash:ip: the pods one peer selects
 	setKindCIDR      = 'c' // hash:net: one ipBlock, its excepts as nomatch entries
 	setKindNamedPort = 'n' // hash:ip,port: every pod's (address, protocol:port) for one port name
+	setKindNodes     = 'h' // hash:ip: the addresses of the nodes an admin policy's nodes peer selects
 )
 
 // hashLen base32 characters (100 bits) keep "tabby-p4-" + hash at 29 characters, within
@@ -120,6 +121,15 @@ func (r *renderer) namedPortSet(ps *portSpec) string {
 	return set
 }
 
+// nodeSet is the hash:ip set of the addresses of the nodes n selects, in this family.
+func (r *renderer) nodeSet(n *nodeSelection) string {
+	name := n.setName.Get(r.fam)
+	if _, ok := r.out.IPSets[name]; !ok {
+		r.addSet(name, "hash:ip", nodeMembers(r.c.nodes, n.sel, r.fam))
+	}
+	return name
+}
+
 func namedPortSetName(name string, proto Protocol, fam ipfamily.Family) string {
 	return setName(setKindNamedPort, fam, strconv.Quote(name)+"/"+string(proto))
 }
@@ -180,7 +190,7 @@ func IsSetName(name string) bool {
 	}
 	rest := name[len(NamePrefix):]
 	switch rest[0] {
-	case setKindPods, setKindCIDR, setKindNamedPort:
+	case setKindPods, setKindCIDR, setKindNamedPort, setKindNodes:
 	default:
 		return false
 	}

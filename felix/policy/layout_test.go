@@ -22,11 +22,18 @@ var wantForward = []string{
 	"-o cali+ -j ACCEPT",
 }
 
+// wantInput is tabby-INPUT, always there: a pod's traffic to its own node goes to the
+// admin tiers' host chains, its replies and established connections untouched.
+var wantInput = []string{
+	"-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+	"-i cali+ -j tabby-wl-to-host-dispatch",
+}
+
 func TestZeroPoliciesRendersOnlyTheFixedChains(t *testing.T) {
 	for _, fam := range ipfamily.All {
 		r := Compute(fixture(), fam)
 		want := Rendered{
-			Chains: map[string][]string{ChainForward: wantForward, ChainFromWorkload: {}, ChainToWorkload: {}},
+			Chains: map[string][]string{ChainForward: wantForward, ChainFromWorkload: {}, ChainToWorkload: {}, ChainInput: wantInput, ChainToHost: {}},
 			IPSets: map[string]IPSet{},
 		}
 		if !reflect.DeepEqual(r, want) {
@@ -50,6 +57,8 @@ func TestLayout(t *testing.T) {
 	api := setName(setKindPods, ipfamily.IPv4, `ns="prod" pods="app=api"`)
 	want := map[string][]string{
 		ChainForward:      wantForward,
+		ChainInput:        wantInput,
+		ChainToHost:       {},
 		ChainFromWorkload: {"-i " + db + " -j RETURN", "-i " + web + " -j RETURN", "-i cali+ -j DROP"},
 		ChainToWorkload:   {"-o " + db + " -j RETURN", "-o " + web + " -g tabby-tw-" + web, "-o cali+ -j DROP"},
 		"tabby-tw-" + web: {"-m set --match-set " + api + " src -j RETURN", "-j DROP"},

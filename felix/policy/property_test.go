@@ -75,7 +75,7 @@ func checkGrid(t *testing.T, n int, g *generator, in Input, c *Calculator, k *ke
 		}
 	}
 	probes = append(probes, probe{"ICMP", 0})
-	policies := len(in.Policies) > 0
+	policies := len(in.Policies) > 0 || len(in.Admin) > 0
 	for _, src := range addrs {
 		for _, dst := range addrs {
 			if src == dst {

@@ -22,6 +22,24 @@ const (
 	// its ingress chain.
 	FromWorkloadPrefix = "tabby-fw-"
 	ToWorkloadPrefix   = "tabby-tw-"
+	// FromPassPrefix + interface (ToPassPrefix for ingress) is where a pod's chain goes after
+	// its AdminNetworkPolicy rules, and where their Pass rules go: NetworkPolicy, then the
+	// baseline. It exists only when some AdminNetworkPolicy selects the pod and something
+	// follows.
+	FromPassPrefix = "tabby-fp-"
+	ToPassPrefix   = "tabby-tp-"
+
+	// InputParentChain gets InputJumpRule at position 1: a pod's traffic to its own node
+	// (INPUT, not FORWARD) is policed by the admin tiers alone; NetworkPolicy always allows
+	// it, as the API says.
+	InputParentChain = "INPUT"
+	InputJumpRule    = "-j " + ChainInput
+	ChainInput       = "tabby-INPUT"
+	ChainToHost      = "tabby-wl-to-host-dispatch"
+	// ToHostPrefix + interface is a pod's chain for its traffic to its own node,
+	// ToHostPassPrefix + interface where its Pass rules go.
+	ToHostPrefix     = "tabby-fh-"
+	ToHostPassPrefix = "tabby-hp-"
 
 	// NamePrefix starts every chain and ipset tabby owns; nothing else is ever touched.
 	NamePrefix = "tabby-"
@@ -45,6 +63,13 @@ var forwardRules = []string{
 	"-o " + workloads + " -j ACCEPT",
 }
 
+// inputRules is tabby-INPUT: what it does not drop returns to the rest of INPUT (the host's
+// own firewall), replies and established connections first, untouched.
+var inputRules = []string{
+	"-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+	"-i " + workloads + " -j " + ChainToHost,
+}
+
 // Compute renders in for one family; see Calculator.Render.
 func Compute(in Input, fam ipfamily.Family) Rendered { return NewCalculator(in).Render(fam) }
 
@@ -63,10 +88,28 @@ func (c *Calculator) Render(fam ipfamily.Family) Rendered {
 			IPSets: map[string]IPSet{},
 		},
 	}
+	r.out.Chains[ChainInput] = slices.Clone(inputRules)
+	host := []string{}
+	for _, ep := range c.endpoints {
+		pod := c.podByKey[ep.Pod]
+		t := hostTiers(tiers{
+			admin: c.adminSelecting(pod, egress, TierAdmin),
+			np:    c.selecting(pod, egress),
+			base:  c.adminSelecting(pod, egress, TierBaseline),
+		})
+		if t.empty() {
+			continue
+		}
+		for _, ch := range tieredChainsNamed(ToHostPrefix+ep.Interface, ToHostPassPrefix+ep.Interface, pod, egress, t, r) {
+			r.out.Chains[ch.name] = ch.rules
+		}
+		host = append(host, hostDispatchRule(ep.Interface))
+	}
+	r.out.Chains[ChainToHost] = host
 	from, to := []string{}, []string{}
 	// With no policy anywhere, every pod is open both ways: no per-endpoint rule is needed,
 	// and a pod felix does not know yet must not be dropped either.
-	if len(c.policies) > 0 {
+	if len(c.policies) > 0 || len(c.admins) > 0 {
 		for _, ep := range c.endpoints {
 			pod := c.podByKey[ep.Pod]
 			from = append(from, r.dispatch(ep.Interface, pod, egress))
@@ -98,11 +141,17 @@ type renderer struct {
 // dispatch renders the dispatch rule of one endpoint in direction d, and its chain if any
 // policy selects the pod in that direction.
 func (r *renderer) dispatch(iface string, pod *Pod, d direction) string {
-	pols := r.c.selecting(pod, d)
-	if len(pols) == 0 {
+	t := tiers{
+		admin: r.c.adminSelecting(pod, d, TierAdmin),
+		np:    r.c.selecting(pod, d),
+		base:  r.c.adminSelecting(pod, d, TierBaseline),
+	}
+	if t.empty() {
 		return dispatchRule(iface, d, false)
 	}
-	r.out.Chains[endpointChain(iface, d)] = chainRules(pod, pols, d, r)
+	for _, ch := range tieredChains(iface, pod, d, t, r) {
+		r.out.Chains[ch.name] = ch.rules
+	}
 	return dispatchRule(iface, d, true)
 }
 
@@ -119,6 +168,121 @@ type setNamer interface {
 	// namedPortSet is the hash:ip,port set of every pod-network pod's port named as ps names
 	// it.
 	namedPortSet(ps *portSpec) string
+	// nodeSet is the hash:ip set of the addresses of the nodes n selects.
+	nodeSet(n *nodeSelection) string
+}
+
+// tiers are what polices one endpoint in one direction, in evaluation order: the
+// AdminNetworkPolicies selecting it (by priority), the NetworkPolicies (by key), the baseline.
+type tiers struct {
+	admin []*compiledAdmin
+	np    []*compiledPolicy
+	base  []*compiledAdmin
+	// npOpen: NetworkPolicy selects the pod but allows everything (its traffic to its own
+	// node): the baseline is not reached.
+	npOpen bool
+}
+
+func (t tiers) empty() bool {
+	return len(t.admin) == 0 && len(t.np) == 0 && (len(t.base) == 0 || t.npOpen)
+}
+
+// hostTiers is what polices a pod's traffic to its own node, from its egress tiers:
+// NetworkPolicy always allows it, so only the admin tier, and the baseline for a pod no
+// NetworkPolicy selects for egress.
+func hostTiers(egressTiers tiers) tiers {
+	t := tiers{admin: egressTiers.admin, base: egressTiers.base, npOpen: len(egressTiers.np) > 0}
+	if t.npOpen {
+		t.base = nil
+	}
+	return t
+}
+
+// hostDispatchRule sends a pod's traffic to its own node to its chain.
+func hostDispatchRule(iface string) string { return "-i " + iface + " -g " + ToHostPrefix + iface }
+
+type chain struct {
+	name  string
+	rules []string
+}
+
+// tieredChains renders the chains of an endpoint policed in direction d (t not empty): its
+// chain, and the pass chain when AdminNetworkPolicies select it and something follows them.
+// Without admin policies the chain is exactly the NetworkPolicy chain (or the baseline's).
+//
+//	admin rules     Allow -j RETURN, Deny -j DROP, Pass -g <pass chain>
+//	                -g <pass chain>
+//	pass chain      NetworkPolicy rules (-j RETURN), then -j DROP, when NetworkPolicy selects
+//	                the pod; else the baseline's rules (Allow -j RETURN, Deny -j DROP)
+//
+// What no rule decides falls off the end: allowed.
+func tieredChains(iface string, pod *Pod, d direction, t tiers, sets setNamer) []chain {
+	return tieredChainsNamed(endpointChain(iface, d), passChain(iface, d), pod, d, t, sets)
+}
+
+// tieredChainsNamed is tieredChains with the chain and its pass chain named.
+func tieredChainsNamed(name, passName string, pod *Pod, d direction, t tiers, sets setNamer) []chain {
+	var rest []string
+	if len(t.np) > 0 {
+		rest = chainRules(pod, t.np, d, sets)
+	} else if !t.npOpen {
+		rest = adminLines(pod, d, t.base, "", sets)
+	}
+	if len(t.admin) == 0 {
+		return []chain{{name, rest}}
+	}
+	pass := ""
+	if len(rest) > 0 {
+		pass = passName
+	}
+	rules := adminLines(pod, d, t.admin, pass, sets)
+	if pass == "" {
+		return []chain{{name, rules}}
+	}
+	rules = append(rules, "-g "+pass)
+	return []chain{{name, rules}, {pass, rest}}
+}
+
+// adminLines renders the rules of admin policies in order; Pass goes to pass ("" : allowed).
+// A line identical to an earlier one is left out: the earlier one decides every packet it
+// would.
+func adminLines(pod *Pod, d direction, pols []*compiledAdmin, pass string, sets setNamer) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range pols {
+		for i := range p.rules[d] {
+			r := &p.rules[d][i]
+			var target string
+			switch r.action {
+			case ActionAllow:
+				target = "-j RETURN"
+			case ActionDeny:
+				target = "-j DROP"
+			case ActionPass:
+				target = "-j RETURN"
+				if pass != "" {
+					target = "-g " + pass
+				}
+			default:
+				continue
+			}
+			for _, line := range ruleLinesTo(pod, d, &r.compiledRule, sets, target) {
+				if !seen[line] {
+					seen[line] = true
+					out = append(out, line)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// passChain is the name of an endpoint's pass chain in direction d.
+func passChain(iface string, d direction) string {
+	if d == ingress {
+		return ToPassPrefix + iface
+	}
+	return FromPassPrefix + iface
 }
 
 // endpointChain is the name of an endpoint's chain in direction d.
@@ -185,6 +349,11 @@ type portMatch struct {
 // when a list is non-empty but nothing in it can match in this family. Every set a peer or a
 // port names is used, even when the rule renders no line.
 func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []string {
+	return ruleLinesTo(pod, d, rule, sets, "-j RETURN")
+}
+
+// ruleLinesTo is ruleLines with the rules' target.
+func ruleLinesTo(pod *Pod, d direction, rule *compiledRule, sets setNamer, target string) []string {
 	dir := "src"
 	if d == egress {
 		dir = "dst"
@@ -202,6 +371,8 @@ func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []strin
 			if name, ok := sets.blockSet(&p.block); ok {
 				peers = append(peers, "-m set --match-set "+name+" "+dir)
 			}
+		case peerNodes:
+			peers = append(peers, "-m set --match-set "+sets.nodeSet(&p.nodes)+" "+dir)
 		}
 	}
 	var ports []portMatch
@@ -232,7 +403,7 @@ func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []strin
 	var out []string
 	for _, peer := range peers {
 		for _, pm := range ports {
-			out = append(out, ruleText(pm.proto, peer, pm.set, pm.dport))
+			out = append(out, ruleText(pm.proto, target, peer, pm.set, pm.dport))
 		}
 	}
 	return out
@@ -240,7 +411,7 @@ func ruleLines(pod *Pod, d direction, rule *compiledRule, sets setNamer) []strin
 
 // ruleText joins the parts in the order iptables-save prints them: -p, then the matches in
 // the order given, then the target.
-func ruleText(proto string, matches ...string) string {
+func ruleText(proto, target string, matches ...string) string {
 	s := ""
 	if proto != "" {
 		s = "-p " + proto + " "
@@ -250,7 +421,7 @@ func ruleText(proto string, matches ...string) string {
 			s += m + " "
 		}
 	}
-	return s + "-j RETURN"
+	return s + target
 }
 
 func dportMatch(proto string, from, to uint16) string {

@@ -142,6 +142,8 @@ type memberSet struct {
 	refs int
 	sel  *selection // a pod set's selection
 	port namedKey   // a named-port set's name and protocol
+	// nodeSel: a node set's selector.
+	nodeSel labels.Selector
 	// counts: the contributions to each member (pod and named-port sets).
 	counts map[string]int
 	// members are sorted, as last handed out (or built), and pending what came (true) and

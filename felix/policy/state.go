@@ -37,6 +37,9 @@ type State struct {
 	namespaces map[string]*Namespace
 	nsLabels   map[string]labels.Set // as selectors see them (kubernetes.io/metadata.name added)
 	policies   map[Key]*compiledPolicy
+	admins     map[AdminKey]*compiledAdmin
+	adminList  []*compiledAdmin // admins in evaluation order
+	nodes      map[string]*Node
 
 	podsByNS       map[string]map[Key]struct{}
 	podsByPortName map[string]map[Key]struct{}
@@ -64,9 +67,10 @@ type endpoint struct {
 	// endpoint.
 	claims []Key
 	// pod is the policed pod, nil when the endpoint is not usable (see usableEndpoints);
-	// pols the policies selecting it per direction, in Key order; ports its named ports.
+	// tiers the policies selecting it per direction; ports its named ports.
 	pod   *Pod
-	pols  [2][]*compiledPolicy
+	tiers [2]tiers
+	host  tiers // its traffic to this node
 	ports []NamedPort
 }
 
@@ -76,6 +80,8 @@ func NewState(fams ...ipfamily.Family) *State {
 		pods: map[Key]*Pod{}, ips: map[Key][]netip.Addr{},
 		namespaces: map[string]*Namespace{}, nsLabels: map[string]labels.Set{},
 		policies:       map[Key]*compiledPolicy{},
+		admins:         map[AdminKey]*compiledAdmin{},
+		nodes:          map[string]*Node{},
 		podsByNS:       map[string]map[Key]struct{}{},
 		podsByPortName: map[string]map[Key]struct{}{},
 		policiesByNS:   map[string]map[Key]*compiledPolicy{},
@@ -120,6 +126,16 @@ func NewStateOf(in Input, fams ...ipfamily.Family) *State {
 	for k, np := range in.Policies {
 		if np != nil {
 			s.setPolicy(k, np)
+		}
+	}
+	for _, n := range in.Nodes {
+		if n != nil {
+			s.UpdateNode(n)
+		}
+	}
+	for k, ap := range in.Admin {
+		if ap != nil && ap.Key() == k {
+			s.UpdateAdmin(ap)
 		}
 	}
 	s.SetEndpoints(in.Endpoints)
@@ -266,6 +282,9 @@ func (s *State) ApplyAddrs(removed, added []PodAddr) {
 // UpdateNamespace records a namespace's labels.
 func (s *State) UpdateNamespace(ns Namespace) {
 	s.namespaces[ns.Name] = &ns
+	if len(s.admins) > 0 && !maps.Equal(s.namespaceLabels(ns.Name), namespaceLabels(ns.Name, ns.Labels)) {
+		s.podsOfNamespaceDirty(ns.Name)
+	}
 	s.relabelNamespace(ns.Name, namespaceLabels(ns.Name, ns.Labels))
 	s.nsLabels[ns.Name] = namespaceLabels(ns.Name, ns.Labels)
 }
@@ -276,6 +295,9 @@ func (s *State) RemoveNamespace(name string) {
 		return
 	}
 	delete(s.namespaces, name)
+	if len(s.admins) > 0 {
+		s.podsOfNamespaceDirty(name)
+	}
 	s.relabelNamespace(name, namespaceLabels(name, nil))
 	delete(s.nsLabels, name)
 }
@@ -346,7 +368,7 @@ func (s *State) RemovePolicy(k Key) {
 // policyEndpointsDirty marks the endpoints whose chains old selected, or now selects.
 func (s *State) policyEndpointsDirty(old, now *compiledPolicy) {
 	for iface, ep := range s.endpoints {
-		if old != nil && (slices.Contains(ep.pols[ingress], old) || slices.Contains(ep.pols[egress], old)) {
+		if old != nil && (slices.Contains(ep.tiers[ingress].np, old) || slices.Contains(ep.tiers[egress].np, old)) {
 			s.dirtyEndpoints[iface] = struct{}{}
 			continue
 		}
@@ -411,7 +433,10 @@ func (s *State) claim(iface string, keys []Key) {
 // Input is what the State holds, as the whole calculation reads it. It shares the State's maps
 // and objects: read only, and only until the next change.
 func (s *State) Input() Input {
-	in := Input{Pods: s.pods, IPs: s.ips, Namespaces: s.namespaces, Policies: make(map[Key]*networkingv1.NetworkPolicy, len(s.policies))}
+	in := Input{Pods: s.pods, IPs: s.ips, Namespaces: s.namespaces, Policies: make(map[Key]*networkingv1.NetworkPolicy, len(s.policies)), Nodes: s.nodes, Admin: make(map[AdminKey]*AdminPolicy, len(s.admins))}
+	for k, ca := range s.admins {
+		in.Admin[k] = ca.src
+	}
 	for k, cp := range s.policies {
 		in.Policies[k] = cp.src
 	}
@@ -421,4 +446,89 @@ func (s *State) Input() Input {
 		}
 	}
 	return in
+}
+
+// UpdateAdmin records an AdminNetworkPolicy or the BaselineAdminNetworkPolicy. One with the
+// resourceVersion of the one recorded is taken as the same. A subject is any pod of the
+// cluster, so every endpoint of this node is looked at again (a node has tens of them).
+func (s *State) UpdateAdmin(p *AdminPolicy) {
+	k := p.Key()
+	old := s.admins[k]
+	if old != nil && (old.src == p || old.src.ResourceVersion != "" && old.src.ResourceVersion == p.ResourceVersion) {
+		return
+	}
+	s.admins[k] = compileAdmin(p)
+	s.adminsChanged()
+}
+
+// RemoveAdmin forgets an admin policy.
+func (s *State) RemoveAdmin(k AdminKey) {
+	if _, ok := s.admins[k]; !ok {
+		return
+	}
+	delete(s.admins, k)
+	s.adminsChanged()
+}
+
+func (s *State) adminsChanged() {
+	s.adminList = slices.SortedFunc(maps.Values(s.admins), compareAdmins)
+	s.dispatchDirty = true
+	for iface := range s.endpoints {
+		s.dirtyEndpoints[iface] = struct{}{}
+	}
+}
+
+// podsOfNamespaceDirty marks the endpoints of the pods of namespace ns: an admin policy's
+// subject may take or leave them with the namespace's labels.
+func (s *State) podsOfNamespaceDirty(ns string) {
+	for k := range s.podsByNS[ns] {
+		s.podEndpointsDirty(k)
+	}
+}
+
+// AdminProblems lists what compiling the admin policy k had to ignore.
+func (s *State) AdminProblems(k AdminKey) []string {
+	if ca := s.admins[k]; ca != nil {
+		return slices.Clone(ca.problems)
+	}
+	return nil
+}
+
+// UpdateNode records a node's labels and addresses, for nodes peers.
+func (s *State) UpdateNode(n *Node) {
+	s.nodes[n.Name] = n
+	s.nodesChanged()
+}
+
+// RemoveNode forgets a node.
+func (s *State) RemoveNode(name string) {
+	if _, ok := s.nodes[name]; !ok {
+		return
+	}
+	delete(s.nodes, name)
+	s.nodesChanged()
+}
+
+// nodesChanged brings every node set in use to what the nodes now give it (nodes are few and
+// change rarely).
+func (s *State) nodesChanged() {
+	for _, f := range s.fams {
+		for _, m := range f.nodes {
+			want := nodeMembers(s.nodes, m.nodeSel, f.fam)
+			var gone []string
+			for e := range m.counts {
+				if _, found := slices.BinarySearch(want, e); !found {
+					gone = append(gone, e)
+				}
+			}
+			m.remove(gone)
+			var came []string
+			for _, e := range want {
+				if _, ok := m.counts[e]; !ok {
+					came = append(came, e)
+				}
+			}
+			m.add(came)
+		}
+	}
 }

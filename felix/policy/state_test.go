@@ -53,19 +53,23 @@ func TestStateEqualsCompute(t *testing.T) {
 			delete(w.pols, k)
 			w.s.RemovePolicy(k)
 		}
+		for k := range w.admin {
+			delete(w.admin, k)
+			w.s.RemoveAdmin(k)
+		}
 		w.flushAndCheck(t, fmt.Sprintf("sequence %d: every policy removed", n))
 		x := w.s.index
 		if len(w.s.selections) > 0 || len(w.s.nsSelections) > 0 || len(x.byValue)+len(x.byKey)+len(x.byNamespace)+len(x.everywhere) > 0 {
 			t.Fatalf("sequence %d: with no policy, selections %v and index %+v are left", n, w.s.selections, x)
 		}
 		for _, f := range w.s.fams {
-			if len(f.sets)+len(f.named)+len(f.uses) > 0 {
+			if len(f.sets)+len(f.named)+len(f.nodes)+len(f.uses) > 0 {
 				t.Fatalf("sequence %d %v: with no policy, sets %v, named-port sets %v, uses %v are left", n, f.fam, f.sets, f.named, f.uses)
 			}
 		}
 	}
 	t.Logf("changes: %v", ops)
-	for _, op := range []string{"pod", "relabel", "ports", "host", "pod-remove", "addr", "addr-all", "ns", "ns-remove", "policy", "policy-remove", "endpoint", "endpoint-remove", "endpoints"} {
+	for _, op := range []string{"pod", "relabel", "ports", "host", "pod-remove", "addr", "addr-all", "ns", "ns-remove", "policy", "policy-remove", "endpoint", "endpoint-remove", "endpoints", "admin", "admin-remove", "node"} {
 		if ops[op] < 100 {
 			t.Errorf("only %d %s changes", ops[op], op)
 		}
@@ -81,6 +85,8 @@ type world struct {
 	nss    map[string]*Namespace
 	pols   map[Key]*networkingv1.NetworkPolicy
 	claims map[string][]Key
+	admin  map[AdminKey]*AdminPolicy
+	nodes  map[string]*Node
 	// mirror is what the deltas built up, per family.
 	mirror map[ipfamily.Family]Rendered
 	next   int
@@ -102,6 +108,7 @@ func newWorld(rng *rand.Rand) *world {
 		pods: map[Key]*Pod{}, ips: map[Key][]netip.Addr{}, nss: map[string]*Namespace{},
 		pols: map[Key]*networkingv1.NetworkPolicy{}, claims: map[string][]Key{},
 		mirror: map[ipfamily.Family]Rendered{},
+		admin:  map[AdminKey]*AdminPolicy{}, nodes: map[string]*Node{},
 	}
 	for _, fam := range ipfamily.All {
 		w.mirror[fam] = Rendered{Chains: map[string][]string{}, IPSets: map[string]IPSet{}}
@@ -166,7 +173,7 @@ func (w *world) endpoints() []Endpoint {
 }
 
 func (w *world) in() Input {
-	return Input{Pods: w.pods, IPs: w.ips, Namespaces: w.nss, Policies: w.pols, Endpoints: w.endpoints()}
+	return Input{Pods: w.pods, IPs: w.ips, Namespaces: w.nss, Policies: w.pols, Admin: w.admin, Nodes: w.nodes, Endpoints: w.endpoints()}
 }
 
 func (w *world) randomPod() (Key, bool) {
@@ -202,7 +209,40 @@ func (w *world) relabel(p *Pod) {
 // change makes one random change in both and names it.
 func (w *world) change() string {
 	g := w.g
-	switch g.pick(14) {
+	switch g.pick(17) {
+	case 14: // an admin policy comes or changes
+		var in Input
+		for len(in.Admin) == 0 {
+			w.g.admin(&in)
+		}
+		for _, p := range in.Admin {
+			p.ResourceVersion = w.newRV()
+			w.admin[p.Key()] = p
+			w.s.UpdateAdmin(p)
+			break
+		}
+		return "admin"
+	case 15: // an admin policy goes
+		for k := range w.admin {
+			delete(w.admin, k)
+			w.s.RemoveAdmin(k)
+			return "admin-remove"
+		}
+		return "none"
+	case 16: // a node is relabelled, or goes
+		var in Input
+		w.g.admin(&in)
+		name := oneOf(g, "n1", "n2")
+		if g.chance(0.3) {
+			delete(w.nodes, name)
+			w.s.RemoveNode(name)
+			return "node-remove"
+		}
+		n := in.Nodes[name]
+		n.Labels = kv("role=" + oneOf(g, "cp", "worker"))
+		w.nodes[name] = n
+		w.s.UpdateNode(n)
+		return "node"
 	case 0: // a pod comes, its addresses before or after
 		p := w.newPod()
 		w.pods[p.Key] = p

@@ -101,7 +101,11 @@ type Input struct {
 	IPs        map[Key][]netip.Addr
 	Namespaces map[string]*Namespace
 	Policies   map[Key]*networkingv1.NetworkPolicy
-	Endpoints  []Endpoint
+	// Admin holds the AdminNetworkPolicies and the BaselineAdminNetworkPolicy.
+	Admin map[AdminKey]*AdminPolicy
+	// Nodes are the cluster's nodes, for admin policies' nodes peers.
+	Nodes     map[string]*Node
+	Endpoints []Endpoint
 }
 
 // Addrs is the addresses of the pod k: IPs's when set, else the Pod's own.

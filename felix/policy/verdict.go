@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Explanation is which policies police a pod, per direction. A direction no policy selects
@@ -17,6 +19,10 @@ type Explanation struct {
 	HostNetwork bool
 	// Ingress and Egress are the policies selecting the pod in that direction, sorted.
 	Ingress, Egress []Key
+	// AdminIngress and AdminEgress are the admin policies whose subject the pod is and which
+	// have rules of that direction, in evaluation order (AdminNetworkPolicies by priority,
+	// then the baseline).
+	AdminIngress, AdminEgress []AdminKey
 }
 
 // Explain says which policies select pod; see Calculator.Explain.
@@ -35,6 +41,14 @@ func (c *Calculator) Explain(pod Key) Explanation {
 	}
 	for _, cp := range c.selecting(p, egress) {
 		e.Egress = append(e.Egress, cp.key)
+	}
+	for _, t := range []Tier{TierAdmin, TierBaseline} {
+		for _, a := range c.adminSelecting(p, ingress, t) {
+			e.AdminIngress = append(e.AdminIngress, a.key)
+		}
+		for _, a := range c.adminSelecting(p, egress, t) {
+			e.AdminEgress = append(e.AdminEgress, a.key)
+		}
 	}
 	return e
 }
@@ -65,7 +79,31 @@ type Side struct {
 	Policies  []Key
 	Allowed   bool
 	AllowedBy *RuleRef
-	Reason    string
+	// Tier is what decided: "AdminNetworkPolicy", "NetworkPolicy",
+	// "BaselineAdminNetworkPolicy", or "" (no rule: open).
+	Tier string
+	// DecidedBy is the admin rule that decided (Tier an admin tier).
+	DecidedBy *AdminRuleRef
+	// Passed lists the AdminNetworkPolicy Pass rule that sent the packet on, if one did.
+	Passed *AdminRuleRef
+	Reason string
+}
+
+// AdminRuleRef names one rule of an admin policy: Rule indexes spec.ingress or spec.egress.
+type AdminRuleRef struct {
+	Policy AdminKey
+	Tier   Tier
+	Rule   int
+	Name   string
+	Action Action
+}
+
+func (r AdminRuleRef) String() string {
+	s := r.Policy.String()
+	if r.Name != "" {
+		s += fmt.Sprintf(" rule %q", r.Name)
+	}
+	return s
 }
 
 // Decision is Verdict's answer.
@@ -120,15 +158,30 @@ func (c *Calculator) side(d direction, pkt Packet) Side {
 	pod := pods[0]
 	k := pod.Key
 	s.Pod = &k
+	// AdminNetworkPolicies first, by priority: the first rule that matches decides, unless it
+	// passes.
+	if ref, ok := c.adminDecides(c.adminSelecting(pod, d, TierAdmin), d, pod, pkt); ok {
+		if ref.Action != ActionPass {
+			return adminSide(s, d, word, k, ref)
+		}
+		s.Passed = &ref
+	}
 	pols := c.selecting(pod, d)
 	for _, p := range pols {
 		s.Policies = append(s.Policies, p.key)
 	}
 	if len(pols) == 0 {
+		if ref, ok := c.adminDecides(c.adminSelecting(pod, d, TierBaseline), d, pod, pkt); ok {
+			return adminSide(s, d, word, k, ref)
+		}
 		s.Allowed = true
 		s.Reason = fmt.Sprintf("%s %s %s: no policy selects it", d, word, k)
+		if s.Passed != nil {
+			s.Reason = fmt.Sprintf("%s %s %s: passed by %s spec.%s[%d], no NetworkPolicy or baseline rule decides", d, word, k, s.Passed.Policy, d, s.Passed.Rule)
+		}
 		return s
 	}
+	s.Tier = "NetworkPolicy"
 	for _, p := range pols {
 		for i, rule := range p.rules[d] {
 			if c.ruleAllows(rule, d, pod, pkt) {
@@ -144,6 +197,30 @@ func (c *Calculator) side(d direction, pkt Packet) Side {
 		list[i] = p.String()
 	}
 	s.Reason = fmt.Sprintf("%s %s %s: selected by %s, no rule allows", d, word, k, strings.Join(list, ", "))
+	return s
+}
+
+// adminDecides is the first rule of pols (in order) in direction d that matches pkt.
+func (c *Calculator) adminDecides(pols []*compiledAdmin, d direction, local *Pod, pkt Packet) (AdminRuleRef, bool) {
+	for _, p := range pols {
+		for _, r := range p.rules[d] {
+			if r.action != "" && c.ruleAllows(r.compiledRule, d, local, pkt) {
+				return AdminRuleRef{Policy: p.key, Tier: p.tier, Rule: r.index, Name: r.name, Action: r.action}, true
+			}
+		}
+	}
+	return AdminRuleRef{}, false
+}
+
+func adminSide(s Side, d direction, word string, k Key, ref AdminRuleRef) Side {
+	s.Tier = ref.Tier.String()
+	s.DecidedBy = &ref
+	s.Allowed = ref.Action != ActionDeny
+	verb := "allowed"
+	if !s.Allowed {
+		verb = "denied"
+	}
+	s.Reason = fmt.Sprintf("%s %s %s: %s by %s spec.%s[%d] (%s)", d, word, k, verb, ref, d, ref.Rule, ref.Action)
 	return s
 }
 
@@ -163,6 +240,12 @@ func (c *Calculator) ruleAllows(rule compiledRule, d direction, local *Pod, pkt 
 			peerOK = slices.ContainsFunc(c.podsAt(remote), func(rp *Pod) bool { return c.selectsPod(&p.pods, rp) })
 		case peerBlock:
 			peerOK = p.block.contains(remote)
+		case peerNodes:
+			for _, n := range c.nodes {
+				if n != nil && p.nodes.sel.Matches(labels.Set(n.Labels)) && slices.Contains(n.IPs, remote) {
+					peerOK = true
+				}
+			}
 		}
 	}
 	if !peerOK {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/apis/trim"
@@ -21,11 +23,14 @@ import (
 )
 
 // PolicyWatcher feeds felix what NetworkPolicy needs: every Pod's labels and named ports, every
-// Namespace's labels and every NetworkPolicy, one message per informer event (felix's manager
+// Namespace's labels, every NetworkPolicy, AdminNetworkPolicy, ClusterNetworkPolicy and the
+// BaselineAdminNetworkPolicy (parsed here, once, into felix/policy's types), one message per
+// informer event (felix's manager
 // then rewrites only what the change touches). Its caches keep nothing else of those objects: a
 // Pod is trimmed to its labels and ports.
 type PolicyWatcher struct {
 	pods, namespaces, policies cache.SharedIndexInformer
+	anps, banps, cnps          cache.SharedIndexInformer
 	send                       func(msg any)
 	log                        *slog.Logger
 	synced                     chan struct{}
@@ -43,6 +48,9 @@ func NewPolicyWatcher(c *client.Client, send func(msg any), log *slog.Logger, m 
 		pods:       client.Informer(c.Pods(metav1.NamespaceAll), t),
 		namespaces: client.Informer(c.Namespaces(), t),
 		policies:   client.Informer(c.NetworkPolicies(metav1.NamespaceAll), t),
+		anps:       client.Informer(c.AdminNetworkPolicies(), t),
+		banps:      client.Informer(c.BaselineAdminNetworkPolicies(), t),
+		cnps:       client.Informer(c.ClusterNetworkPolicies(), t),
 	}
 	_, _ = w.pods.AddEventHandler(handler(m, "pods", func(obj any) { w.send(felix.PodUpdate{Pod: &obj.(*policyPodObject).pod}) },
 		func(key policy.Key) { w.send(felix.PodRemove{Key: key}) }))
@@ -53,7 +61,30 @@ func NewPolicyWatcher(c *client.Client, send func(msg any), log *slog.Logger, m 
 	_, _ = w.policies.AddEventHandler(handler(m, "networkpolicies", func(obj any) {
 		w.send(felix.NetworkPolicyUpdate{Policy: obj.(*networkingv1.NetworkPolicy)})
 	}, func(key policy.Key) { w.send(felix.NetworkPolicyRemove{Key: key}) }))
+	_, _ = w.anps.AddEventHandler(handler(m, "adminnetworkpolicies", func(obj any) {
+		w.sendAdmin(policy.FromANP(obj.(*anpv1alpha1.AdminNetworkPolicy)))
+	}, func(key policy.Key) {
+		w.send(felix.AdminPolicyRemove{Key: policy.AdminKey{Kind: policy.KindANP, Name: key.Name}})
+	}))
+	_, _ = w.banps.AddEventHandler(handler(m, "baselineadminnetworkpolicies", func(obj any) {
+		w.sendAdmin(policy.FromBANP(obj.(*anpv1alpha1.BaselineAdminNetworkPolicy)))
+	}, func(key policy.Key) {
+		w.send(felix.AdminPolicyRemove{Key: policy.AdminKey{Kind: policy.KindBANP, Name: key.Name}})
+	}))
+	_, _ = w.cnps.AddEventHandler(handler(m, "clusternetworkpolicies", func(obj any) {
+		w.sendAdmin(policy.FromCNP(obj.(*cnpv1beta1.ClusterNetworkPolicy)))
+	}, func(key policy.Key) {
+		w.send(felix.AdminPolicyRemove{Key: policy.AdminKey{Kind: policy.KindCNP, Name: key.Name}})
+	}))
 	return w
+}
+
+// sendAdmin sends an admin policy to felix, saying first what of it tabby does not enforce.
+func (w *PolicyWatcher) sendAdmin(p *policy.AdminPolicy) {
+	for _, u := range p.Unsupported {
+		w.log.Warn("admin network policy: a field tabby does not enforce", "policy", p.Key().String(), "field", u)
+	}
+	w.send(felix.AdminPolicyUpdate{Policy: p})
 }
 
 // handler turns informer events into update and remove calls; a delete whose final state was
@@ -78,14 +109,16 @@ func handler(m *Metrics, resource string, update func(obj any), remove func(poli
 func (w *PolicyWatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for _, inf := range []cache.SharedIndexInformer{w.pods, w.namespaces, w.policies} {
+	for _, inf := range []cache.SharedIndexInformer{w.pods, w.namespaces, w.policies, w.anps, w.banps, w.cnps} {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.namespaces.HasSynced, w.policies.HasSynced) {
-		return fmt.Errorf("pod, namespace and NetworkPolicy caches did not sync: %w", ctx.Err())
+	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.namespaces.HasSynced, w.policies.HasSynced, w.anps.HasSynced, w.banps.HasSynced, w.cnps.HasSynced) {
+		return fmt.Errorf("pod, namespace, NetworkPolicy and admin network policy caches did not sync: %w", ctx.Err())
 	}
 	w.log.Info("NetworkPolicy inputs synced", "pods", len(w.pods.GetStore().ListKeys()),
-		"namespaces", len(w.namespaces.GetStore().ListKeys()), "networkPolicies", len(w.policies.GetStore().ListKeys()))
+		"namespaces", len(w.namespaces.GetStore().ListKeys()), "networkPolicies", len(w.policies.GetStore().ListKeys()),
+		"adminNetworkPolicies", len(w.anps.GetStore().ListKeys()), "baselineAdminNetworkPolicies", len(w.banps.GetStore().ListKeys()),
+		"clusterNetworkPolicies", len(w.cnps.GetStore().ListKeys()))
 	w.send(felix.PolicyInSync{})
 	close(w.synced)
 	<-ctx.Done()
@@ -144,7 +177,7 @@ func trimmer(sets *labelSets) cache.TransformFunc {
 			return &policyPodObject{pod: p, resourceVersion: o.ResourceVersion}, nil
 		case *corev1.Namespace:
 			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: sets.intern(o.Labels), UID: o.UID, ResourceVersion: o.ResourceVersion}}, nil
-		case *networkingv1.NetworkPolicy:
+		case *networkingv1.NetworkPolicy, *anpv1alpha1.AdminNetworkPolicy, *anpv1alpha1.BaselineAdminNetworkPolicy, *cnpv1beta1.ClusterNetworkPolicy:
 			return trim.Object(o)
 		}
 		return obj, nil

@@ -7,10 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
+	cnpv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/tabbynet/tabby/apis/client"
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/felix/policy"
 )
 
@@ -62,7 +66,60 @@ func ReadPolicyInput(ctx context.Context, c *client.Client, node string) (policy
 	if err != nil {
 		return policy.Input{}, fmt.Errorf("list NetworkPolicies: %w", err)
 	}
-	return PolicyInput(node, pointers(blocks.Items), pointers(pods.Items), pointers(nss.Items), pointers(nps.Items)), nil
+	// A cluster whose network-policy-api CRDs are not installed has no admin policy.
+	anps, err := c.AdminNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		anps, err = &anpv1alpha1.AdminNetworkPolicyList{}, nil
+	}
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list AdminNetworkPolicies: %w", err)
+	}
+	banps, err := c.BaselineAdminNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		banps, err = &anpv1alpha1.BaselineAdminNetworkPolicyList{}, nil
+	}
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list BaselineAdminNetworkPolicies: %w", err)
+	}
+	cnps, err := c.ClusterNetworkPolicies().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		cnps, err = &cnpv1beta1.ClusterNetworkPolicyList{}, nil
+	}
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list ClusterNetworkPolicies: %w", err)
+	}
+	nodes, err := c.Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return policy.Input{}, fmt.Errorf("list Nodes: %w", err)
+	}
+	in := PolicyInput(node, pointers(blocks.Items), pointers(pods.Items), pointers(nss.Items), pointers(nps.Items))
+	AddAdminInput(&in, pointers(anps.Items), pointers(banps.Items), pointers(cnps.Items), pointers(nodes.Items))
+	return in, nil
+}
+
+// AddAdminInput adds the admin policies and the nodes (for their nodes peers) to in, parsed as
+// tabby-node parses them.
+func AddAdminInput(in *policy.Input, anps []*anpv1alpha1.AdminNetworkPolicy, banps []*anpv1alpha1.BaselineAdminNetworkPolicy, cnps []*cnpv1beta1.ClusterNetworkPolicy, nodes []*corev1.Node) {
+	in.Admin = make(map[policy.AdminKey]*policy.AdminPolicy, len(anps)+len(banps)+len(cnps))
+	for _, o := range anps {
+		p := policy.FromANP(o)
+		in.Admin[p.Key()] = p
+	}
+	for _, o := range banps {
+		p := policy.FromBANP(o)
+		in.Admin[p.Key()] = p
+	}
+	for _, o := range cnps {
+		p := policy.FromCNP(o)
+		in.Admin[p.Key()] = p
+	}
+	in.Nodes = make(map[string]*policy.Node, len(nodes))
+	for _, n := range nodes {
+		// A node whose tabby annotations are invalid keeps its labels and InternalIPs, all a
+		// nodes peer reads; tabby-node reports the annotations.
+		mn, _ := validation.ParseNode(n)
+		in.Nodes[n.Name] = policy.NodeOf(mn)
+	}
 }
 
 func pointers[T any](items []T) []*T {
