@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tabbynet/tabby/hack/cluster/images"
+)
+
+// ANP conformance: the suite of sigs.k8s.io/network-policy-api (hack/anpconformance), its
+// ClusterNetworkPolicy profile with the extended features felix enforces.
+const (
+	ANPProfile  = "ClusterNetworkPolicy"
+	ANPFeatures = "ClusterNetworkPolicy,ClusterNetworkPolicyNamedPorts,ClusterNetworkPolicyEgressNodePeers"
+)
+
+// ANPSkipTests are the suite's tests this machine cannot run: SCTP, which its kernel lacks. The
+// report lists them as skipped.
+var ANPSkipTests = []string{"CNPAdminTierEgressSCTP", "CNPAdminTierIngressSCTP", "CNPBaselineTierEgressSCTP", "CNPBaselineTierIngressSCTP"}
+
+// ImportANPImages imports into every node the agnhost the suite's manifests name
+// (images.ANPAgnhostRef).
+func (c *Cluster) ImportANPImages(ctx context.Context) error {
+	agnhost, err := cacheBinary("agnhost")
+	if err != nil {
+		return err
+	}
+	coredns, err := cacheBinary("coredns-" + images.CoreDNSVersion)
+	if err != nil {
+		return err
+	}
+	as, err := images.WriteArchives(ctx, images.Options{
+		Dir: filepath.Join(c.Lab.Dir, "images"), Agnhost: agnhost, CoreDNS: coredns, Only: []string{"agnhost-anp"},
+	})
+	if err != nil {
+		return err
+	}
+	return c.eachNode(func(n *Node) error { return n.importImages(ctx, []string{as[0].Path}) })
+}
+
+// RunANPConformance runs the suite's test binary (built by `go test -c` in hack/anpconformance)
+// against the cluster, writes its conformance report to report and its output to out, and
+// returns each test's result.
+func (c *Cluster) RunANPConformance(ctx context.Context, bin, report, version string, out io.Writer) ([]Result, error) {
+	if err := os.MkdirAll(filepath.Dir(report), 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{
+		"-test.v", "-test.timeout=90m", "-test.run=TestConformanceProfiles",
+		"-conformance-profiles=" + ANPProfile, "-supported-features=" + ANPFeatures,
+		"-skip-tests=" + strings.Join(ANPSkipTests, ","), "-report-output=" + report,
+		"-organization=tabbynet", "-project=tabby", "-url=https://github.com/tabbynet/tabby",
+		"-version=" + version, "-contact=https://github.com/tabbynet/tabby/issues",
+		"-additional-info=make conformance-anp: a 2-node cluster of kubelets (hack/cluster), SCTP tests skipped (no SCTP in the kernel)",
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("anp conformance: %w", err)
+	}
+	done := make(chan []Result, 1)
+	go func() { done <- parseGoTestV(io.TeeReader(pr, out), ANPSkipTests) }()
+	// The binary exits non-zero when a test fails; the results say which.
+	runErr := cmd.Wait()
+	pw.Close()
+	res := <-done
+	if len(res) == 0 {
+		return nil, fmt.Errorf("anp conformance: no results: %v", runErr)
+	}
+	return res, nil
+}
+
+var goTestResult = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): TestConformanceProfiles/(\S+) \(([0-9.]+)s\)`)
+
+// parseGoTestV reads `go test -v` output of the suite: one result per test of the suite (the
+// top-level subtests of TestConformanceProfiles), skipped when named in skip (the suite passes
+// them without running them), with a failed test's first error line as its message.
+func parseGoTestV(r io.Reader, skip []string) []Result {
+	skipped := map[string]bool{}
+	for _, s := range skip {
+		skipped[s] = true
+	}
+	var res []Result
+	firstErr := map[string]string{}
+	running := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if name, ok := strings.CutPrefix(line, "=== RUN   TestConformanceProfiles/"); ok {
+			running, _, _ = strings.Cut(name, "/")
+			continue
+		}
+		if running != "" && firstErr[running] == "" && (strings.Contains(line, "Error:") || strings.Contains(line, "Expected connection")) {
+			firstErr[running] = strings.TrimSpace(line)
+		}
+		m := goTestResult.FindStringSubmatch(line)
+		if m == nil || strings.Contains(m[2], "/") {
+			continue
+		}
+		var secs float64
+		fmt.Sscan(m[3], &secs)
+		r := Result{Name: m[2], Time: time.Duration(secs * float64(time.Second))}
+		switch {
+		case skipped[r.Name]:
+			r.Status, r.Message = "skipped", "not run on this machine (no SCTP in the kernel)"
+		case m[1] == "PASS":
+			r.Status = "passed"
+		case m[1] == "SKIP":
+			r.Status = "skipped"
+		default:
+			r.Status, r.Message = "failed", firstErr[r.Name]
+		}
+		res = append(res, r)
+	}
+	sort.Slice(res, func(i, j int) bool { return res[i].Name < res[j].Name })
+	return res
+}
