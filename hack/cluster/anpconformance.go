@@ -85,14 +85,15 @@ var goTestResult = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): TestConformance
 
 // parseGoTestV reads `go test -v` output of the suite: one result per test of the suite (the
 // top-level subtests of TestConformanceProfiles), skipped when named in skip (the suite passes
-// them without running them), with a failed test's first error line as its message.
+// them without running them), with a failed test's first failed probe (its command and what it
+// expected) or error line as its message.
 func parseGoTestV(r io.Reader, skip []string) []Result {
 	skipped := map[string]bool{}
 	for _, s := range skip {
 		skipped[s] = true
 	}
 	var res []Result
-	firstErr := map[string]string{}
+	firstErr, probe := map[string]string{}, map[string]string{}
 	running := ""
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -102,8 +103,17 @@ func parseGoTestV(r io.Reader, skip []string) []Result {
 			running, _, _ = strings.Cut(name, "/")
 			continue
 		}
-		if running != "" && firstErr[running] == "" && (strings.Contains(line, "Error:") || strings.Contains(line, "Expected connection")) {
-			firstErr[running] = strings.TrimSpace(line)
+		// The suite logs the probe's command, then what it expected; a failure without a probe
+		// has testify's "Error:" line.
+		if running != "" && firstErr[running] == "" {
+			switch l := strings.TrimSpace(line); {
+			case strings.Contains(l, "FAILED Command was"):
+				probe[running] = l
+			case strings.Contains(l, "Expected connection"):
+				firstErr[running] = strings.TrimSpace(probe[running] + " " + l)
+			case strings.Contains(l, "Error:"):
+				firstErr[running] = l
+			}
 		}
 		m := goTestResult.FindStringSubmatch(line)
 		if m == nil || strings.Contains(m[2], "/") {
@@ -126,4 +136,16 @@ func parseGoTestV(r io.Reader, skip []string) []Result {
 	}
 	sort.Slice(res, func(i, j int) bool { return res[i].Name < res[j].Name })
 	return res
+}
+
+// SCTPFailures counts the failed tests whose first failed probe was SCTP: the suite's TCP and
+// UDP tests probe SCTP ports too, which a kernel without SCTP cannot reach whatever the policy.
+func SCTPFailures(res []Result) int {
+	n := 0
+	for _, r := range res {
+		if r.Status == "failed" && strings.Contains(r.Message, "--protocol=sctp") {
+			n++
+		}
+	}
+	return n
 }

@@ -15,6 +15,7 @@ func TestParseGoTestV(t *testing.T) {
 --- PASS: TestConformanceProfiles/CNPAdminTierEgressSCTP (0.00s)
 === RUN   TestConformanceProfiles/CNPAdminTierGress
 === RUN   TestConformanceProfiles/CNPAdminTierGress/Should_deny_traffic
+    helper.go:110: FAILED Command was [/agnhost connect --timeout=3s --protocol=sctp 10.244.0.5:9003]
     helper.go:112: Expected connection to fail from a/b to 10.244.0.5, but instead it successfully connected.
         Error:      Should be true
     --- FAIL: TestConformanceProfiles/CNPAdminTierGress/Should_deny_traffic (10.50s)
@@ -39,8 +40,11 @@ func TestParseGoTestV(t *testing.T) {
 		if want[r.Name] != r.Status {
 			t.Errorf("%s: %s, want %s", r.Name, r.Status, want[r.Name])
 		}
-		if r.Name == "CNPAdminTierGress" && !strings.HasPrefix(r.Message, "helper.go:112: Expected connection to fail") {
+		if r.Name == "CNPAdminTierGress" && !strings.HasPrefix(r.Message, "helper.go:110: FAILED Command was [/agnhost connect --timeout=3s --protocol=sctp 10.244.0.5:9003] helper.go:112: Expected connection to fail") {
 			t.Errorf("failure message %q", r.Message)
 		}
+	}
+	if n := SCTPFailures(res); n != 1 {
+		t.Errorf("%d failures at an SCTP probe, want 1", n)
 	}
 }

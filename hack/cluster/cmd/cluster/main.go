@@ -205,6 +205,9 @@ func anpConformance(args []string, log *slog.Logger) error {
 		os.Stdout.Write(buf.Bytes())
 	}
 	fmt.Printf("report: %s\nlog: %s\n", report, logFile.Name())
+	if n := cluster.SCTPFailures(res); n > 0 {
+		fmt.Printf("%d of the failed tests failed at an SCTP probe (no SCTP in this kernel), before probing the rest\n", n)
+	}
 	fmt.Print(sum)
 	if !ok {
 		return fmt.Errorf("anp conformance failed")
