@@ -98,7 +98,7 @@ var goTestResult = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): TestConformance
 // parseGoTestV reads `go test -v` output of the suite: one result per test of the suite (the
 // top-level subtests of TestConformanceProfiles), skipped when named in skip (the suite passes
 // them without running them), with a failed test's first failed probe (its command and what it
-// expected) or error line as its message.
+// expected; one other than SCTP if any) or error line as its message.
 func parseGoTestV(r io.Reader, skip []string) []Result {
 	skipped := map[string]bool{}
 	for _, s := range skip {
@@ -116,14 +116,17 @@ func parseGoTestV(r io.Reader, skip []string) []Result {
 			continue
 		}
 		// The suite logs the probe's command, then what it expected; a failure without a probe
-		// has testify's "Error:" line.
-		if running != "" && firstErr[running] == "" {
+		// has testify's "Error:" line. A failed probe other than SCTP is the message first.
+		if running != "" {
 			switch l := strings.TrimSpace(line); {
 			case strings.Contains(l, "FAILED Command was"):
 				probe[running] = l
 			case strings.Contains(l, "Expected connection"):
-				firstErr[running] = strings.TrimSpace(probe[running] + " " + l)
-			case strings.Contains(l, "Error:"):
+				msg := strings.TrimSpace(probe[running] + " " + l)
+				if prev := firstErr[running]; prev == "" || strings.Contains(prev, "--protocol=sctp") && !strings.Contains(msg, "--protocol=sctp") {
+					firstErr[running] = msg
+				}
+			case strings.Contains(l, "Error:") && firstErr[running] == "":
 				firstErr[running] = l
 			}
 		}
@@ -150,7 +153,7 @@ func parseGoTestV(r io.Reader, skip []string) []Result {
 	return res
 }
 
-// SCTPFailures counts the failed tests whose first failed probe was SCTP: the suite's TCP and
+// SCTPFailures counts the failed tests whose failed probes were all SCTP: the suite's TCP and
 // UDP tests probe SCTP ports too, which a kernel without SCTP cannot reach whatever the policy.
 func SCTPFailures(res []Result) int {
 	n := 0

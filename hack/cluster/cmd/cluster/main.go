@@ -206,7 +206,7 @@ func anpConformance(args []string, log *slog.Logger) error {
 	}
 	fmt.Printf("report: %s\nlog: %s\n", report, logFile.Name())
 	if n := cluster.SCTPFailures(res); n > 0 {
-		fmt.Printf("%d of the failed tests failed at an SCTP probe (no SCTP in this kernel), before probing the rest\n", n)
+		fmt.Printf("%d of the failed tests failed only at SCTP probes (no SCTP in this kernel; a subtest stops at its first failed probe)\n", n)
 	}
 	fmt.Print(sum)
 	if !ok {
