@@ -78,7 +78,7 @@ controlplane:
 # A real cluster (hack/cluster): kubelet, kube-proxy, scheduler, controller-manager, agnhost and
 # containerd 2.x, built from the Go module proxy once and cached like the control plane; e2e.test
 # for the upstream conformance subset.
-.PHONY: cluster-deps conformance-deps cluster cluster-clean conformance cluster-lb
+.PHONY: cluster-deps conformance-deps cluster cluster-clean conformance conformance-anp cluster-lb
 cluster-deps: deps
 	@bash hack/controlplane/build.sh node containerd dns >/dev/null
 
@@ -96,6 +96,15 @@ cluster-clean:
 # The upstream sig-network e2e subset against that cluster; ends with `conformance: N passed, …`.
 conformance: conformance-deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster conformance -encap "$(ENCAP)"
+
+# network-policy-api v0.3.0's own conformance suite (hack/anpconformance, from the Go module proxy)
+# against that cluster: the ClusterNetworkPolicy profile with named ports and nodes peers, SCTP
+# skipped. Ends with `anp-conformance: N passed, …`; the report YAML is in $(ARTIFACTS).
+ARTIFACTS ?= $(CURDIR)/_artifacts
+conformance-anp: cluster-deps controlplane tools build
+	$(GO) -C hack/anpconformance test -c -o $(CURDIR)/.cache/anp-conformance.test .
+	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster anp-conformance -encap "$(ENCAP)" \
+		-bin $(CURDIR)/.cache/anp-conformance.test -artifacts $(ARTIFACTS) -version $(VERSION)
 
 # Services of type LoadBalancer on that cluster (hack/cluster TestLoadBalancerOverBGP): an FRR ToR,
 # a LoadBalancer IPPool, ECMP under externalTrafficPolicy Cluster, the ToR following the pods under

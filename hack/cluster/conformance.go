@@ -145,7 +145,10 @@ func firstLine(s string) string {
 
 // Summary is the table of results and the closing line `conformance: N passed, N failed, N
 // skipped`.
-func Summary(res []Result) (string, bool) {
+func Summary(res []Result) (string, bool) { return SummaryOf("conformance", res) }
+
+// SummaryOf is Summary with the closing line's label: `label: N passed, N failed, N skipped`.
+func SummaryOf(label string, res []Result) (string, bool) {
 	var b strings.Builder
 	counts := map[string]int{}
 	for _, r := range res {
@@ -155,7 +158,7 @@ func Summary(res []Result) (string, bool) {
 			fmt.Fprintf(&b, "                %s\n", r.Message)
 		}
 	}
-	fmt.Fprintf(&b, "conformance: %d passed, %d failed, %d skipped\n", counts["passed"], counts["failed"], counts["skipped"])
+	fmt.Fprintf(&b, "%s: %d passed, %d failed, %d skipped\n", label, counts["passed"], counts["failed"], counts["skipped"])
 	return b.String(), counts["failed"] == 0 && counts["passed"] > 0
 }
 

@@ -17,7 +17,7 @@ type Options struct {
 	TabbyTag string   // the tag of tabby's image
 	Agnhost  string   // the static agnhost binary
 	CoreDNS  string   // the static coredns binary
-	Only     []string // a subset of DefaultImages; all of them when empty
+	Only     []string // a subset of DefaultImages, or agnhost-anp; all of DefaultImages when empty
 	Gzip     bool
 	// Warn is told about a weaker image (an agnhost tool this host lacks); nil: ignored.
 	Warn func(msg string)
@@ -66,6 +66,10 @@ func WriteArchives(ctx context.Context, o Options) ([]Archive, error) {
 			}
 			return img, err
 		},
+		"agnhost-anp": func() (image.Image, error) {
+			img, _, err := ANPAgnhost(o.Agnhost, o.CoreDNS)
+			return img, err
+		},
 		"coredns": func() (image.Image, error) { return CoreDNS(o.CoreDNS) },
 		"glibc-dns-testing": func() (image.Image, error) {
 			img, missing, err := GlibcDNSTesting(o.CoreDNS)
@@ -79,7 +83,7 @@ func WriteArchives(ctx context.Context, o Options) ([]Archive, error) {
 	for _, name := range only {
 		f, ok := build[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown image %q (%s)", name, strings.Join(DefaultImages, ", "))
+			return nil, fmt.Errorf("unknown image %q (%s, agnhost-anp)", name, strings.Join(DefaultImages, ", "))
 		}
 		img, err := f()
 		if err != nil {

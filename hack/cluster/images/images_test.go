@@ -396,3 +396,35 @@ func TestRefs(t *testing.T) {
 		}
 	}
 }
+
+// The suite's agnhost runs agnhost as the base image does, but a porter serving only SCTP
+// pauses when the kernel has no SCTP (else it exits and its pod is never Ready).
+func TestANPAgnhost(t *testing.T) {
+	if findHost("busybox") == "" {
+		t.Skip("no busybox on this host")
+	}
+	fake := filepath.Join(t.TempDir(), "agnhost")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho agnhost \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, _, err := ANPAgnhost(fake, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Ref != ANPAgnhostRef || strings.Join(img.Entrypoint, " ") != "/agnhost" {
+		t.Errorf("ref %s entrypoint %v", img.Ref, img.Entrypoint)
+	}
+	needRoot(t)
+	root := unpack(t, img)
+	if out, err := inRoot(t, root, img.Env, "/agnhost", "connect", "--protocol=tcp", "10.244.0.5:80"); err != nil || out != "agnhost connect --protocol=tcp 10.244.0.5:80\n" {
+		t.Errorf("/agnhost connect: %v %q", err, out)
+	}
+	// This root has no /proc/net/sctp, as a kernel without SCTP.
+	wantSCTP := "agnhost pause\n"
+	if out, err := inRoot(t, root, append(img.Env, "SERVE_SCTP_PORT_9003=foo"), "/bin/bash", "-c", "/agnhost porter"); err != nil || out != wantSCTP {
+		t.Errorf("porter of SCTP: %v %q, want %q", err, out, wantSCTP)
+	}
+	if out, err := inRoot(t, root, append(img.Env, "SERVE_SCTP_PORT_9003=foo", "SERVE_TCP_PORT_80=foo"), "/agnhost", "porter"); err != nil || out != "agnhost porter\n" {
+		t.Errorf("porter of TCP and SCTP: %v %q", err, out)
+	}
+}

@@ -3,6 +3,8 @@
 //
 //	cluster up [-nodes 2] [-encap vxlan]   start, print how to use it, stop on Ctrl-C, SIGTERM or SIGHUP
 //	cluster conformance [-encap vxlan]     start, run the upstream sig-network e2e subset, print the results
+//	cluster anp-conformance -bin FILE -artifacts DIR [-encap vxlan]
+//	                                      start, run network-policy-api's conformance suite, print the results
 //	cluster clean           remove a dead cluster's processes, mounts, cgroups and namespaces
 package main
 
@@ -15,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -24,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] [-encap vxlan] | cluster conformance [-focus REGEX] [-encap vxlan] | cluster clean")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] [-encap vxlan] | cluster conformance [-focus REGEX] [-encap vxlan] | cluster anp-conformance -bin FILE -artifacts DIR | cluster clean")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -34,6 +37,8 @@ func main() {
 		err = up(os.Args[2:], log)
 	case "conformance":
 		err = conformance(os.Args[2:], log)
+	case "anp-conformance":
+		err = anpConformance(os.Args[2:], log)
 	case "clean":
 		err = cluster.Cleanup(context.Background(), log)
 	default:
@@ -145,5 +150,67 @@ func printPodStart(ctx context.Context, c *cluster.Cluster, count int) error {
 		fmt.Printf("  %-18s %6.2fs\n", r.CNI, r.Total.Seconds())
 	}
 	fmt.Printf("  tabby / reference: %.2f×\n", got[0].Total.Seconds()/got[1].Total.Seconds())
+	return nil
+}
+
+func anpConformance(args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("anp-conformance", flag.ExitOnError)
+	bin := fs.String("bin", "", "the suite's test binary (go test -c in hack/anpconformance)")
+	artifacts := fs.String("artifacts", "", "where the conformance report and the suite's output go")
+	version := fs.String("version", "dev", "tabby's version, for the report")
+	verbose := fs.Bool("v", false, "print the suite's output as it runs (else only on failure)")
+	encap := fs.String("encap", "", encapUsage)
+	_ = fs.Parse(args)
+	if *bin == "" || *artifacts == "" {
+		return fmt.Errorf("anp-conformance: -bin and -artifacts are required")
+	}
+	if err := os.MkdirAll(*artifacts, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	c, err := cluster.Up(ctx, cluster.Options{Encap: *encap, Log: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Close(cctx); err != nil {
+			log.Error("cluster teardown", "err", err)
+		}
+	}()
+	if err := c.PrepareANPConformance(ctx); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(*artifacts, "anp-conformance.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	var buf bytes.Buffer
+	out := io.MultiWriter(logFile, &buf)
+	if *verbose {
+		out = io.MultiWriter(logFile, os.Stdout)
+	}
+	report := filepath.Join(*artifacts, "anp-conformance-report.yaml")
+	log.Info("running network-policy-api's conformance suite", "profile", cluster.ANPProfile, "features", cluster.ANPFeatures)
+	res, err := c.RunANPConformance(ctx, *bin, report, *version, out)
+	if err != nil {
+		os.Stdout.Write(buf.Bytes())
+		return err
+	}
+	sum, ok := cluster.SummaryOf("anp-conformance", res)
+	if !ok && !*verbose {
+		os.Stdout.Write(buf.Bytes())
+	}
+	fmt.Printf("report: %s\nlog: %s\n", report, logFile.Name())
+	if n := cluster.SCTPFailures(res); n > 0 {
+		fmt.Printf("%d of the failed tests failed only at SCTP probes (no SCTP in this kernel; a subtest stops at its first failed probe)\n", n)
+	}
+	fmt.Print(sum)
+	if !ok {
+		return fmt.Errorf("anp conformance failed")
+	}
 	return nil
 }
