@@ -390,7 +390,7 @@ func waitReady(ctx context.Context, url, token string) error {
 	})
 }
 
-// waitFor polls cond every 50 ms until it holds, fails, or ctx ends.
+// waitFor polls cond until it holds, fails, or ctx ends.
 func waitFor(ctx context.Context, cond func() (bool, error)) error {
 	var lastErr error
 	for {
