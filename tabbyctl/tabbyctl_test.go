@@ -391,7 +391,7 @@ func createNode(t *testing.T, name string, labels, annotations map[string]string
 func TestNodeView(t *testing.T) {
 	needCluster(t)
 	createNode(t, "nv-1", map[string]string{"kubernetes.io/hostname": "nv-1"}, map[string]string{"other.example/keep": "yes"})
-	createNode(t, "nv-2", nil, map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24"})
+	createNode(t, "nv-2", nil, map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24", v1.AnnotationBGPIPv6Address: "2001:db8:100::12/64"})
 	f := writeFile(t, "nodes.yaml", `apiVersion: tabby.dev/v1
 kind: Node
 metadata:
@@ -416,14 +416,14 @@ spec:
 		t.Fatalf("node after apply: labels %v annotations %v", k.Labels, k.Annotations)
 	}
 	wantRows(t, mustRun(t, "", "get", "node", "nv-1", "nv-2"), [][]string{
-		{"NAME", "ASN", "IPV4-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
-		{"nv-1", "64513", "198.51.100.11/24", "244.0.0.1", "-"},
-		{"nv-2", "(64512)", "198.51.100.12/24", "-", "-"},
+		{"NAME", "ASN", "IPV4-ADDRESS", "IPV6-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
+		{"nv-1", "64513", "198.51.100.11/24", "-", "244.0.0.1", "-"},
+		{"nv-2", "(64512)", "198.51.100.12/24", "2001:db8:100::12/64", "-", "-"},
 	})
 	mustRun(t, "", "patch", "node", "nv-2", "-p", `{"spec":{"bgp":{"routeReflectorClusterID":"244.0.0.1","asNumber":64514}},"metadata":{"labels":{"route-reflector":"true"}}}`)
 	wantRows(t, mustRun(t, "", "get", "no", "nv-2"), [][]string{
-		{"NAME", "ASN", "IPV4-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
-		{"nv-2", "64514", "198.51.100.12/24", "244.0.0.1", "-"},
+		{"NAME", "ASN", "IPV4-ADDRESS", "IPV6-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
+		{"nv-2", "64514", "198.51.100.12/24", "2001:db8:100::12/64", "244.0.0.1", "-"},
 	})
 	mustRun(t, "", "patch", "node", "nv-2", "-p", `{"spec":{"bgp":{"routeReflectorClusterID":null}},"metadata":{"labels":{"route-reflector":null}}}`)
 	k, _ = env.Kube.CoreV1().Nodes().Get(context.Background(), "nv-2", metav1.GetOptions{})
@@ -438,6 +438,10 @@ spec:
 	r = run(t, "", "apply", "-f", writeFile(t, "n.yaml", "apiVersion: tabby.dev/v1\nkind: Node\nmetadata: {name: nv-1}\nspec: {bgp: {ipv4Address: 198.51.100.11}}\n"))
 	if r.code == 0 || !strings.Contains(r.stderr, `n.yaml: document 1 (Node "nv-1"): spec.bgp.ipv4Address: Invalid value: "198.51.100.11"`) {
 		t.Fatalf("bad node file: %+v", r)
+	}
+	r = run(t, "", "patch", "node", "nv-2", "-p", `{"spec":{"bgp":{"ipv6Address":"198.51.100.12/24"}}}`)
+	if r.code == 0 || !strings.Contains(r.stderr, `Node "nv-2": spec.bgp.ipv6Address: Invalid value: "198.51.100.12/24"`) {
+		t.Fatalf("IPv4 address as the IPv6 one: %+v", r)
 	}
 	r = run(t, "", "apply", "-f", writeFile(t, "n.yaml", "apiVersion: tabby.dev/v1\nkind: Node\nmetadata: {name: nv-missing}\nspec: {bgp: {asNumber: 65000}}\n"))
 	if r.code == 0 || !strings.Contains(r.stderr, `no Kubernetes Node "nv-missing"`) {
@@ -461,7 +465,7 @@ spec:
 	}
 	// yaml of a node is a valid input.
 	y := mustRun(t, "", "get", "node", "nv-2", "-o", "yaml")
-	if !strings.Contains(y, "kind: Node") || !strings.Contains(y, "ipv4Address: 198.51.100.12/24") {
+	if !strings.Contains(y, "kind: Node") || !strings.Contains(y, "ipv4Address: 198.51.100.12/24") || !strings.Contains(y, "ipv6Address: 2001:db8:100::12/64") {
 		t.Fatalf("node yaml:\n%s", y)
 	}
 	mustRun(t, y, "apply", "-f", "-")
