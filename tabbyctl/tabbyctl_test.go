@@ -480,10 +480,34 @@ func TestVersion(t *testing.T) {
 	if !strings.Contains(out, "Cluster Version: unknown (tabby is not installed") {
 		t.Errorf("version without tabby installed: %s", out)
 	}
-	ns := "tabby-version-test"
-	if _, err := env.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if out := mustRun(t, "", "--version"); !strings.HasPrefix(out, "tabbyctl version ") || os.Getenv("TABBY_BIN") == "" && out != "tabbyctl version v0.0.0-test\n" {
+		t.Errorf("--version: %q", out)
+	}
+
+	// Without the chart (the lab, tabby installed by hand), the versions tabby-node recorded on
+	// the Nodes: one version is the cluster's; during an upgrade, which nodes run which.
+	createNode(t, "ver-b", nil, map[string]string{v1.AnnotationVersion: "v1.2.2"})
+	createNode(t, "ver-a", nil, map[string]string{v1.AnnotationVersion: "v1.2.2"})
+	createNode(t, "ver-none", nil, nil)
+	out = mustRun(t, "", "version")
+	for _, want := range []string{"Cluster Version: v1.2.2 (what tabby-node runs)\n", "\ntabby-node:      v1.2.2 on 2 of ", " nodes (ver-a, ver-b)\n",
+		"\ntabby-node:      no version recorded on "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version with agents, no chart: want %q in\n%s", want, out)
+		}
+	}
+	createNode(t, "ver-c", nil, map[string]string{v1.AnnotationVersion: "v1.2.3"})
+	out = mustRun(t, "", "version")
+	if !strings.Contains(out, "Cluster Version: mixed (what tabby-node runs)\ntabby-node:      v1.2.2 on 2 of ") || !strings.Contains(out, "\ntabby-node:      v1.2.3 on 1 of ") {
+		t.Errorf("version during an upgrade:\n%s", out)
+	}
+
+	// A namespace of its own each run: without a controller manager, a deleted one stays.
+	created, err := env.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tabby-version-"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	ns := created.Name
 	t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tabby-version", Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "tabby", "tabby.dev/info": "version"}}, Data: map[string]string{"version": "v1.2.3"}}
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
@@ -493,7 +517,7 @@ func TestVersion(t *testing.T) {
 		_ = env.Kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
 	})
 	out = mustRun(t, "", "version")
-	if !strings.Contains(out, "Cluster Version: v1.2.3 (ConfigMap tabby-version-test/tabby-version)") {
+	if !strings.Contains(out, "Cluster Version: v1.2.3 (ConfigMap "+ns+"/tabby-version)\ntabby-node:      v1.2.2 on 2 of ") {
 		t.Errorf("version: %s", out)
 	}
 }
