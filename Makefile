@@ -85,9 +85,15 @@ cluster-deps: deps
 conformance-deps: cluster-deps
 	@bash hack/controlplane/build.sh e2e >/dev/null
 
-# A 2-node cluster with tabby installed by helm from charts/tabby; stops on Ctrl-C.
+# A program stopped as asked (Ctrl-C, SIGTERM, a closed terminal) ends the target without an
+# error: exit 0, or the status of a death by SIGINT, SIGTERM or SIGHUP. Appended to its command.
+STOPPED_IS_OK = rc=$$?; if [ $$rc -eq 130 ] || [ $$rc -eq 143 ] || [ $$rc -eq 129 ]; then exit 0; fi; exit $$rc
+
+# A 2-node cluster with tabby installed by helm from charts/tabby; stops on Ctrl-C. Like the lab,
+# it runs as its own binary, not under `go run`.
 cluster: cluster-deps controlplane tools build
-	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./cluster/cmd/cluster up -encap "$(ENCAP)"
+	@$(GO) build -C hack -o $(CURDIR)/bin/cluster ./cluster/cmd/cluster
+	@TABBY_BIN=$(CURDIR)/bin bin/cluster up -encap "$(ENCAP)"; $(STOPPED_IS_OK)
 
 # Removes what a killed `make cluster` (or lab) left behind.
 cluster-clean:
@@ -236,7 +242,7 @@ ENCAP ?= none
 demo: deps controlplane tools build
 	@echo "demo: building the lab (seconds once the Go build cache is warm)"
 	@$(GO) build -C hack -o $(CURDIR)/bin/lab ./lab/cmd/lab
-	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) --typha $(TYPHA) --encap $(ENCAP) demo; rc=$$?; if [ $$rc -eq 130 ] || [ $$rc -eq 143 ] || [ $$rc -eq 129 ]; then exit 0; fi; exit $$rc
+	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) --typha $(TYPHA) --encap $(ENCAP) demo; $(STOPPED_IS_OK)
 
 # Removes what a lab killed hard (SIGKILL, a crash) left behind: namespaces, links, processes.
 demo-clean:

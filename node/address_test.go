@@ -11,9 +11,10 @@ import (
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/internal/testenv"
+	"github.com/tabbynet/tabby/internal/version"
 )
 
-// tabby-node publishes the addresses it detected and nothing else: a node that lost its IPv6
+// tabby-node publishes the addresses it detected (and its version) and nothing else: a node that lost its IPv6
 // address loses the annotation (else its peers would keep sending IPv6 to it), and an unchanged
 // node costs no write.
 func TestRecordAddresses(t *testing.T) {
@@ -50,6 +51,10 @@ func TestRecordAddresses(t *testing.T) {
 	n = record(v6)
 	if got := n.Annotations[v1.AnnotationBGPIPv6Address]; got != v6.String() || n.Annotations[v1.AnnotationBGPIPv4Address] != v4.String() {
 		t.Fatalf("annotations %v", n.Annotations)
+	}
+	// The agent's version, which `tabbyctl version` reads without the chart's ConfigMap.
+	if got := n.Annotations[v1.AnnotationVersion]; got != version.Version {
+		t.Fatalf("version annotation %q, want %q", got, version.Version)
 	}
 	rv := n.ResourceVersion
 	if again := record(v6); again.ResourceVersion != rv {

@@ -25,6 +25,7 @@ import (
 	"github.com/tabbynet/tabby/bird"
 	"github.com/tabbynet/tabby/felix"
 	"github.com/tabbynet/tabby/internal/ipfamily"
+	"github.com/tabbynet/tabby/internal/version"
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
 	"github.com/tabbynet/tabby/lbipam/controller"
@@ -280,9 +281,10 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 
 // recordAddresses writes the detected addresses into the Node annotations felix and the other
 // nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation. A node without BGP
-// says so, so that no other node's speaker opens a session to it.
+// says so, so that no other node's speaker opens a session to it. The same write records the
+// version this agent runs.
 func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addrs ipfamily.Pair[netip.Prefix]) error {
-	want := map[string]*string{v1.AnnotationNoBGP: nil}
+	want := map[string]*string{v1.AnnotationNoBGP: nil, v1.AnnotationVersion: ptr(version.Version)}
 	if !a.cfg.BGPEnabled() {
 		want[v1.AnnotationNoBGP] = ptr("true")
 	}

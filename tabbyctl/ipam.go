@@ -48,7 +48,10 @@ func (a *app) ipamShow() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show",
 		Short: "Per pool: addresses in total, in use and free; --show-blocks per block; --ip who holds it",
-		Args:  cobra.NoArgs,
+		Long: `Prints, per pool, its addresses in total, in use and free; beyond 2^32 (an IPv6 pool) the
+counts are powers of two: a /48 holds 2^80 addresses. --show-blocks adds a line per block, with
+the node it belongs to; --ip says who holds an address.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var ip netip.Addr
 			if ipStr != "" {
@@ -80,7 +83,7 @@ func (a *app) ipamShow() *cobra.Command {
 			var rows [][]string
 			for _, p := range usageRows(usage) {
 				free := new(big.Int).Sub(p.total, big.NewInt(p.inUse))
-				rows = append(rows, []string{"pool", p.name, p.cidr, "-", p.total.String(), i64(p.inUse), pct(p.inUse, p.total), free.String()})
+				rows = append(rows, []string{"pool", p.name, p.cidr, "-", addressCount(p.total), i64(p.inUse), pct(p.inUse, p.total), addressCount(free)})
 				if showBlocks {
 					for _, b := range p.blocks {
 						node := b.Node
@@ -143,6 +146,26 @@ func usageRows(u ipam.Usage) []poolRow {
 }
 
 func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+// addressCount is a number of addresses as a reader takes it in: in digits up to 2^32, beyond
+// (an IPv6 pool) as a power of two, exactly: 2^80 for a /48, 2^80-6 for what is free in it,
+// without spaces so that a column stays one field for awk.
+func addressCount(n *big.Int) string {
+	const digitsUpTo = 32
+	if n.BitLen() <= digitsUpTo {
+		return n.String()
+	}
+	up := n.BitLen()
+	if new(big.Int).Lsh(big.NewInt(1), uint(up-1)).Cmp(n) == 0 {
+		return fmt.Sprintf("2^%d", up-1)
+	}
+	below := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(up)), n)
+	if below.BitLen() <= digitsUpTo {
+		return fmt.Sprintf("2^%d-%s", up, below)
+	}
+	f, _ := new(big.Float).SetInt(n).Float64()
+	return strconv.FormatFloat(f, 'g', 4, 64)
+}
 
 func pct(part int64, total *big.Int) string {
 	if total.Sign() == 0 {

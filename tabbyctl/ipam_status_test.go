@@ -276,7 +276,7 @@ func TestIPv6Pool(t *testing.T) {
 		{"NAME", "CIDR", "SELECTOR", "NAT", "IPIPMODE", "VXLANMODE", "DISABLED", "BLOCKSIZE"},
 		{"v6-pool", "fd00:10:244::/48", "all()", "false", "Never", "Never", "false", "122"},
 	})
-	if out := mustRun(t, "", "ipam", "show"); !containsRow(out, []string{"v6-pool", "fd00:10:244::/48", "1208925819614629174706176", "0", "0%", "1208925819614629174706176"}) {
+	if out := mustRun(t, "", "ipam", "show"); !containsRow(out, []string{"v6-pool", "fd00:10:244::/48", "2^80", "0", "0%", "2^80"}) {
 		t.Errorf("ipam show:\n%s", out)
 	}
 	r := run(t, "", "patch", "ippool", "v6-pool", "-p", `{"spec":{"ipipMode":"Always"}}`)

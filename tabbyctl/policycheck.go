@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -41,7 +42,13 @@ func (a *app) policyCheck() *cobra.Command {
 compute the node's NetworkPolicy chains and sets from the API objects, with felix's own
 calculator, and compare them with tabby's chains in the filter table (iptables-save) and
 tabby's policy ipsets (ipset save). Each difference is one line; the exit status is 1 when there
-is any. Right after a change, a difference can be the node still applying it: run it again.`,
+is any. Right after a change, a difference can be the node still applying it: run it again.
+
+--netns reads the chains and sets of another network namespace, such as a lab node's (make demo
+prints the command).`,
+		Example: `  tabbyctl policy check
+  tabbyctl policy check --node node-1 --netns tl-ab12-node-1   # a namespace "ip netns list" prints
+  tabbyctl policy check --node node-1 --netns /proc/4242/ns/net`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if node == "" {
@@ -53,7 +60,7 @@ is any. Right after a change, a difference can be the node still applying it: ru
 			}
 			run := netnsrun.Current
 			if netns != "" {
-				r, closeNS, err := netnsrun.At(netns)
+				r, closeNS, err := netnsrun.At(netnsPath(netns))
 				if err != nil {
 					return fmt.Errorf("--netns %s: %w", netns, err)
 				}
@@ -79,9 +86,20 @@ is any. Right after a change, a difference can be the node still applying it: ru
 		},
 	}
 	cmd.Flags().StringVar(&node, "node", "", "the node this runs on (default: $NODE_NAME, else the hostname)")
-	cmd.Flags().StringVar(&netns, "netns", "", "read the chains and sets of this network namespace (a path) instead of the current one")
+	cmd.Flags().StringVar(&netns, "netns", "", "read the chains and sets of this network namespace instead of the current one: a name as \"ip netns list\" prints it, or a path")
 	cmd.Flags().StringVar(&backend, "iptables-backend", "", "legacy or nft (default: detected as felix does)")
 	return cmd
+}
+
+// namedNetnsDir is where `ip netns add NAME` mounts a named network namespace.
+const namedNetnsDir = "/run/netns"
+
+// netnsPath is the namespace file of --netns: a bare name is one `ip netns` lists.
+func netnsPath(s string) string {
+	if strings.Contains(s, "/") {
+		return s
+	}
+	return filepath.Join(namedNetnsDir, s)
 }
 
 func defaultNodeName() string {

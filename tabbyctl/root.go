@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tabbynet/tabby/apis/client"
+	"github.com/tabbynet/tabby/internal/version"
 )
 
 // Streams are the command's standard streams.
@@ -63,6 +64,7 @@ func NewCommand(s Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tabbyctl",
 		Short:         "Manage tabby, a pure-L3 pod network: pools, BGP, nodes, IPAM",
+		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

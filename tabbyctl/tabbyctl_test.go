@@ -391,7 +391,7 @@ func createNode(t *testing.T, name string, labels, annotations map[string]string
 func TestNodeView(t *testing.T) {
 	needCluster(t)
 	createNode(t, "nv-1", map[string]string{"kubernetes.io/hostname": "nv-1"}, map[string]string{"other.example/keep": "yes"})
-	createNode(t, "nv-2", nil, map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24"})
+	createNode(t, "nv-2", nil, map[string]string{v1.AnnotationBGPIPv4Address: "198.51.100.12/24", v1.AnnotationBGPIPv6Address: "2001:db8:100::12/64"})
 	f := writeFile(t, "nodes.yaml", `apiVersion: tabby.dev/v1
 kind: Node
 metadata:
@@ -416,14 +416,14 @@ spec:
 		t.Fatalf("node after apply: labels %v annotations %v", k.Labels, k.Annotations)
 	}
 	wantRows(t, mustRun(t, "", "get", "node", "nv-1", "nv-2"), [][]string{
-		{"NAME", "ASN", "IPV4-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
-		{"nv-1", "64513", "198.51.100.11/24", "244.0.0.1", "-"},
-		{"nv-2", "(64512)", "198.51.100.12/24", "-", "-"},
+		{"NAME", "ASN", "IPV4-ADDRESS", "IPV6-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
+		{"nv-1", "64513", "198.51.100.11/24", "-", "244.0.0.1", "-"},
+		{"nv-2", "(64512)", "198.51.100.12/24", "2001:db8:100::12/64", "-", "-"},
 	})
 	mustRun(t, "", "patch", "node", "nv-2", "-p", `{"spec":{"bgp":{"routeReflectorClusterID":"244.0.0.1","asNumber":64514}},"metadata":{"labels":{"route-reflector":"true"}}}`)
 	wantRows(t, mustRun(t, "", "get", "no", "nv-2"), [][]string{
-		{"NAME", "ASN", "IPV4-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
-		{"nv-2", "64514", "198.51.100.12/24", "244.0.0.1", "-"},
+		{"NAME", "ASN", "IPV4-ADDRESS", "IPV6-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
+		{"nv-2", "64514", "198.51.100.12/24", "2001:db8:100::12/64", "244.0.0.1", "-"},
 	})
 	mustRun(t, "", "patch", "node", "nv-2", "-p", `{"spec":{"bgp":{"routeReflectorClusterID":null}},"metadata":{"labels":{"route-reflector":null}}}`)
 	k, _ = env.Kube.CoreV1().Nodes().Get(context.Background(), "nv-2", metav1.GetOptions{})
@@ -438,6 +438,10 @@ spec:
 	r = run(t, "", "apply", "-f", writeFile(t, "n.yaml", "apiVersion: tabby.dev/v1\nkind: Node\nmetadata: {name: nv-1}\nspec: {bgp: {ipv4Address: 198.51.100.11}}\n"))
 	if r.code == 0 || !strings.Contains(r.stderr, `n.yaml: document 1 (Node "nv-1"): spec.bgp.ipv4Address: Invalid value: "198.51.100.11"`) {
 		t.Fatalf("bad node file: %+v", r)
+	}
+	r = run(t, "", "patch", "node", "nv-2", "-p", `{"spec":{"bgp":{"ipv6Address":"198.51.100.12/24"}}}`)
+	if r.code == 0 || !strings.Contains(r.stderr, `Node "nv-2": spec.bgp.ipv6Address: Invalid value: "198.51.100.12/24"`) {
+		t.Fatalf("IPv4 address as the IPv6 one: %+v", r)
 	}
 	r = run(t, "", "apply", "-f", writeFile(t, "n.yaml", "apiVersion: tabby.dev/v1\nkind: Node\nmetadata: {name: nv-missing}\nspec: {bgp: {asNumber: 65000}}\n"))
 	if r.code == 0 || !strings.Contains(r.stderr, `no Kubernetes Node "nv-missing"`) {
@@ -461,7 +465,7 @@ spec:
 	}
 	// yaml of a node is a valid input.
 	y := mustRun(t, "", "get", "node", "nv-2", "-o", "yaml")
-	if !strings.Contains(y, "kind: Node") || !strings.Contains(y, "ipv4Address: 198.51.100.12/24") {
+	if !strings.Contains(y, "kind: Node") || !strings.Contains(y, "ipv4Address: 198.51.100.12/24") || !strings.Contains(y, "ipv6Address: 2001:db8:100::12/64") {
 		t.Fatalf("node yaml:\n%s", y)
 	}
 	mustRun(t, y, "apply", "-f", "-")
@@ -476,10 +480,34 @@ func TestVersion(t *testing.T) {
 	if !strings.Contains(out, "Cluster Version: unknown (tabby is not installed") {
 		t.Errorf("version without tabby installed: %s", out)
 	}
-	ns := "tabby-version-test"
-	if _, err := env.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if out := mustRun(t, "", "--version"); !strings.HasPrefix(out, "tabbyctl version ") || os.Getenv("TABBY_BIN") == "" && out != "tabbyctl version v0.0.0-test\n" {
+		t.Errorf("--version: %q", out)
+	}
+
+	// Without the chart (the lab, tabby installed by hand), the versions tabby-node recorded on
+	// the Nodes: one version is the cluster's; during an upgrade, which nodes run which.
+	createNode(t, "ver-b", nil, map[string]string{v1.AnnotationVersion: "v1.2.2"})
+	createNode(t, "ver-a", nil, map[string]string{v1.AnnotationVersion: "v1.2.2"})
+	createNode(t, "ver-none", nil, nil)
+	out = mustRun(t, "", "version")
+	for _, want := range []string{"Cluster Version: v1.2.2 (what tabby-node runs)\n", "\ntabby-node:      v1.2.2 on 2 of ", " nodes (ver-a, ver-b)\n",
+		"\ntabby-node:      no version recorded on "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version with agents, no chart: want %q in\n%s", want, out)
+		}
+	}
+	createNode(t, "ver-c", nil, map[string]string{v1.AnnotationVersion: "v1.2.3"})
+	out = mustRun(t, "", "version")
+	if !strings.Contains(out, "Cluster Version: mixed (what tabby-node runs)\ntabby-node:      v1.2.2 on 2 of ") || !strings.Contains(out, "\ntabby-node:      v1.2.3 on 1 of ") {
+		t.Errorf("version during an upgrade:\n%s", out)
+	}
+
+	// A namespace of its own each run: without a controller manager, a deleted one stays.
+	created, err := env.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tabby-version-"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	ns := created.Name
 	t.Cleanup(func() { _ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tabby-version", Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "tabby", "tabby.dev/info": "version"}}, Data: map[string]string{"version": "v1.2.3"}}
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
@@ -489,7 +517,7 @@ func TestVersion(t *testing.T) {
 		_ = env.Kube.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
 	})
 	out = mustRun(t, "", "version")
-	if !strings.Contains(out, "Cluster Version: v1.2.3 (ConfigMap tabby-version-test/tabby-version)") {
+	if !strings.Contains(out, "Cluster Version: v1.2.3 (ConfigMap "+ns+"/tabby-version)\ntabby-node:      v1.2.2 on 2 of ") {
 		t.Errorf("version: %s", out)
 	}
 }

@@ -37,7 +37,7 @@ func (a *app) writeCommand(use, short string, mode writeMode) *cobra.Command {
 Files hold one or more YAML or JSON documents (separated by ---) of apiVersion tabby.dev/v1 and
 kind IPPool, BGPPeer, BGPFilter, BGPConfiguration, FelixConfiguration or Node (tabby's settings of an
 existing Kubernetes Node:
-spec.bgp.asNumber, ipv4Address, routeReflectorClusterID, ipv4IPIPTunnelAddr, plus labels).
+spec.bgp.asNumber, ipv4Address, ipv6Address, routeReflectorClusterID, ipv4IPIPTunnelAddr, plus labels).
 Every document is validated before anything is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

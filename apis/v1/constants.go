@@ -39,6 +39,9 @@ const (
 	// announce itself (a power cycle, a link maintenance): until this time (RFC 3339), its peers
 	// treat a lost session with it as a graceful restart and keep its routes.
 	AnnotationBGPRestarting = "tabby.dev/bgp-restarting"
+	// AnnotationVersion is the version of the tabby-node that runs on the node, which it records
+	// when it starts: `tabbyctl version` reads what the agents run from it, chart or no chart.
+	AnnotationVersion = "tabby.dev/version"
 )
 
 // Services of type LoadBalancer: what tabby's LoadBalancer IPAM and its service advertisement

@@ -47,6 +47,8 @@ func TestDualStack(t *testing.T) {
 		t.Errorf("ipam show --show-blocks: %v\n%s", err, out)
 	}
 
+	requireDualStackReadout(t, ctx, l, nodes)
+
 	gone := pods[len(pods)-1]
 	if err := l.DeletePod(ctx, gone.Key()); err != nil {
 		t.Fatal(err)
@@ -59,6 +61,33 @@ func TestDualStack(t *testing.T) {
 	requireRoutes(t, ctx, l, 30*time.Second)
 	if out, err := l.Tabbyctl(ctx, "ipam", "check"); err != nil || !strings.Contains(out, "No problems found") {
 		t.Errorf("ipam check of a dual-stack cluster: %v\n%s", err, out)
+	}
+}
+
+// requireDualStackReadout: what an operator reads of a dual-stack cluster says so. The IPv6
+// routes travel over the IPv4 sessions, each node's IPv6 address is in its row, the IPv6 pool's
+// size reads as a power of two, and the agents' version is known without the chart.
+func requireDualStackReadout(t *testing.T, ctx context.Context, l *lab.Lab, nodes []*lab.Node) {
+	t.Helper()
+	out, err := nodes[0].NodeStatus(ctx)
+	if err != nil || !strings.Contains(out, "No IPv6 peers: IPv6 routes travel over the IPv4 sessions") {
+		t.Errorf("node status of a dual-stack node: %v\n%s", err, out)
+	}
+	out, err = l.Tabbyctl(ctx, "get", "node")
+	if err != nil || !strings.Contains(out, "IPV6-ADDRESS") {
+		t.Errorf("get node: %v\n%s", err, out)
+	}
+	for _, n := range nodes {
+		if !strings.Contains(out, n.IP6().String()+"/") {
+			t.Errorf("get node: no IPv6 address %s for %s:\n%s", n.IP6(), n.Name, out)
+		}
+	}
+	if out, err := l.Tabbyctl(ctx, "ipam", "show"); err != nil || !strings.Contains(out, " 2^80 ") {
+		t.Errorf("ipam show of a /48: want its size as 2^80: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf(" on %d of %d nodes (", len(nodes), len(nodes))
+	if out, err := l.Tabbyctl(ctx, "version"); err != nil || !strings.Contains(out, "(what tabby-node runs)") || !strings.Contains(out, want) {
+		t.Errorf("version of a cluster installed without the chart: want what tabby-node runs, %q: %v\n%s", want, err, out)
 	}
 }
 

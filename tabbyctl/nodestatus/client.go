@@ -52,14 +52,15 @@ func FromStatus(p status.PeerStatus) Peer {
 	if p.Info != "" {
 		info += " " + p.Info
 	}
-	var routes []string
+	var routes, families []string
 	for _, f := range p.Families {
 		routes = append(routes, familyRoutes(f))
+		families = append(families, f.Family)
 	}
 	if len(routes) == 0 {
 		routes = []string{"-"}
 	}
-	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " "), Filters: p.Filters, BFD: p.BFD}
+	return Peer{Address: p.Address, Type: typ, State: state, Since: p.Since, Info: info, Routes: strings.Join(routes, " "), Filters: p.Filters, BFD: p.BFD, Families: families}
 }
 
 // familyRoutes is one family of a session as the ROUTES column shows it, like the "Routes:"

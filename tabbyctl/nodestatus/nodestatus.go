@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,8 @@ type Peer struct {
 	Filters []string `json:"filters,omitempty"`
 	// BFD is the session's BFD state (up, init, down, admin down), empty without BFD.
 	BFD string `json:"bfd,omitempty"`
+	// Families are the address families the session carries or offers (ipv4, ipv6).
+	Families []string `json:"families,omitempty"`
 }
 
 // Status is a node's BGP sessions and what keeps configured ones from existing, and the learned
@@ -134,6 +137,10 @@ func Report(ctx context.Context, w io.Writer, socket string, dial func(socket st
 			}
 		}
 		fmt.Fprintf(w, "\n%s BGP status\n", fam)
+		if len(rows) == 0 && fam == "IPv6" && ipv6OverIPv4(st.Peers) {
+			fmt.Fprintln(w, "No IPv6 peers: IPv6 routes travel over the IPv4 sessions (their ipv6 counts in ROUTES above).")
+			continue
+		}
 		if len(rows) == 0 {
 			fmt.Fprintf(w, "No %s peers found.\n", fam)
 			continue
@@ -201,6 +208,17 @@ func bgpOff(ctx context.Context, socket string) (off, running bool) {
 	}
 	conn.Close()
 	return true, true
+}
+
+// ipv6OverIPv4 tells whether an IPv4 session carries IPv6 (MP-BGP), as a dual-stack node's mesh
+// does.
+func ipv6OverIPv4(peers []Peer) bool {
+	for _, p := range peers {
+		if !isIPv6(p.Address) && slices.Contains(p.Families, "ipv6") {
+			return true
+		}
+	}
+	return false
 }
 
 // isIPv6 tells an IPv6 peer address ("2001:db8::1" or "[2001:db8::1]:1179").

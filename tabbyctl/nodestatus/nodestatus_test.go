@@ -129,3 +129,35 @@ func TestReportBGPOff(t *testing.T) {
 		t.Fatalf("BGP off, tabby-node stopped: %v, printed %q", err, out.String())
 	}
 }
+
+// TestReportIPv6OverIPv4Sessions: a dual-stack node's mesh runs over IPv4 sessions that carry
+// IPv6 too; its IPv6 table says so instead of "no peers". A node whose sessions carry IPv4 alone
+// has no IPv6 peers.
+func TestReportIPv6OverIPv4Sessions(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "bird.sock")
+	if err := os.WriteFile(socket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.Local)
+	report := func(fams ...string) string {
+		t.Helper()
+		var fr []status.FamilyRoutes
+		for _, f := range fams {
+			fr = append(fr, status.FamilyRoutes{Family: f, State: status.FamilyUp, Received: 1, Accepted: 1, Sent: 1})
+		}
+		st := Status{Peers: []Peer{FromStatus(status.PeerStatus{Address: "198.51.100.12", Type: "mesh", State: "established", Since: now, Families: fr})}}
+		dial := func(string) (Source, func(), error) { return fakeSource{st}, func() {}, nil }
+		var out bytes.Buffer
+		if err := Report(context.Background(), &out, socket, dial, now); err != nil {
+			t.Fatal(err)
+		}
+		_, v6, _ := strings.Cut(out.String(), "IPv6 BGP status\n")
+		return v6
+	}
+	if got, want := report("ipv4", "ipv6"), "No IPv6 peers: IPv6 routes travel over the IPv4 sessions (their ipv6 counts in ROUTES above).\n"; got != want {
+		t.Errorf("dual-stack mesh over IPv4: IPv6 table %q, want %q", got, want)
+	}
+	if got, want := report("ipv4"), "No IPv6 peers found.\n"; got != want {
+		t.Errorf("IPv4-only sessions: IPv6 table %q, want %q", got, want)
+	}
+}

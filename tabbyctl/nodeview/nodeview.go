@@ -28,6 +28,9 @@ type BGPSpec struct {
 	ASNumber *uint32 `json:"asNumber,omitempty"`
 	// IPv4Address with prefix length, 198.51.100.11/24 (tabby.dev/bgp-ipv4-address).
 	IPv4Address string `json:"ipv4Address,omitempty"`
+	// IPv6Address with prefix length, 2001:db8:100::11/64 (tabby.dev/bgp-ipv6-address): the
+	// next hop of the node's IPv6 blocks; empty on a node without IPv6.
+	IPv6Address string `json:"ipv6Address,omitempty"`
 	// RouteReflectorClusterID makes the node a route reflector (tabby.dev/route-reflector-cluster-id).
 	RouteReflectorClusterID string `json:"routeReflectorClusterID,omitempty"`
 	// IPv4IPIPTunnelAddr is the tunl0 address (tabby.dev/ipip-tunnel-address).
@@ -89,7 +92,7 @@ func (n *Resource) DeepCopyObject() runtime.Object {
 }
 
 // Annotations are the annotation keys the view owns, in display order.
-var Annotations = []string{v1.AnnotationBGPASN, v1.AnnotationBGPIPv4Address, v1.AnnotationRRClusterID, v1.AnnotationIPIPTunnelAddress,
+var Annotations = []string{v1.AnnotationBGPASN, v1.AnnotationBGPIPv4Address, v1.AnnotationBGPIPv6Address, v1.AnnotationRRClusterID, v1.AnnotationIPIPTunnelAddress,
 	v1.AnnotationVXLANIPv4TunnelAddress, v1.AnnotationVXLANIPv4MAC, v1.AnnotationVXLANIPv6TunnelAddress, v1.AnnotationVXLANIPv6MAC}
 
 // FromKube builds the view of a Kubernetes Node. Only tabby's annotations are carried over;
@@ -109,6 +112,7 @@ func FromKube(k *corev1.Node) *Resource {
 	a := k.Annotations
 	b := BGPSpec{
 		IPv4Address:             a[v1.AnnotationBGPIPv4Address],
+		IPv6Address:             a[v1.AnnotationBGPIPv6Address],
 		RouteReflectorClusterID: a[v1.AnnotationRRClusterID],
 		IPv4IPIPTunnelAddr:      a[v1.AnnotationIPIPTunnelAddress],
 	}
@@ -148,6 +152,9 @@ func (n *Resource) TabbyAnnotations() map[string]string {
 	if b.IPv4Address != "" {
 		out[v1.AnnotationBGPIPv4Address] = b.IPv4Address
 	}
+	if b.IPv6Address != "" {
+		out[v1.AnnotationBGPIPv6Address] = b.IPv6Address
+	}
 	if b.RouteReflectorClusterID != "" {
 		out[v1.AnnotationRRClusterID] = b.RouteReflectorClusterID
 	}
@@ -165,6 +172,7 @@ func (n *Resource) Validate() field.ErrorList {
 	paths := map[string]*field.Path{
 		v1.AnnotationBGPASN:            bgp.Child("asNumber"),
 		v1.AnnotationBGPIPv4Address:    bgp.Child("ipv4Address"),
+		v1.AnnotationBGPIPv6Address:    bgp.Child("ipv6Address"),
 		v1.AnnotationRRClusterID:       bgp.Child("routeReflectorClusterID"),
 		v1.AnnotationIPIPTunnelAddress: bgp.Child("ipv4IPIPTunnelAddr"),
 	}

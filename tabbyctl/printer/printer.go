@@ -223,8 +223,8 @@ func row(o any, wide bool, pc Context) ([]string, []string) {
 		if b.ASNumber != nil {
 			asn = strconv.FormatUint(uint64(*b.ASNumber), 10)
 		}
-		return []string{"NAME", "ASN", "IPV4-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
-			[]string{x.Name, asn, orDash(b.IPv4Address), orDash(b.RouteReflectorClusterID), orDash(b.IPv4IPIPTunnelAddr)}
+		return []string{"NAME", "ASN", "IPV4-ADDRESS", "IPV6-ADDRESS", "RR-CLUSTER-ID", "TUNNEL-ADDRESS"},
+			[]string{x.Name, asn, orDash(b.IPv4Address), orDash(b.IPv6Address), orDash(b.RouteReflectorClusterID), orDash(b.IPv4IPIPTunnelAddr)}
 	}
 	return nil, nil
 }

@@ -58,13 +58,14 @@ func up(args []string, log *slog.Logger) error {
 	encap := fs.String("encap", "", encapUsage)
 	noTabby := fs.Bool("no-tabby", false, "leave the chart uninstalled (helm install it yourself; nodes stay NotReady until a CNI is installed)")
 	_ = fs.Parse(args)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
-	c, err := cluster.Up(ctx, cluster.Options{Nodes: *nodes, NoTabby: *noTabby, Encap: *encap, Log: log})
-	if err != nil {
-		return err
-	}
-	fmt.Printf(`
+	return untilStopped(ctx, func(ctx context.Context) (func(context.Context) error, error) {
+		c, err := cluster.Up(ctx, cluster.Options{Nodes: *nodes, NoTabby: *noTabby, Encap: *encap, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		fmt.Printf(`
 The cluster is up: %d nodes with tabby installed by helm (release %q in namespace tabby-system).
 
   export KUBECONFIG=%s
@@ -74,11 +75,31 @@ The cluster is up: %d nodes with tabby installed by helm (release %q in namespac
 Node logs (containerd, kubelet, kube-proxy) are under %s/nodes/<node>/root.
 Stop it with Ctrl-C (or SIGTERM/SIGHUP); if this process is killed, run `+"`make cluster-clean`"+`.
 `, len(c.Nodes), cluster.Release, c.Kubeconfig, testenv.Kubectl(), testenv.Kubectl(), c.Lab.Dir)
+		return func(ctx context.Context) error {
+			log.Info("stopping the cluster")
+			return c.Close(ctx)
+		}, nil
+	})
+}
+
+// stopSignals stop `cluster up`: Ctrl-C, SIGTERM, a closed terminal.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// untilStopped starts what start starts, waits until ctx ends (Ctrl-C, SIGTERM, SIGHUP) and stops
+// it. A stop that was asked for and went through is a success: the process exits 0, and `make
+// cluster` ends without an error.
+func untilStopped(ctx context.Context, start func(context.Context) (stop func(context.Context) error, err error)) error {
+	stop, err := start(ctx)
+	if err != nil {
+		return err
+	}
 	<-ctx.Done()
-	log.Info("stopping the cluster")
 	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return c.Close(cctx)
+	if err := stop(cctx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	return nil
 }
 
 func conformance(args []string, log *slog.Logger) error {

@@ -136,22 +136,48 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 			return fail(fmt.Errorf("%s: %d pairs do not reach each other: %v", titles[i], len(f), f))
 		}
 	}
-	p := l.Pods()[0]
-	fmt.Fprintf(w, `
+	fmt.Fprint(w, lookAround(o, l.ID, l.Kubecfg, testenv.Kubectl(), first, l.Pods()))
+	<-ctx.Done()
+	return nil
+}
+
+// lookAround is what the demo suggests running while the lab is up: commands to copy, each with
+// what it shows, for the families the pods have.
+func lookAround(o DemoOptions, id, kubeconfig, kubectl string, first *lab.Node, pods []*lab.Pod) string {
+	p, last := pods[0], pods[len(pods)-1]
+	var b strings.Builder
+	fmt.Fprintf(&b, `
 all green. Look around (in another shell, as root):
   ip netns exec %s sh                      # a shell in pod %s (%s)
   ip netns exec %s ip route                # node %s's routes
   ip netns exec %s traceroute -n %s   # real hops: node, node, pod
-  bin/tabbyctl --kubeconfig %s get ippool -o wide
-  bin/tabbyctl node status --socket %s
-  KUBECONFIG=%s %s get nodes,pods -o wide%s
-(the lab's pods have no kubelet to report them, so kubectl shows them READY 0/1; the pod
+`, p.NS, p.Name, podAddrs(p), first.NS, first.Name, p.NS, last.IP)
+	if o.Families == lab.DualStack {
+		fmt.Fprintf(&b, "  ip netns exec %s traceroute -n %s   # the same over IPv6\n", p.NS, last.IP6)
+	}
+	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", kubeconfig)
+	fmt.Fprintln(&b, "  bin/tabbyctl get ippool -o wide")
+	fmt.Fprintln(&b, "  bin/tabbyctl get node                    # each node's BGP addresses and AS number")
+	fmt.Fprintln(&b, "  bin/tabbyctl ipam show --show-blocks     # pools and the blocks each node holds")
+	fmt.Fprintf(&b, "  bin/tabbyctl node status --socket %s\n", first.BirdSocket())
+	if !o.Stub {
+		fmt.Fprintf(&b, "  bin/tabbyctl policy check --node %s --netns %s   # %s's policy chains and sets against the API\n", first.Name, first.NS, first.Name)
+	}
+	fmt.Fprintf(&b, "  %s get nodes,pods -o wide%s\n", kubectl, vxlanHints(o, first))
+	fmt.Fprintf(&b, `(the lab's pods have no kubelet to report them, so kubectl shows them READY 0/1; the pod
 network itself is what the ping matrix above checked.)
 namespaces: ip netns list | grep tl-%s
 Ctrl-C stops the lab and removes everything.
-`, p.NS, p.Name, p.IP, first.NS, first.Name, p.NS, l.Pods()[len(l.Pods())-1].IP, l.Kubecfg, first.BirdSocket(), l.Kubecfg, testenv.Kubectl(), vxlanHints(o, first), l.ID)
-	<-ctx.Done()
-	return nil
+`, id)
+	return b.String()
+}
+
+// podAddrs is a pod's addresses, one per family.
+func podAddrs(p *lab.Pod) string {
+	if p.IP6.IsValid() && p.IP6 != p.IP {
+		return p.IP.String() + ", " + p.IP6.String()
+	}
+	return p.IP.String()
 }
 
 // vxlanHints are the demo's pointers to the VXLAN dataplane of a node ("" without VXLAN).
