@@ -93,9 +93,9 @@ func (c *Controller) changed(old, cur *policy.AdminPolicy) {
 	if old != nil && cur != nil && old.Tier == cur.Tier && old.Priority == cur.Priority {
 		return
 	}
-	for _, p := range c.all() {
-		for _, moved := range []*policy.AdminPolicy{old, cur} {
-			if moved != nil && p.Tier == moved.Tier && p.Priority == moved.Priority {
+	for _, moved := range []*policy.AdminPolicy{old, cur} {
+		if moved != nil {
+			for _, p := range c.ranked(moved.Tier, moved.Priority) {
 				c.queue.Add(p.Key())
 			}
 		}
@@ -136,7 +136,8 @@ func (c *Controller) reconcile(ctx context.Context, key policy.AdminKey) error {
 	if err != nil || !ok {
 		return nil
 	}
-	want := policy.AdminConditions(parse(obj), c.all())
+	p := parse(obj)
+	want := policy.AdminConditions(p, c.ranked(p.Tier, p.Priority))
 	switch o := obj.(type) {
 	case *anpv1alpha1.AdminNetworkPolicy:
 		if merged, changed := merge(o.Status.Conditions, want); changed {
@@ -187,17 +188,34 @@ func (c *Controller) wrote(key policy.AdminKey, conds []metav1.Condition, err er
 	return nil
 }
 
-// all is every admin policy the informers hold.
-func (c *Controller) all() []*policy.AdminPolicy {
+// ranked is every admin policy of tier at prio: the only ones whose conditions may depend on
+// each other. Only they are parsed, so a cluster's policies are not each read once per policy.
+func (c *Controller) ranked(tier policy.Tier, prio int32) []*policy.AdminPolicy {
 	var out []*policy.AdminPolicy
 	for _, inf := range c.informers {
 		for _, o := range inf.GetStore().List() {
-			if p := parse(o); p != nil {
-				out = append(out, p)
+			if t, p, ok := rankOf(o); ok && t == tier && p == prio {
+				out = append(out, parse(o))
 			}
 		}
 	}
 	return out
+}
+
+// rankOf is where an object is evaluated, read without parsing it: its tier and priority (0 for
+// the baseline, as policy orders it).
+func rankOf(obj any) (policy.Tier, int32, bool) {
+	switch o := obj.(type) {
+	case *anpv1alpha1.AdminNetworkPolicy:
+		return policy.TierAdmin, o.Spec.Priority, true
+	case *anpv1alpha1.BaselineAdminNetworkPolicy:
+		return policy.TierBaseline, 0, true
+	case *cnpv1beta1.ClusterNetworkPolicy:
+		// The tier as FromCNP reads it, so that the two never disagree.
+		q := policy.FromCNP(&cnpv1beta1.ClusterNetworkPolicy{Spec: cnpv1beta1.ClusterNetworkPolicySpec{Tier: o.Spec.Tier, Priority: o.Spec.Priority}})
+		return q.Tier, q.Priority, true
+	}
+	return 0, 0, false
 }
 
 // parse is the admin policy of an informer's object (nil for anything else).
