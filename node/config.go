@@ -48,6 +48,9 @@ type Config struct {
 	// LBIPAM runs LoadBalancer IPAM: while this node holds its Lease, it assigns the addresses of
 	// Services of type LoadBalancer from the LoadBalancer pools.
 	LBIPAM bool
+	// PolicyStatus writes the status conditions of the AdminNetworkPolicies,
+	// BaselineAdminNetworkPolicy and ClusterNetworkPolicies while this node holds its Lease.
+	PolicyStatus bool
 }
 
 // Validate checks the configuration before anything starts.

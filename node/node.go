@@ -30,6 +30,7 @@ import (
 	"github.com/tabbynet/tabby/ipam/podcache"
 	"github.com/tabbynet/tabby/lbipam/controller"
 	"github.com/tabbynet/tabby/node/syncer"
+	"github.com/tabbynet/tabby/policystatus"
 )
 
 // Agent is one running tabby-node.
@@ -189,6 +190,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.LBIPAM {
 		lbm := controller.NewMetrics(a.reg)
 		g.Go(func() error { return a.runLBIPAM(gctx, lbm) })
+	}
+	if cfg.PolicyStatus {
+		psm := policystatus.NewMetrics(a.reg)
+		g.Go(func() error { return a.runPolicyStatus(gctx, psm) })
 	}
 
 	select {

@@ -3,11 +3,15 @@ package tabbyctl
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/node/syncer"
@@ -105,7 +109,8 @@ func (a *app) policyShow() *cobra.Command {
 		Short: "Which NetworkPolicies and admin network policies police a pod; with --from or --to and --port, the verdict for a new connection",
 		Long: `Show which NetworkPolicies select the pod for ingress and for egress (a direction no
 policy selects is open), and the AdminNetworkPolicies (by priority) and the
-BaselineAdminNetworkPolicy whose subject it is. With --from (a connection into the pod) or --to
+BaselineAdminNetworkPolicy whose subject it is, each with what its status conditions say when
+it is not accepted as written or shares its priority. With --from (a connection into the pod) or --to
 (a connection out of it) and --port, say whether a new connection is allowed and which tier and
 rule decide, on both ends: the source's egress and the destination's ingress. Tiers are
 evaluated in order: AdminNetworkPolicy, NetworkPolicy, BaselineAdminNetworkPolicy, then open.
@@ -224,16 +229,33 @@ func selectionText(keys []policy.Key) string {
 	return "isolated, allowed only what these allow: " + strings.Join(s, ", ")
 }
 
-// adminText lists admin policies in evaluation order, with their priorities.
+// adminText lists admin policies in evaluation order, with their priorities and what their
+// status conditions say when it is not all well.
 func adminText(in policy.Input, keys []policy.AdminKey) string {
 	if len(keys) == 0 {
 		return "none"
 	}
+	all := slices.Collect(maps.Values(in.Admin))
 	s := make([]string, len(keys))
 	for i, k := range keys {
 		s[i] = k.String()
-		if p := in.Admin[k]; p != nil && k.Kind != policy.KindBANP {
-			s[i] += fmt.Sprintf(" (priority %d)", p.Priority)
+		p := in.Admin[k]
+		if p == nil {
+			continue
+		}
+		var notes []string
+		if k.Kind != policy.KindBANP {
+			notes = append(notes, fmt.Sprintf("priority %d", p.Priority))
+		}
+		conds := policy.AdminConditions(p, all)
+		if c := meta.FindStatusCondition(conds, policy.ConditionAccepted); c != nil && c.Status != metav1.ConditionTrue {
+			notes = append(notes, "not accepted: "+c.Reason)
+		}
+		if c := meta.FindStatusCondition(conds, policy.ConditionPriorityConflict); c != nil && c.Status == metav1.ConditionTrue {
+			notes = append(notes, "priority shared")
+		}
+		if len(notes) > 0 {
+			s[i] += " (" + strings.Join(notes, ", ") + ")"
 		}
 	}
 	return strings.Join(s, ", then ")

@@ -513,3 +513,31 @@ func TestTemplateLoadBalancer(t *testing.T) {
 		t.Errorf("loadBalancer.ipam=false: args %q", args)
 	}
 }
+
+// The admin network policies' status writer: on by default, its status subresources and Lease
+// granted, off with adminNetworkPolicy.status=false.
+func TestTemplatePolicyStatus(t *testing.T) {
+	objs := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system"))
+	args := strings.Join(decode[appsv1.DaemonSet](t, objs, "DaemonSet/tabby-node").Spec.Template.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "--policy-status=true") {
+		t.Errorf("tabby-node args %q lack --policy-status=true", args)
+	}
+	grants := func(rules []rbacv1.PolicyRule, group, res, verb string) bool {
+		return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, verb)
+		})
+	}
+	cluster := decode[rbacv1.ClusterRole](t, objs, "ClusterRole/tabby-node").Rules
+	for _, res := range []string{"adminnetworkpolicies/status", "baselineadminnetworkpolicies/status", "clusternetworkpolicies/status"} {
+		if !grants(cluster, "policy.networking.k8s.io", res, "update") {
+			t.Errorf("tabby-node may not update %s", res)
+		}
+	}
+	if ns := decode[rbacv1.Role](t, objs, "Role/tabby-secrets").Rules; !grants(ns, "coordination.k8s.io", "leases", "update") {
+		t.Errorf("tabby-node may not update its Leases")
+	}
+	off := objects(t, helm(t, "template", "tabby", ".", "--namespace", "kube-system", "--set", "adminNetworkPolicy.status=false"))
+	if args := strings.Join(decode[appsv1.DaemonSet](t, off, "DaemonSet/tabby-node").Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--policy-status=false") {
+		t.Errorf("adminNetworkPolicy.status=false: args %q", args)
+	}
+}

@@ -50,6 +50,7 @@ func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
 			fs.IntVar(&cfg.MTU, "mtu", 0, "uplink MTU override (0: detect)")
 			fs.DurationVar(&cfg.ResyncInterval, "resync-interval", 90*time.Second, "felix's periodic full resync")
 			fs.DurationVar(&cfg.WorkloadGrace, "workload-grace", 10*time.Second, "how long felix keeps a CNI-made route it has not yet learned of")
+			fs.BoolVar(&cfg.PolicyStatus, "policy-status", true, "write the status conditions (Accepted, PriorityConflict) of the AdminNetworkPolicies, BaselineAdminNetworkPolicy and ClusterNetworkPolicies (one node at a time, under the tabby-policy-status Lease)")
 		}),
 		group("Fan-out (tabby-typha)", func(fs *pflag.FlagSet) {
 			fs.StringVar(&cfg.TyphaService, "typha-service", "", "watch the cluster-wide kinds through tabby-typha, found from this Service's EndpointSlices (namespace/name); empty: the API server")

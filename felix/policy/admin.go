@@ -55,6 +55,9 @@ type AdminPolicy struct {
 	// Priority orders the AdminNetworkPolicies, lower first (0-1000); 0 for the baseline.
 	Priority        int32
 	ResourceVersion string
+	// Generation is the object's metadata.generation: the status conditions say which one
+	// they judged.
+	Generation      int64
 	Subject         AdminSubject
 	Ingress, Egress []AdminRule
 	// Unsupported lists the fields left out, by path ("spec.egress[1].to[0].domainNames").
@@ -130,7 +133,7 @@ type AdminPort struct {
 
 // FromANP parses an AdminNetworkPolicy.
 func FromANP(anp *anpv1alpha1.AdminNetworkPolicy) *AdminPolicy {
-	p := &AdminPolicy{Kind: KindANP, Tier: TierAdmin, Name: anp.Name, Priority: anp.Spec.Priority, ResourceVersion: anp.ResourceVersion}
+	p := &AdminPolicy{Kind: KindANP, Tier: TierAdmin, Name: anp.Name, Priority: anp.Spec.Priority, ResourceVersion: anp.ResourceVersion, Generation: anp.Generation}
 	p.Subject = subjectOf(anp.Spec.Subject)
 	for _, r := range anp.Spec.Ingress {
 		rule := AdminRule{Name: r.Name, Action: Action(r.Action)}
@@ -145,7 +148,7 @@ func FromANP(anp *anpv1alpha1.AdminNetworkPolicy) *AdminPolicy {
 		for j, peer := range r.To {
 			ep := egressPeer(peer.Namespaces, peer.Pods, peer.Nodes, peer.Networks)
 			if len(peer.DomainNames) > 0 {
-				p.Unsupported = append(p.Unsupported, fmt.Sprintf("spec.egress[%d].to[%d].domainNames: not supported; the peer matches nothing", i, j))
+				p.Unsupported = append(p.Unsupported, unsupportedDomainNames(i, j, peer.DomainNames))
 				ep.Unsupported = true
 			}
 			rule.Peers = append(rule.Peers, ep)
@@ -158,7 +161,7 @@ func FromANP(anp *anpv1alpha1.AdminNetworkPolicy) *AdminPolicy {
 
 // FromBANP parses a BaselineAdminNetworkPolicy.
 func FromBANP(banp *anpv1alpha1.BaselineAdminNetworkPolicy) *AdminPolicy {
-	p := &AdminPolicy{Kind: KindBANP, Tier: TierBaseline, Name: banp.Name, ResourceVersion: banp.ResourceVersion}
+	p := &AdminPolicy{Kind: KindBANP, Tier: TierBaseline, Name: banp.Name, ResourceVersion: banp.ResourceVersion, Generation: banp.Generation}
 	p.Subject = subjectOf(banp.Spec.Subject)
 	for _, r := range banp.Spec.Ingress {
 		rule := AdminRule{Name: r.Name, Action: Action(r.Action)}
@@ -177,6 +180,11 @@ func FromBANP(banp *anpv1alpha1.BaselineAdminNetworkPolicy) *AdminPolicy {
 		p.Egress = append(p.Egress, rule)
 	}
 	return p
+}
+
+// unsupportedDomainNames names an egress peer's domainNames, which tabby does not enforce.
+func unsupportedDomainNames[D ~string](rule, peer int, names []D) string {
+	return fmt.Sprintf("spec.egress[%d].to[%d].domainNames %q: not supported; the peer matches nothing", rule, peer, names)
 }
 
 func subjectOf(s anpv1alpha1.AdminNetworkPolicySubject) AdminSubject {

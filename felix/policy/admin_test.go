@@ -377,7 +377,7 @@ func TestAdminUnsupportedReported(t *testing.T) {
 		Priority: 1, Subject: anpv1alpha1.AdminNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
 		Egress: []anpv1alpha1.AdminNetworkPolicyEgressRule{{Action: "Deny", To: []anpv1alpha1.AdminNetworkPolicyEgressPeer{{DomainNames: []anpv1alpha1.DomainName{"example.com"}}}}}}}
 	p := FromANP(anp)
-	if len(p.Unsupported) != 1 || p.Unsupported[0] != "spec.egress[0].to[0].domainNames: not supported; the peer matches nothing" {
+	if len(p.Unsupported) != 1 || p.Unsupported[0] != `spec.egress[0].to[0].domainNames ["example.com"]: not supported; the peer matches nothing` {
 		t.Fatalf("unsupported: %q", p.Unsupported)
 	}
 	c := NewCalculator(Input{Admin: map[AdminKey]*AdminPolicy{p.Key(): p}})

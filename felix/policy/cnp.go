@@ -12,7 +12,7 @@ import (
 // tier says where it is evaluated, Accept is Allow, and Pass in the Baseline tier skips the
 // remaining baseline rules (allowed, unless nothing follows: the default).
 func FromCNP(cnp *cnpv1beta1.ClusterNetworkPolicy) *AdminPolicy {
-	p := &AdminPolicy{Kind: KindCNP, Tier: TierAdmin, Name: cnp.Name, Priority: cnp.Spec.Priority, ResourceVersion: cnp.ResourceVersion}
+	p := &AdminPolicy{Kind: KindCNP, Tier: TierAdmin, Name: cnp.Name, Priority: cnp.Spec.Priority, ResourceVersion: cnp.ResourceVersion, Generation: cnp.Generation}
 	switch cnp.Spec.Tier {
 	case cnpv1beta1.AdminTier:
 	case cnpv1beta1.BaselineTier:
@@ -43,7 +43,7 @@ func FromCNP(cnp *cnpv1beta1.ClusterNetworkPolicy) *AdminPolicy {
 		for j, peer := range r.To {
 			ap := AdminPeer{Namespaces: peer.Namespaces, Nodes: peer.Nodes}
 			if len(peer.DomainNames) > 0 {
-				p.Unsupported = append(p.Unsupported, fmt.Sprintf("spec.egress[%d].to[%d].domainNames: not supported; the peer matches nothing", i, j))
+				p.Unsupported = append(p.Unsupported, unsupportedDomainNames(i, j, peer.DomainNames))
 				ap.Unsupported = true
 			}
 			if peer.Pods != nil {
