@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
+	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/hack/netpol"
 )
 
@@ -42,7 +43,7 @@ func benchAdmins() []*anpv1alpha1.AdminNetworkPolicy {
 		}
 		team := func(i int) *metav1.LabelSelector { return netpol.Labels("team", "t"+strconv.Itoa(i%namespaces)) }
 		switch {
-		case k%10 == 0:
+		case isWebAdmin(k):
 			webSeen++
 			passPort := int32(2000 + k)
 			if webSeen == webAdmins {
@@ -55,7 +56,7 @@ func benchAdmins() []*anpv1alpha1.AdminNetworkPolicy {
 				ingress(anpv1alpha1.AdminNetworkPolicyRuleActionDeny, ports(portRange(9000, int32(9100+k))), podPeer(anyTeam, netpol.Labels("probe", "yes"))),
 				ingress(anpv1alpha1.AdminNetworkPolicyRuleActionPass, ports(tcp(passPort)), nsPeer(team(1))),
 			}
-		case k%30 == 5 && k/30 < wideAdmins:
+		case isWideAdmin(k):
 			anp.Spec.Subject.Namespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"t0", "t1"}}}}
 			anp.Spec.Ingress = []anpv1alpha1.AdminNetworkPolicyIngressRule{
 				ingress(anpv1alpha1.AdminNetworkPolicyRuleActionDeny, ports(tcp(int32(80+k/30))), podPeer(anyTeam, netpol.Labels("probe", "yes"))),
@@ -101,39 +102,94 @@ func apiAllowANP(i int) *anpv1alpha1.AdminNetworkPolicy {
 	}
 }
 
-// addAdmins writes the 100 and waits until node-1 enforces exactly what they and the
-// NetworkPolicies call for; it returns how long that took from the first write.
+func isWebAdmin(k int) bool  { return k%10 == 0 }
+func isWideAdmin(k int) bool { return k%30 == 5 && k/30 < wideAdmins }
+
+// onPath tells whether admin policy k of the 100 selects web or the client: only those put
+// rules on the chains the measured connections go through.
+func onPath(k int) bool { return isWebAdmin(k) || isWideAdmin(k) }
+
+// addAdmins writes the 100 and waits until both nodes enforce exactly what they and the
+// NetworkPolicies call for; it returns how long node-1 took from the first write.
 func (w *world) addAdmins(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	var objs []func(context.Context) error
-	for _, anp := range benchAdmins() {
-		objs = append(objs, func(ctx context.Context) error {
-			_, err := w.l.Client.AdminNetworkPolicies().Create(ctx, anp)
-			return err
-		})
-	}
-	if err := parallel(ctx, 8, objs); err != nil {
-		return 0, fmt.Errorf("create AdminNetworkPolicies: %w", err)
+	if err := w.writeAdmins(ctx, benchAdmins(), true); err != nil {
+		return 0, err
 	}
 	if err := w.waitEnforced(ctx); err != nil {
 		return 0, err
 	}
-	return time.Since(start), nil
+	took := time.Since(start)
+	return took, w.waitMatches(ctx, w.client.Node)
 }
 
 // deleteAdmins takes the 100 out again and waits until node-1 enforces the NetworkPolicies
 // alone, so what is measured next is the NetworkPolicy world.
 func (w *world) deleteAdmins(ctx context.Context) error {
+	if err := w.writeAdmins(ctx, benchAdmins(), false); err != nil {
+		return err
+	}
+	return w.waitEnforced(ctx)
+}
+
+// writeAdmins creates (or deletes) anps, 8 at a time.
+func (w *world) writeAdmins(ctx context.Context, anps []*anpv1alpha1.AdminNetworkPolicy, create bool) error {
 	var objs []func(context.Context) error
-	for _, anp := range benchAdmins() {
+	for _, anp := range anps {
 		objs = append(objs, func(ctx context.Context) error {
+			if create {
+				_, err := w.l.Client.AdminNetworkPolicies().Create(ctx, anp)
+				return err
+			}
 			return w.l.Client.AdminNetworkPolicies().Delete(ctx, anp.Name, metav1.DeleteOptions{})
 		})
 	}
 	if err := parallel(ctx, 8, objs); err != nil {
-		return fmt.Errorf("delete AdminNetworkPolicies: %w", err)
+		return fmt.Errorf("write AdminNetworkPolicies (create %v): %w", create, err)
 	}
-	return w.waitEnforced(ctx)
+	return nil
+}
+
+// adminPathRates counts new connections a second from client to web with the 100 in place and
+// with those on the path (onPath) taken out, which leaves the chains the connections go
+// through as the 500 alone make them: window by window in turn, so that the machine's load
+// drifts over both alike; the best window of each. The 100 are in place when it returns.
+func (w *world) adminPathRates(ctx context.Context) (with, without float64, err error) {
+	var path []*anpv1alpha1.AdminNetworkPolicy
+	for k, anp := range benchAdmins() {
+		if onPath(k) {
+			path = append(path, anp)
+		}
+	}
+	write := func(create bool) error {
+		if err := w.writeAdmins(ctx, path, create); err != nil {
+			return err
+		}
+		for _, n := range []*lab.Node{w.n1, w.client.Node} {
+			if err := w.waitMatches(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for range connWindows {
+		r, err := w.connectionWindow(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		with = max(with, r)
+		if err := write(false); err != nil {
+			return 0, 0, err
+		}
+		if r, err = w.connectionWindow(ctx); err != nil {
+			return 0, 0, err
+		}
+		without = max(without, r)
+		if err := write(true); err != nil {
+			return 0, 0, err
+		}
+	}
+	return with, without, nil
 }
 
 // createAPIAllowANP is createToEnforced's writer for AdminNetworkPolicy.

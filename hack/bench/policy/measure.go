@@ -28,20 +28,29 @@ import (
 func pct(d []time.Duration, p int) time.Duration { return benchutil.Pct(d, p) }
 
 // waitEnforced waits until node-1's chains and sets are exactly what the API objects call for
-// (tabbyctl policy check, felix's calculator on the same objects) and api is isolated.
+// and api is isolated.
 func (w *world) waitEnforced(ctx context.Context) error {
+	if err := w.waitMatches(ctx, w.n1); err != nil {
+		return err
+	}
+	if lab.Probe(ctx, w.client.NS, netip.AddrPortFrom(w.api.IP, 80), corev1.ProtocolTCP, 200*time.Millisecond) == nil {
+		return errors.New("api answers the client although api-isolate isolates it")
+	}
+	return nil
+}
+
+// waitMatches waits until n's chains and sets are exactly what the API objects call for
+// (tabbyctl policy check, felix's calculator on the same objects).
+func (w *world) waitMatches(ctx context.Context, n *lab.Node) error {
 	err := lab.Eventually(ctx, 3*time.Minute, func(ctx context.Context) error {
-		if out, err := w.l.Tabbyctl(ctx, "policy", "check", "--node", w.n1.Name, "--netns", lab.NetnsPath(w.n1.NS)); err != nil {
+		if out, err := w.l.Tabbyctl(ctx, "policy", "check", "--node", n.Name, "--netns", lab.NetnsPath(n.NS)); err != nil {
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			return fmt.Errorf("%v: %s", err, lines[len(lines)-1])
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("node-1 never matched the policies: %w", err)
-	}
-	if lab.Probe(ctx, w.client.NS, netip.AddrPortFrom(w.api.IP, 80), corev1.ProtocolTCP, 200*time.Millisecond) == nil {
-		return errors.New("api answers the client although api-isolate isolates it")
+		return fmt.Errorf("%s never matched the policies: %w", n.Name, err)
 	}
 	return nil
 }
