@@ -13,6 +13,16 @@
 //   - packet path: TCP connections a second between two pods on different nodes with no policy
 //     and with the 500 (of which 25 select the server) (within 10%).
 //
+// Then 100 AdminNetworkPolicies join the 500 (10 select the server, their rules walked before
+// a Pass hands its client to NetworkPolicy), beside the NetworkPolicy figures:
+//
+//   - AdminNetworkPolicy create → enforced: as above, for a policy whose subject is all 1,000
+//     pods and which allows the client's namespace in, over api's isolation;
+//   - packet path with the 100 and the 500, against no policy, and window by window in turn
+//     against the same with the 13 that select server or client out (the 500's path).
+//
+// The 100 are deleted again before the resync part, which measures the NetworkPolicy state.
+//
 // Run as root after `make build` (TABBY_BIN=bin); `make bench` runs it.
 package main
 
@@ -33,7 +43,7 @@ const (
 	joinRounds   = 30
 	resyncRounds = 3
 	connWindow   = time.Second
-	connWindows  = 3
+	connWindows  = 5
 	// resyncEvery is tabby-node's --resync-interval in the resync part.
 	resyncEvery = 4 * time.Second
 )
@@ -72,12 +82,30 @@ func run(ctx context.Context, l *lab.Lab) (err error) {
 		return fmt.Errorf("connection rate with policies: %w", err)
 	}
 
-	created, err := w.createToEnforced(ctx)
+	created, err := w.createToEnforced(ctx, w.createAPIAllowNP)
 	if err != nil {
 		return err
 	}
 	joined, err := w.podToIPSet(ctx)
 	if err != nil {
+		return err
+	}
+
+	took, err := w.addAdmins(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("datastore: + %d AdminNetworkPolicies (%d select web, %d all pods of its and the client's namespaces); node-1 enforces them %s after the first write\n",
+		adminPolicies, webAdmins, wideAdmins, took.Round(100*time.Millisecond))
+	withAdmin, pathOut, err := w.adminPathRates(ctx)
+	if err != nil {
+		return fmt.Errorf("connection rate with admin policies: %w", err)
+	}
+	adminCreated, err := w.createToEnforced(ctx, w.createAPIAllowANP)
+	if err != nil {
+		return err
+	}
+	if err := w.deleteAdmins(ctx); err != nil {
 		return err
 	}
 	resync, floor, err := w.resyncVsFloor(ctx)
@@ -87,11 +115,15 @@ func run(ctx context.Context, l *lab.Lab) (err error) {
 
 	fmt.Printf("NetworkPolicy create → enforced (API write returned → first connection it allows), %d samples: p50 %s p99 %s   [target p99 < 100ms]\n",
 		len(created), pct(created, 50), pct(created, 99))
+	fmt.Printf("AdminNetworkPolicy selecting all %d pods create → enforced (the same, %d others in place), %d samples: p50 %s p99 %s\n",
+		fakePods+len(w.real), adminPolicies, len(adminCreated), pct(adminCreated, 50), pct(adminCreated, 99))
 	fmt.Printf("pod added to a selected set → its address in node-1's ipset, %d samples:            p50 %s p99 %s\n",
 		len(joined), pct(joined, 50), pct(joined, 99))
 	fmt.Printf("full resync in tabby-node (read, compute, rewrite %d chains and %d sets): %s; floor (one ipset restore + one iptables-restore of the same): %s; ratio %.2f   [target ≤ 1.5]\n",
 		w.floor.chains, w.floor.sets, resync.Round(time.Millisecond), floor.Round(time.Millisecond), float64(resync)/float64(floor))
 	fmt.Printf("packet path, pod on node-2 → pod on node-1, new TCP connections a second (best of %d windows): no policy %.0f, %d policies %.0f; ratio %.3f   [target ≥ 0.90]\n",
 		connWindows, none, policies, with, with/none)
+	fmt.Printf("packet path, the same pods, %d AdminNetworkPolicies + %d policies %.0f; ratio to no policy %.3f; window by window in turn with the %d of them that select server or client out (the %d's path) %.0f: ratio %.3f\n",
+		adminPolicies, policies, withAdmin, withAdmin/none, webAdmins+wideAdmins, policies, pathOut, withAdmin/pathOut)
 	return nil
 }

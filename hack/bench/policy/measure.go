@@ -28,20 +28,29 @@ import (
 func pct(d []time.Duration, p int) time.Duration { return benchutil.Pct(d, p) }
 
 // waitEnforced waits until node-1's chains and sets are exactly what the API objects call for
-// (tabbyctl policy check, felix's calculator on the same objects) and api is isolated.
+// and api is isolated.
 func (w *world) waitEnforced(ctx context.Context) error {
+	if err := w.waitMatches(ctx, w.n1); err != nil {
+		return err
+	}
+	if lab.Probe(ctx, w.client.NS, netip.AddrPortFrom(w.api.IP, 80), corev1.ProtocolTCP, 200*time.Millisecond) == nil {
+		return errors.New("api answers the client although api-isolate isolates it")
+	}
+	return nil
+}
+
+// waitMatches waits until n's chains and sets are exactly what the API objects call for
+// (tabbyctl policy check, felix's calculator on the same objects).
+func (w *world) waitMatches(ctx context.Context, n *lab.Node) error {
 	err := lab.Eventually(ctx, 3*time.Minute, func(ctx context.Context) error {
-		if out, err := w.l.Tabbyctl(ctx, "policy", "check", "--node", w.n1.Name, "--netns", lab.NetnsPath(w.n1.NS)); err != nil {
+		if out, err := w.l.Tabbyctl(ctx, "policy", "check", "--node", n.Name, "--netns", lab.NetnsPath(n.NS)); err != nil {
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			return fmt.Errorf("%v: %s", err, lines[len(lines)-1])
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("node-1 never matched the policies: %w", err)
-	}
-	if lab.Probe(ctx, w.client.NS, netip.AddrPortFrom(w.api.IP, 80), corev1.ProtocolTCP, 200*time.Millisecond) == nil {
-		return errors.New("api answers the client although api-isolate isolates it")
+		return fmt.Errorf("%s never matched the policies: %w", n.Name, err)
 	}
 	return nil
 }
@@ -110,40 +119,52 @@ func (w *world) connectionWindow(ctx context.Context) (float64, error) {
 	return float64(r.n) / connWindow.Seconds(), r.err
 }
 
-// createToEnforced: for each sample a NetworkPolicy allowing the client into api is created,
+// createToEnforced: for each sample create writes a policy allowing the client into api,
 // and the time from the write returning to the first connection that gets through is taken;
 // the policy is deleted and api is isolated again before the next.
-func (w *world) createToEnforced(ctx context.Context) ([]time.Duration, error) {
+func (w *world) createToEnforced(ctx context.Context, create func(ctx context.Context, i int) (name string, del func(context.Context) error, err error)) ([]time.Duration, error) {
 	api := netip.AddrPortFrom(w.api.IP, 80)
-	client := netpol.PodsIn(netpol.Labels("team", "t1"), netpol.Labels("tier", "client"))
 	var out []time.Duration
 	for i := range createRounds {
-		np := netpol.Policy(nsName(0), "api-allow-"+strconv.Itoa(i), netpol.Labels("app", "api")).Ingress(netpol.From(client).On(netpol.TCP(80))).P()
-		if _, err := w.l.Kube.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		name, del, err := create(ctx, i)
+		if err != nil {
 			return nil, err
 		}
 		t0 := time.Now()
 		for lab.Probe(ctx, w.client.NS, api, corev1.ProtocolTCP, 5*time.Millisecond) != nil {
 			if time.Since(t0) > 10*time.Second || ctx.Err() != nil {
 				slow := lab.Probe(ctx, w.client.NS, api, corev1.ProtocolTCP, time.Second)
-				return nil, fmt.Errorf("sample %d: policy %s not enforced after 10s (a probe with 1s: %v)", i, np.Name, slow)
+				return nil, fmt.Errorf("sample %d: %s not enforced after 10s (a probe with 1s: %v)", i, name, slow)
 			}
 		}
 		out = append(out, time.Since(t0))
-		if err := w.l.Kube.NetworkingV1().NetworkPolicies(np.Namespace).Delete(ctx, np.Name, metav1.DeleteOptions{}); err != nil {
+		if err := del(ctx); err != nil {
 			return nil, err
 		}
-		err := lab.Eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		err = lab.Eventually(ctx, 10*time.Second, func(ctx context.Context) error {
 			if lab.Probe(ctx, w.client.NS, api, corev1.ProtocolTCP, 50*time.Millisecond) == nil {
 				return errors.New("api still answers the client")
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("sample %d: deleting %s: %w", i, np.Name, err)
+			return nil, fmt.Errorf("sample %d: deleting %s: %w", i, name, err)
 		}
 	}
 	return out, nil
+}
+
+// createAPIAllowNP is createToEnforced's writer for NetworkPolicy: a policy of api's own.
+func (w *world) createAPIAllowNP(ctx context.Context, i int) (string, func(context.Context) error, error) {
+	client := netpol.PodsIn(netpol.Labels("team", "t1"), netpol.Labels("tier", "client"))
+	np := netpol.Policy(nsName(0), "api-allow-"+strconv.Itoa(i), netpol.Labels("app", "api")).Ingress(netpol.From(client).On(netpol.TCP(80))).P()
+	nps := w.l.Kube.NetworkingV1().NetworkPolicies(np.Namespace)
+	if _, err := nps.Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		return "", nil, err
+	}
+	return "NetworkPolicy " + np.Name, func(ctx context.Context) error {
+		return nps.Delete(ctx, np.Name, metav1.DeleteOptions{})
+	}, nil
 }
 
 // podToIPSet: for each sample a made-up pod labelled probe=yes gets a Pod object, then an IPAM
