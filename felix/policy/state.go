@@ -449,32 +449,46 @@ func (s *State) Input() Input {
 }
 
 // UpdateAdmin records an AdminNetworkPolicy or the BaselineAdminNetworkPolicy. One with the
-// resourceVersion of the one recorded is taken as the same. A subject is any pod of the
-// cluster, so every endpoint of this node is looked at again (a node has tens of them).
+// resourceVersion of the one recorded is taken as the same.
 func (s *State) UpdateAdmin(p *AdminPolicy) {
 	k := p.Key()
 	old := s.admins[k]
 	if old != nil && (old.src == p || old.src.ResourceVersion != "" && old.src.ResourceVersion == p.ResourceVersion) {
 		return
 	}
-	s.admins[k] = compileAdmin(p)
-	s.adminsChanged()
+	now := compileAdmin(p)
+	s.admins[k] = now
+	s.adminsChanged(old, now)
 }
 
 // RemoveAdmin forgets an admin policy.
 func (s *State) RemoveAdmin(k AdminKey) {
-	if _, ok := s.admins[k]; !ok {
+	old, ok := s.admins[k]
+	if !ok {
 		return
 	}
 	delete(s.admins, k)
-	s.adminsChanged()
+	s.adminsChanged(old, nil)
 }
 
-func (s *State) adminsChanged() {
+// adminsChanged marks the endpoints whose chains the admin policy old held or now holds: only
+// the pods its subject selected or selects see its rules, so an admin policy of a few pods
+// costs the node no pass over the policies of every other endpoint.
+func (s *State) adminsChanged(old, now *compiledAdmin) {
 	s.adminList = slices.SortedFunc(maps.Values(s.admins), compareAdmins)
 	s.dispatchDirty = true
-	for iface := range s.endpoints {
-		s.dirtyEndpoints[iface] = struct{}{}
+	for iface, ep := range s.endpoints {
+		if len(ep.claims) != 1 {
+			s.dirtyEndpoints[iface] = struct{}{}
+			continue
+		}
+		pod := s.pods[ep.claims[0]]
+		if pod == nil {
+			continue
+		}
+		if old != nil && old.selects(pod, s.namespaceLabels) || now != nil && now.selects(pod, s.namespaceLabels) {
+			s.dirtyEndpoints[iface] = struct{}{}
+		}
 	}
 }
 
