@@ -1,8 +1,9 @@
 // Package validation checks tabby objects without side effects. The API server enforces the same
 // rules through the CRD schema (OpenAPI + CEL in apis/v1); this package serves the CLI, which
 // validates before any write, and the agents, which refuse to act on an object the schema could
-// not catch (a selector's syntax, for one). cases_test.go runs one table of objects through both,
-// so the two cannot drift apart.
+// not catch (a selector's syntax, for one). One table of objects (cases.go) runs through both,
+// the real API server's in apiserver_test.go, so the two cannot drift apart; hack/crdschema
+// evaluates the CRDs' schema in-process on that table and on generated IPPools and BGPPeers.
 package validation
 
 import (
