@@ -180,13 +180,33 @@ gobgp-upstream-test-patch:
 gobgp-upstream-patches:
 	$(GOBGPFORK) upstream-patches -root $(CURDIR)
 
-# Bounded fuzzing of what tabby does with what the BGP speaker delivers (CI runs it in `test`):
-# a count of inputs, not a duration, which ends by itself without a deadline to miss on a loaded
-# machine.
-FUZZTIME ?= 50000x
+# Bounded fuzzing (CI runs it in `test`): what tabby does with what the BGP speaker delivers, and
+# with what users and the API server hand it: CNI configuration and CNI_ARGS, selectors, IPPools
+# and BGPPeers (apis/validation against the CRDs' schema and CEL rules; in the lab's module),
+# policy rendering against Verdict, IPAM blocks. Each target runs a count of inputs, not a duration, which ends by itself
+# without a deadline to miss on a loaded machine. FUZZTIME=10m (or 1000000x) runs every target
+# that long instead; new inputs are minimized only with FUZZMINIMIZETIME (e.g. 30s). A crasher is
+# written to the package's testdata/fuzz: commit it with the fix, as a regression.
+FUZZ_TARGETS := \
+	bird/speaker:FuzzBestEvent:50000x \
+	bird:FuzzBestPaths:50000x \
+	apis/selector:FuzzParse:100000x \
+	cni-plugin/config:FuzzParse:100000x \
+	cni-plugin/config:FuzzParseArgs:100000x \
+	hack/crdschema:FuzzIPPool:2000x \
+	hack/crdschema:FuzzBGPPeer:1000x \
+	ipam:FuzzDecodeBlock:10000x \
+	ipam:FuzzBlockRoundTrip:10000x \
+	felix/policy:FuzzRenderedAgreesWithVerdict:100x
+FUZZTIME ?=
+FUZZMINIMIZETIME ?= 0x
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzBestEvent$$' -fuzztime $(FUZZTIME) ./bird/speaker
-	$(GO) test -run '^$$' -fuzz '^FuzzBestPaths$$' -fuzztime $(FUZZTIME) ./bird
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$(if $(FUZZTIME),$(FUZZTIME),$${rest#*:}); \
+		mod=.; case $$pkg in hack/*) mod=hack; pkg=$${pkg#hack/};; esac; \
+		echo "fuzz: $$name ($$mod: ./$$pkg) $$n"; \
+		$(GO) test -C $$mod -run '^$$' -fuzz "^$$name\$$" -fuzztime "$$n" -fuzzminimizetime $(FUZZMINIMIZETIME) ./$$pkg; \
+	done
 
 unit:
 	$(GO) test -count=1 -short ./...

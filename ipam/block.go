@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"net/netip"
 	"sort"
-	"strconv"
 
 	"github.com/tabbynet/tabby/apis/model"
 	v1 "github.com/tabbynet/tabby/apis/v1"
@@ -93,7 +92,7 @@ func freeOrdinal(block netip.Prefix, b *v1.IPAMBlock, from int) (int, bool) {
 	}
 	for i := range n {
 		o := (from + i) % n
-		if _, taken := b.Spec.Allocations[strconv.Itoa(o)]; !taken {
+		if _, taken := b.Spec.Allocations[OrdinalKey(o)]; !taken {
 			return o, true
 		}
 	}
@@ -107,12 +106,16 @@ func freeCount(block netip.Prefix, b *v1.IPAMBlock) int {
 
 // allocationsOf lists the ordinals in b held by handle, in order.
 func allocationsOf(b *v1.IPAMBlock, handle string) []int {
+	c, err := parseBlockCIDR(b)
+	if err != nil {
+		return nil
+	}
 	var out []int
 	for k, al := range b.Spec.Allocations {
 		if al.Handle != handle {
 			continue
 		}
-		if o, err := strconv.Atoi(k); err == nil {
+		if o, err := ParseOrdinal(c, k); err == nil {
 			out = append(out, o)
 		}
 	}

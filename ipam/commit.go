@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -182,7 +181,7 @@ func (a *Allocator) commitBatch(ns *nodeState, batch []*assignOp) (again []*assi
 			pending[c.block] = w
 			writes = append(writes, w)
 		}
-		w.obj.Spec.Allocations[strconv.Itoa(c.ordinal)] = v1.Allocation{Handle: op.r.Handle, Namespace: op.r.Namespace, Pod: op.r.Pod, Node: op.r.Node}
+		w.obj.Spec.Allocations[OrdinalKey(c.ordinal)] = v1.Allocation{Handle: op.r.Handle, Namespace: op.r.Namespace, Pod: op.r.Pod, Node: op.r.Node}
 		w.next = (c.ordinal + 1) % blockLen(c.block)
 		w.ops = append(w.ops, op)
 		w.ordinals = append(w.ordinals, c.ordinal)
@@ -260,7 +259,7 @@ func (a *Allocator) recordHandlesFirst(ctx context.Context, w *blockWrite, retry
 			keep++
 			continue
 		}
-		delete(w.obj.Spec.Allocations, strconv.Itoa(w.ordinals[i]))
+		delete(w.obj.Spec.Allocations, OrdinalKey(w.ordinals[i]))
 		if apierrors.IsConflict(err) {
 			retry(op, err)
 		} else {

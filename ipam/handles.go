@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -151,7 +150,7 @@ func (a *Allocator) allInOwnBlocks(handle string, addrs []netip.Addr) bool {
 			ns.mu.Lock()
 			for c, b := range ns.blocks {
 				if o, ok := ordinalOf(c, ip); ok {
-					al, held := b.Spec.Allocations[strconv.Itoa(o)]
+					al, held := b.Spec.Allocations[OrdinalKey(o)]
 					found = held && al.Handle == handle && !NeedsHandle(b, al)
 					break
 				}
@@ -222,7 +221,7 @@ func (a *Allocator) Lookup(ctx context.Context, handle string) ([]Assignment, er
 		}
 		p, _ := poolFor(pools, c)
 		for _, o := range allocationsOf(b, handle) {
-			al := b.Spec.Allocations[strconv.Itoa(o)]
+			al := b.Spec.Allocations[OrdinalKey(o)]
 			out = append(out, Assignment{
 				IP: addrAt(c, o), Block: c, Pool: p.Name, Overhead: EncapOverhead(p),
 				Borrowed: al.Node != "" && al.Node != affinityNode(b), Node: al.Node,

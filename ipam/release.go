@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -118,7 +117,7 @@ func (a *Allocator) releaseInBlock(ctx context.Context, c netip.Prefix, match fu
 		nb := b.DeepCopy()
 		var removed []int
 		for k, al := range nb.Spec.Allocations {
-			o, err := strconv.Atoi(k)
+			o, err := ParseOrdinal(c, k)
 			if err == nil && match(o, al) {
 				delete(nb.Spec.Allocations, k)
 				removed = append(removed, o)

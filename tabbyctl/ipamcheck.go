@@ -35,6 +35,7 @@ const (
 	overlappingBlocks    = "overlapping blocks"
 	blockOutsidePools    = "block outside every pool"
 	affinityWithoutBlock = "affinity without a block"
+	invalidBlock         = "invalid block"
 )
 
 // problems turns ipam.Check's report into lines, sorted by class then detail.
@@ -94,6 +95,9 @@ func problems(r ipam.CheckReport) []problem {
 	}
 	for _, name := range r.AffinitiesWithoutBlock {
 		add(affinityWithoutBlock, "BlockAffinity %s claims a block that does not exist", name)
+	}
+	for _, why := range r.InvalidBlocks {
+		add(invalidBlock, "%s", why)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].kind != out[j].kind {

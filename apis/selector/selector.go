@@ -13,6 +13,7 @@ package selector
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -20,6 +21,7 @@ import (
 // Selector matches a set of labels.
 type Selector interface {
 	Matches(labels map[string]string) bool
+	// String is the selector in canonical form: Parse reads it back as the same selector.
 	String() string
 }
 
@@ -242,7 +244,7 @@ func (s eqSel) Matches(l map[string]string) bool {
 	v, ok := l[s.key]
 	return ok && v == s.value
 }
-func (s eqSel) String() string { return s.key + " == '" + s.value + "'" }
+func (s eqSel) String() string { return s.key + " == " + quote(s.value) }
 
 type inSel struct {
 	key string
@@ -253,7 +255,23 @@ func (s inSel) Matches(l map[string]string) bool {
 	v, ok := l[s.key]
 	return ok && s.set[v]
 }
-func (s inSel) String() string { return s.key + " in {…}" }
+func (s inSel) String() string {
+	vals := make([]string, 0, len(s.set))
+	for v := range s.set {
+		vals = append(vals, quote(v))
+	}
+	slices.Sort(vals)
+	return s.key + " in {" + strings.Join(vals, ", ") + "}"
+}
+
+// quote writes a value so that Parse reads it back: in single quotes unless it holds one (a
+// value never holds both: Parse ends a value at its first closing quote).
+func quote(v string) string {
+	if strings.Contains(v, "'") {
+		return `"` + v + `"`
+	}
+	return "'" + v + "'"
+}
 
 type notSel struct{ inner Selector }
 

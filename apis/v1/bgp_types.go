@@ -213,7 +213,8 @@ type BGPPeerSpec struct {
 	// +optional
 	RouteServer bool `json:"routeServer,omitempty"`
 
-	// MaxRestartTime is the graceful restart time asked of this peer (default 120s).
+	// MaxRestartTime is the graceful restart time asked of this peer (default 120s), at least 1s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",messageExpression="'maxRestartTime: ' + self + ' must be a duration of at least 1s'"
 	// +optional
 	MaxRestartTime *metav1.Duration `json:"maxRestartTime,omitempty"`
 

@@ -251,9 +251,12 @@ func ParsePrefixAdvertisements(c *v1.BGPConfiguration) ([]model.PrefixCommunitie
 	return out, nil
 }
 
-// validFilterNames checks a BGPPeer's filters: names, each once.
+// validFilterNames checks a BGPPeer's filters: names, each once, a few.
 func validFilterNames(path *field.Path, names []string) field.ErrorList {
 	var errs field.ErrorList
+	if len(names) > maxPeerFilters {
+		errs = append(errs, field.TooMany(path, len(names), maxPeerFilters))
+	}
 	seen := map[string]bool{}
 	for i, n := range names {
 		switch {
@@ -261,6 +264,10 @@ func validFilterNames(path *field.Path, names []string) field.ErrorList {
 			errs = append(errs, field.Required(path.Index(i), "a BGPFilter's name"))
 		case seen[n]:
 			errs = append(errs, field.Duplicate(path.Index(i), n))
+		default:
+			if e := tooLong(path.Index(i), n, maxNameLen); e != nil {
+				errs = append(errs, e)
+			}
 		}
 		seen[n] = true
 	}

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,6 +105,10 @@ var Cases = []Case{
 	{"pool LoadBalancer with IPIP", lbPool("lbipip", "198.51.100.192/27", func(s *v1.IPPoolSpec) { s.IPIPMode = v1.IPIPModeAlways }), "allowedUses"},
 	{"pool LoadBalancer with nodeSelector", lbPool("lbsel", "198.51.100.192/27", func(s *v1.IPPoolSpec) { s.NodeSelector = "rack == 'a'" }), "allowedUses"},
 	{"pool use Anything", lbPool("anything", "10.244.0.0/16", func(s *v1.IPPoolSpec) { s.AllowedUses = []v1.IPPoolUse{"Anything"} }), "allowedUses"},
+	{"pool Workload twice", lbPool("ww", "10.244.0.0/16", func(s *v1.IPPoolSpec) { s.AllowedUses = []v1.IPPoolUse{v1.IPPoolUseWorkload, v1.IPPoolUseWorkload} }), "allowedUses"},
+	{"pool nodeSelector too long", lbPool("longsel", "10.244.0.0/16", func(s *v1.IPPoolSpec) {
+		s.AllowedUses, s.NodeSelector = nil, "rack in {'"+strings.Repeat("r", 1024)+"'}"
+	}), "nodeSelector"},
 	{"pool assignmentMode Sometimes", lbPool("lbsometimes", "198.51.100.192/27", func(s *v1.IPPoolSpec) { s.AssignmentMode = "Sometimes" }), "assignmentMode"},
 	{"peer ok", peer("tor", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001}), ""},
 	{"peer with port", peer("tor-port", v1.BGPPeerSpec{PeerIP: "198.51.100.1:1179", ASNumber: 65001, Node: "node-a"}), ""},
@@ -120,6 +125,9 @@ var Cases = []Case{
 	{"peer bad port", peer("badport", v1.BGPPeerSpec{PeerIP: "198.51.100.1:70000", ASNumber: 65001}), "peerIP"},
 	{"peer node and nodeSelector", peer("both", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, Node: "a", NodeSelector: "all()"}), "nodeSelector"},
 	{"peer neither ip nor selector", peer("neither", v1.BGPPeerSpec{ASNumber: 65001}), "peerIP"},
+	{"peer maxRestartTime 500ms", peer("gr-short", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, MaxRestartTime: &metav1.Duration{Duration: 500 * time.Millisecond}}), "maxRestartTime"},
+	{"peer node too long", peer("longnode", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, Node: strings.Repeat("n", 254)}), "node"},
+	{"peer 17 filters", peer("filters17", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, Filters: strings.Split("a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", ",")}), "filters"},
 	{"peer bfd ok", peer("bfd", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("300ms", "300ms", 3)}), ""},
 	{"peer bfd edges", peer("bfd-edges", v1.BGPPeerSpec{PeerIP: "198.51.100.1", ASNumber: 65001, BFD: bfd("10ms", "60s", 255)}), ""},
 	{"peer bfd defaults", peer("bfd-defaults", v1.BGPPeerSpec{PeerIP: "2001:db8:100::1", ASNumber: 65001, BFD: &v1.BFD{Enabled: true}}), ""},

@@ -1,8 +1,9 @@
 // Package validation checks tabby objects without side effects. The API server enforces the same
 // rules through the CRD schema (OpenAPI + CEL in apis/v1); this package serves the CLI, which
 // validates before any write, and the agents, which refuse to act on an object the schema could
-// not catch (a selector's syntax, for one). cases_test.go runs one table of objects through both,
-// so the two cannot drift apart.
+// not catch (a selector's syntax, for one). One table of objects (cases.go) runs through both,
+// the real API server's in apiserver_test.go, so the two cannot drift apart; hack/crdschema
+// evaluates the CRDs' schema in-process on that table and on generated IPPools and BGPPeers.
 package validation
 
 import (
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,7 +72,29 @@ func ParsePeerIP(s string) (netip.Addr, uint16, error) {
 	return addr, uint16(port), nil
 }
 
+// The schema's limits on the lengths of strings and lists (the markers in apis/v1 repeat them):
+// what the API server refuses is refused here too, for the objects tabbyctl validates before
+// writing them and the agents read.
+const (
+	maxSelectorLen = 1024 // a nodeSelector, a peerSelector
+	maxNameLen     = 253  // a Node's or a BGPFilter's name
+	maxPeerIPLen   = 47   // [IPv6]:port
+	maxCIDRLen     = 43   // an IPv6 prefix
+	maxPeerFilters = 16
+)
+
+// tooLong counts characters, as the API server's maxLength does.
+func tooLong(path *field.Path, v string, max int) *field.Error {
+	if utf8.RuneCountInString(v) > max {
+		return field.TooLongCharacters(path, v, max)
+	}
+	return nil
+}
+
 func selectorErr(path *field.Path, expr string) *field.Error {
+	if e := tooLong(path, expr, maxSelectorLen); e != nil {
+		return e
+	}
 	if _, err := selector.Parse(expr); err != nil {
 		return field.Invalid(path, expr, err.Error())
 	}
@@ -86,6 +110,8 @@ func ParseIPPool(p *v1.IPPool) (model.Pool, field.ErrorList) {
 	cidr, err := ParseCIDR(p.Spec.CIDR)
 	if err != nil {
 		errs = append(errs, field.Invalid(spec.Child("cidr"), p.Spec.CIDR, err.Error()))
+	} else if e := tooLong(spec.Child("cidr"), p.Spec.CIDR, maxCIDRLen); e != nil {
+		errs = append(errs, e)
 	}
 	out.CIDR = cidr
 	// Without a valid cidr the family is unknown: the block size is judged as IPv4's, as the
@@ -127,11 +153,11 @@ func ParseIPPool(p *v1.IPPool) (model.Pool, field.ErrorList) {
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("vxlanMode"), p.Spec.VXLANMode, []string{string(v1.VXLANModeNever), string(v1.VXLANModeAlways), string(v1.VXLANModeCrossSubnet)}))
 	}
-	sel, err := selector.Parse(p.Spec.NodeSelector)
-	if err != nil {
-		errs = append(errs, field.Invalid(spec.Child("nodeSelector"), p.Spec.NodeSelector, err.Error()))
+	if e := selectorErr(spec.Child("nodeSelector"), p.Spec.NodeSelector); e != nil {
+		errs = append(errs, e)
+	} else {
+		out.Selector = selector.MustParse(p.Spec.NodeSelector)
 	}
-	out.Selector = sel
 	var useErrs field.ErrorList
 	out.Uses, out.AssignmentMode, useErrs = parseUses(spec, p.Spec, out)
 	errs = append(errs, useErrs...)
@@ -141,7 +167,8 @@ func ParseIPPool(p *v1.IPPool) (model.Pool, field.ErrorList) {
 	return out, nil
 }
 
-// parseUses reads allowedUses and assignmentMode: defaults applied, uses sorted and each once.
+// parseUses reads allowedUses and assignmentMode: defaults applied, uses sorted; each once, as
+// the schema's list type set wants them.
 // LoadBalancer stands alone: a Service's address in a pod's block, or a pod's in a Service's
 // pool, would be handed out twice by two allocators that cannot see each other.
 func parseUses(spec *field.Path, s v1.IPPoolSpec, pool model.Pool) ([]v1.IPPoolUse, v1.AssignmentMode, field.ErrorList) {
@@ -152,9 +179,11 @@ func parseUses(spec *field.Path, s v1.IPPoolSpec, pool model.Pool) ([]v1.IPPoolU
 		for i, u := range s.AllowedUses {
 			switch u {
 			case v1.IPPoolUseWorkload, v1.IPPoolUseTunnel, v1.IPPoolUseLoadBalancer:
-				if !slices.Contains(uses, u) {
-					uses = append(uses, u)
+				if slices.Contains(uses, u) {
+					errs = append(errs, field.Duplicate(spec.Child("allowedUses").Index(i), u))
+					continue
 				}
+				uses = append(uses, u)
 			default:
 				errs = append(errs, field.NotSupported(spec.Child("allowedUses").Index(i), u, []string{string(v1.IPPoolUseWorkload), string(v1.IPPoolUseTunnel), string(v1.IPPoolUseLoadBalancer)}))
 			}
@@ -298,12 +327,17 @@ func BGPPeer(p *v1.BGPPeer) field.ErrorList {
 	if s.Node != "" && s.NodeSelector != "" {
 		errs = append(errs, field.Forbidden(spec.Child("nodeSelector"), "node and nodeSelector are mutually exclusive: set at most one"))
 	}
+	if e := tooLong(spec.Child("node"), s.Node, maxNameLen); e != nil {
+		errs = append(errs, e)
+	}
 	if (s.PeerIP == "") == (s.PeerSelector == "") {
 		errs = append(errs, field.Invalid(spec.Child("peerIP"), s.PeerIP, "exactly one of peerIP and peerSelector must be set"))
 	}
 	if s.PeerIP != "" {
 		if _, _, err := ParsePeerIP(s.PeerIP); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("peerIP"), s.PeerIP, err.Error()))
+		} else if e := tooLong(spec.Child("peerIP"), s.PeerIP, maxPeerIPLen); e != nil {
+			errs = append(errs, e)
 		}
 		if s.ASNumber == 0 {
 			errs = append(errs, field.Required(spec.Child("asNumber"), "asNumber is required with peerIP"))

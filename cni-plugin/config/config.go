@@ -41,6 +41,10 @@ type IPAM struct {
 	StrictAffinity bool `json:"strictAffinity,omitempty"`
 }
 
+// MaxTimeoutSeconds bounds timeoutSeconds: the runtime gives up on a pod's sandbox long before an
+// hour, and a larger count of seconds would overflow a time.Duration.
+const MaxTimeoutSeconds = 3600
+
 // NetConf is tabby's network configuration (one plugin entry of a conflist).
 type NetConf struct {
 	types.NetConf
@@ -56,7 +60,7 @@ type NetConf struct {
 	MTU int `json:"mtu,omitempty"`
 	// NodeAddressInterface is the underlay interface whose MTU sets the default pod MTU.
 	NodeAddressInterface string `json:"nodeAddressInterface,omitempty"`
-	// TimeoutSeconds bounds one invocation's IPAM work (default 60).
+	// TimeoutSeconds bounds one invocation's IPAM work (default 60, at most MaxTimeoutSeconds).
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// LogLevel for the plugin's stderr log: debug, info, warn (default), error.
 	LogLevel string `json:"logLevel,omitempty"`
@@ -72,6 +76,9 @@ func Parse(stdin []byte) (*NetConf, error) {
 	}
 	if err := version.ParsePrevResult(&c.NetConf); err != nil {
 		return nil, fmt.Errorf("prevResult: %w", err)
+	}
+	if err := checkPrevResult(c); err != nil {
+		return nil, err
 	}
 	if c.NodeName == "" {
 		h, err := os.Hostname()
@@ -92,8 +99,8 @@ func Parse(stdin []byte) (*NetConf, error) {
 	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 65535) {
 		return nil, fmt.Errorf("mtu %d out of range [576, 65535]", c.MTU)
 	}
-	if c.TimeoutSeconds < 0 {
-		return nil, fmt.Errorf("timeoutSeconds %d must not be negative", c.TimeoutSeconds)
+	if c.TimeoutSeconds < 0 || c.TimeoutSeconds > MaxTimeoutSeconds {
+		return nil, fmt.Errorf("timeoutSeconds %d out of range [0, %d]", c.TimeoutSeconds, MaxTimeoutSeconds)
 	}
 	for _, f := range []struct{ name, val string }{{"ipam.assign_ipv4", c.IPAM.AssignIPv4}, {"ipam.assign_ipv6", c.IPAM.AssignIPv6}} {
 		if f.val != "" && f.val != "true" && f.val != "false" {
@@ -114,6 +121,24 @@ func Parse(stdin []byte) (*NetConf, error) {
 		return nil, fmt.Errorf("logLevel %q is not one of debug, info, warn, error", c.LogLevel)
 	}
 	return c, nil
+}
+
+// checkPrevResult refuses a prevResult that lists an address entry without an address: CHECK and
+// DEL would not know what it was.
+func checkPrevResult(c *NetConf) error {
+	if c.PrevResult == nil {
+		return nil
+	}
+	prev, err := current.NewResultFromResult(c.PrevResult)
+	if err != nil {
+		return fmt.Errorf("prevResult: %w", err)
+	}
+	for i, ipc := range prev.IPs {
+		if _, ok := netip.AddrFromSlice(ipc.Address.IP); !ok {
+			return fmt.Errorf("prevResult.ips[%d].address %q is not an address", i, ipc.Address.String())
+		}
+	}
+	return nil
 }
 
 // Timeout is the IPAM deadline of one invocation.

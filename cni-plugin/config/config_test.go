@@ -28,6 +28,8 @@ func TestParseRejects(t *testing.T) {
 		{`{"name":"n","ipam":{"type":"tabby-ipam","assign_ipv4":"false","assign_ipv6":"false"}}`, "both"},
 		{`{"name":"n","logLevel":"loud"}`, `logLevel "loud"`},
 		{`{"name":"n","timeoutSeconds":-1}`, "timeoutSeconds -1"},
+		{`{"name":"n","timeoutSeconds":10000000000}`, "timeoutSeconds 10000000000"},
+		{`{"cniVersion":"1.0.0","name":"n","prevResult":{"cniVersion":"1.0.0","ips":[{}]}}`, "prevResult.ips[0].address"},
 		{`{"name":`, "decode network configuration"},
 	} {
 		_, err := Parse([]byte(tc.conf))

@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"sort"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -257,7 +256,7 @@ func (c *Collector) candidates(ctx context.Context) (map[leak]bool, error) {
 		}
 		for k, al := range b.Spec.Allocations {
 			held[al.Handle] = true
-			o, err := strconv.Atoi(k)
+			o, err := ipam.ParseOrdinal(cidr, k)
 			if err != nil {
 				continue
 			}
@@ -332,7 +331,7 @@ func (c *Collector) collect(ctx context.Context, l leak, res *Result) error {
 		if err != nil {
 			return fmt.Errorf("get IPAMBlock %s: %w", names.BlockName(l.block), err)
 		}
-		al, ok := b.Spec.Allocations[strconv.Itoa(l.ordinal)]
+		al, ok := b.Spec.Allocations[ipam.OrdinalKey(l.ordinal)]
 		if !ok || al.Handle != l.handle {
 			return nil // released or re-used since the first look
 		}

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -172,7 +171,7 @@ func (c *Collector) releaseNode(ctx context.Context, n string, res *Result) erro
 		}
 		for _, k := range sortedKeys(b.Spec.Allocations) {
 			al := b.Spec.Allocations[k]
-			o, err := strconv.Atoi(k)
+			o, err := ipam.ParseOrdinal(cidr, k)
 			if err != nil || allocNode(b, al) != n && !tunnel(al.Handle) {
 				continue
 			}

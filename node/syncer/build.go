@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -237,9 +236,9 @@ func viewBlock(b *v1.IPAMBlock, nodeName string, log *slog.Logger) (blockView, b
 		if a.Node != nodeName && !borrowedHere && a.Pod == "" {
 			continue
 		}
-		n, err := strconv.Atoi(ord)
-		if err != nil || n < 0 || n >= ipam.BlockLen(cidr) {
-			log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "ordinal", ord)
+		n, err := ipam.ParseOrdinal(cidr, ord)
+		if err != nil {
+			log.Warn("ignoring allocation with a bad ordinal", "block", b.Name, "error", err)
 			continue
 		}
 		ip := ipam.AddrAt(cidr, n)

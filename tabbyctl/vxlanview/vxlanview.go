@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -84,8 +83,8 @@ func Parse(nodes []corev1.Node, pools []v1.IPPool, blocks []v1.IPAMBlock) ([]mod
 			mb.Node = node
 		}
 		for ord, a := range b.Spec.Allocations {
-			o, err := strconv.Atoi(ord)
-			if err != nil || o < 0 || o >= ipam.BlockLen(cidr) {
+			o, err := ipam.ParseOrdinal(cidr, ord)
+			if err != nil {
 				continue
 			}
 			if a.Node != "" && a.Node != mb.Node {
