@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
+	"github.com/tabbynet/tabby/apis/validation"
 	"github.com/tabbynet/tabby/ipam"
 )
 
@@ -48,9 +49,16 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	pools, ok := c.lists.Pools()
+	all, ok := c.lists.Pools()
 	if !ok {
 		return
+	}
+	// A LoadBalancer pool's addresses are Services', not blocks': lbipam's metrics count them.
+	pools := make([]v1.IPPool, 0, len(all))
+	for i := range all {
+		if p, errs := validation.ParseIPPool(&all[i]); len(errs) == 0 && !p.LoadBalancer() {
+			pools = append(pools, all[i])
+		}
 	}
 	blocks, ok := c.lists.Blocks()
 	if !ok {

@@ -16,6 +16,8 @@ func TestPoolUse(t *testing.T) {
 	pools := []v1.IPPool{
 		{ObjectMeta: metav1.ObjectMeta{Name: "default-ipv4"}, Spec: v1.IPPoolSpec{CIDR: "10.244.0.0/24", BlockSize: 26}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "default-ipv6"}, Spec: v1.IPPoolSpec{CIDR: "fd00:10:244::/48", BlockSize: 122}},
+		// Services' addresses, not pods': lbipam's metrics.
+		{ObjectMeta: metav1.ObjectMeta{Name: "public"}, Spec: v1.IPPoolSpec{CIDR: "203.0.113.240/28", AllowedUses: []v1.IPPoolUse{v1.IPPoolUseLoadBalancer}}},
 	}
 	allocs := func(n int) map[string]v1.Allocation {
 		m := map[string]v1.Allocation{}
