@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
@@ -12,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
 
 	"github.com/tabbynet/tabby/hack/lab"
 )
@@ -25,8 +29,8 @@ const (
 // TestDashboards: the chart's Grafana dashboard and alert rules against a real Prometheus
 // scraping three tabby-nodes. promtool accepts the rules; every panel's expression returns
 // data (no panel is dead on arrival); every alert's signal (its expression without the
-// threshold) returns data, and the alert whose signal is empty on a healthy cluster
-// (a BGP session down) goes pending once provoked: a node killed.
+// threshold) returns data, but the BGP session alert's, empty on a healthy cluster. Provoked,
+// alerts go off (pending: their `for` has not run out): an IPPool filled, a node killed.
 func TestDashboards(t *testing.T) {
 	if out, err := exec.Command("promtool", "check", "rules", alertsFile).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules %s: %v\n%s", alertsFile, err, out)
@@ -34,7 +38,8 @@ func TestDashboards(t *testing.T) {
 	panels := dashboardExprs(t)
 	alerts := alertRules(t)
 
-	l := startLab(t, lab.Options{})
+	// The chart's pool leaves room for one the test fills.
+	l := startLab(t, lab.Options{HelmSet: []string{"ipPool.cidr=10.244.0.0/17"}})
 	ctx := testCtx(t, 4*time.Minute)
 	nodes := addNodes(t, ctx, l, nodeSpecs(3)...)
 	addPodsPerNode(t, ctx, l, nodes, 2)
@@ -54,15 +59,16 @@ func TestDashboards(t *testing.T) {
 			queries[e] = "panel " + title
 		}
 	}
-	provoke := map[string]string{}
+	const sessionDown = "TabbyBGPSessionDown"
+	var sessionSignal string
 	for _, a := range alerts {
 		signal, ok := withoutThreshold(a.Expr)
 		if !ok {
 			t.Errorf("alert %s: expression %q is not `<signal> > <threshold>`", a.Alert, a.Expr)
 			continue
 		}
-		if a.Alert == "TabbyBGPSessionDown" {
-			provoke[a.Alert] = signal
+		if a.Alert == sessionDown {
+			sessionSignal = signal
 			continue
 		}
 		queries[signal] = "alert " + a.Alert
@@ -70,20 +76,39 @@ func TestDashboards(t *testing.T) {
 	if empty := emptyQueries(t, ctx, prom, queries, 90*time.Second); len(empty) > 0 {
 		t.Errorf("%d of %d expressions return no data from the lab:\n  %s", len(empty), len(queries), strings.Join(empty, "\n  "))
 	}
-
-	// A session down: healthy, the signal is empty; with node-3 killed its peers' sessions to
-	// it are down and the alert is pending (its `for` has not run out) or firing.
-	for name, signal := range provoke {
-		if got, err := prom.query(ctx, signal); err != nil || len(got) != 0 {
-			t.Errorf("alert %s: %q on a healthy lab returns %v (%v), want nothing", name, signal, got, err)
-		}
+	if sessionSignal == "" {
+		t.Fatalf("%s holds no %s", alertsFile, sessionDown)
 	}
+	if got, err := prom.query(ctx, sessionSignal); err != nil || len(got) != 0 {
+		t.Errorf("alert %s: %q on a healthy lab returns %v (%v), want nothing", sessionDown, sessionSignal, got, err)
+	}
+
+	// A pool of 8 addresses given 8 pods is over 90 %.
+	fillPool(t, ctx, l, "nearly-full", netip.MustParsePrefix("10.244.250.0/29"), nodes[0].Name)
+	waitQuery(t, ctx, prom, "TabbyIPPoolNearlyFull pending or firing with a pool full",
+		`ALERTS{alertname="TabbyIPPoolNearlyFull",pool="nearly-full"}`, 60*time.Second)
+	// node-3 killed, node-1's and node-2's sessions to it are down.
 	if err := nodes[2].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for name := range provoke {
-		waitQuery(t, ctx, prom, "alert "+name+" pending or firing with node-3 killed",
-			fmt.Sprintf(`count(ALERTS{alertname=%q}) == 2`, name), 60*time.Second)
+	waitQuery(t, ctx, prom, sessionDown+" pending or firing on node-1 and node-2 with node-3 killed",
+		fmt.Sprintf(`count(ALERTS{alertname=%q}) == 2`, sessionDown), 60*time.Second)
+}
+
+// fillPool creates a pool of cidr, one block, and takes every address of it with pods on node.
+func fillPool(t *testing.T, ctx context.Context, l *lab.Lab, name string, cidr netip.Prefix, node string) {
+	t.Helper()
+	pool := &v1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.IPPoolSpec{CIDR: cidr.String(), BlockSize: cidr.Bits()}}
+	if _, err := l.Client.IPPools().Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var specs []lab.PodSpec
+	for i := range 1 << (32 - cidr.Bits()) {
+		specs = append(specs, lab.PodSpec{Name: fmt.Sprintf("%s-%d", name, i), Node: node,
+			Annotations: map[string]string{v1.AnnotationIPv4Pools: `["` + name + `"]`}})
+	}
+	if _, err := l.AddPods(ctx, specs...); err != nil {
+		t.Fatalf("fill pool %s: %v", name, err)
 	}
 }
 
