@@ -18,7 +18,7 @@ BINARIES := tabby tabby-ipam tabby-node tabby-typha tabbyctl
 # (it runs this checkout's product through a replace): `./...` at the root leaves them out, so
 # every Go command for them runs there (go <command> -C hack).
 
-.PHONY: all build generate anp-crds test fuzz unit demo-clean integration lint e2e netpol bench bench-scale demo chart controlplane tools deps clean
+.PHONY: all build generate anp-crds test fuzz unit demo-clean integration lint e2e dashboards netpol bench bench-scale demo chart controlplane tools deps clean
 
 all: build
 
@@ -223,6 +223,12 @@ lint:
 
 e2e: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -timeout 30m -v ./e2e/...
+
+# The chart's Grafana dashboard and alert rules (charts/tabby/files) against a real Prometheus
+# scraping a 3-node lab: promtool accepts the rules, every panel's and alert's expression returns
+# data, the BGP session alert goes off with a node killed. Half a minute; `make test` runs it too.
+dashboards: deps controlplane tools build
+	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -timeout 10m -v -run '^TestDashboards$$' ./e2e/
 
 # The NetworkPolicy oracle is its own Go module (hack/netpol/README.md): neither `./...` above reaches it.
 NETPOL_ORACLE_TEST = cd hack/netpol/oracle && GOWORK=off GOFLAGS=-mod=mod $(GO) test -count=1 ./...

@@ -111,6 +111,9 @@ func TestRunProgramsAndReports(t *testing.T) {
 	if v := value(f.metrics.UnresolvedNextHops); v != 1 {
 		t.Fatalf("unresolved metric %v", v)
 	}
+	if v := value(f.metrics.ApplyErrors); v < 1 {
+		t.Fatal("an apply that could not set up tunl0 not counted as failed")
+	}
 	if v := value(f.metrics.TunnelErrors); v < 1 {
 		t.Fatal("tunnel error not counted")
 	}

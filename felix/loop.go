@@ -38,10 +38,20 @@ func (f *Felix) onLink(u netlink.LinkUpdate) {
 	f.dispatch(routetable.LinkUpdate{Name: a.Name, Index: a.Index, Gone: u.Header.Type == unix.RTM_DELLINK})
 }
 
-// apply is one pass: re-read the kernel if due, hand the managers what changed (the queued
+// apply runs a pass and counts the failed ones: each is retried, and the count is what the
+// chart's alert watches, so a node that keeps failing is seen even while its retries hide it.
+func (f *Felix) apply(ctx context.Context) error {
+	err := f.applyPass(ctx)
+	if err != nil && ctx.Err() == nil {
+		f.metrics.ApplyErrors.Inc()
+	}
+	return err
+}
+
+// applyPass is one pass: re-read the kernel if due, hand the managers what changed (the queued
 // messages, the host's routes), let each state its part, then write the iptables tables and
 // ipsets and the routes.
-func (f *Felix) apply(ctx context.Context) error {
+func (f *Felix) applyPass(ctx context.Context) error {
 	f.dpMu.Lock()
 	defer f.dpMu.Unlock()
 	if err := ctx.Err(); err != nil {

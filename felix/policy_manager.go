@@ -3,6 +3,8 @@ package felix
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tabbynet/tabby/apis/model"
 	"github.com/tabbynet/tabby/felix/policy"
 	"github.com/tabbynet/tabby/internal/ipfamily"
@@ -39,6 +41,9 @@ type policyManager struct {
 	// written: policies without this node's endpoints would drop every local pod as an unknown
 	// workload, and without pod addresses every allowed peer.
 	inSync, haveIPAM bool
+
+	// counts, when set, is given the policies held by kind at each pass.
+	counts *prometheus.GaugeVec
 }
 
 func newPolicyManager(filter map[ipfamily.Family]ChainWriter, sets SetWriter) *policyManager {
@@ -88,6 +93,11 @@ func (m *policyManager) OnUpdate(msg any) {
 }
 
 func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) error {
+	if m.counts != nil {
+		for kind, n := range m.state.Policies() {
+			m.counts.WithLabelValues(kind).Set(float64(n))
+		}
+	}
 	if !m.inSync || !m.haveIPAM || (!resync && !m.state.Pending()) {
 		return nil
 	}

@@ -250,4 +250,7 @@ func TestPolicyWaitsForTheDatastore(t *testing.T) {
 	if got := kern.Chains("iptables-nft", "filter")[policy.ChainFromWorkload]; len(got) != len(c.local)+1 {
 		t.Fatalf("dispatch after the first pass: %v, want the %d endpoints and the drop", got, len(c.local))
 	}
+	if np, anp := value(f.metrics.Policies.WithLabelValues("NetworkPolicy")), value(f.metrics.Policies.WithLabelValues(policy.KindANP)); np != 10 || anp != 0 {
+		t.Fatalf("policies metric: %v NetworkPolicies, %v AdminNetworkPolicies; want 10, 0", np, anp)
+	}
 }

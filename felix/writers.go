@@ -81,9 +81,9 @@ func (f *Felix) newWriters() error {
 	for fam, t := range f.writers.Filter {
 		filter[fam] = t
 	}
-	f.managers = append(f.managers,
-		nat.New(f.writers.NAT, sets, nat.Options{RandomFully: feat.RandomFully, Log: f.log}),
-		newPolicyManager(filter, sets))
+	pm := newPolicyManager(filter, sets)
+	pm.counts = f.metrics.Policies
+	f.managers = append(f.managers, nat.New(f.writers.NAT, sets, nat.Options{RandomFully: feat.RandomFully, Log: f.log}), pm)
 	f.holdDeletes(f.cfg.WaitForInSync)
 	f.log.Info("iptables writers", "backend", backend, "randomFully", feat.RandomFully, "tables", len(f.tables))
 	return nil

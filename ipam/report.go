@@ -53,11 +53,17 @@ func GetUsage(ctx context.Context, s Store) (Usage, error) {
 	if err != nil {
 		return Usage{}, fmt.Errorf("list IPPools: %w", err)
 	}
-	pools, _ := parsePools(items)
 	blocks, err := s.ListBlocks(ctx)
 	if err != nil {
 		return Usage{}, fmt.Errorf("list IPAMBlocks: %w", err)
 	}
+	return UsageOf(items, blocks), nil
+}
+
+// UsageOf is the use of pools by blocks, as already listed (tabby-node's metrics read them from
+// its informers).
+func UsageOf(items []v1.IPPool, blocks []v1.IPAMBlock) Usage {
+	pools, _ := parsePools(items)
 	var u Usage
 	byPool := map[string]*PoolUsage{}
 	for _, p := range pools {
@@ -90,7 +96,7 @@ func GetUsage(ctx context.Context, s Store) (Usage, error) {
 		u.Pools[i].Free = new(big.Int).Sub(u.Pools[i].Total, big.NewInt(u.Pools[i].InUse))
 	}
 	sort.Slice(u.Blocks, func(i, j int) bool { return u.Blocks[i].CIDR.Addr().Less(u.Blocks[j].CIDR.Addr()) })
-	return u, nil
+	return u
 }
 
 // Owner is who holds an address.

@@ -29,6 +29,7 @@ import (
 	"github.com/tabbynet/tabby/ipam"
 	"github.com/tabbynet/tabby/ipam/podcache"
 	"github.com/tabbynet/tabby/lbipam/controller"
+	"github.com/tabbynet/tabby/node/ipammetrics"
 	"github.com/tabbynet/tabby/node/syncer"
 	"github.com/tabbynet/tabby/policystatus"
 )
@@ -151,6 +152,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	a.syncer = syncer.New(c, syncer.Config{NodeName: cfg.NodeName, Namespace: secrets, OnUpdate: a.onUpdates, Logger: log.With("component", "syncer"), Metrics: dm})
 	a.policy = syncer.NewPolicyWatcher(c, a.felix.OnUpdate, log.With("component", "policy"), dm)
+	ipammetrics.Register(a.reg, ipammetrics.Lists{Pools: a.syncer.Pools, Blocks: a.syncer.Blocks})
 
 	ipamSrv, err := a.serveIPAM()
 	if err != nil {

@@ -21,6 +21,8 @@ type Metrics struct {
 	NetlinkErrors      prometheus.Counter
 	UnresolvedNextHops prometheus.Gauge
 	LastApply          prometheus.Gauge
+	ApplyErrors        prometheus.Counter
+	Policies           *prometheus.GaugeVec
 	TunnelErrors       prometheus.Counter
 	WriteErrors        prometheus.Counter
 	SysctlErrors       prometheus.Counter
@@ -58,6 +60,10 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "BGP routes whose next hop could not be resolved: not programmed, or multipath routes programmed without that next hop."}),
 		LastApply: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_last_successful_apply_timestamp_seconds",
 			Help: "Unix time of the last apply that completed without error."}),
+		ApplyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_apply_errors_total",
+			Help: "Dataplane applies that ended with an error (a route, iptables rule, ipset, tunnel or sysctl not programmed); felix retries them."}),
+		Policies: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tabby_felix_policies",
+			Help: "Policies felix holds, cluster-wide, by kind (NetworkPolicy, AdminNetworkPolicy, BaselineAdminNetworkPolicy, ClusterNetworkPolicy)."}, []string{"kind"}),
 		TunnelErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_tunnel_errors_total",
 			Help: "Failures to set up tunl0 (e.g. a kernel without ipip)."}),
 		WriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_iptables_ipsets_errors_total",
@@ -72,7 +78,7 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Blocks and borrowed addresses of VXLAN pools on other nodes without a route (no VTEP on either side, a VTEP conflict, an unknown node)."}),
 	}
 	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ApplyLag, m.ResyncDuration, m.NetlinkErrors,
-		m.UnresolvedNextHops, m.LastApply, m.TunnelErrors, m.WriteErrors, m.SysctlErrors, m.VXLANPeers, m.VXLANErrors, m.VXLANNoRoutes)
+		m.UnresolvedNextHops, m.LastApply, m.ApplyErrors, m.Policies, m.TunnelErrors, m.WriteErrors, m.SysctlErrors, m.VXLANPeers, m.VXLANErrors, m.VXLANNoRoutes)
 	return m
 }
 

@@ -546,3 +546,12 @@ func (s *State) nodesChanged() {
 		}
 	}
 }
+
+// Policies counts the policies held by kind: NetworkPolicy and the admin kinds, each present.
+func (s *State) Policies() map[string]int {
+	out := map[string]int{"NetworkPolicy": len(s.policies), KindANP: 0, KindBANP: 0, KindCNP: 0}
+	for k := range s.admins {
+		out[k.Kind]++
+	}
+	return out
+}
