@@ -226,6 +226,9 @@ func (c *Campaign) Run(ctx context.Context, f Fault) Result {
 	}
 	r.Stats, r.Window = stats, to.Sub(from)
 	for _, s := range stats {
+		if s.Late > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %d answered later than %s (not counted as lost)", s.Name, s.Late, probeTimeout))
+		}
 		if !s.FirstBad.IsZero() {
 			what := "failed"
 			if s.Kind == Isolated {

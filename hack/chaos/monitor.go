@@ -24,9 +24,13 @@ const (
 	// ProbeInterval paces the long-lived connections' exchanges and the isolated pair's
 	// connects: 20 a second each.
 	ProbeInterval = 50 * time.Millisecond
-	// probeTimeout is how long a UDP probe's answer may take before the probe counts as lost,
-	// and how long an isolated pair's connect may take before it counts as refused.
+	// probeTimeout is how long an isolated pair's connect may take before it counts as refused,
+	// and a UDP answer before it counts as late.
 	probeTimeout = time.Second
+	// lostAfter is how long a UDP probe stays unanswered before it counts as lost. Longer than
+	// probeTimeout: on a busy machine an answer may wait in a socket for the monitor's reader,
+	// and a late answer is the machine's delay, not a packet the network lost.
+	lostAfter = 3 * time.Second
 	// tcpStallLimit is how long one exchange of a long-lived connection may wait for its echo
 	// before the connection counts as broken (TCP retransmits through a short cut by itself).
 	tcpStallLimit = 30 * time.Second
@@ -57,6 +61,7 @@ func (k Kind) String() string { return [...]string{"udp", "tcp", "isolated"}[k] 
 type sample struct {
 	at       time.Time
 	ok, done bool
+	late     bool // a UDP answer that came after probeTimeout
 }
 
 // stream is one source of samples.
@@ -92,8 +97,8 @@ func (s *stream) answer(i int) {
 	if i < 0 || i >= len(s.samples) || s.samples[i].done {
 		return
 	}
-	s.samples[i].ok = time.Since(s.samples[i].at) <= probeTimeout
-	s.samples[i].done = true
+	s.samples[i].ok, s.samples[i].done = true, true
+	s.samples[i].late = time.Since(s.samples[i].at) > probeTimeout
 }
 
 func (s *stream) broke(err error) {
@@ -199,6 +204,12 @@ func (m *Monitor) startUDP(ctx context.Context, s *stream, p Pair) error {
 		return fmt.Errorf("%s: client: %w", s.Name, err)
 	}
 	m.closers = append(m.closers, cli)
+	// Room for every answer of a few seconds in which the reader does not run.
+	for _, c := range []*net.UDPConn{srv, cli} {
+		if err := c.SetReadBuffer(1 << 20); err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+	}
 	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
@@ -428,6 +439,8 @@ type StreamStats struct {
 	Exchanges, Failed, Allowed int
 	// Resets are the long-lived connection's breaks in the window.
 	Resets int
+	// Late are UDP probes answered, but after probeTimeout.
+	Late int
 	// FirstBad and LastBad are when the first and last failed (or allowed) exchanges of the
 	// window began.
 	FirstBad, LastBad time.Time
@@ -439,7 +452,7 @@ type StreamStats struct {
 // Window are the counts of every stream over [from, to). It waits until every exchange begun
 // before to has ended (answered or timed out).
 func (m *Monitor) Window(ctx context.Context, from, to time.Time) ([]StreamStats, error) {
-	wait := time.Until(to.Add(probeTimeout + 200*time.Millisecond))
+	wait := time.Until(to.Add(lostAfter + 200*time.Millisecond))
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -458,6 +471,9 @@ func (m *Monitor) Window(ctx context.Context, from, to time.Time) ([]StreamStats
 				continue
 			}
 			st.Exchanges++
+			if x.late {
+				st.Late++
+			}
 			bad := !x.ok
 			if s.Kind == Isolated {
 				bad = x.ok
