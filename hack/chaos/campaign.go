@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,9 +25,26 @@ import (
 type Options struct {
 	// Typha runs this many tabby-typha replicas (the typha faults need at least one).
 	Typha int
+	// Topology is the nodes' BGP: a full mesh, or two route reflectors the nodes are clients of.
+	Topology Topology
 	// Log receives progress; slog.Default() when nil.
 	Log *slog.Logger
 }
+
+// Topology is how the lab's nodes exchange routes.
+type Topology int
+
+const (
+	// Mesh: node-1 and node-2 peer with each other.
+	Mesh Topology = iota
+	// Reflectors: the mesh off, rr-1 and rr-2 reflect every route between node-1 and node-2.
+	Reflectors
+)
+
+func (t Topology) String() string { return [...]string{"mesh", "route reflectors"}[t] }
+
+// reflectorClusterID is the reflectors' cluster ID.
+const reflectorClusterID = "244.0.0.1"
 
 // Campaign is a lab with the monitor's traffic running in it.
 type Campaign struct {
@@ -36,6 +54,8 @@ type Campaign struct {
 	Clients, Servers *lab.Node
 	Pairs, Isolated  []Pair
 	Monitor          *Monitor
+	// Reflectors are the route reflector nodes (Topology Reflectors).
+	Reflectors []*lab.Node
 
 	log     *slog.Logger
 	closers []io.Closer
@@ -63,11 +83,19 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 			_ = c.Close(cctx)
 		}
 	}()
-	nodes, err := l.AddNodes(ctx, lab.NodeSpec{Name: "node-1"}, lab.NodeSpec{Name: "node-2"})
+	specs := []lab.NodeSpec{{Name: "node-1"}, {Name: "node-2"}}
+	if o.Topology == Reflectors {
+		if err := l.UseRouteReflectors(ctx); err != nil {
+			return nil, err
+		}
+		specs = append(specs, lab.NodeSpec{Name: "rr-1", RouteReflectorClusterID: reflectorClusterID},
+			lab.NodeSpec{Name: "rr-2", RouteReflectorClusterID: reflectorClusterID})
+	}
+	nodes, err := l.AddNodes(ctx, specs...)
 	if err != nil {
 		return nil, err
 	}
-	c.Clients, c.Servers = nodes[0], nodes[1]
+	c.Clients, c.Servers, c.Reflectors = nodes[0], nodes[1], nodes[2:]
 	pods, err := l.AddPods(ctx,
 		lab.PodSpec{Name: "client", Node: c.Clients.Name},
 		lab.PodSpec{Name: "server", Node: c.Servers.Name},
@@ -304,9 +332,28 @@ func dedupe(ss []string) []string {
 	return out
 }
 
+// RunTopologies runs the faults of each topology in a lab of its own (Options.Topology is
+// ignored), the mesh's first.
+func RunTopologies(ctx context.Context, o Options, faults []Fault) ([]Result, error) {
+	var rs []Result
+	for _, t := range []Topology{Mesh, Reflectors} {
+		o.Topology = t
+		more, err := RunAll(ctx, o, faults)
+		rs = append(rs, more...)
+		if err != nil {
+			return rs, fmt.Errorf("%s: %w", t, err)
+		}
+	}
+	return rs, nil
+}
+
 // RunAll sets a campaign up, runs the faults one at a time and removes it; a fault whose outcome
 // breaks its expectation does not stop the ones after it.
 func RunAll(ctx context.Context, o Options, faults []Fault) ([]Result, error) {
+	faults = slices.DeleteFunc(slices.Clone(faults), func(f Fault) bool { return f.Topology != o.Topology })
+	if len(faults) == 0 {
+		return nil, nil
+	}
 	c, err := Setup(ctx, o)
 	if err != nil {
 		return nil, err

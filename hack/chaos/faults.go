@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +34,8 @@ type Fault struct {
 	IPAM bool
 	// Rounds is how many times the fault is injected in one window (at least once).
 	Rounds int
+	// Topology is the lab the fault runs in.
+	Topology Topology
 	// Inject does the fault and heals it: it returns the instant it healed (the killed part
 	// started again, the link up) and what it observed.
 	Inject func(ctx context.Context, c *Campaign) (healed time.Time, note string, err error)
@@ -46,6 +49,9 @@ type Settings struct {
 	Rounds int
 	// Flap is how long a node's uplink stays down.
 	Flap time.Duration
+	// Hold is the BGP hold time between tabby nodes: a reflector cut off for longer is dead to
+	// its clients.
+	Hold time.Duration
 }
 
 // Faults is the campaign's table, in the order it runs. Typha faults need a lab with replicas.
@@ -116,6 +122,49 @@ func Faults(s Settings) []Fault {
 			Name:     "every tabby-typha replica SIGKILLed, restarted",
 			Expected: "0 lost, 0 resets, isolated pair blocked",
 			Inject:   func(ctx context.Context, c *Campaign) (time.Time, string, error) { return c.killTyphas(ctx) },
+		},
+		{
+			Name:     "route reflector rr-1 SIGKILLed, restarted",
+			Expected: "0 lost, 0 resets, isolated pair blocked (rr-2 reflects every route meanwhile)",
+			Topology: Reflectors,
+			Rounds:   rounds,
+			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
+				return c.killAgent(ctx, c.Reflectors[0], time.Second)
+			},
+		},
+		{
+			Name:     "route reflector rr-1 dies (uplink down until its sessions time out) and returns",
+			Expected: "0 lost, 0 resets, isolated pair blocked (rr-2 reflects every route meanwhile)",
+			Topology: Reflectors,
+			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
+				rr, other := c.Reflectors[0], c.Reflectors[1]
+				if err := rr.CutLink(ctx); err != nil {
+					return time.Time{}, "", err
+				}
+				cut := time.Now()
+				// Dead to its clients: their only session left is the one to rr-2.
+				for _, n := range []*lab.Node{c.Clients, c.Servers} {
+					if err := n.WaitPeers(ctx, s.Hold+30*time.Second, other.IP()); err != nil {
+						_ = rr.RestoreLink(ctx)
+						return time.Time{}, "", fmt.Errorf("rr-1 cut off: %w", err)
+					}
+				}
+				note := fmt.Sprintf("the clients' sessions to rr-1 down %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+				if err := sleep(ctx, 3*time.Second); err != nil {
+					return time.Time{}, note, err
+				}
+				healed := time.Now()
+				if err := rr.RestoreLink(ctx); err != nil {
+					return healed, note, err
+				}
+				var others []netip.Addr
+				for _, n := range c.Lab.Nodes() {
+					if n != rr {
+						others = append(others, n.IP())
+					}
+				}
+				return healed, note, rr.WaitPeers(ctx, time.Minute, others...)
+			},
 		},
 		{
 			Name: fmt.Sprintf("node-2's uplink down for %s", s.Flap),

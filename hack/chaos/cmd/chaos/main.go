@@ -32,9 +32,9 @@ func main() {
 	if *only != "" {
 		words = strings.Split(*only, ",")
 	}
-	faults := chaos.Select(chaos.Faults(chaos.Settings{Outage: *outage, Rounds: *rounds, Flap: *flap}), words...)
+	faults := chaos.Select(chaos.Faults(chaos.Settings{Outage: *outage, Rounds: *rounds, Flap: *flap, Hold: 9 * time.Second}), words...)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	rs, err := chaos.RunAll(ctx, chaos.Options{Typha: *typha, Log: log}, faults)
+	rs, err := chaos.RunTopologies(ctx, chaos.Options{Typha: *typha, Log: log}, faults)
 	fmt.Print(chaos.Table(rs))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
