@@ -18,6 +18,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -39,9 +40,13 @@ const (
 	Mesh Topology = iota
 	// Reflectors: the mesh off, rr-1 and rr-2 reflect every route between node-1 and node-2.
 	Reflectors
+	// ToR: node-1 and rr-1 on one subnet, node-2 and rr-2 on the other, and the router between
+	// them a ToR (FRR with zebra) that learns the pod routes from the reflectors: pod traffic
+	// crosses it natively.
+	ToR
 )
 
-func (t Topology) String() string { return [...]string{"mesh", "route reflectors"}[t] }
+func (t Topology) String() string { return [...]string{"mesh", "route reflectors", "ToR"}[t] }
 
 // reflectorClusterID is the reflectors' cluster ID.
 const reflectorClusterID = "244.0.0.1"
@@ -71,7 +76,7 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l, err := lab.New(ctx, lab.Options{Families: lab.DualStack, Typha: o.Typha, Log: o.Log})
+	l, err := lab.New(ctx, lab.Options{Families: lab.DualStack, Typha: o.Typha, TwoSubnets: o.Topology == ToR, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -84,18 +89,32 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 		}
 	}()
 	specs := []lab.NodeSpec{{Name: "node-1"}, {Name: "node-2"}}
-	if o.Topology == Reflectors {
+	if o.Topology != Mesh {
 		if err := l.UseRouteReflectors(ctx); err != nil {
 			return nil, err
 		}
 		specs = append(specs, lab.NodeSpec{Name: "rr-1", RouteReflectorClusterID: reflectorClusterID},
 			lab.NodeSpec{Name: "rr-2", RouteReflectorClusterID: reflectorClusterID})
 	}
+	if o.Topology == ToR {
+		specs[1].Subnet, specs[3].Subnet = lab.B, lab.B
+		if err := c.peerWithToR(ctx); err != nil {
+			return nil, err
+		}
+	}
 	nodes, err := l.AddNodes(ctx, specs...)
 	if err != nil {
 		return nil, err
 	}
 	c.Clients, c.Servers, c.Reflectors = nodes[0], nodes[1], nodes[2:]
+	if o.Topology == ToR {
+		if err := l.Router().StartFRR(ctx, lab.FRROptions{Zebra: true, Neighbors: []lab.BGPNeighbor{
+			{Addr: c.Reflectors[0].IP(), ASN: v1.DefaultASNumber}, {Addr: c.Reflectors[1].IP(), ASN: v1.DefaultASNumber},
+			{Addr: c.Reflectors[1].IP6(), ASN: v1.DefaultASNumber},
+		}}); err != nil {
+			return nil, err
+		}
+	}
 	pods, err := l.AddPods(ctx,
 		lab.PodSpec{Name: "client", Node: c.Clients.Name},
 		lab.PodSpec{Name: "server", Node: c.Servers.Name},
@@ -121,6 +140,22 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// peerWithToR makes the reflectors peer with the router: rr-1 over IPv4, rr-2 over IPv4 and
+// IPv6, each keeping the nodes' own next hops, so the ToR forwards pod traffic straight to the
+// node that owns the block.
+func (c *Campaign) peerWithToR(ctx context.Context) error {
+	for name, p := range map[string]v1.BGPPeerSpec{
+		"tor-a":  {Node: "rr-1", PeerIP: lab.RouterA.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
+		"tor-b":  {Node: "rr-2", PeerIP: lab.RouterB.String(), ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
+		"tor-b6": {Node: "rr-2", PeerIP: "[" + lab.RouterB6.String() + "]:179", ASNumber: lab.DefaultToRASN, KeepOriginalNextHop: true},
+	} {
+		if _, err := c.Lab.Client.BGPPeers().Create(ctx, &v1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: p}); err != nil {
+			return fmt.Errorf("BGPPeer %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // isolate proves the isolated pair connects without policy (the probe can see a leak), then
@@ -336,7 +371,7 @@ func dedupe(ss []string) []string {
 // ignored), the mesh's first.
 func RunTopologies(ctx context.Context, o Options, faults []Fault) ([]Result, error) {
 	var rs []Result
-	for _, t := range []Topology{Mesh, Reflectors} {
+	for _, t := range []Topology{Mesh, Reflectors, ToR} {
 		o.Topology = t
 		more, err := RunAll(ctx, o, faults)
 		rs = append(rs, more...)

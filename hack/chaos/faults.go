@@ -167,6 +167,41 @@ func Faults(s Settings) []Fault {
 			},
 		},
 		{
+			Name: "the ToR (FRR: bgpd and zebra) SIGKILLed, restarted",
+			Expected: fmt.Sprintf("loss only until the restarted ToR has relearned the pod routes (≤ %d probes: 10 s), 0 resets, isolated pair blocked",
+				2*udpPerSecond*10),
+			MaxLost:  2 * udpPerSecond * 10,
+			Topology: ToR,
+			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
+				if err := c.Lab.Router().StopDaemons(syscall.SIGKILL); err != nil {
+					return time.Time{}, "", err
+				}
+				if err := sleep(ctx, time.Second); err != nil {
+					return time.Time{}, "", err
+				}
+				healed := time.Now()
+				if err := c.Lab.Router().StartDaemons(ctx); err != nil {
+					return healed, "", err
+				}
+				for _, rr := range c.Reflectors {
+					var want []netip.Addr
+					for _, n := range c.Lab.Nodes() {
+						if n != rr {
+							want = append(want, n.IP())
+						}
+					}
+					want = append(want, rr.Subnet.Gateway())
+					if rr == c.Reflectors[1] {
+						want = append(want, rr.Subnet.Gateway6())
+					}
+					if err := rr.WaitPeers(ctx, time.Minute, want...); err != nil {
+						return healed, "", err
+					}
+				}
+				return healed, "", nil
+			},
+		},
+		{
 			Name: fmt.Sprintf("node-2's uplink down for %s", s.Flap),
 			Expected: fmt.Sprintf("loss only while the link is down (≤ %d probes), 0 resets (TCP retransmits), isolated pair blocked",
 				2*udpPerSecond*int((s.Flap+2*time.Second)/time.Second)),
