@@ -123,6 +123,10 @@ type session struct {
 	// follows drops the peer's routes at once, a router's included (docs/architecture.md, "BFD").
 	bfdDown  bool
 	bfdDowns uint64 // times BFD declared the peer down, for the metrics
+	// explained: since the session was established GoBGP logged something that ends a
+	// session (a warning such as a hold-timer expiry, a NOTIFICATION either way). A session
+	// that ends unexplained was closed by the peer's kernel: see onState.
+	explained bool
 }
 
 // New returns a Bird; Run starts it.

@@ -60,7 +60,7 @@ func (b *Bird) onState(e speaker.Event) {
 	}
 	if e.State == "established" {
 		s.info, s.inGR, s.flush, s.hardReset, s.gracefulUntil = "", false, false, false, time.Time{}
-		s.upSinceAdded, s.redial, s.redials, s.bfdDown = true, false, 0, false
+		s.upSinceAdded, s.redial, s.redials, s.bfdDown, s.explained = true, false, 0, false, false
 		b.log.Info("BGP session established", "peer", e.Peer)
 		return
 	}
@@ -91,6 +91,12 @@ func (b *Bird) onState(e speaker.Event) {
 	if e.Reason != "" && (e.Reason != "graceful-restart" || s.info == "") {
 		s.info = "session down: " + e.Reason
 	}
+	// Folded into "graceful-restart" with nothing logged before it (no hold-timer expiry, no
+	// NOTIFICATION), the connection was closed or reset by the peer's kernel: its tabby-node
+	// died (crashed, OOM- or SIGKILLed) on a node that runs on, and the routes and rules it
+	// programmed stay in place until it is back. A restart it could not announce: a dead or
+	// unreachable node is found by the hold timer (or BFD) instead.
+	crashed := e.Reason == "graceful-restart" && !s.explained
 	s.hardReset = e.HardReset
 	bfdDown := s.bfdDown
 	s.bfdDown = false
@@ -116,6 +122,12 @@ func (b *Bird) onState(e speaker.Event) {
 		s.inGR = true
 		s.info = "graceful restart: keeping its routes until it is back"
 		b.log.Info("BGP peer is restarting gracefully: keeping its routes", "peer", e.Peer, "node", p.Node)
+	case crashed:
+		s.inGR = true
+		s.gracefulUntil = e.Time.Add(restartTime(p))
+		s.info = "connection closed by the node without a notice (tabby-node restarting): keeping its routes until it is back"
+		b.log.Warn("BGP session with a tabby node closed without a notice: its tabby-node is restarting, keeping its routes",
+			"peer", e.Peer, "node", p.Node, "for", restartTime(p))
 	default:
 		s.flush = true
 		b.log.Warn("BGP session with a tabby node lost", "peer", e.Peer, "node", p.Node, "reason", s.info)
@@ -123,6 +135,17 @@ func (b *Bird) onState(e speaker.Event) {
 		b.trigger()
 	}
 }
+
+// restartTime is how long a restarting peer may take to come back.
+func restartTime(p peers.Peer) time.Duration {
+	if p.RestartTime > 0 {
+		return p.RestartTime
+	}
+	return peers.DefaultRestartTime
+}
+
+// peerDownMsg starts GoBGP's record of a session's end itself: it explains nothing.
+const peerDownMsg = "Peer Down"
 
 // maxRedials bounds the quick re-adds of a peer that keeps refusing (a wrong AS, say): after
 // that GoBGP's own 5 s Idle paces the attempts.
@@ -139,11 +162,10 @@ func (b *Bird) onPeerLog(e speaker.Event) {
 		s.bfdDown = s.state == "established"
 	}
 	if n := e.Notification; n != nil && n.Code == speaker.CodeCease && n.Subcode == speaker.SubcodeAdministrativeReset && n.Communication == speaker.RestartCommunication {
-		restart := peers.DefaultRestartTime
-		if p, ok := b.desired[e.Peer]; ok && p.RestartTime > 0 {
-			restart = p.RestartTime
-		}
-		s.gracefulUntil = e.Time.Add(restart)
+		s.gracefulUntil = e.Time.Add(restartTime(b.desired[e.Peer]))
+	}
+	if s.state == "established" && !strings.HasPrefix(e.Message, peerDownMsg) {
+		s.explained = true
 	}
 	// Between sessions the last warning (a connect error, a NOTIFICATION received) is the best
 	// explanation there is; the state event's own reason replaces it when a session ends.

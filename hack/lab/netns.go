@@ -33,6 +33,10 @@ func inNetns(name string, fn func() error) error {
 	return h.Do(func(ns.NetNS) error { return fn() })
 }
 
+// InNetns runs fn with its OS thread in the named namespace (see inNetns): sockets made in fn
+// belong to the namespace, for a caller's own probes.
+func InNetns(name string, fn func() error) error { return inNetns(name, fn) }
+
 // run runs a command and returns its combined output; the error quotes the command and output.
 func run(ctx context.Context, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)

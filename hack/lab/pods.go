@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,7 +45,9 @@ type Pod struct {
 
 	mu      sync.Mutex
 	labels  map[string]string
+	serve   bool     // PodSpec.Serve
 	servers *servers // probe servers (PodSpec.Serve), nil without
+	obj     *corev1.Pod
 }
 
 // PodSpec describes a pod to add.
@@ -107,6 +110,35 @@ func (l *Lab) Pod(key string) *Pod {
 // and runs the node's CNI config (ADD) through libcni with the node's namespace as the
 // plugin's host namespace, as the container runtime on that node would.
 func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
+	start := time.Now()
+	p, err := l.CreatePod(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_ = l.DiscardPod(cctx, p)
+		}
+	}()
+	if err := l.CNIAdd(ctx, p); err != nil {
+		return nil, err
+	}
+	if spec.OnAdded != nil {
+		spec.OnAdded(p)
+	}
+	if err := l.ReportPod(ctx, p); err != nil {
+		return nil, err
+	}
+	l.log.Debug("pod added", "pod", p.Key(), "node", p.Node.Name, "ip", p.IP, "took", time.Since(start).Round(time.Millisecond))
+	return p, nil
+}
+
+// CreatePod is AddPod's first step alone: the Pod object, bound to its node, with nothing
+// wired yet (what a kubelet finds before it starts the sandbox). CNIAdd wires it, ReportPod
+// writes its status and makes it one of the lab's pods; DiscardPod undoes it.
+func (l *Lab) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
 	n := l.Node(spec.Node)
 	if n == nil {
 		return nil, fmt.Errorf("pod %s: no node %q", spec.Name, spec.Node)
@@ -131,7 +163,6 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 			return nil, fmt.Errorf("pod %s: %w", key, err)
 		}
 	}
-	start := time.Now()
 	id := make([]byte, 32)
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
@@ -140,7 +171,7 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 	if ns != PodNamespace {
 		role = ns + "." + spec.Name // '.' cannot be in a namespace name: no two pods share a role
 	}
-	p := &Pod{Name: spec.Name, Namespace: ns, Node: n, NS: l.NetnsName(role), ContainerID: hex.EncodeToString(id), Ports: spec.Ports, labels: labels}
+	p := &Pod{Name: spec.Name, Namespace: ns, Node: n, NS: l.NetnsName(role), ContainerID: hex.EncodeToString(id), Ports: spec.Ports, labels: labels, serve: spec.Serve}
 	if len(p.NS) > 64 {
 		return nil, fmt.Errorf("pod %s: name too long", key)
 	}
@@ -156,27 +187,30 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 		return nil, fmt.Errorf("create Pod %s: %w", key, err)
 	}
 	p.UID = string(created.UID)
-	defer func() {
-		if err != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			p.closeServers()
-			_ = delNetns(cctx, p.NS)
-			_ = l.deletePodObject(cctx, p)
+	p.obj = created
+	return p, nil
+}
+
+// CNIAdd makes the pod's network namespace (if it is not there yet) and runs CNI ADD for it, as
+// the runtime on its node would; it needs no API server of its own. On failure the namespace
+// stays, for the caller to see what the failed ADD left, until DiscardPod.
+func (l *Lab) CNIAdd(ctx context.Context, p *Pod) error {
+	key, n := p.Key(), p.Node
+	if _, err := os.Stat(NetnsPath(p.NS)); os.IsNotExist(err) {
+		if err := addNetns(ctx, p.NS); err != nil {
+			return err
 		}
-	}()
-	if err := addNetns(ctx, p.NS); err != nil {
-		return nil, err
 	}
-	if spec.Serve {
-		if p.servers, err = startServers(p.NS, spec.Ports); err != nil {
-			return nil, fmt.Errorf("pod %s: %w", key, err)
+	if p.serve && p.servers == nil {
+		var err error
+		if p.servers, err = startServers(p.NS, p.Ports); err != nil {
+			return fmt.Errorf("pod %s: %w", key, err)
 		}
 		l.onClose(func(context.Context) error { p.closeServers(); return nil })
 	}
 	cni, list, rt, err := l.cniFor(n, p)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var res any
 	err = inNetns(n.NS, func() error {
@@ -185,33 +219,45 @@ func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (_ *Pod, err error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("CNI ADD of pod %s on %s: %w", key, n.Name, err)
+		return fmt.Errorf("CNI ADD of pod %s on %s: %w", key, n.Name, err)
 	}
 	if p.Result, err = convertResult(res); err != nil {
-		return nil, fmt.Errorf("CNI ADD of pod %s: %w", key, err)
+		return fmt.Errorf("CNI ADD of pod %s: %w", key, err)
 	}
 	if err := p.takeAddresses(l.Opts.Families); err != nil {
-		return nil, fmt.Errorf("CNI ADD of pod %s: %w", key, err)
+		return fmt.Errorf("CNI ADD of pod %s: %w", key, err)
 	}
-	if spec.OnAdded != nil {
-		spec.OnAdded(p)
-	}
-	// What the kubelet reports once the sandbox is up: IPAM's checks compare against it.
+	return nil
+}
+
+// ReportPod writes what the kubelet reports once the sandbox is up (IPAM's checks compare
+// against it) and makes the pod one of the lab's (Pods, DeletePod, Close).
+func (l *Lab) ReportPod(ctx context.Context, p *Pod) error {
+	created := p.obj.DeepCopy()
 	created.Status.Phase = corev1.PodRunning
 	created.Status.PodIP = p.IP.String()
 	created.Status.PodIPs = []corev1.PodIP{{IP: p.IP.String()}}
 	if p.IP6.IsValid() && p.IP6 != p.IP {
 		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: p.IP6.String()})
 	}
-	created.Status.HostIP = n.IP().String()
-	if _, err := l.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return nil, fmt.Errorf("set Pod %s status: %w", key, err)
+	created.Status.HostIP = p.Node.IP().String()
+	if _, err := l.Kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set Pod %s status: %w", p.Key(), err)
 	}
-	l.log.Debug("pod added", "pod", key, "node", n.Name, "ip", p.IP, "took", time.Since(start).Round(time.Millisecond))
 	l.mu.Lock()
-	l.pods[key] = p
+	l.pods[p.Key()] = p
 	l.mu.Unlock()
-	return p, nil
+	return nil
+}
+
+// DiscardPod removes a pod that CreatePod made and ReportPod did not take: its namespace
+// (without CNI DEL) and its Pod object.
+func (l *Lab) DiscardPod(ctx context.Context, p *Pod) error {
+	p.closeServers()
+	if err := delNetns(ctx, p.NS); err != nil {
+		return err
+	}
+	return l.deletePodObject(ctx, p)
 }
 
 // takeAddresses reads the pod's addresses from the CNI result: exactly the families the lab

@@ -26,6 +26,13 @@ type Router struct {
 	dir     string
 	logPath string
 	procs   []*proc.Proc
+	started []daemon // what spawn started, in order, for StartDaemons
+}
+
+// daemon is a BGP daemon process the router started.
+type daemon struct {
+	name string
+	argv []string
 }
 
 // Endpoint of the router (its address on subnet A).
@@ -269,11 +276,56 @@ func (r *Router) spawn(name string, argv []string) error {
 		return fmt.Errorf("router %s: %w", r.NS, err)
 	}
 	r.procs = append(r.procs, p)
+	r.started = append(r.started, daemon{name, argv})
 	r.lab.onClose(func(context.Context) error {
 		_ = p.Stop(syscall.SIGKILL, time.Minute)
 		return nil
 	})
 	return nil
+}
+
+// StopDaemons stops the router's BGP daemons with sig (SIGKILL: the ToR crashes) and waits until
+// they are gone; StartDaemons starts them again: a ToR restart.
+func (r *Router) StopDaemons(sig syscall.Signal) error {
+	if r.kind == "" {
+		return fmt.Errorf("the router runs no BGP daemon")
+	}
+	_ = proc.StopAll(r.procs, sig, 10*time.Second)
+	r.procs = nil
+	// What a killed daemon leaves and a new one must make afresh (bgpd waits for the new
+	// zebra's socket).
+	for _, f := range []string{"zebra.pid", "bgpd.pid", "bird.pid", "zserv.api"} {
+		_ = os.Remove(filepath.Join(r.dir, f))
+	}
+	return nil
+}
+
+// StartDaemons starts the daemons StopDaemons stopped, as they were first started, and returns
+// once the BGP daemon answers. Its sessions come back as they reconnect.
+func (r *Router) StartDaemons(ctx context.Context) error {
+	if len(r.procs) > 0 {
+		return fmt.Errorf("the router's BGP daemons run")
+	}
+	started := r.started
+	r.started = nil
+	zsock := filepath.Join(r.dir, "zserv.api")
+	for _, d := range started {
+		if err := r.spawn(d.name, d.argv); err != nil {
+			return err
+		}
+		if d.name == "zebra" {
+			if err := Eventually(ctx, 10*time.Second, func(context.Context) error {
+				_, err := os.Stat(zsock)
+				return err
+			}); err != nil {
+				return fmt.Errorf("zebra did not create %s: %w", zsock, err)
+			}
+		}
+	}
+	return Eventually(ctx, 10*time.Second, func(ctx context.Context) error {
+		_, err := r.Status(ctx)
+		return err
+	})
 }
 
 // Vtysh runs an FRR command.

@@ -77,9 +77,10 @@ type Env struct {
 	// ServingCert is the API server's self-signed serving certificate: the cluster's root CA.
 	ServingCert string
 
-	procs   []*proc.Proc // etcd, kube-apiserver
-	apiArgs []string     // kube-apiserver's binary and arguments, for a restart
-	ownsDir bool
+	procs    []*proc.Proc // etcd, kube-apiserver
+	etcdArgs []string     // etcd's binary and arguments, for a restart
+	apiArgs  []string     // kube-apiserver's binary and arguments, for a restart
+	ownsDir  bool
 }
 
 // Pid is the process id of name (etcd, kube-apiserver), 0 when it does not run: for a benchmark's
@@ -178,14 +179,15 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	etcdURL := fmt.Sprintf("http://%s:%d", o.BindAddress, ports[0])
 	peerURL := fmt.Sprintf("http://%s:%d", o.BindAddress, ports[1])
-	if err := env.spawn("etcd", etcdBin,
-		"--name=testenv", "--data-dir="+filepath.Join(env.Dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=testenv="+peerURL, "--log-level=warn",
+	env.etcdArgs = []string{etcdBin,
+		"--name=testenv", "--data-dir=" + filepath.Join(env.Dir, "etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=testenv=" + peerURL, "--log-level=warn",
 		// A throwaway store: durability across power loss buys nothing here.
 		"--unsafe-no-fsync",
-	); err != nil {
+	}
+	if err := env.spawn("etcd", env.etcdArgs...); err != nil {
 		return nil, err
 	}
 
@@ -340,18 +342,56 @@ func ApplyCRDs(ctx context.Context, cfg *rest.Config, crds []apiextv1.CustomReso
 // upgrade of the control plane does, and returns when the new one is ready. Its watch cache starts
 // empty: a watch from an older resourceVersion may then be told it is too old.
 func (e *Env) RestartAPIServer(ctx context.Context) error {
-	i := slices.IndexFunc(e.procs, func(p *proc.Proc) bool { return p.Name == "kube-apiserver" })
-	if i < 0 {
-		return fmt.Errorf("restart kube-apiserver: it does not run")
+	if err := e.StopAPIServer(syscall.SIGTERM); err != nil {
+		return err
 	}
-	_ = e.procs[i].Stop(syscall.SIGTERM, 5*time.Second)
-	e.procs = slices.Delete(e.procs, i, i+1)
+	return e.StartAPIServer(ctx)
+}
+
+// StopAPIServer stops kube-apiserver with sig (SIGKILL: a crash) and waits until it is gone;
+// StartAPIServer brings it back. Clients see refused connections in between.
+func (e *Env) StopAPIServer(sig syscall.Signal) error { return e.stop("kube-apiserver", sig) }
+
+// StartAPIServer starts a stopped kube-apiserver on the same port and etcd and returns when it is
+// ready.
+func (e *Env) StartAPIServer(ctx context.Context) error {
+	if e.Pid("kube-apiserver") != 0 {
+		return fmt.Errorf("start kube-apiserver: it runs")
+	}
 	if err := e.spawn("kube-apiserver", e.apiArgs...); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, e.URL, e.Config.BearerToken); err != nil {
 		return fmt.Errorf("kube-apiserver not ready after a restart: %w (log: %s)", err, proc.Tail(filepath.Join(e.Dir, "kube-apiserver.log"), 10))
 	}
+	return nil
+}
+
+// RestartEtcd stops etcd with sig and starts it again on the same ports and data, returning
+// when the API server answers /readyz again (it reconnects by itself).
+func (e *Env) RestartEtcd(ctx context.Context, sig syscall.Signal) error {
+	if err := e.stop("etcd", sig); err != nil {
+		return err
+	}
+	if err := e.spawn("etcd", e.etcdArgs...); err != nil {
+		return err
+	}
+	// Stop goes in reverse: etcd stays first, to outlive the API server.
+	last := e.procs[len(e.procs)-1]
+	e.procs = append([]*proc.Proc{last}, e.procs[:len(e.procs)-1]...)
+	if err := waitReady(ctx, e.URL, e.Config.BearerToken); err != nil {
+		return fmt.Errorf("kube-apiserver not ready after an etcd restart: %w (log: %s)", err, proc.Tail(filepath.Join(e.Dir, "etcd.log"), 10))
+	}
+	return nil
+}
+
+func (e *Env) stop(name string, sig syscall.Signal) error {
+	i := slices.IndexFunc(e.procs, func(p *proc.Proc) bool { return p.Name == name })
+	if i < 0 {
+		return fmt.Errorf("stop %s: it does not run", name)
+	}
+	_ = e.procs[i].Stop(sig, 5*time.Second)
+	e.procs = slices.Delete(e.procs, i, i+1)
 	return nil
 }
 
