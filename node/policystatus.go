@@ -2,9 +2,8 @@ package node
 
 import (
 	"context"
-	"time"
+	"log/slog"
 
-	"github.com/tabbynet/tabby/internal/lease"
 	"github.com/tabbynet/tabby/policystatus"
 )
 
@@ -12,23 +11,10 @@ import (
 // conditions of the admin network policies: one node of the cluster at a time.
 const PolicyStatusLease = "tabby-policy-status"
 
-// runPolicyStatus campaigns for the policy status Lease and, while this node holds it, runs the
-// status writer. A term whose writer fails ends and the node campaigns again after a pause, so a
-// failure that lasts (RBAC missing) is retried without spinning.
+// runPolicyStatus runs the status writer of the admin network policies while this node holds
+// PolicyStatusLease.
 func (a *Agent) runPolicyStatus(ctx context.Context, m *policystatus.Metrics) error {
-	log := a.log.With("component", "policy-status")
-	return lease.Run(ctx, lease.Config{
-		Client: a.client, Namespace: a.cfg.Namespace, Name: PolicyStatusLease, Identity: a.cfg.NodeName,
-		Logger: log, OnLeading: m.SetLeader,
-	}, func(ctx context.Context) {
-		err := policystatus.Run(ctx, policystatus.Config{Client: a.client, Logger: log, Metrics: m})
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		log.Error("policy status writer stopped; trying again", "error", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-		}
+	return a.runSingleton(ctx, PolicyStatusLease, "policy-status", m.SetLeader, func(ctx context.Context, log *slog.Logger) error {
+		return policystatus.Run(ctx, policystatus.Config{Client: a.client, Logger: log, Metrics: m})
 	})
 }
