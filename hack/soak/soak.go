@@ -172,11 +172,11 @@ func (s *soak) run(ctx context.Context) error {
 			s.res.Restarts++
 			did = append(did, "kube-apiserver restarted")
 		}
+		s.res.Rounds = round
 		settle, err := s.quiet(ctx, fmt.Sprintf("round %d", round))
 		if err != nil {
 			return err
 		}
-		s.res.Rounds = round
 		log.Info("soak round", "round", round, "elapsed", time.Since(s.start).Round(time.Second), "did", strings.Join(did, ", "), "settled", settle.Round(time.Millisecond))
 		// Rounds, and so samples, come at the pace of the interval, not of the churn.
 		select {

@@ -36,6 +36,10 @@ func TestLeaks(t *testing.T) {
 		{"noise within slack", Series{"node-1", MetricGoroutines, []float64{100, 104, 98, 101, 103, 99, 102, 100, 105, 97, 101, 103}}, false},
 		{"steady climb", Series{"node-1", MetricGoroutines, ramp(100, 3, 30)}, true},
 		{"fd leak", Series{"typha-0", MetricFDs, ramp(20, 1, 30)}, true},
+		// One descriptor and one goroutine per round on an agent's level, as a scrape whose
+		// connection is never closed leaves.
+		{"a descriptor per round", Series{"node-1", MetricFDs, ramp(36, 1, 30)}, true},
+		{"a goroutine per round, long enough", Series{"node-1", MetricGoroutines, ramp(240, 1, 60)}, true},
 		{"a route that stays", Series{"node-2", MetricRoutes, append(flat(9, 20), flat(10, 10)...)}, false},
 		{"routes that keep coming", Series{"node-2", MetricRoutes, append(flat(9, 10), ramp(10, 1, 20)...)}, true},
 		{"shrinking", Series{"node-1", MetricRSS, ramp(90, -1, 30)}, false},
