@@ -108,6 +108,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}()
 	runErr := s.run(ctx)
+	if runErr != nil && ctx.Err() != nil && s.res.Rounds > 0 {
+		// Stopped (Ctrl-C, SIGTERM): what was sampled until then is judged.
+		o.Log.Info("soak stopped early: judging the samples so far", "rounds", s.res.Rounds)
+		runErr = nil
+	}
 	if runErr != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		o.Log.Error("soak stopped", "err", runErr, "diagnostics", l.Diagnostics(dctx))
@@ -189,6 +194,9 @@ func (s *soak) run(ctx context.Context) error {
 }
 
 func (s *soak) stepFailed(err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the soak was stopped, not the step
+	}
 	msg := fmt.Sprintf("%s: %v", time.Since(s.start).Round(time.Second), err)
 	s.res.Errors = append(s.res.Errors, msg)
 	s.o.Log.Error("soak step failed", "err", err)
