@@ -46,7 +46,7 @@ func PlotPNG(path string, pts []Point, d time.Duration) error {
 		for _, s := range sources {
 			args = append(args, s, lines[s])
 			for _, xy := range lines[s] {
-				p.Y.Max = max(p.Y.Max, xy.Y*1.15)
+				p.Y.Max = max(p.Y.Max, xy.Y*1.5)
 			}
 		}
 		if len(args) > 0 {
