@@ -18,7 +18,7 @@ BINARIES := tabby tabby-ipam tabby-node tabby-typha tabbyctl
 # (it runs this checkout's product through a replace): `./...` at the root leaves them out, so
 # every Go command for them runs there (go <command> -C hack).
 
-.PHONY: all build generate anp-crds test fuzz unit demo-clean integration lint e2e dashboards netpol bench bench-scale demo chart controlplane tools deps clean
+.PHONY: all build generate anp-crds test fuzz unit demo-clean soak integration lint e2e dashboards netpol bench bench-scale demo chart controlplane tools deps clean
 
 all: build
 
@@ -277,6 +277,17 @@ demo: deps controlplane tools build
 	@echo "demo: building the lab (seconds once the Go build cache is warm)"
 	@$(GO) build -C hack -o $(CURDIR)/bin/lab ./lab/cmd/lab
 	@TABBY_BIN=$(CURDIR)/bin bin/lab --families $(FAMILIES) --typha $(TYPHA) --encap $(ENCAP) demo; $(STOPPED_IS_OK)
+
+# A bounded soak on the lab: pod and policy churn, tabby-node restarts (BGP flaps) and
+# kube-apiserver restarts in rounds of SOAK_INTERVAL, a sample of every agent at each quiet
+# point; fails on growth that does not level off or a count that drifts from the datastore.
+# Artifacts (samples.csv, soak.png, summary.txt) in _artifacts/soak. Not part of `make test`.
+DURATION ?= 1h
+SOAK_INTERVAL ?= 1m
+SOAK_ARGS ?=
+soak: deps controlplane tools build
+	@$(GO) build -C hack -o $(CURDIR)/bin/soak ./soak/cmd/soak
+	TABBY_BIN=$(CURDIR)/bin bin/soak -duration $(DURATION) -interval $(SOAK_INTERVAL) -out $(CURDIR)/_artifacts/soak $(SOAK_ARGS)
 
 # Removes what a lab killed hard (SIGKILL, a crash) left behind: namespaces, links, processes.
 demo-clean:

@@ -162,6 +162,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 	exited := started.Exited()
 	hc := n.httpClient()
+	defer hc.CloseIdleConnections()
 	var last string
 	for {
 		select {
@@ -212,7 +213,11 @@ func (n *Node) MetricsPath(ctx context.Context, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := n.httpClientTimeout(time.Minute).Do(req)
+	// Each call has a client of its own: its kept-alive connection is closed with it, or it
+	// stays open (a descriptor in the agent) for as long as the agent runs.
+	hc := n.httpClientTimeout(time.Minute)
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %s: %w", n.Name, path, err)
 	}
