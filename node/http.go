@@ -40,7 +40,9 @@ func (a *Agent) metricsMux() http.Handler {
 }
 
 func (a *Agent) serveHTTP(addr string, h http.Handler) (*http.Server, error) {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// IdleTimeout: a scraper that keeps connections alive and never reuses them must not hold
+	// a goroutine and a descriptor of the agent each for as long as it runs.
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 	if addr == "" {
 		return srv, nil
 	}
