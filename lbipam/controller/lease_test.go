@@ -87,6 +87,7 @@ func TestTwoNodesOneWriter(t *testing.T) {
 	if leader.metric("tabby_lbipam_leader") != 1 || other.metric("tabby_lbipam_leader") != 0 {
 		t.Fatalf("want one leader: %v %v", leader.metric("tabby_lbipam_leader"), other.metric("tabby_lbipam_leader"))
 	}
+	testwait.Until(t, "the leader to count its writes", wait, func() bool { return leader.metric("tabby_lbipam_assignments_total") >= 4 })
 	if w := leader.metric("tabby_lbipam_assignments_total"); w != 4 {
 		t.Fatalf("the leader wrote %v statuses, want 4", w)
 	}
@@ -100,6 +101,8 @@ func TestTwoNodesOneWriter(t *testing.T) {
 	if a := s.anyAddr("after", 1)[0]; seen[a] {
 		t.Fatalf("the new leader handed out %s again", a)
 	}
+	// The counter moves just after the write the API server has already served.
+	testwait.Until(t, "the new leader to count its write", wait, func() bool { return other.metric("tabby_lbipam_assignments_total") >= 1 })
 	if w := other.metric("tabby_lbipam_assignments_total"); w != 1 {
 		t.Fatalf("the new leader wrote %v statuses, want 1 (the old ones stand)", w)
 	}
