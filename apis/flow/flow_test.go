@@ -1,0 +1,35 @@
+package flow
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestFilterMatch(t *testing.T) {
+	r := Record{
+		Node: "node-1", Verdict: Deny,
+		Src: Endpoint{Namespace: "demo", Pod: "client", IP: netip.MustParseAddr("10.244.1.5")},
+		Dst: Endpoint{IP: netip.MustParseAddr("203.0.113.9")},
+	}
+	for _, tc := range []struct {
+		f    Filter
+		want bool
+	}{
+		{Filter{}, true},
+		{Filter{Verdict: Deny}, true},
+		{Filter{Verdict: Allow}, false},
+		{Filter{From: "demo/client"}, true},
+		{Filter{From: "demo/"}, true},
+		{Filter{From: "demo/server"}, false},
+		{Filter{From: "other/"}, false},
+		{Filter{From: "10.244.1.5"}, true},
+		{Filter{To: "203.0.113.9"}, true},
+		{Filter{To: "demo/"}, false},
+		{Filter{To: "not-an-address"}, false},
+		{Filter{Node: "node-2"}, false},
+	} {
+		if got := tc.f.Match(r); got != tc.want {
+			t.Errorf("%+v: got %v, want %v", tc.f, got, tc.want)
+		}
+	}
+}
