@@ -96,6 +96,14 @@ type PeersReply struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
+// NodeReply is one node's status as a cluster-wide reader (tabbyctl, the web view) collects
+// it: the reply, or why the node did not answer.
+type NodeReply struct {
+	Node  string      `json:"node"`
+	Reply *PeersReply `json:"reply,omitempty"`
+	Err   string      `json:"error,omitempty"`
+}
+
 // LearnedRoute is a learned route as the dataplane got it.
 type LearnedRoute struct {
 	Prefix   string   `json:"prefix"`
