@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +35,11 @@ var (
 // upgrade` to the working tree (or -upgrade-new) rolling the DaemonSet one node at a time, then
 // `helm rollback` to the earlier version, while traffic runs: a long-lived TCP connection and
 // UDP probes from a pod on every node to a pod on the next, the same through a ClusterIP Service,
-// and connects to a pod a NetworkPolicy isolates. Each roll must reset no connection, lose at
-// most -upgrade-max-lost probes per pair, let no connect to the isolated pod through, and leave
-// every node's routes as the datastore says, IPAM consistent and every BGP session established.
+// and connects to a pod a NetworkPolicy isolates; pods are created and deleted on every node
+// during each roll. Each roll must replace tabby-node one node at a time, reset no connection,
+// lose at most -upgrade-max-lost probes per pair, let no connect to the isolated pod through,
+// get every churned pod Ready, and leave every node's routes as the datastore says, IPAM and the
+// policy dataplane consistent and every BGP session established.
 func TestUpgrade(t *testing.T) {
 	if os.Getenv("TABBY_CLUSTER_UPGRADE") == "" {
 		t.Skip("minutes long: make upgrade runs it (TABBY_CLUSTER_UPGRADE=1)")
@@ -75,14 +78,14 @@ func TestUpgrade(t *testing.T) {
 	defer tr.stop()
 	tr.window(ctx, t, "steady, before the upgrade", 10*time.Second, nil)
 
-	tr.roll(ctx, t, fmt.Sprintf("helm upgrade %s → %s", old.Name, cur.Name), cur, func() error {
+	tr.roll(ctx, t, fmt.Sprintf("helm upgrade %s → %s", old.Name, cur.Name), old, cur, func() error {
 		// What a user is told to do first: helm never upgrades CRDs.
 		if err := c.ApplyCRDs(ctx, cur.Chart); err != nil {
 			return err
 		}
 		return c.Helm(ctx, "upgrade", cur.Chart, cur.ImageTag, "--set", "node.updateStrategy.maxUnavailable=1")
 	})
-	tr.roll(ctx, t, fmt.Sprintf("helm rollback %s → %s", cur.Name, old.Name), old, func() error {
+	tr.roll(ctx, t, fmt.Sprintf("helm rollback %s → %s", cur.Name, old.Name), cur, old, func() error {
 		// The CRDs stay at the newer version: a downgrade must not drop fields objects hold.
 		return c.Rollback(ctx, 1)
 	})
@@ -317,10 +320,10 @@ func (tr *traffic) stop() {
 	}
 }
 
-// roll runs do (a helm upgrade or rollback), waits until the cluster runs v everywhere and is
-// whole again, and judges the traffic over the whole of it. Every tabby-node pod must have been
-// replaced, one node at a time.
-func (tr *traffic) roll(ctx context.Context, t *testing.T, what string, v Version, do func() error) {
+// roll runs do (a helm upgrade or rollback from version from to v), waits until the cluster runs
+// v everywhere and is whole again, and judges the traffic over the whole of it. Every tabby-node
+// pod must have been replaced, one node at a time.
+func (tr *traffic) roll(ctx context.Context, t *testing.T, what string, from, v Version, do func() error) {
 	t.Helper()
 	c := tr.c
 	before, err := c.AgentPods(ctx)
@@ -330,15 +333,36 @@ func (tr *traffic) roll(ctx context.Context, t *testing.T, what string, v Versio
 	var start time.Time
 	tr.window(ctx, t, what, 0, func() error {
 		start = time.Now()
-		if err := do(); err != nil {
+		ch := startChurn(ctx, c)
+		err := do()
+		if err == nil {
+			if err = c.WaitRollout(ctx, v.ImageTag, 10*time.Minute); err != nil {
+				err = fmt.Errorf("rollout: %w", err)
+			}
+		}
+		rolled := time.Since(start)
+		churned, retried, cerr := ch.stop(ctx)
+		if err != nil {
 			return err
 		}
-		if err := c.WaitRollout(ctx, v.ImageTag, 10*time.Minute); err != nil {
-			return fmt.Errorf("rollout: %w", err)
+		t.Logf("%s: rolled out in %s; pod churn meanwhile: %s", what, rolled.Round(100*time.Millisecond), churned)
+		if cerr != nil {
+			return fmt.Errorf("pod churn during the roll: %w", cerr)
 		}
-		t.Logf("%s: rolled out in %s", what, time.Since(start).Round(100*time.Millisecond))
+		// With tabby-node away the plugins go to the API server themselves, with the token
+		// the version being replaced gave them: a roll fails no CNI ADD once that token
+		// outlives its pod.
+		if retried > 0 {
+			if outlivesPod, err := cniTokenOutlivesPod(from); err != nil {
+				return err
+			} else if outlivesPod {
+				t.Errorf("%s: %d pod sandboxes failed during the roll", what, retried)
+			} else {
+				t.Logf("%s: %s gives the CNI plugins its pod's token, refused once the pod is deleted: sandboxes failed until the next pod wrote a new one", what, from.Name)
+			}
+		}
 		settle := time.Now()
-		err := lab.Eventually(ctx, 2*time.Minute, func(ctx context.Context) error {
+		err = lab.Eventually(ctx, 2*time.Minute, func(ctx context.Context) error {
 			return errors.Join(c.CheckRoutes(ctx), c.CheckIPAM(ctx), c.CheckBGP(ctx), c.CheckPolicy(ctx, v), c.CheckCRDVersions(ctx))
 		})
 		if err != nil {
@@ -422,4 +446,14 @@ func (tr *traffic) window(ctx context.Context, t *testing.T, what string, d time
 		}
 	}
 	t.Log(b.String())
+}
+
+// cniTokenOutlivesPod tells whether a version gives the CNI plugins a token of their own rather
+// than the pod's (its chart lets tabby-node request one).
+func cniTokenOutlivesPod(v Version) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(v.Chart, "templates", "rbac.yaml"))
+	if err != nil {
+		return false, err
+	}
+	return strings.Contains(string(b), "serviceaccounts/token"), nil
 }
