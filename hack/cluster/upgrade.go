@@ -431,3 +431,74 @@ func (c *Cluster) AgentMaxUnavailable(ctx context.Context) (string, error) {
 	}
 	return ru.MaxUnavailable.String(), nil
 }
+
+// configKinds are the kinds users write (IPAM's own kinds change with every pod).
+var configKinds = []string{"ippools", "bgpconfigurations", "bgppeers", "bgpfilters", "felixconfigurations"}
+
+// ConfigSpecs are the specs of every object of tabby's configuration kinds, by kind/name.
+func (c *Cluster) ConfigSpecs(ctx context.Context) (map[string]any, error) {
+	out := map[string]any{}
+	for _, k := range configKinds {
+		raw, err := c.Kubectl(ctx, "get", k+"."+v1.GroupName, "-o", "json")
+		if err != nil {
+			return nil, err
+		}
+		var list struct {
+			Items []struct {
+				Metadata struct{ Name string }
+				Spec     any
+			}
+		}
+		if err := json.Unmarshal([]byte(raw), &list); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", k, err)
+		}
+		for _, o := range list.Items {
+			out[k+"/"+o.Metadata.Name] = o.Spec
+		}
+	}
+	return out, nil
+}
+
+// LostFields lists what of before is not in after: objects gone, and fields of their specs
+// missing or changed. A field after has and before had not (a newer chart's default) is not a
+// loss.
+func LostFields(before, after map[string]any) []string {
+	var lost []string
+	for key, b := range before {
+		a, ok := after[key]
+		if !ok {
+			lost = append(lost, key+": gone")
+			continue
+		}
+		lost = append(lost, lostIn(key+" spec", b, a)...)
+	}
+	sort.Strings(lost)
+	return lost
+}
+
+func lostIn(path string, before, after any) []string {
+	bm, ok := before.(map[string]any)
+	if !ok {
+		// A list or a value: equal as a whole (json.Marshal of decoded JSON cannot fail).
+		b, _ := json.Marshal(before)
+		a, _ := json.Marshal(after)
+		if string(a) != string(b) {
+			return []string{fmt.Sprintf("%s: %s, was %s", path, a, b)}
+		}
+		return nil
+	}
+	am, ok := after.(map[string]any)
+	if !ok {
+		return []string{fmt.Sprintf("%s: no longer an object", path)}
+	}
+	var lost []string
+	for k, bv := range bm {
+		av, ok := am[k]
+		if !ok {
+			lost = append(lost, path+"."+k+": missing")
+			continue
+		}
+		lost = append(lost, lostIn(path+"."+k, bv, av)...)
+	}
+	return lost
+}

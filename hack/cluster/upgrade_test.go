@@ -74,7 +74,21 @@ func TestUpgrade(t *testing.T) {
 	}
 	t.Logf("%s installed by helm in %s", old.Name, time.Since(start).Round(time.Second))
 
+	// A BGPFilter no peer uses, beside the chart's pool and BGPConfiguration: objects whose
+	// every field must survive both rolls.
+	filter := filepath.Join(t.TempDir(), "filter.yaml")
+	if err := os.WriteFile(filter, []byte(upgradeFilter), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl(ctx, "apply", "-f", filter); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := c.ConfigSpecs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr := startTraffic(ctx, t, c)
+	tr.specs = specs
 	defer tr.stop()
 	tr.window(ctx, t, "steady, before the upgrade", 10*time.Second, nil)
 
@@ -115,7 +129,19 @@ type traffic struct {
 	c       *Cluster
 	m       *chaos.Monitor
 	closers []func() error
+	// specs are the configuration objects' specs before the first roll.
+	specs map[string]any
 }
+
+const upgradeFilter = `apiVersion: tabby.dev/v1
+kind: BGPFilter
+metadata: {name: upgrade-kept}
+spec:
+  importV4:
+    - {action: Accept, matchOperator: Equal, cidr: 0.0.0.0/0}
+  exportV4:
+    - {action: Reject, matchOperator: In, cidr: 10.244.128.0/17}
+`
 
 const upgradeNS = "upgrade"
 
@@ -368,7 +394,14 @@ func (tr *traffic) roll(ctx context.Context, t *testing.T, what string, from, v 
 		if err != nil {
 			return err
 		}
-		t.Logf("%s: routes as the blocks say, ipam check and policy check clean, every BGP session established %s after the rollout", what, time.Since(settle).Round(100*time.Millisecond))
+		specs, err := c.ConfigSpecs(ctx)
+		if err != nil {
+			return err
+		}
+		if lost := LostFields(tr.specs, specs); len(lost) > 0 {
+			return fmt.Errorf("configuration lost in the roll: %s", strings.Join(lost, "; "))
+		}
+		t.Logf("%s: routes as the blocks say, ipam check and policy check clean, every BGP session established %s after the rollout; %d configuration objects kept every field", what, time.Since(settle).Round(100*time.Millisecond), len(tr.specs))
 		return nil
 	})
 	after, err := c.AgentPods(ctx)
