@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -501,4 +502,47 @@ func lostIn(path string, before, after any) []string {
 		lost = append(lost, lostIn(path+"."+k, bv, av)...)
 	}
 	return lost
+}
+
+// CNITokenBoundTo tells, per node, which pod the token in the CNI plugins' kubeconfig is bound
+// to: "" for a token of its own, which outlives tabby-node's pods.
+func (c *Cluster) CNITokenBoundTo() (map[string]string, error) {
+	out := map[string]string{}
+	for _, n := range c.Nodes {
+		path := filepath.Join(n.Root, "etc-cni", "net.d", "tabby-kubeconfig")
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var kc struct {
+			Users []struct {
+				User struct{ Token string }
+			}
+		}
+		if err := json.Unmarshal(raw, &kc); err != nil || len(kc.Users) != 1 {
+			return nil, fmt.Errorf("%s: not the kubeconfig install-cni writes: %v", path, err)
+		}
+		parts := strings.Split(kc.Users[0].User.Token, ".")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("%s: the token is not a JWT", path)
+		}
+		payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s: token claims: %w", path, err)
+		}
+		var claims struct {
+			K8s struct {
+				Pod *struct{ Name string }
+			} `json:"kubernetes.io"`
+		}
+		if err := json.Unmarshal(payload, &claims); err != nil {
+			return nil, fmt.Errorf("%s: token claims: %w", path, err)
+		}
+		if claims.K8s.Pod != nil {
+			out[n.Name] = claims.K8s.Pod.Name
+		} else {
+			out[n.Name] = ""
+		}
+	}
+	return out, nil
 }

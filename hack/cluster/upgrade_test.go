@@ -401,6 +401,20 @@ func (tr *traffic) roll(ctx context.Context, t *testing.T, what string, from, v 
 		if lost := LostFields(tr.specs, specs); len(lost) > 0 {
 			return fmt.Errorf("configuration lost in the roll: %s", strings.Join(lost, "; "))
 		}
+		bound, err := c.CNITokenBoundTo()
+		if err != nil {
+			return err
+		}
+		if own, err := cniTokenOutlivesPod(v); err != nil {
+			return err
+		} else if own {
+			for node, pod := range bound {
+				if pod != "" {
+					return fmt.Errorf("node %s: the CNI plugins' token is bound to pod %s, and is refused once it is deleted", node, pod)
+				}
+			}
+			t.Logf("%s: every node's CNI kubeconfig holds a token of its own, bound to no pod", what)
+		}
 		t.Logf("%s: routes as the blocks say, ipam check and policy check clean, every BGP session established %s after the rollout; %d configuration objects kept every field", what, time.Since(settle).Round(100*time.Millisecond), len(tr.specs))
 		return nil
 	})
