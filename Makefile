@@ -120,6 +120,17 @@ LB_ROUNDS ?= 8
 cluster-lb: cluster-deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin TABBY_CLUSTER_LB=1 $(GO) test -C hack -count=1 -timeout 30m -v -run '^TestLoadBalancerOverBGP$$' ./cluster/ -args -lb-rounds=$(LB_ROUNDS)
 
+# helm upgrade under traffic on that cluster (hack/cluster TestUpgrade): OLD installed, upgraded to
+# NEW (empty: the working tree) and rolled back, counting resets, lost probes and connects to an
+# isolated pod. OLD and NEW are release tags or commits, checked out with git worktree;
+# UPGRADE_NODES the cluster's size.
+OLD ?= v0.1.0
+NEW ?=
+UPGRADE_NODES ?= 2
+.PHONY: upgrade
+upgrade: cluster-deps controlplane tools build
+	TABBY_BIN=$(CURDIR)/bin TABBY_CLUSTER_UPGRADE=1 $(GO) test -C hack -count=1 -timeout 45m -v -run '^TestUpgrade$$' ./cluster/ -args -upgrade-old=$(OLD) -upgrade-new=$(NEW) -upgrade-nodes=$(UPGRADE_NODES)
+
 # Unit + integration tests: the real API server, real netns, real iptables (root); the product's
 # module, then the lab's (hack/), then the oracle's.
 test: deps controlplane tools build cluster-deps

@@ -120,6 +120,9 @@ type Monitor struct {
 type Pair struct {
 	Client, Server *lab.Pod
 	IPv6           bool
+	// Via, when valid, is a Service address the client sends to instead of the server's own,
+	// on the same ports: the pair then measures the Service's path (kube-proxy's DNAT) too.
+	Via netip.Addr
 }
 
 func (p Pair) dst(port uint16) netip.AddrPort {
@@ -128,6 +131,14 @@ func (p Pair) dst(port uint16) netip.AddrPort {
 		a = p.Server.IP6
 	}
 	return netip.AddrPortFrom(a, port)
+}
+
+// clientDst is where the client sends: the Service address when there is one.
+func (p Pair) clientDst(port uint16) netip.AddrPort {
+	if p.Via.IsValid() {
+		return netip.AddrPortFrom(p.Via, port)
+	}
+	return p.dst(port)
 }
 
 func (p Pair) family() string {
@@ -153,6 +164,9 @@ func StartMonitor(ctx context.Context, pairs, isolated []Pair) (*Monitor, error)
 	fail := func(err error) (*Monitor, error) { m.Stop(); return nil, err }
 	for _, p := range pairs {
 		name := fmt.Sprintf("%s→%s %s", p.Client.Name, p.Server.Name, p.family())
+		if p.Via.IsValid() {
+			name += " via " + p.Via.String()
+		}
 		udp := &stream{Name: "udp " + name, Kind: UDPProbes}
 		if err := m.startUDP(ctx, udp, p); err != nil {
 			return fail(err)
@@ -198,7 +212,7 @@ func (m *Monitor) startUDP(ctx context.Context, s *stream, p Pair) error {
 	m.closers = append(m.closers, srv)
 	if err := lab.InNetns(p.Client.NS, func() error {
 		var err error
-		cli, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(dst))
+		cli, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(p.clientDst(udpPort)))
 		return err
 	}); err != nil {
 		return fmt.Errorf("%s: client: %w", s.Name, err)
@@ -297,7 +311,7 @@ func (m *Monitor) startTCP(ctx context.Context, s *stream, p Pair) error {
 		err := lab.InNetns(p.Client.NS, func() error {
 			d := net.Dialer{Timeout: 5 * time.Second}
 			var err error
-			c, err = d.DialContext(ctx, "tcp", dst.String())
+			c, err = d.DialContext(ctx, "tcp", p.clientDst(tcpPort).String())
 			return err
 		})
 		return c, err
@@ -521,3 +535,14 @@ func checkRan(stats []StreamStats, d time.Duration) error {
 	}
 	return errors.Join(errs...)
 }
+
+// CheckRan fails when a stream has fewer exchanges in a window of length d than a running
+// monitor makes: for callers that read their own windows.
+func CheckRan(stats []StreamStats, d time.Duration) error { return checkRan(stats, d) }
+
+// UDPPort and TCPPort are the ports the pairs' servers listen on, for a Service that fronts a
+// server (Pair.Via): its ports must be these, on to the same target ports.
+const (
+	UDPPort = udpPort
+	TCPPort = tcpPort
+)

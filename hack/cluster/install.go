@@ -26,10 +26,24 @@ func (c *Cluster) InstallTabby(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"install", Release, filepath.Join(repo, "charts", "tabby"),
-		"--namespace", lab.Namespace, "--create-namespace", "--kubeconfig", c.Kubeconfig,
+	if err := c.Helm(ctx, "install", filepath.Join(repo, "charts", "tabby"), c.ImageTag, "--create-namespace"); err != nil {
+		return err
+	}
+	if err := c.waitTabbyReady(ctx, 3*time.Minute); err != nil {
+		return err
+	}
+	c.log.Info("tabby installed by helm", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Helm runs `helm install` or `helm upgrade` of tabby's release from the chart in chartDir,
+// pointed at the tabby image imported under tag, with the cluster's encapsulation and HelmSet
+// values and any further arguments. It does not wait.
+func (c *Cluster) Helm(ctx context.Context, verb, chartDir, tag string, more ...string) error {
+	args := []string{verb, Release, chartDir,
+		"--namespace", lab.Namespace, "--kubeconfig", c.Kubeconfig,
 		// The image was imported into every node's containerd: nothing to pull.
-		"--set", "image.tag=" + c.ImageTag, "--set", "image.pullPolicy=Never"}
+		"--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
 	encap, err := EncapValues(c.opts.Encap)
 	if err != nil {
 		return err
@@ -37,13 +51,14 @@ func (c *Cluster) InstallTabby(ctx context.Context) error {
 	for _, s := range append(encap, c.opts.HelmSet...) {
 		args = append(args, "--set", s)
 	}
+	return c.helm(ctx, append(args, more...)...)
+}
+
+// helm runs helm against the cluster.
+func (c *Cluster) helm(ctx context.Context, args ...string) error {
 	if out, err := exec.CommandContext(ctx, filepath.Join(testenv.BinDir(), "helm"), args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, out)
 	}
-	if err := c.waitTabbyReady(ctx, 3*time.Minute); err != nil {
-		return err
-	}
-	c.log.Info("tabby installed by helm", "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -65,36 +80,39 @@ func (c *Cluster) waitNodesRegistered(ctx context.Context) error {
 // waitTabbyReady waits for a Ready tabby-node pod on every node, and every node Ready (a node
 // is NotReady until the CNI configuration tabby installs is there).
 func (c *Cluster) waitTabbyReady(ctx context.Context, timeout time.Duration) error {
-	return lab.Eventually(ctx, timeout, func(context.Context) error {
-		for _, n := range c.Nodes {
-			if !n.kubelet.Running() {
-				return lab.Stop(n.kubelet.ExitError())
-			}
+	return lab.Eventually(ctx, timeout, c.tabbyReady)
+}
+
+// tabbyReady: a Ready tabby-node pod on every node, and every node Ready.
+func (c *Cluster) tabbyReady(ctx context.Context) error {
+	for _, n := range c.Nodes {
+		if !n.kubelet.Running() {
+			return lab.Stop(n.kubelet.ExitError())
 		}
-		pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-node"})
+	}
+	pods, err := c.Lab.Kube.CoreV1().Pods(lab.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=tabby-node"})
+	if err != nil {
+		return err
+	}
+	ready := map[string]bool{}
+	for _, p := range pods.Items {
+		if podReady(&p) {
+			ready[p.Spec.NodeName] = true
+		}
+	}
+	for _, n := range c.Nodes {
+		if !ready[n.Name] {
+			return fmt.Errorf("no ready tabby-node pod on %s (%d pods)", n.Name, len(pods.Items))
+		}
+		node, err := c.Lab.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		ready := map[string]bool{}
-		for _, p := range pods.Items {
-			if podReady(&p) {
-				ready[p.Spec.NodeName] = true
-			}
+		if !nodeReady(node) {
+			return fmt.Errorf("node %s not Ready", n.Name)
 		}
-		for _, n := range c.Nodes {
-			if !ready[n.Name] {
-				return fmt.Errorf("no ready tabby-node pod on %s (%d pods)", n.Name, len(pods.Items))
-			}
-			node, err := c.Lab.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if !nodeReady(node) {
-				return fmt.Errorf("node %s not Ready", n.Name)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -227,7 +227,7 @@ IPv4 BGP status
 IPv6 BGP status
 No IPv6 peers found.
 `
-	ps, err := parsePeers(out)
+	ps, err := ParsePeers(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,10 +136,11 @@ func (n *Node) Peers(ctx context.Context) ([]Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parsePeers(out)
+	return ParsePeers(out)
 }
 
-func parsePeers(out string) ([]Peer, error) {
+// ParsePeers parses the output of `tabbyctl node status`: tabby-node running, and its BGP sessions.
+func ParsePeers(out string) ([]Peer, error) {
 	if !strings.Contains(out, "tabby-node is running") {
 		return nil, errors.New("tabby-node is not running: " + out)
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	ServiceAccountDir string
 	// APIServer is https://host:port; default from KUBERNETES_SERVICE_HOST/PORT.
 	APIServer string
+	// RequestToken, when set, turns the pod's token into the token the kubeconfig holds
+	// (RequestToken: one not bound to the pod); nil writes the pod's own token.
+	RequestToken func(ctx context.Context, apiServer string, podToken, ca []byte) (string, error)
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -70,6 +73,7 @@ func Defaults() Options {
 		KubeconfigName:     "tabby-kubeconfig",
 		HostKubeconfigPath: "/etc/cni/net.d/tabby-kubeconfig",
 		ServiceAccountDir:  "/var/run/secrets/kubernetes.io/serviceaccount",
+		RequestToken:       RequestToken,
 	}
 }
 
@@ -146,7 +150,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		o.Logger.Info("installed CNI plugin", "plugin", p, "dir", o.HostBinDir)
 	}
-	if err := WriteKubeconfig(o); err != nil {
+	if err := WriteKubeconfig(ctx, o); err != nil {
 		return fmt.Errorf("install-cni: %w", err)
 	}
 	confPath := filepath.Join(o.HostNetDir, o.ConfName)
@@ -181,10 +185,11 @@ func Render(o Options) ([]byte, error) {
 	return []byte(out), nil
 }
 
-// WriteKubeconfig writes the plugins' kubeconfig (mode 0600: it holds a credential) from the
-// service account's current token. Projected tokens rotate, so tabby-node calls this again
-// periodically (KeepKubeconfigFresh) after the init container wrote the first one.
-func WriteKubeconfig(o Options) error {
+// WriteKubeconfig writes the plugins' kubeconfig (mode 0600: it holds a credential) with a token
+// of the service account: one requested for the plugins (o.RequestToken), or, when that fails,
+// the pod's current token, which works until the pod is deleted. Tokens expire, so tabby-node
+// calls this again periodically (KeepKubeconfigFresh) after the init container wrote the first.
+func WriteKubeconfig(ctx context.Context, o Options) error {
 	if err := o.check(); err != nil {
 		return err
 	}
@@ -195,6 +200,16 @@ func WriteKubeconfig(o Options) error {
 	ca, err := os.ReadFile(filepath.Join(o.ServiceAccountDir, "ca.crt"))
 	if err != nil {
 		return fmt.Errorf("read service account CA: %w", err)
+	}
+	if o.RequestToken != nil {
+		own, err := o.RequestToken(ctx, o.APIServer, token, ca)
+		if err != nil {
+			o.Logger.Warn("the CNI plugins' kubeconfig holds the pod's own token, which stops working when this pod is deleted "+
+				"(a rolling upgrade): grant create on serviceaccounts/token for the service account, as the chart does",
+				"err", err)
+		} else {
+			token = []byte(own)
+		}
 	}
 	cfg := map[string]any{
 		"apiVersion": "v1",
@@ -229,7 +244,7 @@ func KeepKubeconfigFresh(ctx context.Context, o Options, interval time.Duration)
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := WriteKubeconfig(o); err != nil {
+			if err := WriteKubeconfig(ctx, o); err != nil {
 				return fmt.Errorf("refresh CNI kubeconfig: %w", err)
 			}
 		}

@@ -108,7 +108,7 @@ func TestRunInstallsPluginsConfigAndKubeconfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(f.o.ServiceAccountDir, "token"), []byte("tok-456"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteKubeconfig(f.o); err != nil {
+	if err := WriteKubeconfig(context.Background(), f.o); err != nil {
 		t.Fatal(err)
 	}
 	if cfg, _ := clientcmd.BuildConfigFromFlags("", kcPath); cfg.BearerToken != "tok-456" {
