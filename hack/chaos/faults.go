@@ -54,6 +54,9 @@ type Settings struct {
 	Hold time.Duration
 }
 
+// etcdDelays are the latencies the etcd row adds to every request, in turn.
+var etcdDelays = []time.Duration{200 * time.Millisecond, time.Second}
+
 // Faults is the campaign's table, in the order it runs. Typha faults need a lab with replicas.
 func Faults(s Settings) []Fault {
 	rounds := max(s.Rounds, 1)
@@ -116,6 +119,16 @@ func Faults(s Settings) []Fault {
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
 				healed := time.Now()
 				return healed, "", c.Lab.Env.RestartEtcd(ctx, syscall.SIGKILL)
+			},
+		},
+		{
+			Name: fmt.Sprintf("etcd slowed: %s, then %s added to every request from kube-apiserver; CNI ADDs and a policy change during it",
+				etcdDelays[0], etcdDelays[1]),
+			Expected: "0 lost, 0 resets, isolated pair blocked; each ADD succeeds, slower, or fails with a named cause " +
+				"leaving nothing; ipam check clean after",
+			IPAM: true,
+			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
+				return c.slowEtcd(ctx, etcdDelays, 3)
 			},
 		},
 		{

@@ -120,14 +120,35 @@ type Monitor struct {
 type Pair struct {
 	Client, Server *lab.Pod
 	IPv6           bool
+	// Service, if valid, is the ClusterIP of the pair's family of a Service whose one endpoint
+	// is Server: the client talks to it, kube-proxy on the client's node translates.
+	Service netip.Addr
 }
 
+// dst is where the server listens.
 func (p Pair) dst(port uint16) netip.AddrPort {
 	a := p.Server.IP
 	if p.IPv6 {
 		a = p.Server.IP6
 	}
 	return netip.AddrPortFrom(a, port)
+}
+
+// target is what the client sends to: the Service, or the server itself.
+func (p Pair) target(port uint16) netip.AddrPort {
+	if p.Service.IsValid() {
+		return netip.AddrPortFrom(p.Service, port)
+	}
+	return p.dst(port)
+}
+
+// name is the pair as the table's notes name its streams.
+func (p Pair) name() string {
+	via := ""
+	if p.Service.IsValid() {
+		via = " via Service"
+	}
+	return fmt.Sprintf("%s→%s%s %s", p.Client.Name, p.Server.Name, via, p.family())
 }
 
 func (p Pair) family() string {
@@ -152,7 +173,7 @@ func StartMonitor(ctx context.Context, pairs, isolated []Pair) (*Monitor, error)
 	m := &Monitor{cancel: cancel}
 	fail := func(err error) (*Monitor, error) { m.Stop(); return nil, err }
 	for _, p := range pairs {
-		name := fmt.Sprintf("%s→%s %s", p.Client.Name, p.Server.Name, p.family())
+		name := p.name()
 		udp := &stream{Name: "udp " + name, Kind: UDPProbes}
 		if err := m.startUDP(ctx, udp, p); err != nil {
 			return fail(err)
@@ -164,7 +185,7 @@ func StartMonitor(ctx context.Context, pairs, isolated []Pair) (*Monitor, error)
 		m.streams = append(m.streams, udp, tcp)
 	}
 	for _, p := range isolated {
-		iso := &stream{Name: fmt.Sprintf("isolated %s→%s %s", p.Client.Name, p.Server.Name, p.family()), Kind: Isolated}
+		iso := &stream{Name: "isolated " + p.name(), Kind: Isolated}
 		m.streams = append(m.streams, iso)
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.runIsolated(ctx, iso, p) }()
@@ -198,7 +219,7 @@ func (m *Monitor) startUDP(ctx context.Context, s *stream, p Pair) error {
 	m.closers = append(m.closers, srv)
 	if err := lab.InNetns(p.Client.NS, func() error {
 		var err error
-		cli, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(dst))
+		cli, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(p.target(udpPort)))
 		return err
 	}); err != nil {
 		return fmt.Errorf("%s: client: %w", s.Name, err)
@@ -297,7 +318,7 @@ func (m *Monitor) startTCP(ctx context.Context, s *stream, p Pair) error {
 		err := lab.InNetns(p.Client.NS, func() error {
 			d := net.Dialer{Timeout: 5 * time.Second}
 			var err error
-			c, err = d.DialContext(ctx, "tcp", dst.String())
+			c, err = d.DialContext(ctx, "tcp", p.target(tcpPort).String())
 			return err
 		})
 		return c, err
