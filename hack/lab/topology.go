@@ -310,8 +310,10 @@ func (l *Lab) addNode(ctx context.Context, n *Node) (_ *Node, err error) {
 		l.mu.Unlock()
 		return n, nil // its kubelet registers the Node
 	}
-	if err := l.registerNode(ctx, n); err != nil {
-		return nil, err
+	if n.cycles == 0 {
+		if err := l.registerNode(ctx, n); err != nil {
+			return nil, err
+		}
 	}
 	l.mu.Lock()
 	l.nodes[n.Name] = n
