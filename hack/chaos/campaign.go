@@ -329,6 +329,12 @@ func (c *Campaign) settled(ctx context.Context, ipam bool) error {
 // to a few seconds after the last recovery.
 func (c *Campaign) Run(ctx context.Context, f Fault) Result {
 	r := Result{Fault: f}
+	if f.Prepare != nil {
+		if err := f.Prepare(ctx, c); err != nil {
+			r.Err = fmt.Errorf("prepare: %w", err)
+			return r
+		}
+	}
 	const margin = 2 * time.Second
 	from := time.Now()
 	if err := sleep(ctx, margin); err != nil {
