@@ -149,6 +149,9 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 			return nil, fmt.Errorf("%s→%s %s before any fault: %w", p.Client.Name, p.Server.Name, p.family(), err)
 		}
 	}
+	if len(c.Pairs) != udpStreams {
+		return nil, fmt.Errorf("%d probed pairs, the faults' budgets count %d", len(c.Pairs), udpStreams)
+	}
 	if err := c.isolate(ctx); err != nil {
 		return nil, err
 	}
