@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,16 @@ func (l *Lab) PowerOff(ctx context.Context, name string) ([]*Pod, error) {
 	if n == nil {
 		return nil, fmt.Errorf("power off: no node %s", name)
 	}
+	out, err := ip(ctx, "-n", n.NS, "-o", "link", "show", "dev", "eth0")
+	if err != nil {
+		return nil, fmt.Errorf("power off %s: %w", name, err)
+	}
+	f := strings.Fields(out)
+	i := slices.Index(f, "link/ether")
+	if i < 0 || i+1 >= len(f) {
+		return nil, fmt.Errorf("power off %s: no MAC address in %q", name, out)
+	}
+	n.mac = f[i+1]
 	if err := n.CutLink(ctx); err != nil {
 		return nil, fmt.Errorf("power off %s: %w", name, err)
 	}
