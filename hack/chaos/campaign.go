@@ -1,8 +1,10 @@
 // Package chaos is tabby's fault campaign: a dual-stack lab (hack/lab) with steady traffic
-// between pods on different nodes and a NetworkPolicy-isolated pair that must stay blocked, and
-// a table of faults (agents killed, the API server killed or gone for minutes, typha replicas
-// killed, an uplink flapped, etcd restarted), each with its expected outcome written down first
-// and then measured: packets lost, connections reset, connects wrongly allowed, recovery time.
+// between pods on different nodes, directly and through a Service, and two pods isolated (by a
+// NetworkPolicy and by a BaselineAdminNetworkPolicy) that must stay blocked, and a table of
+// faults (agents killed, the API server killed or gone for minutes, etcd restarted or slowed,
+// typha replicas killed, an uplink flapped, a node power-cycled, reflectors and the ToR killed),
+// each with its expected outcome written down first and then measured: packets lost,
+// connections reset, connects wrongly allowed, recovery time.
 package chaos
 
 import (
