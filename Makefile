@@ -241,12 +241,13 @@ e2e: deps controlplane tools build
 dashboards: deps controlplane tools build
 	TABBY_BIN=$(CURDIR)/bin $(GO) test -C hack -count=1 -timeout 10m -v -run '^TestDashboards$$' ./e2e/
 
-# The fault campaign (hack/chaos, docs/reliability.md): steady traffic on a dual-stack lab while
-# agents, the API server, etcd, typha replicas and an uplink fail one at a time; prints the
-# measured table (markdown) and fails if a fault breaks its written expectation. About 10
-# minutes; CHAOS_ARGS e.g. "-outage 30s -rounds 1 -faults typha,uplink". `make test` runs a subset.
+# The fault campaign (hack/chaos, docs/reliability.md): steady traffic on a dual-stack lab, pod to
+# pod and through a Service (kube-proxy, from cluster-deps), while agents, the API server, etcd,
+# typha replicas, reflectors, the ToR and an uplink fail and a node is power-cycled, one at a time;
+# prints the measured table (markdown) and fails if a fault breaks its written expectation. About
+# 12 minutes; CHAOS_ARGS e.g. "-outage 30s -rounds 1 -faults typha,uplink". `make test` runs a subset.
 .PHONY: chaos
-chaos: deps controlplane tools build
+chaos: deps controlplane tools build cluster-deps
 	TABBY_BIN=$(CURDIR)/bin $(GO) run -C hack ./chaos/cmd/chaos $(CHAOS_ARGS)
 
 # The NetworkPolicy oracle is its own Go module (hack/netpol/README.md): neither `./...` above reaches it.

@@ -1,8 +1,10 @@
 // Package chaos is tabby's fault campaign: a dual-stack lab (hack/lab) with steady traffic
-// between pods on different nodes and a NetworkPolicy-isolated pair that must stay blocked, and
-// a table of faults (agents killed, the API server killed or gone for minutes, typha replicas
-// killed, an uplink flapped, etcd restarted), each with its expected outcome written down first
-// and then measured: packets lost, connections reset, connects wrongly allowed, recovery time.
+// between pods on different nodes, directly and through a Service, and two pods isolated (by a
+// NetworkPolicy and by a BaselineAdminNetworkPolicy) that must stay blocked, and a table of
+// faults (agents killed, the API server killed or gone for minutes, etcd restarted or slowed,
+// typha replicas killed, an uplink flapped, a node power-cycled, reflectors and the ToR killed),
+// each with its expected outcome written down first and then measured: packets lost,
+// connections reset, connects wrongly allowed, recovery time.
 package chaos
 
 import (
@@ -11,12 +13,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	anpv1alpha1 "sigs.k8s.io/network-policy-api/apis/v1alpha1"
 
 	v1 "github.com/tabbynet/tabby/apis/v1"
 	"github.com/tabbynet/tabby/hack/lab"
@@ -67,8 +73,14 @@ type Campaign struct {
 	seq     int // names of the pods and policies faults make
 }
 
-// isolatedLabels select the isolated server pod.
-var isolatedLabels = map[string]string{"app": "chaos-isolated"}
+// isolatedLabels select the pod a NetworkPolicy isolates; baselineLabels the one the
+// BaselineAdminNetworkPolicy isolates (no NetworkPolicy selects it, so the baseline decides).
+var (
+	isolatedLabels = map[string]string{"app": "chaos-isolated"}
+	baselineLabels = map[string]string{"app": "chaos-baseline"}
+	// backendLabels select the Service's endpoint.
+	backendLabels = map[string]string{"app": "chaos-backend"}
+)
 
 // Setup builds the lab (two dual-stack nodes), the pods, the isolating policy, and starts the
 // monitor. Close removes it all.
@@ -76,7 +88,7 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l, err := lab.New(ctx, lab.Options{Families: lab.DualStack, Typha: o.Typha, TwoSubnets: o.Topology == ToR, Log: o.Log})
+	l, err := lab.New(ctx, lab.Options{Families: lab.DualStack, Typha: o.Typha, TwoSubnets: o.Topology == ToR, EtcdRelay: true, Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -119,19 +131,28 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 		lab.PodSpec{Name: "client", Node: c.Clients.Name},
 		lab.PodSpec{Name: "server", Node: c.Servers.Name},
 		lab.PodSpec{Name: "isolated", Node: c.Servers.Name, Labels: isolatedLabels},
+		lab.PodSpec{Name: "baseline", Node: c.Servers.Name, Labels: baselineLabels},
+		lab.PodSpec{Name: "backend", Node: c.Servers.Name, Labels: backendLabels},
 	)
 	if err != nil {
 		return nil, err
 	}
-	client, server, isolated := pods[0], pods[1], pods[2]
-	for _, v6 := range []bool{false, true} {
-		c.Pairs = append(c.Pairs, Pair{Client: client, Server: server, IPv6: v6})
-		c.Isolated = append(c.Isolated, Pair{Client: client, Server: isolated, IPv6: v6})
+	client, server, isolated, baseline, backend := pods[0], pods[1], pods[2], pods[3], pods[4]
+	svcIPs, err := c.serve(ctx, backend)
+	if err != nil {
+		return nil, err
+	}
+	for i, v6 := range []bool{false, true} {
+		c.Pairs = append(c.Pairs, Pair{Client: client, Server: server, IPv6: v6}, Pair{Client: client, Server: backend, IPv6: v6, Service: svcIPs[i]})
+		c.Isolated = append(c.Isolated, Pair{Client: client, Server: isolated, IPv6: v6}, Pair{Client: client, Server: baseline, IPv6: v6})
 	}
 	for _, p := range c.Pairs {
 		if err := lab.Eventually(ctx, time.Minute, func(context.Context) error { return lab.Ping(ctx, p.Client.NS, p.dst(0).Addr()) }); err != nil {
 			return nil, fmt.Errorf("%s→%s %s before any fault: %w", p.Client.Name, p.Server.Name, p.family(), err)
 		}
+	}
+	if len(c.Pairs) != udpStreams {
+		return nil, fmt.Errorf("%d probed pairs, the faults' budgets count %d", len(c.Pairs), udpStreams)
 	}
 	if err := c.isolate(ctx); err != nil {
 		return nil, err
@@ -140,6 +161,57 @@ func Setup(ctx context.Context, o Options) (_ *Campaign, err error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// serve puts a dual-stack Service in front of backend (the monitor's UDP and TCP ports) and
+// runs kube-proxy on the clients' node; it returns the Service's IPv4 and IPv6 ClusterIPs once
+// kube-proxy translates both.
+func (c *Campaign) serve(ctx context.Context, backend *lab.Pod) ([2]netip.Addr, error) {
+	var ips [2]netip.Addr
+	dual := corev1.IPFamilyPolicyRequireDualStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "chaos-svc", Namespace: lab.PodNamespace},
+		Spec: corev1.ServiceSpec{
+			Selector:       backendLabels,
+			IPFamilyPolicy: &dual,
+			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Ports: []corev1.ServicePort{
+				{Name: "udp", Protocol: corev1.ProtocolUDP, Port: UDPPort, TargetPort: intstr.FromInt32(UDPPort)},
+				{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: TCPPort, TargetPort: intstr.FromInt32(TCPPort)},
+			},
+		},
+	}
+	created, err := c.Lab.Kube.CoreV1().Services(lab.PodNamespace).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		return ips, fmt.Errorf("create Service %s: %w", svc.Name, err)
+	}
+	if len(created.Spec.ClusterIPs) != 2 {
+		return ips, fmt.Errorf("the Service %s: ClusterIPs %v, want one per family", svc.Name, created.Spec.ClusterIPs)
+	}
+	for i, s := range created.Spec.ClusterIPs {
+		if ips[i], err = netip.ParseAddr(s); err != nil {
+			return ips, fmt.Errorf("the Service %s: ClusterIP %q: %w", svc.Name, s, err)
+		}
+	}
+	if err := c.Lab.WriteEndpointSlices(ctx, created, []*lab.Pod{backend}); err != nil {
+		return ips, err
+	}
+	if err := c.Lab.StartKubeProxy(ctx, c.Clients); err != nil {
+		return ips, err
+	}
+	err = lab.Eventually(ctx, time.Minute, func(ctx context.Context) error {
+		for i, ipt := range []string{"iptables-save", "ip6tables-save"} {
+			out, err := c.Clients.Exec(ctx, ipt, "-t", "nat")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "-d "+netip.PrefixFrom(ips[i], ips[i].BitLen()).String()) {
+				return fmt.Errorf("kube-proxy on %s does not translate %s yet", c.Clients.Name, ips[i])
+			}
+		}
+		return nil
+	})
+	return ips, err
 }
 
 // peerWithToR makes the reflectors peer with the router: rr-1 over IPv4, rr-2 over IPv4 and
@@ -158,8 +230,9 @@ func (c *Campaign) peerWithToR(ctx context.Context) error {
 	return nil
 }
 
-// isolate proves the isolated pair connects without policy (the probe can see a leak), then
-// applies a default-deny ingress policy to the server and waits until every connect fails.
+// isolate proves the isolated pairs connect without policy (the probe can see a leak), then
+// applies a default-deny ingress NetworkPolicy to one server and a BaselineAdminNetworkPolicy
+// denying every namespace's ingress to the other, and waits until every connect fails.
 func (c *Campaign) isolate(ctx context.Context) error {
 	for _, p := range c.Isolated {
 		ln, err := ListenIsolated(p)
@@ -168,7 +241,7 @@ func (c *Campaign) isolate(ctx context.Context) error {
 		}
 		c.closers = append(c.closers, ln)
 		if err := lab.Eventually(ctx, time.Minute, func(ctx context.Context) error { return ConnectIsolated(ctx, p) }); err != nil {
-			return fmt.Errorf("isolated pair %s before its policy: connect: %w", p.family(), err)
+			return fmt.Errorf("isolated pair %s→%s %s before its policy: connect: %w", p.Client.Name, p.Server.Name, p.family(), err)
 		}
 	}
 	np := &networkingv1.NetworkPolicy{
@@ -181,11 +254,27 @@ func (c *Campaign) isolate(ctx context.Context) error {
 	if _, err := c.Lab.Kube.NetworkingV1().NetworkPolicies(lab.PodNamespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create the isolating policy: %w", err)
 	}
+	all := &metav1.LabelSelector{}
+	banp := &anpv1alpha1.BaselineAdminNetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: anpv1alpha1.BaselineAdminNetworkPolicySpec{
+			Subject: anpv1alpha1.AdminNetworkPolicySubject{Pods: &anpv1alpha1.NamespacedPod{
+				PodSelector: metav1.LabelSelector{MatchLabels: baselineLabels},
+			}},
+			Ingress: []anpv1alpha1.BaselineAdminNetworkPolicyIngressRule{{
+				Name: "deny-all", Action: anpv1alpha1.BaselineAdminNetworkPolicyRuleActionDeny,
+				From: []anpv1alpha1.AdminNetworkPolicyIngressPeer{{Namespaces: all}},
+			}},
+		},
+	}
+	if _, err := c.Lab.Client.BaselineAdminNetworkPolicies().Create(ctx, banp); err != nil {
+		return fmt.Errorf("create the isolating BaselineAdminNetworkPolicy: %w", err)
+	}
 	for _, p := range c.Isolated {
 		err := lab.Eventually(ctx, time.Minute, func(ctx context.Context) error {
 			for range 3 {
 				if ConnectIsolated(ctx, p) == nil {
-					return fmt.Errorf("isolated pair %s: a connect still succeeds", p.family())
+					return fmt.Errorf("isolated pair %s→%s %s: a connect still succeeds", p.Client.Name, p.Server.Name, p.family())
 				}
 			}
 			return nil
@@ -245,6 +334,12 @@ func (c *Campaign) settled(ctx context.Context, ipam bool) error {
 // to a few seconds after the last recovery.
 func (c *Campaign) Run(ctx context.Context, f Fault) Result {
 	r := Result{Fault: f}
+	if f.Prepare != nil {
+		if err := f.Prepare(ctx, c); err != nil {
+			r.Err = fmt.Errorf("prepare: %w", err)
+			return r
+		}
+	}
 	const margin = 2 * time.Second
 	from := time.Now()
 	if err := sleep(ctx, margin); err != nil {
@@ -302,7 +397,7 @@ func (c *Campaign) Run(ctx context.Context, f Fault) Result {
 				s.Name, max(s.Failed, s.Allowed), s.Exchanges, what, rel(s.FirstBad), rel(s.LastBad), strings.Join(mapTimes(healed, rel), ", ")))
 		}
 	}
-	if err := checkRan(stats, r.Window); err != nil {
+	if err := CheckRan(stats, r.Window); err != nil {
 		r.Err = errors.Join(r.Err, err)
 	}
 	for _, s := range stats {

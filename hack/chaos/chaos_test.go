@@ -41,7 +41,7 @@ func TestWindowCounts(t *testing.T) {
 // TestMonitorThatDidNotRun: a window with (almost) no exchanges is an error, never "0 lost".
 func TestMonitorThatDidNotRun(t *testing.T) {
 	stats := []StreamStats{{Name: "udp a→b IPv4", Kind: UDPProbes, Exchanges: 3}, {Name: "isolated", Kind: Isolated, Exchanges: 100}}
-	err := checkRan(stats, 10*time.Second)
+	err := CheckRan(stats, 10*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "udp a→b IPv4") || strings.Contains(err.Error(), "isolated") {
 		t.Fatalf("checkRan = %v, want an error naming the UDP stream only", err)
 	}

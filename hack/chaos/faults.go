@@ -13,10 +13,10 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tabbynet/tabby/apis/names"
+	"github.com/tabbynet/tabby/hack/churn"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -36,6 +36,8 @@ type Fault struct {
 	Rounds int
 	// Topology is the lab the fault runs in.
 	Topology Topology
+	// Prepare, if set, readies the lab for the fault before its window opens (once per lab).
+	Prepare func(ctx context.Context, c *Campaign) error
 	// Inject does the fault and heals it: it returns the instant it healed (the killed part
 	// started again, the link up) and what it observed.
 	Inject func(ctx context.Context, c *Campaign) (healed time.Time, note string, err error)
@@ -54,14 +56,21 @@ type Settings struct {
 	Hold time.Duration
 }
 
+// udpStreams are the monitor's UDP streams: client→server and client→the Service, per family.
+const udpStreams = 4
+
+// etcdDelays are the latencies the etcd row adds to every request, in turn.
+var etcdDelays = []time.Duration{200 * time.Millisecond, time.Second, 5 * time.Second}
+
 // Faults is the campaign's table, in the order it runs. Typha faults need a lab with replicas.
 func Faults(s Settings) []Fault {
 	rounds := max(s.Rounds, 1)
-	udpPerSecond := int(time.Second / UDPInterval)
+	// Probes a second of every UDP stream together: what a second of loss on every path costs.
+	udpPerSecond := udpStreams * int(time.Second/UDPInterval)
 	return []Fault{
 		{
 			Name:     "none (control)",
-			Expected: "0 lost, 0 resets, isolated pair blocked",
+			Expected: "0 lost, 0 resets, isolated pairs blocked",
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
 				err := sleep(ctx, 3*time.Second)
 				return time.Now(), "", err
@@ -91,14 +100,11 @@ func Faults(s Settings) []Fault {
 		},
 		{
 			Name:     "kube-apiserver SIGKILLed, restarted",
-			Expected: "0 lost, 0 resets, isolated pair blocked",
+			Expected: "0 lost, 0 resets, isolated pairs blocked",
 			Rounds:   rounds,
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
-				if err := c.Lab.Env.StopAPIServer(syscall.SIGKILL); err != nil {
-					return time.Time{}, "", err
-				}
-				healed := time.Now()
-				return healed, "", c.Lab.Env.StartAPIServer(ctx)
+				healed, err := churn.RestartAPIServer(ctx, c.Lab, syscall.SIGKILL, 0)
+				return healed, "", err
 			},
 		},
 		{
@@ -112,20 +118,30 @@ func Faults(s Settings) []Fault {
 		},
 		{
 			Name:     "etcd SIGKILLed, restarted",
-			Expected: "0 lost, 0 resets, isolated pair blocked",
+			Expected: "0 lost, 0 resets, isolated pairs blocked",
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
 				healed := time.Now()
 				return healed, "", c.Lab.Env.RestartEtcd(ctx, syscall.SIGKILL)
 			},
 		},
 		{
+			Name: fmt.Sprintf("etcd slowed: %s, %s, then %s added to every request from kube-apiserver; CNI ADDs and a policy change at each",
+				etcdDelays[0], etcdDelays[1], etcdDelays[2]),
+			Expected: "0 lost, 0 resets, isolated pairs blocked; each ADD succeeds, slower, or fails with a named cause " +
+				"leaving nothing; ipam check clean after",
+			IPAM: true,
+			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
+				return c.slowEtcd(ctx, etcdDelays, 3)
+			},
+		},
+		{
 			Name:     "every tabby-typha replica SIGKILLed, restarted",
-			Expected: "0 lost, 0 resets, isolated pair blocked",
+			Expected: "0 lost, 0 resets, isolated pairs blocked",
 			Inject:   func(ctx context.Context, c *Campaign) (time.Time, string, error) { return c.killTyphas(ctx) },
 		},
 		{
 			Name:     "route reflector rr-1 SIGKILLed, restarted",
-			Expected: "0 lost, 0 resets, isolated pair blocked (rr-2 reflects every route meanwhile)",
+			Expected: "0 lost, 0 resets, isolated pairs blocked (rr-2 reflects every route meanwhile)",
 			Topology: Reflectors,
 			Rounds:   rounds,
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
@@ -134,7 +150,7 @@ func Faults(s Settings) []Fault {
 		},
 		{
 			Name:     "route reflector rr-1 dies (uplink down until its sessions time out) and returns",
-			Expected: "0 lost, 0 resets, isolated pair blocked (rr-2 reflects every route meanwhile)",
+			Expected: "0 lost, 0 resets, isolated pairs blocked (rr-2 reflects every route meanwhile)",
 			Topology: Reflectors,
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
 				rr, other := c.Reflectors[0], c.Reflectors[1]
@@ -168,9 +184,9 @@ func Faults(s Settings) []Fault {
 		},
 		{
 			Name: "the ToR (FRR: bgpd and zebra) SIGKILLed, restarted",
-			Expected: fmt.Sprintf("loss only until the restarted ToR has relearned the pod routes (≤ %d probes: 10 s), 0 resets, isolated pair blocked",
-				2*udpPerSecond*10),
-			MaxLost:  2 * udpPerSecond * 10,
+			Expected: fmt.Sprintf("loss only until the restarted ToR has relearned the pod routes (≤ %d probes: 10 s), 0 resets, isolated pairs blocked",
+				udpPerSecond*10),
+			MaxLost:  udpPerSecond * 10,
 			Topology: ToR,
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
 				if err := c.Lab.Router().StopDaemons(syscall.SIGKILL); err != nil {
@@ -203,9 +219,9 @@ func Faults(s Settings) []Fault {
 		},
 		{
 			Name: fmt.Sprintf("node-2's uplink down for %s", s.Flap),
-			Expected: fmt.Sprintf("loss only while the link is down (≤ %d probes), 0 resets (TCP retransmits), isolated pair blocked",
-				2*udpPerSecond*int((s.Flap+2*time.Second)/time.Second)),
-			MaxLost: 2 * udpPerSecond * int((s.Flap+2*time.Second)/time.Second),
+			Expected: fmt.Sprintf("loss only while the link is down (≤ %d probes), 0 resets (TCP retransmits), isolated pairs blocked",
+				udpPerSecond*int((s.Flap+2*time.Second)/time.Second)),
+			MaxLost: udpPerSecond * int((s.Flap+2*time.Second)/time.Second),
 			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
 				if err := c.Servers.CutLink(ctx); err != nil {
 					return time.Time{}, "", err
@@ -215,6 +231,18 @@ func Faults(s Settings) []Fault {
 				}
 				healed := time.Now()
 				return healed, "", c.Servers.RestoreLink(ctx)
+			},
+		},
+		{
+			Name: rebootNode + " rebooted: a power cut (link, agent, pods and namespace gone at once), booted, its pods restarted",
+			Expected: fmt.Sprintf("0 lost, 0 resets, isolated pairs blocked (the monitor's pods are elsewhere); the other nodes drop "+
+				"its routes within the hold time (%s); back, its restarted and new pods reachable, the old sandboxes' addresses "+
+				"released or taken again; ipam check clean", s.Hold),
+			IPAM:    true,
+			Rounds:  rounds,
+			Prepare: func(ctx context.Context, c *Campaign) error { return c.addRebootNode(ctx) },
+			Inject: func(ctx context.Context, c *Campaign) (time.Time, string, error) {
+				return c.reboot(ctx, s.Hold)
 			},
 		},
 	}
@@ -239,30 +267,15 @@ func Select(fs []Fault, words ...string) []Fault {
 
 // killAgent SIGKILLs tabby-node on n, leaves it down for down, and starts it again.
 func (c *Campaign) killAgent(ctx context.Context, n *lab.Node, down time.Duration) (time.Time, string, error) {
-	if err := n.Kill(); err != nil {
-		return time.Time{}, "", err
-	}
-	if err := sleep(ctx, down); err != nil {
-		return time.Time{}, "", err
-	}
-	healed := time.Now()
-	return healed, "", n.Start(ctx)
+	healed, err := churn.RestartAgent(ctx, n, true, down)
+	return healed, "", err
 }
 
 // churnPolicy adds, or removes if it is there, a second policy on the isolated pod: a rule
 // allowing pods that do not exist. The isolated pod's rules change and must stay closed.
 func (c *Campaign) churnPolicy(ctx context.Context) error {
-	nps := c.Lab.Kube.NetworkingV1().NetworkPolicies(lab.PodNamespace)
-	const name = "chaos-churn"
-	err := nps.Delete(ctx, name, metav1.DeleteOptions{})
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("policy change: %w", err)
-	}
 	np := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: lab.PodNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "chaos-churn", Namespace: lab.PodNamespace},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: isolatedLabels},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
@@ -271,7 +284,7 @@ func (c *Campaign) churnPolicy(ctx context.Context) error {
 			}}}},
 		},
 	}
-	if _, err := nps.Create(ctx, np, metav1.CreateOptions{}); err != nil {
+	if _, err := churn.TogglePolicy(ctx, c.Lab, np); err != nil {
 		return fmt.Errorf("policy change: %w", err)
 	}
 	return nil

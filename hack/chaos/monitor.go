@@ -120,11 +120,12 @@ type Monitor struct {
 type Pair struct {
 	Client, Server *lab.Pod
 	IPv6           bool
-	// Via, when valid, is a Service address the client sends to instead of the server's own,
-	// on the same ports: the pair then measures the Service's path (kube-proxy's DNAT) too.
-	Via netip.Addr
+	// Service, if valid, is the ClusterIP of the pair's family of a Service whose one endpoint
+	// is Server: the client talks to it, kube-proxy on the client's node translates.
+	Service netip.Addr
 }
 
+// dst is where the server listens.
 func (p Pair) dst(port uint16) netip.AddrPort {
 	a := p.Server.IP
 	if p.IPv6 {
@@ -133,12 +134,21 @@ func (p Pair) dst(port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(a, port)
 }
 
-// clientDst is where the client sends: the Service address when there is one.
-func (p Pair) clientDst(port uint16) netip.AddrPort {
-	if p.Via.IsValid() {
-		return netip.AddrPortFrom(p.Via, port)
+// target is what the client sends to: the Service, or the server itself.
+func (p Pair) target(port uint16) netip.AddrPort {
+	if p.Service.IsValid() {
+		return netip.AddrPortFrom(p.Service, port)
 	}
 	return p.dst(port)
+}
+
+// name is the pair as the table's notes name its streams.
+func (p Pair) name() string {
+	via := ""
+	if p.Service.IsValid() {
+		via = " via Service"
+	}
+	return fmt.Sprintf("%s→%s%s %s", p.Client.Name, p.Server.Name, via, p.family())
 }
 
 func (p Pair) family() string {
@@ -150,8 +160,8 @@ func (p Pair) family() string {
 
 // Ports the monitor's servers listen on in the server pods.
 const (
-	udpPort      = 7001
-	tcpPort      = 7002
+	UDPPort      = 7001
+	TCPPort      = 7002
 	isolatedPort = 7003
 )
 
@@ -163,10 +173,7 @@ func StartMonitor(ctx context.Context, pairs, isolated []Pair) (*Monitor, error)
 	m := &Monitor{cancel: cancel}
 	fail := func(err error) (*Monitor, error) { m.Stop(); return nil, err }
 	for _, p := range pairs {
-		name := fmt.Sprintf("%s→%s %s", p.Client.Name, p.Server.Name, p.family())
-		if p.Via.IsValid() {
-			name += " via " + p.Via.String()
-		}
+		name := p.name()
 		udp := &stream{Name: "udp " + name, Kind: UDPProbes}
 		if err := m.startUDP(ctx, udp, p); err != nil {
 			return fail(err)
@@ -178,7 +185,7 @@ func StartMonitor(ctx context.Context, pairs, isolated []Pair) (*Monitor, error)
 		m.streams = append(m.streams, udp, tcp)
 	}
 	for _, p := range isolated {
-		iso := &stream{Name: fmt.Sprintf("isolated %s→%s %s", p.Client.Name, p.Server.Name, p.family()), Kind: Isolated}
+		iso := &stream{Name: "isolated " + p.name(), Kind: Isolated}
 		m.streams = append(m.streams, iso)
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.runIsolated(ctx, iso, p) }()
@@ -196,7 +203,7 @@ func (m *Monitor) Stop() {
 }
 
 func (m *Monitor) startUDP(ctx context.Context, s *stream, p Pair) error {
-	dst := p.dst(udpPort)
+	dst := p.dst(UDPPort)
 	network := "udp4"
 	if p.IPv6 {
 		network = "udp6"
@@ -212,7 +219,7 @@ func (m *Monitor) startUDP(ctx context.Context, s *stream, p Pair) error {
 	m.closers = append(m.closers, srv)
 	if err := lab.InNetns(p.Client.NS, func() error {
 		var err error
-		cli, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(p.clientDst(udpPort)))
+		cli, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(p.target(UDPPort)))
 		return err
 	}); err != nil {
 		return fmt.Errorf("%s: client: %w", s.Name, err)
@@ -276,7 +283,7 @@ func (m *Monitor) startUDP(ctx context.Context, s *stream, p Pair) error {
 }
 
 func (m *Monitor) startTCP(ctx context.Context, s *stream, p Pair) error {
-	dst := p.dst(tcpPort)
+	dst := p.dst(TCPPort)
 	var ln net.Listener
 	if err := lab.InNetns(p.Server.NS, func() error {
 		var err error
@@ -311,7 +318,7 @@ func (m *Monitor) startTCP(ctx context.Context, s *stream, p Pair) error {
 		err := lab.InNetns(p.Client.NS, func() error {
 			d := net.Dialer{Timeout: 5 * time.Second}
 			var err error
-			c, err = d.DialContext(ctx, "tcp", p.clientDst(tcpPort).String())
+			c, err = d.DialContext(ctx, "tcp", p.target(TCPPort).String())
 			return err
 		})
 		return c, err
@@ -519,9 +526,9 @@ func (m *Monitor) Window(ctx context.Context, from, to time.Time) ([]StreamStats
 	return out, nil
 }
 
-// checkRan fails when a stream has fewer exchanges in a window of length d than it must have
+// CheckRan fails when a stream has fewer exchanges in a window of length d than it must have
 // had if it ran: a monitor that did not run would otherwise report no loss.
-func checkRan(stats []StreamStats, d time.Duration) error {
+func CheckRan(stats []StreamStats, d time.Duration) error {
 	var errs []error
 	for _, s := range stats {
 		every := ProbeInterval
@@ -535,14 +542,3 @@ func checkRan(stats []StreamStats, d time.Duration) error {
 	}
 	return errors.Join(errs...)
 }
-
-// CheckRan fails when a stream has fewer exchanges in a window of length d than a running
-// monitor makes: for callers that read their own windows.
-func CheckRan(stats []StreamStats, d time.Duration) error { return checkRan(stats, d) }
-
-// UDPPort and TCPPort are the ports the pairs' servers listen on, for a Service that fronts a
-// server (Pair.Via): its ports must be these, on to the same target ports.
-const (
-	UDPPort = udpPort
-	TCPPort = tcpPort
-)

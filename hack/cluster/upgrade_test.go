@@ -246,7 +246,7 @@ func startTraffic(ctx context.Context, t *testing.T, c *Cluster) *traffic {
 				via = ip
 			}
 		}
-		pairs = append(pairs, chaos.Pair{Client: first, Server: pods["web-"+last], IPv6: v6, Via: netip.MustParseAddr(via)})
+		pairs = append(pairs, chaos.Pair{Client: first, Server: pods["web-"+last], IPv6: v6, Service: netip.MustParseAddr(via)})
 		isolated = append(isolated, chaos.Pair{Client: first, Server: pods["isolated-"+last], IPv6: v6})
 	}
 	tr.waitService(ctx, t, pairs[len(pairs)-1])
@@ -267,7 +267,7 @@ func startTraffic(ctx context.Context, t *testing.T, c *Cluster) *traffic {
 func (tr *traffic) waitService(ctx context.Context, t *testing.T, p chaos.Pair) {
 	t.Helper()
 	dst := netip.AddrPortFrom(p.Server.IP, chaos.TCPPort)
-	via := netip.AddrPortFrom(p.Via, chaos.TCPPort)
+	via := netip.AddrPortFrom(p.Service, chaos.TCPPort)
 	var ln net.Listener
 	if err := lab.InNetns(p.Server.NS, func() error {
 		var err error

@@ -39,6 +39,10 @@ type Node struct {
 	// connection is refused, as to a pod that is gone).
 	typhaFwd []*netnsfwd.Forwarder
 
+	off    bool   // cut by PowerOff, until PowerOn
+	cycles int    // power cycles: a node that had one keeps its Node object
+	mac    string // eth0's MAC address, kept across power cycles
+
 	mu     sync.Mutex
 	agent  *proc.Proc // nil while tabby-node does not run
 	last   *proc.Proc // the latest tabby-node started, running or not

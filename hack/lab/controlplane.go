@@ -50,7 +50,8 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err := os.MkdirAll(cpDir, 0o700); err != nil {
 		return err
 	}
-	o := testenv.Options{Dir: cpDir, SkipCRDs: true, Cluster: l.Opts.KubeletNodes}
+	o := testenv.Options{Dir: cpDir, SkipCRDs: true, Cluster: l.Opts.KubeletNodes, EtcdRelay: l.Opts.EtcdRelay,
+		DualStackServices: l.Opts.Families.IPv6()}
 	if l.Opts.HostLink {
 		o.BindAddress = HostAddr.Addr().String()
 	}

@@ -87,6 +87,9 @@ type Options struct {
 	// ReadyTimeout bounds the wait for a started tabby-node's /readyz (60 s when zero; a
 	// guest under software emulation needs more).
 	ReadyTimeout time.Duration
+	// EtcdRelay puts a relay between kube-apiserver and etcd, so a test can slow etcd down
+	// (Env.SetEtcdLatency).
+	EtcdRelay bool
 	// Typha runs this many tabby-typha replicas, and every tabby-node watches through them
 	// (each node reaches replica i at 127.0.0.1:5473+i, as it reaches the API server).
 	Typha int

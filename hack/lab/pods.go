@@ -163,15 +163,15 @@ func (l *Lab) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
 			return nil, fmt.Errorf("pod %s: %w", key, err)
 		}
 	}
-	id := make([]byte, 32)
-	if _, err := rand.Read(id); err != nil {
+	id, err := containerID()
+	if err != nil {
 		return nil, err
 	}
 	role := spec.Name
 	if ns != PodNamespace {
 		role = ns + "." + spec.Name // '.' cannot be in a namespace name: no two pods share a role
 	}
-	p := &Pod{Name: spec.Name, Namespace: ns, Node: n, NS: l.NetnsName(role), ContainerID: hex.EncodeToString(id), Ports: spec.Ports, labels: labels, serve: spec.Serve}
+	p := &Pod{Name: spec.Name, Namespace: ns, Node: n, NS: l.NetnsName(role), ContainerID: id, Ports: spec.Ports, labels: labels, serve: spec.Serve}
 	if len(p.NS) > 64 {
 		return nil, fmt.Errorf("pod %s: name too long", key)
 	}
@@ -189,6 +189,15 @@ func (l *Lab) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
 	p.UID = string(created.UID)
 	p.obj = created
 	return p, nil
+}
+
+// containerID is a new sandbox's ID, as a runtime makes one.
+func containerID() (string, error) {
+	id := make([]byte, 32)
+	if _, err := rand.Read(id); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(id), nil
 }
 
 // CNIAdd makes the pod's network namespace (if it is not there yet) and runs CNI ADD for it, as

@@ -269,6 +269,11 @@ func (l *Lab) addNode(ctx context.Context, n *Node) (_ *Node, err error) {
 		{"-n", n.NS, "link", "set", "eth0", "up"},
 		{"-n", n.NS, "route", "add", "default", "via", spec.Subnet.Gateway().String()},
 	}
+	if n.mac != "" {
+		// A machine that boots again keeps its NIC's address: the neighbours' ARP and NDP
+		// entries for it stay right.
+		steps = append([][]string{{"-n", n.NS, "link", "set", "eth0", "address", n.mac}}, steps...)
+	}
 	if n.Addr6.IsValid() {
 		// nodad: the switch is the lab's own, and a tentative address would hold back BGP.
 		steps = append(steps,
@@ -310,8 +315,10 @@ func (l *Lab) addNode(ctx context.Context, n *Node) (_ *Node, err error) {
 		l.mu.Unlock()
 		return n, nil // its kubelet registers the Node
 	}
-	if err := l.registerNode(ctx, n); err != nil {
-		return nil, err
+	if n.cycles == 0 {
+		if err := l.registerNode(ctx, n); err != nil {
+			return nil, err
+		}
 	}
 	l.mu.Lock()
 	l.nodes[n.Name] = n

@@ -3,7 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
-	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/tabbynet/tabby/hack/churn"
 	"github.com/tabbynet/tabby/hack/lab"
 )
 
@@ -79,28 +80,18 @@ func churnPods(nodes []*lab.Node, round int) []lab.PodSpec {
 	return specs
 }
 
-// churnPods replaces the previous round's churned clients with new ones while a policy is
+// churnRound replaces the previous round's churned clients with new ones while a policy is
 // created and removed.
 func (s *soak) churnRound(ctx context.Context, round int) error {
-	np := s.lab.Kube.NetworkingV1().NetworkPolicies(lab.PodNamespace)
 	pol := churnPolicy(round)
-	if _, err := np.Create(ctx, pol, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create NetworkPolicy %s: %w", pol.Name, err)
+	if _, err := churn.TogglePolicy(ctx, s.lab, pol); err != nil {
+		return err
 	}
-	for _, p := range s.lab.Pods() {
-		if strings.HasPrefix(p.Name, churnPrefix) {
-			if err := s.lab.DeletePod(ctx, p.Key()); err != nil {
-				return fmt.Errorf("delete pod %s: %w", p.Key(), err)
-			}
-		}
+	if err := churn.ReplacePods(ctx, s.lab, churnPrefix, churnPods(s.lab.Nodes(), round)); err != nil {
+		return err
 	}
-	if _, err := s.lab.AddPods(ctx, churnPods(s.lab.Nodes(), round)...); err != nil {
-		return fmt.Errorf("add churned pods: %w", err)
-	}
-	if err := np.Delete(ctx, pol.Name, metav1.DeleteOptions{}); err != nil {
-		return fmt.Errorf("delete NetworkPolicy %s: %w", pol.Name, err)
-	}
-	return nil
+	_, err := churn.TogglePolicy(ctx, s.lab, pol)
+	return err
 }
 
 // flap restarts the last node's tabby-node, by turns cleanly (SIGTERM) and by a crash
@@ -112,22 +103,19 @@ func (s *soak) flap(ctx context.Context) (string, error) {
 	n := nodes[len(nodes)-1]
 	crash := s.flaps%2 == 1
 	s.flaps++
+	what := "restart tabby-node on " + n.Name
 	if crash {
-		if err := n.Kill(); err != nil {
-			return "", err
-		}
-		return "crash and start tabby-node on " + n.Name, n.Start(ctx)
+		what = "crash and start tabby-node on " + n.Name
 	}
-	return "restart tabby-node on " + n.Name, n.Restart(ctx)
+	_, err := churn.RestartAgent(ctx, n, crash, 0)
+	return what, err
 }
 
 // restartAPIServer restarts kube-apiserver (same etcd): every watch of the agents and typha
 // breaks and resumes.
 func (s *soak) restartAPIServer(ctx context.Context) error {
-	if s.lab.Env == nil {
-		return fmt.Errorf("restart kube-apiserver: the lab uses an external API server")
-	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return s.lab.Env.RestartAPIServer(rctx)
+	_, err := churn.RestartAPIServer(rctx, s.lab, syscall.SIGTERM, 0)
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,8 @@ type Forwarder struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	// delay holds the clients' data back before it goes to the target (SetDelay).
+	delay atomic.Int64
 }
 
 // Serve relays every connection ln accepts to target (host:port) until Close.
@@ -90,9 +93,49 @@ func (f *Forwarder) relay(in net.Conn) {
 	}
 	defer f.untrack(out)
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+	go func() { f.copyDelayed(out, in); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
 	<-done // one direction ended: close both (deferred), which ends the other
+}
+
+// SetDelay holds every chunk a client sends for d before it goes on to the target, on the
+// connections open now and later; the target's answers are not held. It injects latency
+// between two processes (kube-apiserver and its etcd, say) without touching any link. Zero
+// relays at once again.
+func (f *Forwarder) SetDelay(d time.Duration) { f.delay.Store(int64(d)) }
+
+// copyDelayed copies src to dst, each chunk sent no earlier than the delay after it was read:
+// order and throughput are kept, only latency is added.
+func (f *Forwarder) copyDelayed(dst io.Writer, src io.Reader) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	chunks := make(chan chunk, 256)
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				chunks <- chunk{b: append([]byte(nil), buf[:n]...), at: time.Now()}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		if d := time.Duration(f.delay.Load()); d > 0 {
+			time.Sleep(time.Until(c.at.Add(d)))
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			// The reader ends when relay closes src; until then nothing may block it.
+			for range chunks {
+			}
+			return
+		}
+	}
 }
 
 // Close stops listening and cuts every relayed connection.

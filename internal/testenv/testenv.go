@@ -36,6 +36,7 @@ import (
 
 	"github.com/tabbynet/tabby/apis/client"
 	"github.com/tabbynet/tabby/apis/crds"
+	"github.com/tabbynet/tabby/internal/netnsfwd"
 	"github.com/tabbynet/tabby/internal/proc"
 )
 
@@ -55,6 +56,9 @@ type Options struct {
 	// DualStackServices gives Services an IPv6 range too (ServiceCIDRv6), so that IPv6 and
 	// dual-stack Services can be created.
 	DualStackServices bool
+	// EtcdRelay makes kube-apiserver reach etcd through a relay in this process, whose
+	// latency SetEtcdLatency sets: a slow etcd without touching any link.
+	EtcdRelay bool
 }
 
 // ServiceCIDR is the range of Service ClusterIPs; the `kubernetes` Service is its first address.
@@ -77,9 +81,10 @@ type Env struct {
 	// ServingCert is the API server's self-signed serving certificate: the cluster's root CA.
 	ServingCert string
 
-	procs    []*proc.Proc // etcd, kube-apiserver
-	etcdArgs []string     // etcd's binary and arguments, for a restart
-	apiArgs  []string     // kube-apiserver's binary and arguments, for a restart
+	procs    []*proc.Proc        // etcd, kube-apiserver
+	etcd     *netnsfwd.Forwarder // the relay in front of etcd (Options.EtcdRelay)
+	etcdArgs []string            // etcd's binary and arguments, for a restart
+	apiArgs  []string            // kube-apiserver's binary and arguments, for a restart
 	ownsDir  bool
 }
 
@@ -190,6 +195,15 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 	if err := env.spawn("etcd", env.etcdArgs...); err != nil {
 		return nil, err
 	}
+	apiEtcdURL := etcdURL
+	if o.EtcdRelay {
+		ln, err := net.Listen("tcp", net.JoinHostPort(o.BindAddress, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("etcd relay: %w", err)
+		}
+		env.etcd = netnsfwd.Serve(ln, net.JoinHostPort(o.BindAddress, strconv.Itoa(ports[0])))
+		apiEtcdURL = "http://" + env.etcd.Addr()
+	}
 
 	token, err := randomHex(16)
 	if err != nil {
@@ -211,7 +225,7 @@ func StartProcess(ctx context.Context, o Options) (_ *Env, err error) {
 		serviceRange += "," + ServiceCIDRv6
 	}
 	args := []string{
-		"--etcd-servers=" + etcdURL,
+		"--etcd-servers=" + apiEtcdURL,
 		"--bind-address=" + o.BindAddress, "--advertise-address=" + o.BindAddress,
 		"--secure-port=" + strconv.Itoa(ports[2]),
 		"--cert-dir=" + certDir,
@@ -385,6 +399,16 @@ func (e *Env) RestartEtcd(ctx context.Context, sig syscall.Signal) error {
 	return nil
 }
 
+// SetEtcdLatency holds every request kube-apiserver sends etcd for d (the answers are not
+// held); zero ends it. The control plane must have been started with Options.EtcdRelay.
+func (e *Env) SetEtcdLatency(d time.Duration) error {
+	if e.etcd == nil {
+		return fmt.Errorf("etcd latency: the control plane runs without Options.EtcdRelay")
+	}
+	e.etcd.SetDelay(d)
+	return nil
+}
+
 func (e *Env) stop(name string, sig syscall.Signal) error {
 	i := slices.IndexFunc(e.procs, func(p *proc.Proc) bool { return p.Name == name })
 	if i < 0 {
@@ -402,6 +426,10 @@ func (e *Env) Stop() {
 		_ = e.procs[i].Stop(syscall.SIGTERM, 5*time.Second)
 	}
 	e.procs = nil
+	if e.etcd != nil {
+		e.etcd.Close()
+		e.etcd = nil
+	}
 	if e.ownsDir {
 		_ = os.RemoveAll(e.Dir)
 	}
