@@ -88,6 +88,10 @@ type flowLogManager struct {
 
 func newFlowLogManager(node string, run netnsrun.Runner, sc SysctlWriter, m *metrics.Metrics, rules *flowRules, log *slog.Logger) *flowLogManager {
 	c := flowlog.Counters{Records: m.FlowRecords, Dropped: m.FlowRecordsDropped}
+	for _, reason := range []string{flowlog.DropCap, flowlog.DropSubscriber, flowlog.DropConnections} {
+		// Present at zero, so a dashboard's rate has a series before the first drop.
+		m.FlowRecordsDropped.WithLabelValues(reason)
+	}
 	return &flowLogManager{
 		node: node, run: run, sysctl: sc, log: log, rules: rules, count: c,
 		agg:  flowlog.NewAggregator(node, v1.DefaultFlowLogMaxRecords, c),
