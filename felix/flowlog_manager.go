@@ -150,7 +150,7 @@ func (m *flowLogManager) CompleteDeferredWork(_ context.Context, resync bool) er
 	}
 	// Accounting counts each connection's packets and bytes; it is the namespace's setting, set
 	// again at each resync like felix's other sysctls.
-	if err := m.sysctl.Set(sysctl.Setting{Key: "net/netfilter/nf_conntrack_acct", Value: "1"}); err != nil {
+	if err := m.sysctl.Set(sysctl.ConntrackAccounting()...); err != nil {
 		return fmt.Errorf("flow logs: conntrack accounting: %w", err)
 	}
 	if m.capture != nil && m.want == m.running {
