@@ -83,7 +83,7 @@ func run(ctx context.Context, l *lab.Lab) (err error) {
 	if err != nil {
 		return fmt.Errorf("connection rate with policies: %w", err)
 	}
-	flowOn, flowOff, err := w.flowLogRates(ctx)
+	flowOn, flowOff, flowCounts, err := w.flowLogRates(ctx)
 	if err != nil {
 		return fmt.Errorf("connection rate with flow logs: %w", err)
 	}
@@ -131,6 +131,7 @@ func run(ctx context.Context, l *lab.Lab) (err error) {
 		connWindows, none, policies, with, with/none)
 	fmt.Printf("packet path, the same pods and %d policies, window by window in turn: flow logs on %.0f, off %.0f; ratio %.3f   [target ≥ 0.90]\n",
 		policies, flowOn, flowOff, flowOn/flowOff)
+	fmt.Printf("flow logs counted (%s)\n", flowCounts)
 	fmt.Printf("packet path, the same pods, %d AdminNetworkPolicies + %d policies %.0f; ratio to no policy %.3f; window by window in turn with the %d of them that select server or client out (the %d's path) %.0f: ratio %.3f\n",
 		adminPolicies, policies, withAdmin, withAdmin/none, webAdmins+wideAdmins, policies, pathOut, withAdmin/pathOut)
 	return nil
