@@ -28,9 +28,9 @@ var (
 	remote = netip.MustParseAddr("203.0.113.9")
 	res    = fakeResolver{
 		rules: map[string]Rule{
-			"tabby:deny":   {Verdict: flow.Deny, Direction: "ingress", Text: "NetworkPolicy demo/deny-db ingress (no rule matched)"},
-			"tabby:egress": {Verdict: flow.Allow, Direction: "egress", Text: "NetworkPolicy demo/out egress rule 0 (Allow)"},
-			"tabby:web":    {Verdict: flow.Allow, Direction: "ingress", Text: "NetworkPolicy demo/web ingress rule 0 (Allow)"},
+			"tabby-deny":   {Verdict: flow.Deny, Direction: "ingress", Text: "NetworkPolicy demo/deny-db ingress (no rule matched)"},
+			"tabby-egress": {Verdict: flow.Allow, Direction: "egress", Text: "NetworkPolicy demo/out egress rule 0 (Allow)"},
+			"tabby-web":    {Verdict: flow.Allow, Direction: "ingress", Text: "NetworkPolicy demo/web ingress rule 0 (Allow)"},
 		},
 		pods: map[netip.Addr][2]string{client: {"demo", "client"}, server: {"demo", "server"}, db: {"demo", "db"}},
 	}
@@ -48,14 +48,14 @@ func TestJoinerVerdictsAndConnections(t *testing.T) {
 
 	// A denied connection: two SYNs, no conntrack entry.
 	deny := tcp(client, db, 40000, 5432)
-	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby:deny", Len: 60})
-	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby:deny", Len: 60})
+	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby-deny", Len: 60})
+	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby-deny", Len: 60})
 	// An allowed one logged on both sides: the destination's ingress rule names it. Its
 	// conntrack event comes first.
 	web := tcp(client, server, 40001, 80)
 	j.OnConn(t0, ConnEvent{Tuple: web})
-	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby:web", Len: 60})
-	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby:egress", Len: 60})
+	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby-web", Len: 60})
+	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby-egress", Len: 60})
 	// No rule logged it: no policy. Host traffic (no pod) is not recorded.
 	open := tcp(client, remote, 40002, 443)
 	j.OnConn(t0, ConnEvent{Tuple: open})
@@ -107,7 +107,7 @@ func TestJoinerBounded(t *testing.T) {
 		t.Fatalf("dropped %v", n)
 	}
 	// Verdicts whose connection never comes are forgotten.
-	j.OnPacket(t0, Packet{Tuple: tcp(client, server, 2000, 80), Prefix: "tabby:web", Len: 1})
+	j.OnPacket(t0, Packet{Tuple: tcp(client, server, 2000, 80), Prefix: "tabby-web", Len: 1})
 	j.Resolve(t0.Add(3 * joinGrace))
 	if len(j.pending) != 0 {
 		t.Fatalf("%d verdicts kept", len(j.pending))

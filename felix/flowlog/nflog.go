@@ -2,7 +2,6 @@ package flowlog
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -22,9 +21,8 @@ const (
 	nfulaCfgCmd  = 1
 	nfulaCfgMode = 2
 
-	nfulnlCfgCmdBind   = 1
-	nfulnlCfgCmdUnbind = 2
-	nfulnlCopyPacket   = 2
+	nfulnlCfgCmdBind = 1
+	nfulnlCopyPacket = 2
 
 	nfulaPayload = 9
 	nfulaPrefix  = 10
@@ -106,11 +104,9 @@ func (r *nflogReader) read() ([]Packet, error) {
 	return out, nil
 }
 
-func (r *nflogReader) close() error {
-	// Unbinding lets the next reader of the namespace bind at once.
-	err := configNFLOG(r.c, []netfilter.Attribute{{Type: nfulaCfgCmd, Data: []byte{nfulnlCfgCmdUnbind}}})
-	return errors.Join(err, r.c.Close())
-}
+// close closes the socket, which unbinds the group (the kernel drops a closed socket's
+// instances); an unbind request here would race the reader for its acknowledgement.
+func (r *nflogReader) close() error { return r.c.Close() }
 
 // ParseIP reads a packet's tuple and length from its IP header (and the transport header's
 // ports when present).

@@ -183,6 +183,9 @@ func (k *kernel) parseRule(chain, text string) kernelRule {
 				if len(f[i+3]) > 63 {
 					bad("NFLOG prefix longer than 63 bytes")
 				}
+				if strings.Trim(f[i+3], "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+					bad("NFLOG prefix iptables-save would print quoted")
+				}
 				r.target, r.prefix = "NFLOG", f[i+3]
 				i = len(f)
 				continue

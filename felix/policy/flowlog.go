@@ -11,8 +11,9 @@ import (
 // FlowLogGroup is the NFLOG group the policy chains log verdicts to when flow logs are on.
 const FlowLogGroup = 40
 
-// FlowLogPrefix starts the NFLOG prefix of every rule the policy chains log.
-const FlowLogPrefix = "tabby:"
+// FlowLogPrefix starts the NFLOG prefix of every rule the policy chains log. Prefixes hold only
+// lower-case letters, digits and dashes, which iptables-save prints unquoted.
+const FlowLogPrefix = "tabby-"
 
 // FlowRule is what an NFLOG prefix of the policy chains stands for, when flow logs are on: the
 // verdict ("allow" or "deny"), the side whose policy gave it ("ingress" or "egress") and the
