@@ -8,18 +8,23 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/netfilter"
+
+	"github.com/tabbynet/tabby/felix/policy"
 )
 
 // Group is the NFLOG group felix's policy rules log to and the reader binds.
-const Group = 40
+const Group = policy.FlowLogGroup
 
 // nfnetlink_log, from linux/netfilter/nfnetlink_log.h.
 const (
 	nfulnlMsgPacket = 0
 	nfulnlMsgConfig = 1
 
-	nfulaCfgCmd  = 1
-	nfulaCfgMode = 2
+	nfulaCfgCmd     = 1
+	nfulaCfgMode    = 2
+	nfulaCfgNLBufSz = 3
+	nfulaCfgTimeout = 4
+	nfulaCfgQThresh = 5
 
 	nfulnlCfgCmdBind = 1
 	nfulnlCopyPacket = 2
@@ -29,6 +34,10 @@ const (
 
 	// copyRange is enough of each packet for its IP and transport headers.
 	copyRange = 128
+	// Batching: up to policy.FlowLogThreshold packets a message, in a buffer of nlBufSize,
+	// sent at the latest after flushTimeout hundredths of a second.
+	nlBufSize    = 65536
+	flushTimeout = 10
 )
 
 // nflogReader reads the packets the kernel logs to Group.
@@ -54,9 +63,14 @@ func openNFLOG() (*nflogReader, error) {
 	mode := make([]byte, 6)
 	binary.BigEndian.PutUint32(mode, copyRange)
 	mode[4] = nfulnlCopyPacket
-	if err := configNFLOG(c, []netfilter.Attribute{{Type: nfulaCfgMode, Data: mode}}); err != nil {
+	if err := configNFLOG(c, []netfilter.Attribute{
+		{Type: nfulaCfgMode, Data: mode},
+		{Type: nfulaCfgNLBufSz, Data: binary.BigEndian.AppendUint32(nil, nlBufSize)},
+		{Type: nfulaCfgTimeout, Data: binary.BigEndian.AppendUint32(nil, flushTimeout)},
+		{Type: nfulaCfgQThresh, Data: binary.BigEndian.AppendUint32(nil, policy.FlowLogThreshold)},
+	}); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("nflog: set copy mode of group %d: %w", Group, err)
+		return nil, fmt.Errorf("nflog: configure group %d: %w", Group, err)
 	}
 	return &nflogReader{c: c}, nil
 }
