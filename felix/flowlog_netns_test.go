@@ -3,6 +3,7 @@ package felix
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -204,6 +205,36 @@ func TestFlowLogsInNetns(t *testing.T) {
 		}
 	}
 	t.Logf("records: %+v", last)
+
+	// A connection's end adds its packets and bytes (conntrack's DESTROY, with accounting):
+	// reset, its entry goes within conntrack's CLOSE timeout (10s).
+	for _, fam := range ipfamily.All {
+		c, err := dialIn(client, to("server", fam), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%v: %v", fam, err)
+		}
+		if err := echo(c, 5*time.Second); err != nil {
+			t.Fatalf("%v: echo: %v", fam, err)
+		}
+		_ = c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}
+	waitUntil(t, 60*time.Second, "the ended connections' packets counted", func() bool {
+		for _, fam := range ipfamily.All {
+			var conns, pkts uint64
+			_ = f.FlowLog().Flows(context.Background(), flow.Filter{To: "srv/server", Verdict: flow.Allow}, false, func(r flow.Record) error {
+				if ipfamily.OfAddr(r.Dst.IP) == fam {
+					conns, pkts = conns+r.Connections, pkts+r.Packets
+				}
+				return nil
+			})
+			// The first packet of each is counted from its log; the rest only from its end.
+			if pkts < conns+4 {
+				return false
+			}
+		}
+		return true
+	})
 
 	// A follower gets a new record as its interval closes (after the ones kept).
 	fctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
