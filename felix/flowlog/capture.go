@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// ctDrainInterval is how often the conntrack events queued are read.
+const ctDrainInterval = 50 * time.Millisecond
+
 // Opener runs fn in felix's network namespace (netnsrun.Runner): the sockets are opened there.
 type Opener func(fn func() error) error
 
@@ -78,12 +81,15 @@ func StartCapture(open Opener, j *Joiner, agg *Aggregator, interval time.Duratio
 func (c *Capture) loop(ctx context.Context, packets <-chan []Packet, readErr <-chan error, j *Joiner, agg *Aggregator, interval time.Duration, log *slog.Logger) {
 	resolve := time.NewTicker(joinGrace / 2)
 	defer resolve.Stop()
+	drain := time.NewTicker(ctDrainInterval)
+	defer drain.Stop()
 	flush := time.NewTicker(interval)
 	defer flush.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			now := time.Now()
+			_ = c.ct.drain(func(e ConnEvent) { j.OnConn(now, e) })
 			j.Resolve(now.Add(joinGrace))
 			agg.Close(now)
 			j.Reset()
@@ -93,13 +99,11 @@ func (c *Capture) loop(ctx context.Context, packets <-chan []Packet, readErr <-c
 			for _, p := range ps {
 				j.OnPacket(now, p)
 			}
-		case e := <-c.ct.events:
-			if ce, ok := connEvent(e); ok {
-				j.OnConn(time.Now(), ce)
+		case now := <-drain.C:
+			if err := c.ct.drain(func(e ConnEvent) { j.OnConn(now, e) }); err != nil {
+				log.Warn("flow log: conntrack reader stopped", "error", err)
+				return
 			}
-		case err := <-c.ct.errs:
-			log.Warn("flow log: conntrack reader stopped", "error", err)
-			return
 		case err := <-readErr:
 			log.Warn("flow log: NFLOG reader stopped", "error", err)
 			return

@@ -62,17 +62,23 @@ func BenchmarkCaptureConnections(b *testing.B) {
 				b.Fatal(err)
 			}
 			done := make(chan struct{})
+			stopped := make(chan struct{})
 			go func() {
+				defer close(stopped)
+				tick := time.NewTicker(ctDrainInterval)
+				defer tick.Stop()
 				for {
 					select {
-					case <-r.events:
-					case <-r.errs:
+					case <-tick.C:
+						if r.drain(func(ConnEvent) {}) != nil {
+							return
+						}
 					case <-done:
 						return
 					}
 				}
 			}()
-			return func() { _ = r.close(); close(done) }
+			return func() { close(done); <-stopped; _ = r.close() }
 		}},
 		{"capture", func(b *testing.B) func() {
 			agg := NewAggregator("n", 10000, Counters{})

@@ -1,36 +1,75 @@
 package flowlog
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
-	"github.com/ti-mo/netfilter"
+	"golang.org/x/sys/unix"
 )
 
-// ctReader follows conntrack's DESTROY events of the current network namespace.
+// nfnlgrpConntrackDestroy is NFNLGRP_CONNTRACK_DESTROY (linux/netfilter/nfnetlink.h).
+const nfnlgrpConntrackDestroy = 3
+
+// ctReader follows conntrack's DESTROY events of the current network namespace. Its socket is
+// read in batches (drain) rather than by a goroutine waiting on it: one connection ending is
+// one message, and a reader woken for each would cost a context switch a connection.
 type ctReader struct {
-	c      *conntrack.Conn
-	events chan conntrack.Event
-	errs   chan error
+	fd  int
+	buf []byte
 }
 
 func openConntrack() (*ctReader, error) {
-	c, err := conntrack.Dial(nil)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("conntrack: open netlink socket: %w", err)
 	}
-	// An overflow of the socket's buffer loses events (those connections' counts), not the
-	// subscription.
-	_ = c.SetReadBuffer(1 << 22)
-	_ = c.SetOption(netlink.NoENOBUFS, true)
-	r := &ctReader{c: c, events: make(chan conntrack.Event, 1024)}
-	r.errs, err = c.Listen(r.events, 1, []netfilter.NetlinkGroup{netfilter.GroupCTDestroy})
-	if err != nil {
-		c.Close()
+	// Room for the events between two drains; an overflow loses events (those connections'
+	// counts), not the subscription.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20); err != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_NO_ENOBUFS, 1)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (nfnlgrpConntrackDestroy - 1)}); err != nil {
+		_ = unix.Close(fd)
 		return nil, fmt.Errorf("conntrack: subscribe to destroy events: %w", err)
 	}
-	return r, nil
+	return &ctReader{fd: fd, buf: make([]byte, 1<<16)}, nil
+}
+
+// drain hands fn every event queued on the socket, without waiting for more.
+func (r *ctReader) drain(fn func(ConnEvent)) error {
+	for {
+		n, _, err := unix.Recvfrom(r.fd, r.buf, unix.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return fmt.Errorf("conntrack: read events: %w", err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(r.buf[:n])
+		if err != nil {
+			continue
+		}
+		for _, m := range msgs {
+			var e conntrack.Event
+			nm := netlink.Message{
+				Header: netlink.Header{Length: m.Header.Len, Type: netlink.HeaderType(m.Header.Type),
+					Flags: netlink.HeaderFlags(m.Header.Flags), Sequence: m.Header.Seq, PID: m.Header.Pid},
+				Data: m.Data,
+			}
+			if e.Unmarshal(nm) != nil {
+				continue
+			}
+			if ce, ok := connEvent(e); ok {
+				fn(ce)
+			}
+		}
+	}
 }
 
 // connEvent is e as the joiner takes it: the tuple the policy chains saw (the original source,
@@ -55,4 +94,4 @@ func connEvent(e conntrack.Event) (ConnEvent, bool) {
 	return ce, true
 }
 
-func (r *ctReader) close() error { return r.c.Close() }
+func (r *ctReader) close() error { return unix.Close(r.fd) }
