@@ -14,8 +14,9 @@
 // settings), tunnel.Manager (tunl0), vxlan.Manager (the VXLAN devices, their neighbour and FDB
 // entries and the routes through them, from the datastore), localroutes (each pod's host route
 // and the blackholes of this node's blocks), bgproutes (the routes BGP learned), nat
-// (natOutgoing) and the policy manager (policy_manager.go, over felix/policy's incremental
-// State). The route table (felix/routetable) takes each route-producing manager's routes as a
+// (natOutgoing), the policy manager (policy_manager.go, over felix/policy's incremental
+// State) and the flow log manager (flowlog_manager.go: felix/flowlog's capture while the
+// FelixConfiguration enables flow logs; FlowLog serves what it records). The route table (felix/routetable) takes each route-producing manager's routes as a
 // class of its own and programs, per prefix, the route of the class that wins; a manager added
 // with AddManager writes into the same Writers, touching neither the syncer nor the other
 // managers.
@@ -145,6 +146,10 @@ type Felix struct {
 	writers  Writers
 	tables   []*iptables.Table // every table of Writers, in apply order
 	managers []Manager
+	// flows records flows while the FelixConfiguration enables flow logs; flowRules are the
+	// rules the policy chains log, which the policy manager renders and the flow log reads.
+	flows     *flowLogManager
+	flowRules *flowRules
 	// writeRetryAt: the last write of the iptables tables and ipsets failed; they are tried
 	// again from then (zero = in line), not on every event before.
 	writeRetryAt time.Time
@@ -210,6 +215,7 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 		f.sysctl = sysctl.NewWriter(f.run)
 	}
 	f.metrics = metrics.New(f.reg)
+	f.flowRules = &flowRules{}
 	f.rt = routetable.New(f.h, routetable.Options{
 		Protocol: v1.RouteProtocol, GracePeriod: cfg.WorkloadGracePeriod,
 		IsWorkloadInterface: names.IsHostVeth, Log: f.log,
@@ -256,8 +262,11 @@ func (f *Felix) newManagers() {
 	}, f.managers...)
 }
 
-// Close releases the netlink handles felix opened.
+// Close stops the flow log's capture and releases the netlink handles felix opened.
 func (f *Felix) Close() {
+	if f.flows != nil {
+		f.flows.stop()
+	}
 	if f.ownsH && f.h != nil {
 		f.h.Close()
 	}
