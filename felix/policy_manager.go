@@ -44,6 +44,8 @@ type policyManager struct {
 
 	// counts, when set, is given the policies held by kind at each pass.
 	counts *prometheus.GaugeVec
+	// flowRules, when set, is given the rules the chains log at each pass that changed them.
+	flowRules *flowRules
 }
 
 func newPolicyManager(filter map[ipfamily.Family]ChainWriter, sets SetWriter) *policyManager {
