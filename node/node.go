@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +54,8 @@ type Agent struct {
 	tunnelKick chan struct{}
 	synced     chan struct{} // closed once the syncer has sent every object (model.InSync)
 	syncedOnce sync.Once
+	// flowLogsOn: the FelixConfiguration enables flow logs (felix records them).
+	flowLogsOn atomic.Bool
 }
 
 // Run runs tabby-node until ctx ends, then shuts down as cfg.Shutdown says.

@@ -87,7 +87,8 @@ func (a *Agent) serveObserve(restCfg *rest.Config) (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("observation endpoint: %w", err)
 	}
-	cfg := server.Config{Node: a.cfg.NodeName, Auth: reviewer, Log: a.log.With("component", "observe")}
+	cfg := server.Config{Node: a.cfg.NodeName, Auth: reviewer, Log: a.log.With("component", "observe"),
+		Flows: a.felix.FlowLog(), FlowsEnabled: a.flowLogsOn.Load}
 	if a.bgp != nil {
 		cfg.BGP = a.bgp
 	}
