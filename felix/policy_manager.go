@@ -2,6 +2,7 @@ package felix
 
 import (
 	"context"
+	"maps"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -91,6 +92,8 @@ func (m *policyManager) OnUpdate(msg any) {
 		m.state.RemoveEndpoint(u.Interface)
 	case PolicyInSync:
 		m.inSync = true
+	case model.FelixConfigurationUpdate:
+		m.state.SetFlowLogs(flowLogConfigOf(u.Config).enabled)
 	}
 }
 
@@ -125,6 +128,9 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 		}
 		w.SetBaseJumps(policy.ParentChain, forwardJump)
 		w.SetBaseJumps(policy.InputParentChain, inputJump)
+	}
+	if rules, changed := m.state.FlowRules(); changed && m.flowRules != nil {
+		m.flowRules.set(maps.Clone(rules))
 	}
 	return nil
 }
