@@ -88,7 +88,7 @@ func (a *app) flows(ctx context.Context, f flow.Filter, follow bool, output stri
 	}
 	c, err := observeclient.New(ctx, cfg, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (--ca-file and --token name the CA and the token)", err)
 	}
 	show := printFlowText(a.Out, time.Local)
 	if output == "json" {
