@@ -2,6 +2,7 @@ package felix
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -154,6 +155,9 @@ func TestFlowLogsInNetns(t *testing.T) {
 	if n := netfilterSockets(t, node); n != 0 {
 		t.Fatalf("flow logs off, %d netfilter netlink sockets open", n)
 	}
+	if v, err := node.Output("sysctl", "-n", "net.netfilter.nf_conntrack_acct"); err != nil || strings.TrimSpace(v) != "0" {
+		t.Fatalf("conntrack accounting %q (%v) with flow logs off", v, err)
+	}
 
 	f.OnUpdate(flowLogsUpdate(true))
 	waitUntil(t, 30*time.Second, "NFLOG rules and subscriptions", func() bool {
@@ -222,10 +226,46 @@ func TestFlowLogsInNetns(t *testing.T) {
 		}
 	}
 
+	// Turned off and on while connections are logged: each change takes effect (a capture
+	// that hung on stopping would hold up felix's loop, and this with it).
+	stopTraffic := make(chan struct{})
+	trafficDone := make(chan struct{})
+	go func() {
+		defer close(trafficDone)
+		for {
+			select {
+			case <-stopTraffic:
+				return
+			default:
+			}
+			if c, err := dialIn(client, to("server", ipfamily.IPv4), time.Second); err == nil {
+				c.Close()
+			}
+			_, _ = dialIn(client, to("db", ipfamily.IPv4), 50*time.Millisecond)
+		}
+	}()
+	for i := range 3 {
+		for _, on := range []bool{false, true} {
+			f.OnUpdate(flowLogsUpdate(on))
+			want := 0
+			if on {
+				want = 2
+			}
+			waitUntil(t, 30*time.Second, fmt.Sprintf("round %d: flow logs %v", i, on), func() bool {
+				return strings.Contains(iptablesSave(t, node), "NFLOG") == on && netfilterSockets(t, node) == want
+			})
+		}
+	}
+	close(stopTraffic)
+	<-trafficDone
+
 	f.OnUpdate(flowLogsUpdate(false))
 	waitUntil(t, 30*time.Second, "NFLOG rules and subscriptions gone", func() bool {
 		return !strings.Contains(iptablesSave(t, node), "NFLOG") && netfilterSockets(t, node) == 0
 	})
+	if v, err := node.Output("sysctl", "-n", "net.netfilter.nf_conntrack_acct"); err != nil || strings.TrimSpace(v) != "0" {
+		t.Errorf("conntrack accounting %q (%v) with flow logs off again, want 0 as before", v, err)
+	}
 	// What was recorded stays readable.
 	n := 0
 	_ = f.FlowLog().Flows(context.Background(), flow.Filter{}, false, func(flow.Record) error { n++; return nil })
