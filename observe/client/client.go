@@ -42,7 +42,8 @@ type Options struct {
 	ServerName string
 	// OnNodeError hears, as it happens, of every node that failed while the others went on:
 	// a node without the endpoint, one that refused the token, a stream that broke (a
-	// following stream is then opened again). nil: Flows returns them, joined, at its end.
+	// following stream is then opened again); node is empty for a failure to list the Nodes
+	// again while following. nil: Flows returns them, joined, at its end.
 	OnNodeError func(node string, err error)
 	// Timeout bounds connecting to a node and, for BGP, its whole answer; 10 s when zero.
 	Timeout time.Duration
@@ -53,6 +54,8 @@ type Client struct {
 	opts  Options
 	http  *http.Client
 	nodes func(ctx context.Context) ([]target, error)
+	// relistEvery: how often a following Flows lists the Nodes again (relistEvery when zero).
+	relistEvery time.Duration
 }
 
 // target is one node and its endpoint ("" when it records none).

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -329,5 +330,69 @@ func TestResume(t *testing.T) {
 	}
 	if at.fresh(c) || at.fresh(rec("node-1", "z", flow.Deny, t0.Add(-time.Second))) {
 		t.Error("an older record passed")
+	}
+}
+
+// Following, a node that joins the Node list is followed too, and one that leaves no more;
+// when every node refuses, Flows returns their errors instead of waiting for nothing.
+func TestFollowRelists(t *testing.T) {
+	cl := newCluster(t, "viewer")
+	all, err := cl.c.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	listed := all[:1] // node-1
+	cl.c.nodes = func(context.Context) ([]target, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return listed, nil
+	}
+	cl.c.relistEvery = 20 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got := make(chan flow.Record, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- cl.c.Flows(ctx, flow.Filter{Verdict: flow.Deny}, true, func(r flow.Record) error { got <- r; return nil })
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case r := <-got:
+			return r.Node + ":" + r.Src.Pod
+		case <-ctx.Done():
+			t.Fatal("no record")
+			return ""
+		}
+	}
+	if r := next(); r != "node-1:a" {
+		t.Fatalf("got %s, want node-1:a", r)
+	}
+	mu.Lock()
+	listed = all[:2] // node-2 joins
+	mu.Unlock()
+	if r := next(); r != "node-2:a" {
+		t.Fatalf("got %s, want node-2:a from the node that joined", r)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Flows returned %v", err)
+	}
+
+	refused := newCluster(t, "stolen")
+	// node-1 and node-2 refuse the token, node-4 has no endpoint (node-3, down, would be tried
+	// again as long as Flows runs: it may come back).
+	refusing, err := refused.c.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing = slices.DeleteFunc(refusing, func(t target) bool { return t.node == "node-3" })
+	refused.c.nodes = func(context.Context) ([]target, error) { return refusing, nil }
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel2()
+	err = refused.c.Flows(ctx2, flow.Filter{}, true, func(flow.Record) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "answers 401") || ctx2.Err() != nil {
+		t.Errorf("every node refusing: Flows returned %v (deadline: %v)", err, ctx2.Err())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"sync"
@@ -21,26 +22,29 @@ import (
 // every node's kept records merged in time order; with follow, those and then each new one as
 // its node sends it, until ctx ends. A node that fails is reported (Options.OnNodeError, else
 // in the returned error) while the others go on; a following stream that breaks is opened
-// again from its last record. It returns send's error, the nodes' errors when none answered,
-// or, following, ctx's: it is a flow.Source of the whole cluster.
+// again from its last record, and the Nodes are listed again now and then, so a node that
+// joins (or gets its endpoint) is followed too. It returns send's error, the nodes' errors when
+// none answered (following: when no stream is left), or, following, ctx's: it is a flow.Source
+// of the whole cluster.
 func (c *Client) Flows(ctx context.Context, f flow.Filter, follow bool, send func(flow.Record) error) error {
 	if err := f.Check(); err != nil {
 		return err
 	}
-	targets, err := c.nodes(ctx)
+	targets, err := c.targets(ctx, f.Node)
 	if err != nil {
 		return err
 	}
-	if f.Node != "" {
-		targets = slices.DeleteFunc(targets, func(t target) bool { return t.node != f.Node })
-		if len(targets) == 0 {
-			return fmt.Errorf("node %q: no such Node", f.Node)
-		}
+	if f.Node != "" && len(targets) == 0 {
+		return fmt.Errorf("node %q: no such Node", f.Node)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := &merge{c: c, send: send, stop: cancel, follow: follow}
-	onNodes(targets, func(t target) { m.node(ctx, t, f) })
+	if follow {
+		m.followNodes(ctx, f, targets)
+	} else {
+		onNodes(targets, func(t target) { m.node(ctx, t, f) })
+	}
 	if m.sendErr != nil {
 		return m.sendErr
 	}
@@ -55,7 +59,7 @@ func (c *Client) Flows(ctx context.Context, f flow.Filter, follow bool, send fun
 		}
 	}
 	if m.answered == 0 || c.opts.OnNodeError == nil {
-		if err := errors.Join(m.errs...); err != nil {
+		if err := m.nodeErrors(); err != nil {
 			return err
 		}
 	}
@@ -63,6 +67,94 @@ func (c *Client) Flows(ctx context.Context, f flow.Filter, follow bool, send fun
 		return ctx.Err()
 	}
 	return nil
+}
+
+// targets are the Nodes, or node's alone.
+func (c *Client) targets(ctx context.Context, node string) ([]target, error) {
+	targets, err := c.nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if node != "" {
+		targets = slices.DeleteFunc(targets, func(t target) bool { return t.node != node })
+	}
+	return targets, nil
+}
+
+// relistEvery is how often a following Flows lists the Nodes again.
+const relistEvery = 30 * time.Second
+
+// followNodes follows every target, and those the Node list gains; a node whose address
+// changes is followed at the new one, one that is gone no more. It returns when ctx ends or
+// no stream is left (every node refused).
+func (m *merge) followNodes(ctx context.Context, f flow.Filter, targets []target) {
+	type stream struct {
+		addr string
+		stop context.CancelFunc
+	}
+	streams := map[string]stream{}
+	ended := make(chan struct{})
+	live := 0
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	launch := func(t target) {
+		sctx, stop := context.WithCancel(ctx)
+		streams[t.node] = stream{addr: t.addr, stop: stop}
+		live++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.node(sctx, t, f)
+			select {
+			case ended <- struct{}{}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for _, t := range targets {
+		launch(t)
+	}
+	every := m.c.relistEvery
+	if every <= 0 {
+		every = relistEvery
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ended:
+			if live--; live == 0 {
+				return
+			}
+			continue
+		case <-tick.C:
+		}
+		now, err := m.c.targets(ctx, f.Node)
+		if err != nil {
+			if ctx.Err() == nil && m.c.opts.OnNodeError != nil {
+				m.c.opts.OnNodeError("", err)
+			}
+			continue
+		}
+		seen := map[string]bool{}
+		for _, t := range now {
+			seen[t.node] = true
+			if s, ok := streams[t.node]; !ok || s.addr != t.addr {
+				if ok {
+					s.stop()
+				}
+				launch(t)
+			}
+		}
+		for node, s := range streams {
+			if !seen[node] {
+				s.stop()
+				delete(streams, node)
+			}
+		}
+	}
 }
 
 // merge is one Flows call: it serialises send over the nodes' streams and collects their
@@ -76,8 +168,8 @@ type merge struct {
 	mu       sync.Mutex
 	kept     []flow.Record // without follow: sorted and sent at the end
 	sendErr  error
-	errs     []error
-	answered int // nodes that streamed at least once
+	errs     map[string]error // each node's latest failure
+	answered int              // nodes that streamed at least once
 }
 
 func (m *merge) record(r flow.Record) error {
@@ -100,11 +192,25 @@ func (m *merge) record(r flow.Record) error {
 
 func (m *merge) failed(node string, err error) {
 	m.mu.Lock()
-	m.errs = append(m.errs, &NodeError{Node: node, Err: err})
+	if m.errs == nil {
+		m.errs = map[string]error{}
+	}
+	m.errs[node] = &NodeError{Node: node, Err: err}
 	m.mu.Unlock()
 	if m.c.opts.OnNodeError != nil {
 		m.c.opts.OnNodeError(node, err)
 	}
+}
+
+// nodeErrors joins the nodes' latest failures, by node.
+func (m *merge) nodeErrors() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	for _, node := range slices.Sorted(maps.Keys(m.errs)) {
+		errs = append(errs, m.errs[node])
+	}
+	return errors.Join(errs...)
 }
 
 // Backoff of a following stream opened again.
