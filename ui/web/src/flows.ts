@@ -34,7 +34,7 @@ export function flowRow(r: FlowRecord): HTMLTableRowElement {
   tr.dataset.to = endpoint(r.dst);
   tr.dataset.rule = r.rule;
   cell(tr, time(r.end), "time");
-  cell(tr, r.node);
+  cell(tr, r.node, "node");
   cell(tr, endpoint(r.src), "ep");
   cell(tr, endpoint(r.dst), "ep");
   cell(tr, r.dstPort ? `${r.protocol}/${r.dstPort}` : r.protocol);

@@ -1,7 +1,7 @@
 import type { Edge, Topology, Vertex } from "./types";
 
 const svgNS = "http://www.w3.org/2000/svg";
-const width = 960;
+const width = 800;
 const height = 540;
 
 // stateClass groups BGP FSM states by what an operator does about them.
@@ -26,13 +26,13 @@ interface Point {
   y: number;
 }
 
-function ring(ids: string[], cx: number, cy: number, r: number, out: Map<string, Point>): void {
+function ring(ids: string[], cx: number, cy: number, r: number, turn: number, out: Map<string, Point>): void {
   ids.forEach((id, i) => {
     if (ids.length === 1) {
       out.set(id, { x: cx, y: cy });
       return;
     }
-    const a = -Math.PI / 2 + (2 * Math.PI * i) / ids.length;
+    const a = -Math.PI / 2 + turn + (2 * Math.PI * i) / ids.length;
     out.set(id, { x: cx + r * Math.cos(a), y: cy + r * Math.sin(a) });
   });
 }
@@ -46,16 +46,17 @@ export function layout(t: Topology): Map<string, Point> {
   const nodes = t.nodes.filter((v) => v.kind === "node");
   const rrs = nodes.filter((v) => v.routeReflector).map((v) => v.id);
   const others = nodes.filter((v) => !v.routeReflector).map((v) => v.id);
-  external.forEach((id, i) => pos.set(id, { x: ((i + 1) * width) / (external.length + 1), y: 50 }));
+  external.forEach((id, i) => pos.set(id, { x: ((i + 1) * width) / (external.length + 1), y: 40 }));
   const cx = width / 2;
-  const cy = external.length ? height / 2 + 45 : height / 2;
-  const outer = Math.min(width, height) / 2 - (external.length ? 100 : 70);
+  const cy = external.length ? height / 2 + 40 : height / 2;
+  const outer = Math.min(width, height) / 2 - (external.length ? 110 : 75);
+  // With routers above, no node sits right under them, where their lines to the others pass.
+  const ringNodes = rrs.length && others.length ? others : [...rrs, ...others];
+  const turn = external.length && ringNodes.length > 1 ? Math.PI / ringNodes.length : 0;
   if (rrs.length && others.length) {
-    ring(rrs, cx, cy, rrs.length === 1 ? 0 : outer * 0.35, pos);
-    ring(others, cx, cy, outer, pos);
-  } else {
-    ring([...rrs, ...others], cx, cy, outer, pos);
+    ring(rrs, cx, cy, rrs.length === 1 ? 0 : outer * 0.35, 0, pos);
   }
+  ring(ringNodes, cx, cy, outer, turn, pos);
   return pos;
 }
 
