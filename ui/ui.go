@@ -38,7 +38,8 @@ type Options struct {
 	// Heartbeat is how often an idle flow stream sends a comment, so that a proxy keeps it open
 	// and a closed page is noticed (default 15 s).
 	Heartbeat time.Duration
-	// BGPTimeout bounds one topology read (default 10 s).
+	// BGPTimeout bounds one topology read (default 30 s: longer than the backend's own wait
+	// for a node, so one node that does not answer is reported as such, not as a failed read).
 	BGPTimeout time.Duration
 }
 
@@ -58,7 +59,7 @@ func NewHandler(b Backend, o Options) http.Handler {
 		o.Heartbeat = 15 * time.Second
 	}
 	if o.BGPTimeout <= 0 {
-		o.BGPTimeout = 10 * time.Second
+		o.BGPTimeout = 30 * time.Second
 	}
 	site, err := fs.Sub(dist, "web/dist")
 	if err != nil {
