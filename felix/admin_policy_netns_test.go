@@ -79,24 +79,31 @@ func newAdminLab(t *testing.T) *adminLab {
 // addPod makes a pod namespace behind cali veth number i, with an address of each family and
 // routes both ways.
 func (l *adminLab) addPod(name string, i int) {
-	t := l.t
+	p := newLabPod(l.t, l.node, name, i)
+	l.pods[name] = p
+	l.m.OnUpdate(PodUpdate{Pod: &policy.Pod{Key: p.key, Labels: map[string]string{"app": p.key.Name}}})
+	l.m.OnUpdate(model.WorkloadUpdate{Workload: model.Workload{Pod: p.key, Interface: p.iface}})
+}
+
+// newLabPod makes pod NAMESPACE/NAME in a namespace behind cali veth number i of node, with
+// 10.244.i.2 and fd00:10:244::i:2 and routes both ways.
+func newLabPod(t *testing.T, node *nstest.NS, name string, i int) *labPod {
+	t.Helper()
 	ns, podName, _ := strings.Cut(name, "/")
 	key := policy.Key{Namespace: ns, Name: podName}
 	p := &labPod{key: key, ns: nstest.New(t), iface: fmt.Sprintf("cali%011d", i)}
 	p.ips.Set(ipfamily.IPv4, netip.MustParseAddr(fmt.Sprintf("10.244.%d.2", i)))
 	p.ips.Set(ipfamily.IPv6, netip.MustParseAddr(fmt.Sprintf("fd00:10:244::%d:2", i)))
-	l.node.Exec(t, "ip", "link", "add", p.iface, "type", "veth", "peer", "name", "eth0", "netns", p.ns.Path())
-	l.node.Exec(t, "ip", "addr", "add", fmt.Sprintf("10.244.%d.1/24", i), "dev", p.iface)
-	l.node.Exec(t, "ip", "addr", "add", fmt.Sprintf("fd00:10:244::%d:1/112", i), "dev", p.iface, "nodad")
-	l.node.Exec(t, "ip", "link", "set", p.iface, "up")
+	node.Exec(t, "ip", "link", "add", p.iface, "type", "veth", "peer", "name", "eth0", "netns", p.ns.Path())
+	node.Exec(t, "ip", "addr", "add", fmt.Sprintf("10.244.%d.1/24", i), "dev", p.iface)
+	node.Exec(t, "ip", "addr", "add", fmt.Sprintf("fd00:10:244::%d:1/112", i), "dev", p.iface, "nodad")
+	node.Exec(t, "ip", "link", "set", p.iface, "up")
 	p.ns.Exec(t, "ip", "addr", "add", p.ips.Get(ipfamily.IPv4).String()+"/24", "dev", "eth0")
 	p.ns.Exec(t, "ip", "addr", "add", p.ips.Get(ipfamily.IPv6).String()+"/112", "dev", "eth0", "nodad")
 	p.ns.Exec(t, "ip", "link", "set", "eth0", "up")
 	p.ns.Exec(t, "ip", "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i))
 	p.ns.Exec(t, "ip", "-6", "route", "add", "default", "via", fmt.Sprintf("fd00:10:244::%d:1", i))
-	l.pods[name] = p
-	l.m.OnUpdate(PodUpdate{Pod: &policy.Pod{Key: key, Labels: map[string]string{"app": key.Name}}})
-	l.m.OnUpdate(model.WorkloadUpdate{Workload: model.Workload{Pod: key, Interface: p.iface}})
+	return p
 }
 
 // apply runs the manager's pass and the writers as felix's loop does.

@@ -145,6 +145,10 @@ type Felix struct {
 	writers  Writers
 	tables   []*iptables.Table // every table of Writers, in apply order
 	managers []Manager
+	// flows records flows while the FelixConfiguration enables flow logs; flowRules are the
+	// rules the policy chains log, which the policy manager renders and the flow log reads.
+	flows     *flowLogManager
+	flowRules *flowRules
 	// writeRetryAt: the last write of the iptables tables and ipsets failed; they are tried
 	// again from then (zero = in line), not on every event before.
 	writeRetryAt time.Time
@@ -210,6 +214,7 @@ func New(cfg Config, opts ...Option) (*Felix, error) {
 		f.sysctl = sysctl.NewWriter(f.run)
 	}
 	f.metrics = metrics.New(f.reg)
+	f.flowRules = &flowRules{}
 	f.rt = routetable.New(f.h, routetable.Options{
 		Protocol: v1.RouteProtocol, GracePeriod: cfg.WorkloadGracePeriod,
 		IsWorkloadInterface: names.IsHostVeth, Log: f.log,
@@ -256,8 +261,11 @@ func (f *Felix) newManagers() {
 	}, f.managers...)
 }
 
-// Close releases the netlink handles felix opened.
+// Close stops the flow log's capture and releases the netlink handles felix opened.
 func (f *Felix) Close() {
+	if f.flows != nil {
+		f.flows.stop()
+	}
 	if f.ownsH && f.h != nil {
 		f.h.Close()
 	}

@@ -118,6 +118,11 @@ func (f *Felix) applyPass(ctx context.Context) error {
 // Run is the event loop: netlink subscriptions, messages, timed work (grace periods, retries)
 // and the periodic resync. It returns when ctx ends.
 func (f *Felix) Run(ctx context.Context) error {
+	defer func() {
+		f.dpMu.Lock()
+		f.flows.stop()
+		f.dpMu.Unlock()
+	}()
 	for {
 		err := f.runSubscribed(ctx)
 		if ctx.Err() != nil {

@@ -2,6 +2,7 @@ package felix
 
 import (
 	"context"
+	"maps"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,6 +45,8 @@ type policyManager struct {
 
 	// counts, when set, is given the policies held by kind at each pass.
 	counts *prometheus.GaugeVec
+	// flowRules, when set, is given the rules the chains log at each pass that changed them.
+	flowRules *flowRules
 }
 
 func newPolicyManager(filter map[ipfamily.Family]ChainWriter, sets SetWriter) *policyManager {
@@ -89,6 +92,8 @@ func (m *policyManager) OnUpdate(msg any) {
 		m.state.RemoveEndpoint(u.Interface)
 	case PolicyInSync:
 		m.inSync = true
+	case model.FelixConfigurationUpdate:
+		m.state.SetFlowLogs(flowLogConfigOf(u.Config).enabled)
 	}
 }
 
@@ -123,6 +128,9 @@ func (m *policyManager) CompleteDeferredWork(_ context.Context, resync bool) err
 		}
 		w.SetBaseJumps(policy.ParentChain, forwardJump)
 		w.SetBaseJumps(policy.InputParentChain, inputJump)
+	}
+	if rules, changed := m.state.FlowRules(); changed && m.flowRules != nil {
+		m.flowRules.set(maps.Clone(rules))
 	}
 	return nil
 }

@@ -83,7 +83,9 @@ func (f *Felix) newWriters() error {
 	}
 	pm := newPolicyManager(filter, sets)
 	pm.counts = f.metrics.Policies
-	f.managers = append(f.managers, nat.New(f.writers.NAT, sets, nat.Options{RandomFully: feat.RandomFully, Log: f.log}), pm)
+	pm.flowRules = f.flowRules
+	f.flows = newFlowLogManager(f.cfg.NodeName, f.run, f.sysctl, f.metrics, f.flowRules, f.log)
+	f.managers = append(f.managers, nat.New(f.writers.NAT, sets, nat.Options{RandomFully: feat.RandomFully, Log: f.log}), pm, f.flows)
 	f.holdDeletes(f.cfg.WaitForInSync)
 	f.log.Info("iptables writers", "backend", backend, "randomFully", feat.RandomFully, "tables", len(f.tables))
 	return nil

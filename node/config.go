@@ -51,6 +51,13 @@ type Config struct {
 	// PolicyStatus writes the status conditions of the AdminNetworkPolicies,
 	// BaselineAdminNetworkPolicy and ClusterNetworkPolicies while this node holds its Lease.
 	PolicyStatus bool
+	// ObserveAddr serves the node's flow log and BGP status over HTTPS (observe/server) at
+	// host:port; empty: off. ObserveAdvertise is the address recorded on the Node for readers
+	// (default: the node's BGP address and ObserveAddr's port).
+	ObserveAddr      string
+	ObserveAdvertise string
+	ObserveCertFile  string
+	ObserveKeyFile   string
 }
 
 // Validate checks the configuration before anything starts.
@@ -87,6 +94,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.TyphaService != "" || len(c.TyphaAddrs) > 0) && c.TyphaCAFile == "" {
 		return fmt.Errorf("--typha-ca-file is required with tabby-typha: the agent verifies its certificate")
+	}
+	if err := c.checkObserve(); err != nil {
+		return err
 	}
 	if v6 := c.BGPAddress.Get(ipfamily.IPv6); c.BGPAddress.Get(ipfamily.IPv4) == autodetect.None && (v6 == autodetect.None || v6 == "") {
 		// "" for IPv6 would let a Node without an IPv6 InternalIP start with no address at all.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +54,8 @@ type Agent struct {
 	tunnelKick chan struct{}
 	synced     chan struct{} // closed once the syncer has sent every object (model.InSync)
 	syncedOnce sync.Once
+	// flowLogsOn: the FelixConfiguration enables flow logs (felix records them).
+	flowLogsOn atomic.Bool
 }
 
 // Run runs tabby-node until ctx ends, then shuts down as cfg.Shutdown says.
@@ -166,6 +169,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	observe, err := a.serveObserve(restCfg)
+	if err != nil {
+		return err
+	}
 
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	g, gctx := errgroup.WithContext(runCtx)
@@ -209,6 +216,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ipamSrv.Stop() // waits for the IPAM calls in flight
 	_ = health.Close()
 	_ = metrics.Close()
+	if observe != nil {
+		_ = observe.Close()
+	}
 	stopRun()
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -289,9 +299,12 @@ func (a *Agent) waitForNode(ctx context.Context) (*corev1.Node, error) {
 // recordAddresses writes the detected addresses into the Node annotations felix and the other
 // nodes' speakers read; a node without IPv6 loses a stale IPv6 annotation. A node without BGP
 // says so, so that no other node's speaker opens a session to it. The same write records the
-// version this agent runs.
+// version this agent runs and where it serves its observation endpoint.
 func (a *Agent) recordAddresses(ctx context.Context, n *corev1.Node, addrs ipfamily.Pair[netip.Prefix]) error {
-	want := map[string]*string{v1.AnnotationNoBGP: nil, v1.AnnotationVersion: ptr(version.Version)}
+	want := map[string]*string{v1.AnnotationNoBGP: nil, v1.AnnotationVersion: ptr(version.Version), v1.AnnotationObserveAddress: nil}
+	if addr := a.cfg.observeAdvertised(addrs); addr != "" {
+		want[v1.AnnotationObserveAddress] = ptr(addr)
+	}
 	if !a.cfg.BGPEnabled() {
 		want[v1.AnnotationNoBGP] = ptr("true")
 	}

@@ -20,8 +20,12 @@ func (a *Agent) onUpdates(msgs []any) {
 	var toFelix, toBird []any
 	var synced, tunnelInputs bool
 	for _, msg := range msgs {
-		switch msg.(type) {
-		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta, model.FelixConfigurationUpdate:
+		switch u := msg.(type) {
+		case model.FelixConfigurationUpdate:
+			toFelix = append(toFelix, msg)
+			// The observation endpoint says flow logs are off while they are.
+			a.flowLogsOn.Store(u.Config != nil && u.Config.Spec.FlowLogs != nil && u.Config.Spec.FlowLogs.Enabled)
+		case model.WorkloadUpdate, model.WorkloadRemove, felix.PodIPsUpdate, felix.PodIPsDelta:
 			toFelix = append(toFelix, msg)
 		case model.BGPConfigurationUpdate, model.BGPPeerUpdate, model.BGPPeerRemove, model.BGPFilterUpdate, model.BGPFilterRemove, model.SecretUpdate, model.SecretRemove,
 			model.LoadBalancerPoolUpdate, model.LoadBalancerPoolRemove, model.ServiceUpdate, model.ServiceRemove:

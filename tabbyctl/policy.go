@@ -193,8 +193,11 @@ The exit status is 1 when it is denied.`,
 				verdict = "allowed"
 			}
 			fmt.Fprintf(a.Out, "\n%s -> %s %d/%s: %s\n", srcText, dstText, dport, proto, verdict)
+			// The rule lines are what flow logs record as the deciding rule.
 			fmt.Fprintf(a.Out, "  egress of the source:       %s%s\n", tierText(d.Egress), d.Egress.Reason)
+			fmt.Fprintf(a.Out, "    rule: %s\n", d.Egress.DecidingRule("egress"))
 			fmt.Fprintf(a.Out, "  ingress of the destination: %s%s\n", tierText(d.Ingress), d.Ingress.Reason)
+			fmt.Fprintf(a.Out, "    rule: %s\n", d.Ingress.DecidingRule("ingress"))
 			if !d.Allowed {
 				return &exitError{code: 1}
 			}

@@ -84,6 +84,7 @@ func NewCommand(s Streams) *cobra.Command {
 		a.nodeCommand(),
 		a.ipamCommand(),
 		a.policyCommand(),
+		a.flowsCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,27 @@ func TestFilterMatch(t *testing.T) {
 	} {
 		if got := tc.f.Match(r); got != tc.want {
 			t.Errorf("%+v: got %v, want %v", tc.f, got, tc.want)
+		}
+	}
+}
+
+func TestFilterCheck(t *testing.T) {
+	for _, ok := range []Filter{{}, {From: "demo/client", To: "demo/"}, {From: "10.244.1.5", To: "2001:db8::1"}, {Verdict: Deny}} {
+		if err := ok.Check(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+	for _, tc := range []struct {
+		f    Filter
+		want string
+	}{
+		{Filter{From: "client"}, `from: Invalid value: "client"`},
+		{Filter{To: "/pod"}, `to: Invalid value: "/pod"`},
+		{Filter{To: "a/b/c"}, `to: Invalid value: "a/b/c"`},
+		{Filter{Verdict: "drop"}, `verdict: Unsupported value: "drop"`},
+	} {
+		if err := tc.f.Check(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %s...", tc.f, err, tc.want)
 		}
 	}
 }

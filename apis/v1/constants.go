@@ -42,6 +42,10 @@ const (
 	// AnnotationVersion is the version of the tabby-node that runs on the node, which it records
 	// when it starts: `tabbyctl version` reads what the agents run from it, chart or no chart.
 	AnnotationVersion = "tabby.dev/version"
+	// AnnotationObserveAddress is where the node's tabby-node serves its flow log and BGP
+	// status over HTTPS (host:port), set while --observe-addr is: `tabbyctl flows` and the web
+	// view find every node's from it.
+	AnnotationObserveAddress = "tabby.dev/observe-address"
 )
 
 // Services of type LoadBalancer: what tabby's LoadBalancer IPAM and its service advertisement

@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -29,6 +31,27 @@ type FelixConfigurationSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	VXLANMTUV6 *int `json:"vxlanMTUV6,omitempty"`
+	// FlowLogs makes felix record each node's flows with the policy verdict that decided them.
+	// +optional
+	FlowLogs *FlowLogsSpec `json:"flowLogs,omitempty"`
+}
+
+// FlowLogsSpec configures felix's flow logs: NFLOG rules before the policy verdicts and a
+// conntrack subscription while enabled, neither while disabled.
+type FlowLogsSpec struct {
+	// Enabled turns flow logs on (default false).
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// FlushInterval is the interval flows are aggregated over (default 5s, 1s to 10m).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="must be between 1s and 10m"
+	// +optional
+	FlushInterval *metav1.Duration `json:"flushInterval,omitempty"`
+	// MaxRecords caps the records each node keeps: per interval, and closed ones for readers
+	// (default 10000, 100 to 1000000).
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxRecords *int `json:"maxRecords,omitempty"`
 }
 
 // Defaults of FelixConfigurationSpec.
@@ -41,6 +64,13 @@ const (
 	VXLANOverheadIPv6 = 70
 	// DefaultFelixConfigurationName is the one FelixConfiguration tabby reads.
 	DefaultFelixConfigurationName = "default"
+
+	DefaultFlowLogFlushInterval = 5 * time.Second
+	MinFlowLogFlushInterval     = time.Second
+	MaxFlowLogFlushInterval     = 10 * time.Minute
+	DefaultFlowLogMaxRecords    = 10000
+	MinFlowLogMaxRecords        = 100
+	MaxFlowLogMaxRecords        = 1000000
 )
 
 // FelixConfiguration is the cluster's dataplane configuration: a singleton named default.

@@ -155,7 +155,8 @@ var Cases = []Case{
 	{"bgpconfig asNumber 0", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.BGPConfigurationSpec{ASNumber: u32(0)}}, "asNumber"},
 	{"bgpconfig not default", &v1.BGPConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "metadata.name"},
 	// The one valid FelixConfiguration (a singleton): every field at an edge of its range.
-	{"felixconfig ok", felixConfig("default", v1.FelixConfigurationSpec{VXLANVNI: intp(1<<24 - 1), VXLANPort: intp(1), VXLANMTU: intp(0), VXLANMTUV6: intp(65535)}), ""},
+	{"felixconfig ok", felixConfig("default", v1.FelixConfigurationSpec{VXLANVNI: intp(1<<24 - 1), VXLANPort: intp(1), VXLANMTU: intp(0), VXLANMTUV6: intp(65535),
+		FlowLogs: &v1.FlowLogsSpec{Enabled: true, FlushInterval: &metav1.Duration{Duration: 10 * time.Minute}, MaxRecords: intp(100)}}), ""},
 	{"felixconfig not default", felixConfig("other", v1.FelixConfigurationSpec{}), "metadata.name"},
 	{"felixconfig VNI 0", felixConfig("default", v1.FelixConfigurationSpec{VXLANVNI: intp(0)}), "vxlanVNI"},
 	{"felixconfig VNI 2^24", felixConfig("default", v1.FelixConfigurationSpec{VXLANVNI: intp(1 << 24)}), "vxlanVNI"},
@@ -163,6 +164,9 @@ var Cases = []Case{
 	{"felixconfig port 65536", felixConfig("default", v1.FelixConfigurationSpec{VXLANPort: intp(65536)}), "vxlanPort"},
 	{"felixconfig MTU negative", felixConfig("default", v1.FelixConfigurationSpec{VXLANMTU: intp(-1)}), "vxlanMTU"},
 	{"felixconfig MTUV6 65536", felixConfig("default", v1.FelixConfigurationSpec{VXLANMTUV6: intp(65536)}), "vxlanMTUV6"},
+	{"felixconfig flush interval 500ms", felixConfig("default", v1.FelixConfigurationSpec{FlowLogs: &v1.FlowLogsSpec{FlushInterval: &metav1.Duration{Duration: 500 * time.Millisecond}}}), "flushInterval"},
+	{"felixconfig flush interval 11m", felixConfig("default", v1.FelixConfigurationSpec{FlowLogs: &v1.FlowLogsSpec{FlushInterval: &metav1.Duration{Duration: 11 * time.Minute}}}), "flushInterval"},
+	{"felixconfig max records 99", felixConfig("default", v1.FelixConfigurationSpec{FlowLogs: &v1.FlowLogsSpec{MaxRecords: intp(99)}}), "maxRecords"},
 }
 
 // Object dispatches to the validator of obj's kind.

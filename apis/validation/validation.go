@@ -316,6 +316,17 @@ func FelixConfiguration(c *v1.FelixConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child(f.name), *f.v, fmt.Sprintf("must be between %d and %d: %s", f.lo, f.hi, f.meaning)))
 		}
 	}
+	if fl := c.Spec.FlowLogs; fl != nil {
+		p := spec.Child("flowLogs")
+		if fl.FlushInterval != nil {
+			if d := fl.FlushInterval.Duration; d < v1.MinFlowLogFlushInterval || d > v1.MaxFlowLogFlushInterval {
+				errs = append(errs, field.Invalid(p.Child("flushInterval"), d.String(), fmt.Sprintf("must be between %s and %s", v1.MinFlowLogFlushInterval, v1.MaxFlowLogFlushInterval)))
+			}
+		}
+		if n := fl.MaxRecords; n != nil && (*n < v1.MinFlowLogMaxRecords || *n > v1.MaxFlowLogMaxRecords) {
+			errs = append(errs, field.Invalid(p.Child("maxRecords"), *n, fmt.Sprintf("must be between %d and %d: the records a node keeps", v1.MinFlowLogMaxRecords, v1.MaxFlowLogMaxRecords)))
+		}
+	}
 	return errs
 }
 

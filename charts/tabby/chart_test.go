@@ -340,6 +340,21 @@ func TestTemplateVXLAN(t *testing.T) {
 	}
 }
 
+func TestTemplateFlowLogs(t *testing.T) {
+	fc := decode[v1.FelixConfiguration](t, objects(t, helm(t, "template", "tabby", ".",
+		"--set", "flowLogs.enabled=true", "--set", "flowLogs.flushInterval=10s", "--set", "flowLogs.maxRecords=5000")), "FelixConfiguration/default")
+	fl := fc.Spec.FlowLogs
+	if fl == nil || !fl.Enabled || fl.FlushInterval == nil || fl.FlushInterval.Duration != 10*time.Second || fl.MaxRecords == nil || *fl.MaxRecords != 5000 || fc.Spec.VXLANVNI != nil {
+		t.Errorf("FelixConfiguration %+v flowLogs %+v", fc.Spec, fl)
+	}
+	if errs := validation.FelixConfiguration(fc); len(errs) > 0 {
+		t.Errorf("FelixConfiguration invalid: %v", errs)
+	}
+	if strings.Contains(helm(t, "template", "tabby", "."), "flowLogs") {
+		t.Error("flowLogs rendered by default")
+	}
+}
+
 // Every kind tabby-typha serves (client.FannedOut) may be listed and watched by tabby-node (its
 // informers go through tabby-typha or, while no replica answers, to the API server) and by
 // tabby-typha (its feeds): a kind added to the fan-out and not to the chart's RBAC fails here.

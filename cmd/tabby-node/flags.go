@@ -62,6 +62,10 @@ func agentFlags(cfg *node.Config, logLevel *string) []flagGroup {
 			fs.StringVar(&cfg.HealthAddr, "health-addr", ":9099", "liveness/readiness HTTP address (/livez, /readyz); empty disables")
 			fs.StringVar(&cfg.MetricsAddr, "metrics-addr", ":9091", "Prometheus metrics HTTP address (/metrics); empty disables")
 			fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof on the metrics address")
+			fs.StringVar(&cfg.ObserveAddr, "observe-addr", "", "serve the node's flow log and BGP status over HTTPS here (e.g. :9095; tabbyctl flows and the web view read it); empty disables")
+			fs.StringVar(&cfg.ObserveAdvertise, "observe-advertise-addr", "", "the address readers reach --observe-addr at, recorded on the Node (default: the node's BGP address and that port)")
+			fs.StringVar(&cfg.ObserveCertFile, "observe-tls-cert-file", "", "serving certificate of --observe-addr (PEM), issued to tabby-node")
+			fs.StringVar(&cfg.ObserveKeyFile, "observe-tls-key-file", "", "its key (PEM)")
 		}),
 		group("Logging", func(fs *pflag.FlagSet) {
 			fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")

@@ -29,6 +29,8 @@ type Metrics struct {
 	VXLANPeers         *prometheus.GaugeVec
 	VXLANErrors        prometheus.Counter
 	VXLANNoRoutes      prometheus.Gauge
+	FlowRecords        prometheus.Counter
+	FlowRecordsDropped *prometheus.CounterVec
 }
 
 // Buckets are felix's latency buckets, in seconds; the datastore's lag has the same, so that the
@@ -76,9 +78,14 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Passes in which a VXLAN device or some of its neighbour and FDB entries could not be programmed; each is retried about a second later."}),
 		VXLANNoRoutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tabby_felix_vxlan_unresolved_routes",
 			Help: "Blocks and borrowed addresses of VXLAN pools on other nodes without a route (no VTEP on either side, a VTEP conflict, an unknown node)."}),
+		FlowRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "tabby_felix_flow_records_total",
+			Help: "Flow log records closed (one per source, destination, port, protocol, verdict and rule per flush interval)."}),
+		FlowRecordsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tabby_felix_flow_records_dropped_total",
+			Help: "Flow log records or their counts lost, by reason: cap (the interval's records reached flowLogs.maxRecords), subscriber (a reader too slow to keep up), connections (more live connections than felix follows)."}, []string{"reason"}),
 	}
 	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ApplyLag, m.ResyncDuration, m.NetlinkErrors,
-		m.UnresolvedNextHops, m.LastApply, m.ApplyErrors, m.Policies, m.TunnelErrors, m.WriteErrors, m.SysctlErrors, m.VXLANPeers, m.VXLANErrors, m.VXLANNoRoutes)
+		m.UnresolvedNextHops, m.LastApply, m.ApplyErrors, m.Policies, m.TunnelErrors, m.WriteErrors, m.SysctlErrors, m.VXLANPeers, m.VXLANErrors, m.VXLANNoRoutes,
+		m.FlowRecords, m.FlowRecordsDropped)
 	return m
 }
 

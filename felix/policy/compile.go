@@ -39,7 +39,9 @@ type Calculator struct {
 	admins       []*compiledAdmin  // in evaluation order (compareAdmins)
 	nodes        map[string]*Node
 	endpoints    []Endpoint // usable ones, sorted by Interface
-	problems     []string
+	// flowLogs: Render logs each verdict (SetFlowLogs).
+	flowLogs bool
+	problems []string
 }
 
 type direction uint8

@@ -32,6 +32,8 @@ type kernelRule struct {
 	matches []func(testPacket) bool
 	target  string
 	isGoto  bool
+	// prefix of an NFLOG target, which logs and goes on.
+	prefix string
 }
 
 type kernelSet struct {
@@ -46,6 +48,8 @@ type kernel struct {
 	names  map[string]bool // every rendered chain, so rules parse in any order
 	chains map[string][]kernelRule
 	sets   map[string]*kernelSet
+	// logged: the NFLOG prefixes the packets run so far matched, in order.
+	logged []string
 }
 
 // newKernel loads r, checking what the real kernel and tools would refuse: names too long,
@@ -171,6 +175,18 @@ func (k *kernel) parseRule(chain, text string) kernelRule {
 			i = k.parseMatch(&r, f, i+1, proto, bad)
 		case "-j", "-g":
 			need(i, 1)
+			if f[i] == "-j" && f[i+1] == "NFLOG" {
+				// -j NFLOG --nflog-prefix P --nflog-group N, as iptables-save prints it.
+				if i+6 != len(f) || f[i+2] != "--nflog-prefix" || f[i+4] != "--nflog-group" || f[i+5] != strconv.Itoa(FlowLogGroup) {
+					bad("NFLOG options not as iptables-save prints them")
+				}
+				if len(f[i+3]) > 63 {
+					bad("NFLOG prefix longer than 63 bytes")
+				}
+				r.target, r.prefix = "NFLOG", f[i+3]
+				i = len(f)
+				continue
+			}
 			if i+2 != len(f) {
 				bad("text after the target")
 			}
@@ -319,6 +335,9 @@ func (k *kernel) run(chain string, p testPacket, depth int) string {
 			return r.target
 		case "RETURN":
 			return "RETURN"
+		case "NFLOG":
+			k.logged = append(k.logged, r.prefix)
+			continue
 		}
 		if v := k.run(r.target, p, depth+1); v == "ACCEPT" || v == "DROP" {
 			return v

@@ -38,11 +38,28 @@ type famState struct {
 	changedChains map[string]struct{}
 	dirtySets     map[*memberSet]struct{}
 	unused        []*memberSet
+	// logs: the NFLOG prefixes each endpoint chain's rules log (flow logs on), counted in
+	// flowRules, which every family shares.
+	logs      map[string][]string
+	flowRules *flowRuleRefs
 }
 
-func newFamState(fam ipfamily.Family) *famState {
+// flowRuleRefs are the rules the chains log, by prefix, with the chains (of every family) that
+// log each.
+type flowRuleRefs struct {
+	rules   map[string]FlowRule
+	refs    map[string]int
+	changed bool
+}
+
+func newFlowRuleRefs() *flowRuleRefs {
+	return &flowRuleRefs{rules: map[string]FlowRule{}, refs: map[string]int{}}
+}
+
+func newFamState(fam ipfamily.Family, refs *flowRuleRefs) *famState {
 	f := &famState{
 		fam: fam, chains: map[string][]string{}, uses: map[string][]*memberSet{},
+		logs: map[string][]string{}, flowRules: refs,
 		sets: map[string]*memberSet{}, named: map[namedKey]*memberSet{}, nodes: map[string]*memberSet{},
 		changedChains: map[string]struct{}{}, dirtySets: map[*memberSet]struct{}{},
 	}
@@ -69,6 +86,28 @@ func (f *famState) removeChain(name string) {
 	delete(f.chains, name)
 	f.changedChains[name] = struct{}{}
 	f.use(name, nil)
+	f.useLogs(name, nil)
+}
+
+// useLogs records that chain now logs the prefixes logged (nil: none), and takes those of its
+// previous rendering away.
+func (f *famState) useLogs(chain string, logged []string) {
+	r := f.flowRules
+	for _, p := range logged {
+		r.refs[p]++
+	}
+	for _, p := range f.logs[chain] {
+		if r.refs[p]--; r.refs[p] == 0 {
+			delete(r.refs, p)
+			delete(r.rules, p)
+			r.changed = true
+		}
+	}
+	if len(logged) == 0 {
+		delete(f.logs, chain)
+	} else {
+		f.logs[chain] = logged
+	}
 }
 
 // use records that chain now names the sets used (nil: none), and takes the uses of its
@@ -93,9 +132,25 @@ func (f *famState) use(chain string, used []*memberSet) {
 // collector is the State's setNamer while one family's chain is rendered: it finds or builds
 // each set a rule names and lists it.
 type collector struct {
-	s    *State
-	f    *famState
-	used []*memberSet
+	s      *State
+	f      *famState
+	used   []*memberSet
+	logged []string
+}
+
+func (c *collector) logRule(dr DecidingRule) (string, bool) {
+	if !c.s.flowLogs {
+		return "", false
+	}
+	fr := flowRuleOf(dr)
+	p := fr.Prefix()
+	r := c.f.flowRules
+	if _, ok := r.rules[p]; !ok {
+		r.rules[p] = fr
+		r.changed = true
+	}
+	c.logged = append(c.logged, p)
+	return p, true
 }
 
 func (c *collector) podSet(ps *podSelection) string {
@@ -252,6 +307,7 @@ func (s *State) refresh(iface string) {
 				f.removeChain(pass)
 			}
 			f.use(name, c.used)
+			f.useLogs(name, c.logged)
 			s.renders++
 		}
 	}
@@ -274,6 +330,7 @@ func (s *State) refresh(iface string) {
 			f.removeChain(pass)
 		}
 		f.use(name, c.used)
+		f.useLogs(name, c.logged)
 	}
 }
 

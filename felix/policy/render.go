@@ -138,6 +138,19 @@ type renderer struct {
 	out Rendered
 }
 
+func (r *renderer) logRule(dr DecidingRule) (string, bool) {
+	if !r.c.flowLogs {
+		return "", false
+	}
+	fr := flowRuleOf(dr)
+	p := fr.Prefix()
+	if r.out.FlowRules == nil {
+		r.out.FlowRules = map[string]FlowRule{}
+	}
+	r.out.FlowRules[p] = fr
+	return p, true
+}
+
 // dispatch renders the dispatch rule of one endpoint in direction d, and its chain if any
 // policy selects the pod in that direction.
 func (r *renderer) dispatch(iface string, pod *Pod, d direction) string {
@@ -170,6 +183,9 @@ type setNamer interface {
 	namedPortSet(ps *portSpec) string
 	// nodeSet is the hash:ip set of the addresses of the nodes n selects.
 	nodeSet(n *nodeSelection) string
+	// logRule is the NFLOG prefix of the rules deciding as r says, noting what it stands for;
+	// false while flow logs are off (no NFLOG rule is rendered).
+	logRule(r DecidingRule) (string, bool)
 }
 
 // tiers are what polices one endpoint in one direction, in evaluation order: the
@@ -266,9 +282,17 @@ func adminLines(pod *Pod, d direction, pols []*compiledAdmin, pass string, sets 
 			default:
 				continue
 			}
+			prefix, logged := "", false
+			if r.action != ActionPass || p.tier == TierBaseline {
+				// An admin Pass decides nothing, what follows it does; a baseline's allows.
+				prefix, logged = sets.logRule(adminDecidingRule(d.String(), p.key, r.index, r.name, r.action))
+			}
 			for _, line := range ruleLinesTo(pod, d, &r.compiledRule, sets, target) {
 				if !seen[line] {
 					seen[line] = true
+					if logged {
+						out = append(out, nflogLine(line, target, prefix))
+					}
 					out = append(out, line)
 				}
 			}
@@ -322,15 +346,27 @@ func chainRules(pod *Pod, pols []*compiledPolicy, d direction, sets setNamer) []
 	seen := map[string]bool{}
 	for _, p := range pols {
 		for i := range p.rules[d] {
+			prefix, logged := sets.logRule(npDecidingRule(d.String(), p.key, i))
 			for _, line := range ruleLines(pod, d, &p.rules[d][i], sets) {
 				// Identical rules of different policies are kept once: the chain only says
-				// what is allowed, not by whom (Explain does).
+				// what is allowed, not by whom (Explain does; the first policy's, which
+				// Verdict names too, is logged).
 				if !seen[line] {
 					seen[line] = true
+					if logged {
+						rules = append(rules, nflogLine(line, "-j RETURN", prefix))
+					}
 					rules = append(rules, line)
 				}
 			}
 		}
+	}
+	keys := make([]Key, len(pols))
+	for i, p := range pols {
+		keys[i] = p.key
+	}
+	if prefix, logged := sets.logRule(npDefaultDeny(d.String(), keys)); logged {
+		rules = append(rules, nflogLine("-j DROP", "-j DROP", prefix))
 	}
 	// An allow returns rather than accepts, so a packet between two pods of this node is
 	// still checked against the other pod's chain of the other direction.

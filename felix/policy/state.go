@@ -58,6 +58,9 @@ type State struct {
 	dispatchDirty  bool
 	// renders counts the endpoint chains rendered (tests).
 	renders int
+	// flowLogs: the chains log their verdicts (NFLOG); flowRules what each prefix stands for.
+	flowLogs  bool
+	flowRules *flowRuleRefs
 }
 
 // endpoint is a host veth some message named, and what its chains were last rendered from.
@@ -91,10 +94,11 @@ func NewState(fams ...ipfamily.Family) *State {
 		nsSelections:   map[*selection]struct{}{},
 		index:          newSelectorIndex(),
 		dirtyEndpoints: map[string]struct{}{},
+		flowRules:      newFlowRuleRefs(),
 	}
 	for _, fam := range ipfamily.All {
 		if slices.Contains(fams, fam) {
-			s.fams = append(s.fams, newFamState(fam))
+			s.fams = append(s.fams, newFamState(fam, s.flowRules))
 		}
 	}
 	return s
@@ -554,4 +558,27 @@ func (s *State) Policies() map[string]int {
 		out[k.Kind]++
 	}
 	return out
+}
+
+// SetFlowLogs makes the endpoint chains log each verdict to NFLOG (FlowLogGroup), or stop:
+// every endpoint's chains are rendered again at the next Flush.
+func (s *State) SetFlowLogs(on bool) {
+	if on == s.flowLogs {
+		return
+	}
+	s.flowLogs = on
+	for iface, ep := range s.endpoints {
+		// Forgotten tiers make refresh render the chains as new.
+		ep.tiers, ep.host = [2]tiers{}, tiers{}
+		s.dirtyEndpoints[iface] = struct{}{}
+	}
+}
+
+// FlowRules is what each NFLOG prefix of the chains stands for, as the last Flush rendered them,
+// and whether that changed since the last call. The map is the State's: read only, until the
+// next Flush.
+func (s *State) FlowRules() (map[string]FlowRule, bool) {
+	changed := s.flowRules.changed
+	s.flowRules.changed = false
+	return s.flowRules.rules, changed
 }

@@ -137,4 +137,7 @@ type IPSet struct {
 type Rendered struct {
 	Chains map[string][]string
 	IPSets map[string]IPSet
+	// FlowRules: what each NFLOG prefix of the chains stands for, with flow logs on
+	// (Calculator.SetFlowLogs); nil otherwise.
+	FlowRules map[string]FlowRule
 }

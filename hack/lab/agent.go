@@ -33,8 +33,12 @@ type Node struct {
 	RunDir     string       // tabby-node's --run-dir: ipam.sock, bird.sock
 	Kubeconfig string       // reaches the API server from inside NS
 	LogPath    string
+	// ObserveAddr reaches the node's observation endpoint from the root namespace (127.0.0.1:
+	// PORT); tabby-node records it on its Node. Empty when the lab runs none.
+	ObserveAddr string
 
-	fwd *netnsfwd.Forwarder
+	fwd        *netnsfwd.Forwarder
+	observeFwd *netnsfwd.Forwarder
 	// typhaFwd reach the tabby-typha replicas, by index (nil while the replica is down: a
 	// connection is refused, as to a pod that is gone).
 	typhaFwd []*netnsfwd.Forwarder
@@ -98,6 +102,7 @@ func (n *Node) AgentArgs() []string {
 		}
 		args = append(args, "--typha-addr="+strings.Join(addrs, ","), "--typha-ca-file="+n.lab.typhaCA)
 	}
+	args = append(args, n.observeArgs()...)
 	if n.lab.Opts.Families == IPv6Only {
 		// tabby sees an IPv6-only node: no IPv4 BGP address (the lab's links keep theirs).
 		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, "--bgp-address=") })
@@ -289,6 +294,10 @@ func (n *Node) teardown(ctx context.Context) {
 	if n.fwd != nil {
 		n.fwd.Close()
 		n.fwd = nil
+	}
+	if n.observeFwd != nil {
+		n.observeFwd.Close()
+		n.observeFwd = nil
 	}
 	_ = delNetns(ctx, n.NS)
 }

@@ -90,6 +90,10 @@ type Options struct {
 	// Typha runs this many tabby-typha replicas, and every tabby-node watches through them
 	// (each node reaches replica i at 127.0.0.1:5473+i, as it reaches the API server).
 	Typha int
+	// FlowLogs turns felix's flow logs on (FelixConfiguration flowLogs.enabled, a 1 s flush
+	// interval); every node serves them, and its BGP status, on its observation endpoint
+	// either way (Node.ObserveAddr, from the root namespace).
+	FlowLogs bool
 	// Log receives progress; slog.Default() when nil.
 	Log *slog.Logger
 }
@@ -120,7 +124,9 @@ type Lab struct {
 	// Typhas are the tabby-typha replicas (Options.Typha), on the host; typhaCA verifies them.
 	Typhas  []*Typha
 	typhaCA string
-	log     *slog.Logger
+	// The nodes' observation endpoint: its CA, and the certificate and key every node serves.
+	observeCA, observeCert, observeKey string
+	log                                *slog.Logger
 
 	// stubMu: one stub resync at a time. Two at once (nodes added side by side) interleave
 	// their flushes and writes, and the one that read fewer nodes wins on some node.
@@ -202,6 +208,9 @@ func New(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	if err := l.startTyphas(ctx); err != nil {
 		return nil, err
+	}
+	if err := l.setupObserve(ctx); err != nil {
+		return nil, fmt.Errorf("observation endpoint: %w", err)
 	}
 	if err := l.buildUnderlay(ctx); err != nil {
 		return nil, fmt.Errorf("build lab network: %w", err)

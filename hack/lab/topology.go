@@ -298,6 +298,9 @@ func (l *Lab) addNode(ctx context.Context, n *Node) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := n.forwardObserve(); err != nil {
+		return nil, err
+	}
 	n.typhaFwd = make([]*netnsfwd.Forwarder, len(l.Typhas))
 	for _, ty := range l.Typhas {
 		if err := ty.forward(n); err != nil {

@@ -19,6 +19,7 @@ import (
 type Forwarder struct {
 	ln     net.Listener
 	target string
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -27,7 +28,16 @@ type Forwarder struct {
 
 // Serve relays every connection ln accepts to target (host:port) until Close.
 func Serve(ln net.Listener, target string) *Forwarder {
-	f := &Forwarder{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	return ServeDial(ln, target, nil)
+}
+
+// ServeDial is Serve with the connections to target made by dial (nil: in the caller's
+// namespace): the other way round, a listener of the caller's namespace relayed into a node's.
+func ServeDial(ln net.Listener, target string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Forwarder {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	f := &Forwarder{ln: ln, target: target, dial: dial, conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go f.serve()
 	return f
@@ -76,9 +86,8 @@ func (f *Forwarder) relay(in net.Conn) {
 	defer f.wg.Done()
 	defer f.untrack(in)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	var d net.Dialer
-	// This goroutine is not locked to a thread: the dial happens in the caller's namespace.
-	out, err := d.DialContext(ctx, "tcp", f.target)
+	// This goroutine is not locked to a thread: a plain dial happens in the caller's namespace.
+	out, err := f.dial(ctx, "tcp", f.target)
 	cancel()
 	if err != nil {
 		slog.Warn("netns forwarder dial", "target", f.target, "err", err)

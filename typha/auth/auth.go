@@ -1,6 +1,6 @@
-// Package auth lets tabby-typha serve a caller only what the API server would: the caller's
-// bearer token is checked with a TokenReview, and its right to list and watch the resource with
-// a SubjectAccessReview. Answers are cached for a minute (a refusal for ten seconds), so a
+// Package auth lets tabby-typha (and tabby-node's observation endpoint) serve a caller only what
+// the API server would: the caller's bearer token is checked with a TokenReview, and its right
+// to the resource (list and watch for tabby-typha) with a SubjectAccessReview. Answers are cached for a minute (a refusal for ten seconds), so a
 // thousand agents reconnecting cost the API server a token review each and an access review
 // per resource, not reviews per request.
 package auth
@@ -45,6 +45,7 @@ type Reviewer struct {
 type rightKey struct {
 	user     string // user, uid and groups
 	resource schema.GroupVersionResource
+	verbs    string
 }
 
 type cached[T any] struct {
@@ -95,12 +96,18 @@ func New(cfg *rest.Config) (*Reviewer, error) {
 // Authorize answers whether token may list and watch resource: nil, 401 or 403 (as API
 // statuses), or the review's own failure (503, not cached).
 func (r *Reviewer) Authorize(ctx context.Context, token string, resource schema.GroupVersionResource) error {
+	return r.AuthorizeVerbs(ctx, token, resource, "list", "watch")
+}
+
+// AuthorizeVerbs answers whether token may do every one of verbs on resource cluster-wide, as
+// Authorize does.
+func (r *Reviewer) AuthorizeVerbs(ctx context.Context, token string, resource schema.GroupVersionResource, verbs ...string) error {
 	user, err := lookup(r, r.users, sha256.Sum256([]byte(token)), func() (authnv1.UserInfo, bool, error) { return r.authenticate(ctx, token) })
 	if err != nil {
 		return err
 	}
-	key := rightKey{user: user.Username + "\x00" + user.UID + "\x00" + strings.Join(user.Groups, "\x00"), resource: resource}
-	_, err = lookup(r, r.rights, key, func() (struct{}, bool, error) { return r.authorize(ctx, user, resource) })
+	key := rightKey{user: user.Username + "\x00" + user.UID + "\x00" + strings.Join(user.Groups, "\x00"), resource: resource, verbs: strings.Join(verbs, ",")}
+	_, err = lookup(r, r.rights, key, func() (struct{}, bool, error) { return r.authorize(ctx, user, resource, verbs) })
 	return err
 }
 
@@ -155,15 +162,15 @@ func (r *Reviewer) authenticate(ctx context.Context, token string) (authnv1.User
 	return out.Status.User, true, nil
 }
 
-// authorize asks whether u may list and watch resource cluster-wide; final is false when the
+// authorize asks whether u may do verbs on resource cluster-wide; final is false when the
 // API server could not answer. The answer is kept for the user and its groups: RBAC reads no
 // more, while the extra of a pod-bound token (pod name, node) differs from agent to agent.
-func (r *Reviewer) authorize(ctx context.Context, u authnv1.UserInfo, resource schema.GroupVersionResource) (struct{}, bool, error) {
+func (r *Reviewer) authorize(ctx context.Context, u authnv1.UserInfo, resource schema.GroupVersionResource, verbs []string) (struct{}, bool, error) {
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = authzv1.ExtraValue(v)
 	}
-	for _, verb := range []string{"list", "watch"} {
+	for _, verb := range verbs {
 		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 			User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extra,
 			ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Group: resource.Group, Version: resource.Version, Resource: resource.Resource},

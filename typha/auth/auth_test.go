@@ -136,3 +136,23 @@ func TestAnswers(t *testing.T) {
 		t.Errorf("after a minute: %v, %d token reviews (want one more)", err, api.tokenReviews.Load()-tr)
 	}
 }
+
+// Other verbs (tabby-node's observation endpoint asks get) are reviewed and kept apart from
+// list and watch.
+func TestOtherVerbs(t *testing.T) {
+	r, api, _ := newReviewer(t)
+	ctx := context.Background()
+	if err := r.Authorize(ctx, "agent-1", pods); err != nil {
+		t.Fatal(err)
+	}
+	before := api.accessReviews.Load()
+	if err := r.AuthorizeVerbs(ctx, "agent-1", pods, "get"); err != nil {
+		t.Fatal(err)
+	}
+	if got := api.accessReviews.Load() - before; got != 1 {
+		t.Errorf("get after list and watch: %d access reviews, want 1 (the answers are kept by verb)", got)
+	}
+	if err := r.AuthorizeVerbs(ctx, "agent-1", nodes, "get"); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot get nodes") {
+		t.Errorf("get nodes: %v", err)
+	}
+}

@@ -47,7 +47,7 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 		how = "VXLAN between the nodes, no BGP"
 	}
 	fmt.Fprintf(w, "starting a %d-node tabby lab, %s, %s (control plane, namespaces, tabby-node)...\n", o.Nodes, familiesName(o.Families), how)
-	l, err := lab.New(ctx, lab.Options{Stub: o.Stub, Families: o.Families, Typha: o.Typha, VXLAN: o.VXLAN, NoBGP: o.VXLAN != ""})
+	l, err := lab.New(ctx, lab.Options{Stub: o.Stub, Families: o.Families, Typha: o.Typha, VXLAN: o.VXLAN, NoBGP: o.VXLAN != "", FlowLogs: !o.Stub})
 	if err != nil {
 		return err
 	}
@@ -162,6 +162,7 @@ all green. Look around (in another shell, as root):
 	fmt.Fprintf(&b, "  bin/tabbyctl node status --socket %s\n", first.BirdSocket())
 	if !o.Stub {
 		fmt.Fprintf(&b, "  bin/tabbyctl policy check --node %s --netns %s   # %s's policy chains and sets against the API\n", first.Name, first.NS, first.Name)
+		fmt.Fprintln(&b, "  bin/tabbyctl flows --verdict deny --follow   # connections policy denies, with the rule, live (add a NetworkPolicy)")
 	}
 	fmt.Fprintf(&b, "  %s get nodes,pods -o wide%s\n", kubectl, vxlanHints(o, first))
 	fmt.Fprintf(&b, `(the lab's pods have no kubelet to report them, so kubectl shows them READY 0/1; the pod

@@ -25,6 +25,7 @@ func TestLookAround(t *testing.T) {
 		"bin/tabbyctl policy check --node node-1 --netns tl-ab12-node-1   #",
 		"bin/tabbyctl node status --socket /run/tabby-lab/ab12/nodes/node-1/run/bird.sock\n",
 		"ip netns list | grep tl-ab12\n",
+		"bin/tabbyctl flows --verdict deny --follow   #",
 	} {
 		if !strings.Contains(dual, want) {
 			t.Errorf("dual-stack demo hints lack %q:\n%s", want, dual)
