@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,9 @@ type flowLogManager struct {
 	rules  *flowRules
 	count  flowlog.Counters
 
+	// acctSet: conntrack accounting was off and flow logs turned it on.
+	acctSet bool
+
 	want    flowLogConfig
 	running flowLogConfig
 	capture *flowlog.Capture
@@ -88,6 +92,10 @@ type flowLogManager struct {
 
 func newFlowLogManager(node string, run netnsrun.Runner, sc SysctlWriter, m *metrics.Metrics, rules *flowRules, log *slog.Logger) *flowLogManager {
 	c := flowlog.Counters{Records: m.FlowRecords, Dropped: m.FlowRecordsDropped}
+	for _, reason := range []string{flowlog.DropCap, flowlog.DropSubscriber, flowlog.DropConnections} {
+		// Present at zero, so a dashboard's rate has a series before the first drop.
+		m.FlowRecordsDropped.WithLabelValues(reason)
+	}
 	return &flowLogManager{
 		node: node, run: run, sysctl: sc, log: log, rules: rules, count: c,
 		agg:  flowlog.NewAggregator(node, v1.DefaultFlowLogMaxRecords, c),
@@ -142,12 +150,12 @@ func (m *flowLogManager) CompleteDeferredWork(_ context.Context, resync bool) er
 	if !m.want.enabled {
 		m.stop()
 		m.running = m.want
-		return nil
+		return m.setAccounting(false)
 	}
 	// Accounting counts each connection's packets and bytes; it is the namespace's setting, set
 	// again at each resync like felix's other sysctls.
-	if err := m.sysctl.Set(sysctl.Setting{Key: "net/netfilter/nf_conntrack_acct", Value: "1"}); err != nil {
-		return fmt.Errorf("flow logs: conntrack accounting: %w", err)
+	if err := m.setAccounting(true); err != nil {
+		return err
 	}
 	if m.capture != nil && m.want == m.running {
 		return nil
@@ -160,6 +168,32 @@ func (m *flowLogManager) CompleteDeferredWork(_ context.Context, resync bool) er
 	}
 	m.capture, m.running = c, m.want
 	m.log.Info("flow logs on", "flushInterval", m.want.flushInterval, "maxRecords", m.want.maxRecords)
+	return nil
+}
+
+// setAccounting turns conntrack accounting on, or back off if flow logs turned it on (a host
+// that had it on keeps it).
+func (m *flowLogManager) setAccounting(on bool) error {
+	if on == m.acctSet {
+		if on {
+			return m.sysctl.Set(sysctl.ConntrackAccounting()...)
+		}
+		return nil
+	}
+	s := sysctl.ConntrackAccounting()
+	if on {
+		if g, ok := m.sysctl.(interface{ Get(string) (string, error) }); ok {
+			if v, err := g.Get(s[0].Key); err == nil && strings.TrimSpace(v) == s[0].Value {
+				return nil // already on: not flow logs' to turn off
+			}
+		}
+	} else {
+		s[0].Value = "0"
+	}
+	if err := m.sysctl.Set(s...); err != nil {
+		return fmt.Errorf("flow logs: conntrack accounting %v: %w", on, err)
+	}
+	m.acctSet = on
 	return nil
 }
 

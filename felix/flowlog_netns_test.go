@@ -154,6 +154,9 @@ func TestFlowLogsInNetns(t *testing.T) {
 	if n := netfilterSockets(t, node); n != 0 {
 		t.Fatalf("flow logs off, %d netfilter netlink sockets open", n)
 	}
+	if v, err := node.Output("sysctl", "-n", "net.netfilter.nf_conntrack_acct"); err != nil || strings.TrimSpace(v) != "0" {
+		t.Fatalf("conntrack accounting %q (%v) with flow logs off", v, err)
+	}
 
 	f.OnUpdate(flowLogsUpdate(true))
 	waitUntil(t, 30*time.Second, "NFLOG rules and subscriptions", func() bool {
@@ -226,6 +229,9 @@ func TestFlowLogsInNetns(t *testing.T) {
 	waitUntil(t, 30*time.Second, "NFLOG rules and subscriptions gone", func() bool {
 		return !strings.Contains(iptablesSave(t, node), "NFLOG") && netfilterSockets(t, node) == 0
 	})
+	if v, err := node.Output("sysctl", "-n", "net.netfilter.nf_conntrack_acct"); err != nil || strings.TrimSpace(v) != "0" {
+		t.Errorf("conntrack accounting %q (%v) with flow logs off again, want 0 as before", v, err)
+	}
 	// What was recorded stays readable.
 	n := 0
 	_ = f.FlowLog().Flows(context.Background(), flow.Filter{}, false, func(flow.Record) error { n++; return nil })

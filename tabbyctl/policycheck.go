@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	v1 "github.com/tabbynet/tabby/apis/v1"
 
 	"github.com/tabbynet/tabby/felix/cmdrun"
 	"github.com/tabbynet/tabby/felix/ipsets"
@@ -71,7 +74,11 @@ prints the command).`,
 			if err != nil {
 				return err
 			}
-			probs, err := checkNodePolicy(cmd.Context(), cmdrun.InNamespace(run), b, in)
+			flowLogs, err := a.flowLogsEnabled(cmd.Context())
+			if err != nil {
+				return err
+			}
+			probs, err := checkNodePolicy(cmd.Context(), cmdrun.InNamespace(run), b, in, flowLogs)
 			if err != nil {
 				return err
 			}
@@ -120,8 +127,26 @@ func countReal(probs []problem) int {
 	return n
 }
 
-// checkNodePolicy compares, per family felix programs, the rendering of in with the kernel.
-func checkNodePolicy(ctx context.Context, r cmdrun.Runner, b iptables.Backend, in policy.Input) ([]problem, error) {
+// flowLogsEnabled tells whether the FelixConfiguration turns flow logs on: felix's chains then
+// log their verdicts.
+func (a *app) flowLogsEnabled(ctx context.Context) (bool, error) {
+	c, err := a.cluster()
+	if err != nil {
+		return false, err
+	}
+	fc, err := c.FelixConfigurations().Get(ctx, v1.DefaultFelixConfigurationName)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get FelixConfiguration %s: %w", v1.DefaultFelixConfigurationName, err)
+	}
+	return fc.Spec.FlowLogs != nil && fc.Spec.FlowLogs.Enabled, nil
+}
+
+// checkNodePolicy compares, per family felix programs, the rendering of in (with flow logs'
+// NFLOG rules when on) with the kernel.
+func checkNodePolicy(ctx context.Context, r cmdrun.Runner, b iptables.Backend, in policy.Input, flowLogs bool) ([]problem, error) {
 	if b == iptables.BackendAuto {
 		b = iptables.DetectBackend(ctx, r)
 	}
@@ -130,6 +155,7 @@ func checkNodePolicy(ctx context.Context, r cmdrun.Runner, b iptables.Backend, i
 		return nil, err
 	}
 	calc := policy.NewCalculator(in)
+	calc.SetFlowLogs(flowLogs)
 	var out []problem
 	for _, fam := range ipfamily.All {
 		chains, err := iptables.Read(ctx, r, fam, b, "filter")

@@ -75,6 +75,12 @@ func Forwarding(f ipfamily.Family) []Setting {
 	return []Setting{{"net.ipv4.ip_forward", "1"}}
 }
 
+// ConntrackAccounting makes conntrack count each connection's packets and bytes, which flow
+// logs read when it ends. The setting is the network namespace's own.
+func ConntrackAccounting() []Setting {
+	return []Setting{{"net.netfilter.nf_conntrack_acct", "1"}}
+}
+
 // WorkloadInterface is what a cali veth needs: the pod's default gateway (169.254.1.1, an address
 // nobody has) is answered by proxy ARP at once, and the host forwards for it.
 func WorkloadInterface(ifname string) []Setting {

@@ -172,24 +172,7 @@ func (w *world) adminPathRates(ctx context.Context) (with, without float64, err 
 		}
 		return nil
 	}
-	for range connWindows {
-		r, err := w.connectionWindow(ctx)
-		if err != nil {
-			return 0, 0, err
-		}
-		with = max(with, r)
-		if err := write(false); err != nil {
-			return 0, 0, err
-		}
-		if r, err = w.connectionWindow(ctx); err != nil {
-			return 0, 0, err
-		}
-		without = max(without, r)
-		if err := write(true); err != nil {
-			return 0, 0, err
-		}
-	}
-	return with, without, nil
+	return w.alternatingRates(ctx, write)
 }
 
 // createAPIAllowANP is createToEnforced's writer for AdminNetworkPolicy.

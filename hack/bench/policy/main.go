@@ -11,7 +11,9 @@
 //     floor: one `ipset restore` and one `iptables-restore` of the same state, generated offline
 //     by felix's calculator, into an empty namespace;
 //   - packet path: TCP connections a second between two pods on different nodes with no policy
-//     and with the 500, some of which select the server.
+//     and with the 500, some of which select the server; then with the 500, window by window in
+//     turn, with the FelixConfiguration's flow logs on and off (both nodes log and follow every
+//     connection).
 //
 // Then 100 AdminNetworkPolicies join the 500 (10 select the server, their rules walked before
 // a Pass hands its client to NetworkPolicy), beside the NetworkPolicy figures:
@@ -81,6 +83,10 @@ func run(ctx context.Context, l *lab.Lab) (err error) {
 	if err != nil {
 		return fmt.Errorf("connection rate with policies: %w", err)
 	}
+	flowOn, flowOff, flowCounts, err := w.flowLogRates(ctx)
+	if err != nil {
+		return fmt.Errorf("connection rate with flow logs: %w", err)
+	}
 
 	created, err := w.createToEnforced(ctx, w.createAPIAllowNP)
 	if err != nil {
@@ -123,6 +129,9 @@ func run(ctx context.Context, l *lab.Lab) (err error) {
 		w.floor.chains, w.floor.sets, resync.Round(time.Millisecond), floor.Round(time.Millisecond), float64(resync)/float64(floor))
 	fmt.Printf("packet path, pod on node-2 → pod on node-1, new TCP connections a second (best of %d windows): no policy %.0f, %d policies %.0f; ratio %.3f   [target ≥ 0.90]\n",
 		connWindows, none, policies, with, with/none)
+	fmt.Printf("packet path, the same pods and %d policies, window by window in turn: flow logs on %.0f, off %.0f; ratio %.3f   [target ≥ 0.90]\n",
+		policies, flowOn, flowOff, flowOn/flowOff)
+	fmt.Printf("flow logs counted (%s)\n", flowCounts)
 	fmt.Printf("packet path, the same pods, %d AdminNetworkPolicies + %d policies %.0f; ratio to no policy %.3f; window by window in turn with the %d of them that select server or client out (the %d's path) %.0f: ratio %.3f\n",
 		adminPolicies, policies, withAdmin, withAdmin/none, webAdmins+wideAdmins, policies, pathOut, withAdmin/pathOut)
 	return nil

@@ -119,6 +119,30 @@ func (w *world) connectionWindow(ctx context.Context) (float64, error) {
 	return float64(r.n) / connWindow.Seconds(), r.err
 }
 
+// alternatingRates measures the connection rate window by window in turn in two states, the
+// best window of each: the current one, then the other after set(false), then back after
+// set(true), connWindows times, so both see the same machine. It ends in the first state.
+func (w *world) alternatingRates(ctx context.Context, set func(first bool) error) (first, second float64, err error) {
+	for range connWindows {
+		r, err := w.connectionWindow(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		first = max(first, r)
+		if err := set(false); err != nil {
+			return 0, 0, err
+		}
+		if r, err = w.connectionWindow(ctx); err != nil {
+			return 0, 0, err
+		}
+		second = max(second, r)
+		if err := set(true); err != nil {
+			return 0, 0, err
+		}
+	}
+	return first, second, nil
+}
+
 // createToEnforced: for each sample create writes a policy allowing the client into api,
 // and the time from the write returning to the first connection that gets through is taken;
 // the policy is deleted and api is isolated again before the next.
