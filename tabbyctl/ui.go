@@ -1,18 +1,34 @@
 package tabbyctl
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tabbynet/tabby/apis/client"
+	observeclient "github.com/tabbynet/tabby/observe/client"
 	"github.com/tabbynet/tabby/ui"
 )
 
-// uiCommand serves the web view from the backend newBackend builds: the cluster-wide reader of
-// flows and BGP status that `tabbyctl flows` uses, with the operator's credentials.
-func (a *app) uiCommand(newBackend func() (ui.Backend, error)) *cobra.Command {
+// newBackend builds what the web view reads.
+type newBackend func(ctx context.Context, o observeclient.Options) (ui.Backend, error)
+
+// observeBackend is the cluster-wide reader of flows and BGP status `tabbyctl flows` uses, with
+// the kubeconfig's credentials.
+func (a *app) observeBackend(ctx context.Context, o observeclient.Options) (ui.Backend, error) {
+	cfg, err := client.LoadConfig(a.kubeconfig, a.context)
+	if err != nil {
+		return nil, err
+	}
+	return observeclient.New(ctx, cfg, o)
+}
+
+// uiCommand serves the web view from the backend build makes.
+func (a *app) uiCommand(build newBackend) *cobra.Command {
 	var listen string
+	var opts observeclient.Options
 	cmd := &cobra.Command{
 		Use:   "ui",
 		Short: "Serve a live web view of the cluster's flows and BGP mesh",
@@ -23,11 +39,18 @@ each session's state, BFD and routes accepted/received/sent. It runs here, with 
 credentials, and reads what 'tabbyctl flows' and 'tabbyctl node status' read; nothing new runs
 in the cluster. Stop it with Ctrl-C.
 
-Anyone who reaches the page reads the cluster's flows as you: keep --listen on a loopback address
-unless you mean to share it.`,
+Each node checks your token as for 'tabbyctl flows' (RBAC get on flows and bgpstatuses in group
+tabby.dev). Anyone who reaches the page reads the cluster's flows as you: keep --listen on a
+loopback address unless you mean to share it.`,
+		Example: `  tabbyctl ui
+  tabbyctl ui --listen 127.0.0.1:9000 --token "$(kubectl create token my-operator)"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := newBackend()
+			log := slog.New(slog.NewTextHandler(a.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			// A node that fails while the others answer: the page shows the others, the
+			// terminal says which and why.
+			opts.OnNodeError = func(node string, err error) { log.Warn("node did not answer", "node", node, "err", err) }
+			b, err := build(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
@@ -39,10 +62,12 @@ unless you mean to share it.`,
 				fmt.Fprintf(a.Err, "warning: %s is not a loopback address: whoever reaches it reads the cluster's flows with your credentials\n", l.Addr())
 			}
 			fmt.Fprintf(a.Out, "tabby web view: %s (Ctrl-C to stop)\n", ui.URL(l))
-			log := slog.New(slog.NewTextHandler(a.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			return ui.Serve(cmd.Context(), l, b, ui.Options{Logger: log})
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address and port to serve the page on")
+	fl := cmd.Flags()
+	fl.StringVar(&listen, "listen", "127.0.0.1:8080", "address and port to serve the page on")
+	fl.StringVar(&opts.CAFile, "ca-file", "", "CA of the nodes' serving certificate (default: ca.crt of the chart's Secret)")
+	fl.StringVar(&opts.Token, "token", "", "bearer token the nodes check (default: the kubeconfig's)")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tabbynet/tabby/bird/status"
+	observeclient "github.com/tabbynet/tabby/observe/client"
 	"github.com/tabbynet/tabby/ui"
 	"github.com/tabbynet/tabby/ui/uifake"
 )
@@ -22,7 +23,7 @@ func TestUICommand(t *testing.T) {
 	b.SetBGP([]status.NodeReply{{Node: "node-1", Reply: &status.PeersReply{Node: "node-1", ASN: 64512}}}, nil)
 	outR, outW := io.Pipe()
 	a := &app{Streams: Streams{Out: outW, Err: io.Discard}}
-	cmd := a.uiCommand(func() (ui.Backend, error) { return b, nil })
+	cmd := a.uiCommand(func(context.Context, observeclient.Options) (ui.Backend, error) { return b, nil })
 	cmd.SetArgs([]string{"--listen", "127.0.0.1:0"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

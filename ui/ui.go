@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/tabbynet/tabby/apis/flow"
@@ -85,21 +86,10 @@ func (h *handler) static(w http.ResponseWriter, r *http.Request) {
 }
 
 // ParseFilter reads a flow filter from the query: from, to (NS/POD, NS/ or an address),
-// verdict (allow or deny) and node.
-func ParseFilter(q map[string][]string) (flow.Filter, error) {
-	get := func(k string) string {
-		if v := q[k]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	f := flow.Filter{From: get("from"), To: get("to"), Verdict: flow.Verdict(get("verdict")), Node: get("node")}
-	switch f.Verdict {
-	case "", flow.Allow, flow.Deny:
-	default:
-		return f, fmt.Errorf("verdict %q: want %q or %q", f.Verdict, flow.Allow, flow.Deny)
-	}
-	return f, nil
+// verdict (allow or deny) and node; a value that can match nothing is refused by name.
+func ParseFilter(q url.Values) (flow.Filter, error) {
+	f := flow.Filter{From: q.Get("from"), To: q.Get("to"), Verdict: flow.Verdict(q.Get("verdict")), Node: q.Get("node")}
+	return f, f.Check()
 }
 
 // flows streams records as Server-Sent Events: an event "flow" per record, its data the

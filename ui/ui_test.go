@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -116,8 +117,17 @@ func TestFlowStreamBadFilter(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `verdict "maybe"`) {
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `verdict: Unsupported value: "maybe"`) {
 		t.Errorf("bad verdict: %d %q, want 400 naming the field and value", resp.StatusCode, body)
+	}
+	resp, err = http.Get(srv.URL + "/api/flows?to=" + url.QueryEscape("/web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `to: Invalid value: "/web"`) {
+		t.Errorf("bad to: %d %q, want 400 naming the field and value", resp.StatusCode, body)
 	}
 }
 
