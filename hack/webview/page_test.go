@@ -76,7 +76,7 @@ func TestPageWithFakeBackend(t *testing.T) {
 	b.SetBGP(mesh(nil), nil)
 	b.Push(record(flow.Allow, "demo/client", "demo/web", "NetworkPolicy demo/allow-web ingress rule 0 (Allow)"))
 	srv := httptest.NewServer(ui.NewHandler(b, ui.Options{}))
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the browser's cleanup: its flow stream holds a connection open
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := webview.Open(t, ctx, srv.URL+"/")
