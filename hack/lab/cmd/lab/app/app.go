@@ -82,7 +82,8 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 	var pods []lab.PodSpec
 	for i := 1; i <= o.Nodes; i++ {
 		for j := 1; j <= o.PodsPerNode; j++ {
-			pods = append(pods, lab.PodSpec{Name: fmt.Sprintf("pod-%d-%d", i, j), Node: fmt.Sprintf("node-%d", i)})
+			name := fmt.Sprintf("pod-%d-%d", i, j)
+			pods = append(pods, lab.PodSpec{Name: name, Node: fmt.Sprintf("node-%d", i), Labels: map[string]string{"app": "tabby-lab", podLabel: name}})
 		}
 	}
 	if _, err := l.AddPods(ctx, pods...); err != nil {
@@ -154,6 +155,9 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 			stopUI()
 			err = errors.Join(err, <-served)
 		}()
+		if err := startDenied(uiCtx, w, l, l.Pods()); err != nil {
+			return fail(err)
+		}
 	}
 	fmt.Fprint(w, lookAround(o, l.ID, l.Kubecfg, testenv.Kubectl(), first, l.Pods()))
 	<-ctx.Done()
@@ -201,7 +205,7 @@ all green. Look around (in another shell, as root):
 	fmt.Fprintf(&b, "  bin/tabbyctl node status --socket %s\n", first.BirdSocket())
 	if !o.Stub {
 		fmt.Fprintf(&b, "  bin/tabbyctl policy check --node %s --netns %s   # %s's policy chains and sets against the API\n", first.Name, first.NS, first.Name)
-		fmt.Fprintln(&b, "  bin/tabbyctl flows --verdict deny --follow   # connections policy denies, with the rule, live (add a NetworkPolicy)")
+		fmt.Fprintln(&b, "  bin/tabbyctl flows --verdict deny --follow   # connections policy denies, with the rule, live (the pings above)")
 	}
 	fmt.Fprintf(&b, "  %s get nodes,pods -o wide%s\n", kubectl, vxlanHints(o, first))
 	fmt.Fprintf(&b, `(the lab's pods have no kubelet to report them, so kubectl shows them READY 0/1; the pod
