@@ -133,6 +133,15 @@ func TestPageWithFakeBackend(t *testing.T) {
 		return len(rows) == 1 && rows[0].Verdict == "deny", err
 	})
 
+	// A filter that can match nothing is refused, and the page says which field and why.
+	if err := p.SetFilter("to", "/db"); err != nil {
+		t.Fatal(err)
+	}
+	p.Until("the refused filter named", flowWithin, func() (bool, error) {
+		s, err := p.FlowStatus()
+		return strings.Contains(s, `to: Invalid value: "/db"`), err
+	})
+
 	// node-1's session to node-2 falls to active (node-2 sees it too), then node-3 goes silent.
 	b.SetBGP(mesh(map[string]string{"node-1|node-2": "active", "node-2|node-1": "active"}), nil)
 	p.Until("the node-1 – node-2 session active", sessionWithin, func() (bool, error) {

@@ -126,6 +126,11 @@ func (p *Page) Flows() ([]FlowRow, error) {
 	}))`)
 }
 
+// FlowStatus is the line above the flow log: live, reconnecting, or why the stream failed.
+func (p *Page) FlowStatus() (string, error) {
+	return eval[string](p, `document.getElementById("flow-status").textContent`)
+}
+
 // Graph is what the page's graph shows: the vertices by ID and each session end's state as
 // drawn, "from|to" → state.
 type Graph struct {

@@ -64,8 +64,11 @@ export class FlowLog {
     this.es?.close();
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
-    const es = new EventSource(`api/flows?${q}`);
+    const url = `api/flows?${q}`;
+    const es = new EventSource(url);
     this.es = es;
+    this.body.replaceChildren();
+    this.count();
     this.status("connecting…", "");
     // The server sends the records it keeps first, again after a reconnection: start afresh.
     es.onopen = () => {
@@ -74,7 +77,14 @@ export class FlowLog {
       this.status("live", "ok");
     };
     es.onerror = () => {
-      if (this.es === es) this.status("reconnecting…", "warn");
+      if (this.es !== es) return;
+      if (es.readyState !== EventSource.CLOSED) {
+        this.status("reconnecting…", "warn");
+        return;
+      }
+      // EventSource gives up on an answer other than a stream, and does not say why: a
+      // refused filter is a 400 whose text names the field.
+      void this.why(url, es);
     };
     es.addEventListener("failure", (ev) => {
       const msg = JSON.parse((ev as MessageEvent).data) as string;
@@ -86,6 +96,19 @@ export class FlowLog {
       while (this.body.rows.length > maxRows) this.body.deleteRow(-1);
       this.count();
     });
+  }
+
+  private async why(url: string, es: EventSource): Promise<void> {
+    const ctl = new AbortController();
+    try {
+      const res = await fetch(url, { signal: ctl.signal });
+      const text = res.ok ? "the flow stream ended" : (await res.text()).trim();
+      if (this.es === es) this.status(text, "error");
+    } catch (err) {
+      if (this.es === es) this.status(`flows: ${err instanceof Error ? err.message : String(err)}`, "error");
+    } finally {
+      ctl.abort();
+    }
   }
 
   private count(): void {
