@@ -2,6 +2,7 @@ package felix
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -224,6 +225,39 @@ func TestFlowLogsInNetns(t *testing.T) {
 			t.Fatal("no new deny record followed within 60s")
 		}
 	}
+
+	// Turned off and on while connections are logged: each change takes effect (a capture
+	// that hung on stopping would hold up felix's loop, and this with it).
+	stopTraffic := make(chan struct{})
+	trafficDone := make(chan struct{})
+	go func() {
+		defer close(trafficDone)
+		for {
+			select {
+			case <-stopTraffic:
+				return
+			default:
+			}
+			if c, err := dialIn(client, to("server", ipfamily.IPv4), time.Second); err == nil {
+				c.Close()
+			}
+			_, _ = dialIn(client, to("db", ipfamily.IPv4), 50*time.Millisecond)
+		}
+	}()
+	for i := range 3 {
+		for _, on := range []bool{false, true} {
+			f.OnUpdate(flowLogsUpdate(on))
+			want := 0
+			if on {
+				want = 2
+			}
+			waitUntil(t, 30*time.Second, fmt.Sprintf("round %d: flow logs %v", i, on), func() bool {
+				return strings.Contains(iptablesSave(t, node), "NFLOG") == on && netfilterSockets(t, node) == want
+			})
+		}
+	}
+	close(stopTraffic)
+	<-trafficDone
 
 	f.OnUpdate(flowLogsUpdate(false))
 	waitUntil(t, 30*time.Second, "NFLOG rules and subscriptions gone", func() bool {

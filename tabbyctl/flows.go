@@ -58,14 +58,14 @@ ClusterRole). Flow logs are recorded only while FelixConfiguration flowLogs.enab
 
 // checkFlowFlags refuses flags that can match nothing, naming the flag and its value.
 func checkFlowFlags(f flow.Filter, output string) error {
-	if err := flow.CheckEndpoint(f.From); err != nil {
-		return fmt.Errorf("--from: %w", err)
+	if err := flow.CheckEndpoint("--from", f.From); err != nil {
+		return err
 	}
-	if err := flow.CheckEndpoint(f.To); err != nil {
-		return fmt.Errorf("--to: %w", err)
+	if err := flow.CheckEndpoint("--to", f.To); err != nil {
+		return err
 	}
-	if err := flow.CheckVerdict(f.Verdict); err != nil {
-		return fmt.Errorf("--verdict: %w", err)
+	if err := flow.CheckVerdict("--verdict", f.Verdict); err != nil {
+		return err
 	}
 	if output != "text" && output != "json" {
 		return fmt.Errorf("-o: Unsupported value: %q: supported values: text, json", output)
@@ -88,7 +88,7 @@ func (a *app) flows(ctx context.Context, f flow.Filter, follow bool, output stri
 	}
 	c, err := observeclient.New(ctx, cfg, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (--ca-file and --token name the CA and the token)", err)
 	}
 	show := printFlowText(a.Out, time.Local)
 	if output == "json" {

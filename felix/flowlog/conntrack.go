@@ -8,7 +8,7 @@ import (
 	"github.com/ti-mo/netfilter"
 )
 
-// ctReader follows conntrack's NEW and DESTROY events of the current network namespace.
+// ctReader follows conntrack's DESTROY events of the current network namespace.
 type ctReader struct {
 	c      *conntrack.Conn
 	events chan conntrack.Event
@@ -25,10 +25,10 @@ func openConntrack() (*ctReader, error) {
 	_ = c.SetReadBuffer(1 << 22)
 	_ = c.SetOption(netlink.NoENOBUFS, true)
 	r := &ctReader{c: c, events: make(chan conntrack.Event, 1024)}
-	r.errs, err = c.Listen(r.events, 1, []netfilter.NetlinkGroup{netfilter.GroupCTNew, netfilter.GroupCTDestroy})
+	r.errs, err = c.Listen(r.events, 1, []netfilter.NetlinkGroup{netfilter.GroupCTDestroy})
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("conntrack: subscribe to new and destroy events: %w", err)
+		return nil, fmt.Errorf("conntrack: subscribe to destroy events: %w", err)
 	}
 	return r, nil
 }
@@ -36,12 +36,11 @@ func openConntrack() (*ctReader, error) {
 // connEvent is e as the joiner takes it: the tuple the policy chains saw (the original source,
 // the destination after DNAT: the reply's source), both directions' counters.
 func connEvent(e conntrack.Event) (ConnEvent, bool) {
-	if e.Flow == nil || (e.Type != conntrack.EventNew && e.Type != conntrack.EventDestroy) {
+	if e.Flow == nil || e.Type != conntrack.EventDestroy {
 		return ConnEvent{}, false
 	}
 	f := e.Flow
 	ce := ConnEvent{
-		Destroy: e.Type == conntrack.EventDestroy,
 		Tuple: Tuple{
 			Proto: f.TupleOrig.Proto.Protocol,
 			Src:   f.TupleOrig.IP.SourceAddress, SrcPort: f.TupleOrig.Proto.SourcePort,

@@ -37,10 +37,9 @@ type Packet struct {
 	Len    uint64
 }
 
-// ConnEvent is a conntrack event. Packets and Bytes (both directions) are set on Destroy,
-// when accounting is on.
+// ConnEvent is a connection's end (conntrack's DESTROY event), with its packets and bytes
+// in both directions (conntrack accounting on).
 type ConnEvent struct {
-	Destroy bool
 	Tuple   Tuple
 	Packets uint64
 	Bytes   uint64
@@ -53,9 +52,9 @@ type Resolver interface {
 	Pod(ip netip.Addr) (namespace, name string, ok bool)
 }
 
-// joinGrace is how long a verdict waits for its connection's conntrack event and a
-// connection for its verdict: the two arrive on different sockets, in either order.
-const joinGrace = time.Second
+// joinGrace is how long an allow verdict waits for the other side's: a packet between two pods
+// of the node is logged by the source's egress chain and then the destination's ingress chain.
+const joinGrace = 500 * time.Millisecond
 
 type verdict struct {
 	rule Rule
@@ -64,36 +63,34 @@ type verdict struct {
 }
 
 type conn struct {
-	key  Key
-	at   time.Time
-	seen bool // its first packet is counted
-	// first: the packet and bytes already counted from its NFLOG message.
+	key Key
+	// firstLen: the first packet's bytes, counted from its NFLOG message.
 	firstLen uint64
 }
 
-// Joiner joins NFLOG verdicts with conntrack events into an Aggregator's counts. Denied
-// connections have no conntrack entry: they are counted from their NFLOG message alone. An
-// allowed one is counted when conntrack reports it (the kernel confirmed it), under the rule
-// that logged its first packet (the destination's ingress rule when both sides logged one), or
-// "no policy". Its packets and bytes are added when it ends. Not safe for concurrent use: one
-// goroutine feeds it.
+// Joiner joins NFLOG verdicts with conntrack's DESTROY events into an Aggregator's counts. A
+// connection is counted when its first packet is logged: a denied one at once, an allowed one
+// once the other side had time to log it too, under the destination's ingress rule when both
+// did. An allowed connection's packets and bytes are added when conntrack reports its end; a
+// connection no rule logged (no policy on either side) is counted then, whole. Conntrack's NEW
+// events are not needed, and not subscribed: each costs the kernel and felix as much as a
+// DESTROY. Not safe for concurrent use: one goroutine feeds it.
 type Joiner struct {
 	agg *Aggregator
 	res Resolver
-	// maxConns bounds the connections followed from their start to their end.
+	// maxConns bounds the connections followed from their first packet to their end.
 	maxConns int
 	counters Counters
 
-	pending map[Tuple]verdict // allow verdicts waiting for their connection
-	fresh   map[Tuple]time.Time
-	live    map[Tuple]*conn
+	pending map[Tuple]verdict // allow verdicts waiting for the other side's
+	live    map[Tuple]conn
 }
 
 // NewJoiner feeds agg, following at most maxConns live connections.
 func NewJoiner(agg *Aggregator, res Resolver, maxConns int, c Counters) *Joiner {
 	return &Joiner{
 		agg: agg, res: res, maxConns: maxConns, counters: c,
-		pending: map[Tuple]verdict{}, fresh: map[Tuple]time.Time{}, live: map[Tuple]*conn{},
+		pending: map[Tuple]verdict{}, live: map[Tuple]conn{},
 	}
 }
 
@@ -117,29 +114,38 @@ func (j *Joiner) OnPacket(now time.Time, p Packet) {
 	j.pending[p.Tuple] = verdict{rule: r, len: p.Len, at: now}
 }
 
-// OnConn takes one conntrack event.
+// OnConn takes one connection's end.
 func (j *Joiner) OnConn(now time.Time, e ConnEvent) {
-	if !e.Destroy {
-		if len(j.fresh) >= j.maxConns {
-			j.counters.drop(DropConnections, 1)
+	if v, ok := j.pending[e.Tuple]; ok {
+		// Ended before its verdict was counted.
+		delete(j.pending, e.Tuple)
+		j.start(now, e.Tuple, v)
+	}
+	c, ok := j.live[e.Tuple]
+	if !ok {
+		k := j.key(e.Tuple, Rule{Verdict: flow.Allow, Text: NoPolicy})
+		if k.Src.Pod == "" && k.Dst.Pod == "" {
+			// Neither end is a pod and no policy spoke: the host's own traffic.
 			return
 		}
-		j.fresh[e.Tuple] = now
-		return
-	}
-	delete(j.fresh, e.Tuple)
-	c := j.live[e.Tuple]
-	if c == nil {
+		j.agg.Add(now, k, 1, e.Packets, e.Bytes)
 		return
 	}
 	delete(j.live, e.Tuple)
-	pkts, bytes := e.Packets, e.Bytes
-	if c.seen {
-		pkts, bytes = sub(pkts, 1), sub(bytes, c.firstLen)
-	}
-	if pkts > 0 || bytes > 0 {
+	if pkts, bytes := sub(e.Packets, 1), sub(e.Bytes, c.firstLen); pkts > 0 || bytes > 0 {
 		j.agg.Add(now, c.key, 0, pkts, bytes)
 	}
+}
+
+// start counts an allowed connection from its first packet and follows it to its end.
+func (j *Joiner) start(now time.Time, t Tuple, v verdict) {
+	k := j.key(t, v.rule)
+	j.agg.Add(now, k, 1, 1, v.len)
+	if len(j.live) >= j.maxConns {
+		j.counters.drop(DropConnections, 1)
+		return
+	}
+	j.live[t] = conn{key: k, firstLen: v.len}
 }
 
 func sub(a, b uint64) uint64 {
@@ -149,41 +155,13 @@ func sub(a, b uint64) uint64 {
 	return a - b
 }
 
-// Resolve counts the new connections whose verdict had time to arrive, and forgets the
-// verdicts whose connection never came (dropped further on). Call it often (each second) and
-// before the aggregator closes an interval.
+// Resolve counts the allowed connections whose verdicts had time to arrive from both sides.
+// Call it often (a few times a second) and before the aggregator closes an interval.
 func (j *Joiner) Resolve(now time.Time) {
-	for t, at := range j.fresh {
-		if now.Sub(at) < joinGrace {
-			continue
-		}
-		delete(j.fresh, t)
-		v, logged := j.pending[t]
-		delete(j.pending, t)
-		r := Rule{Verdict: flow.Allow, Text: NoPolicy}
-		if logged {
-			r = v.rule
-		}
-		k := j.key(t, r)
-		if !logged && k.Src.Pod == "" && k.Dst.Pod == "" {
-			// Neither end is a pod and no policy spoke: the host's own traffic.
-			continue
-		}
-		c := &conn{key: k, at: at}
-		var pkts uint64
-		if logged {
-			c.seen, c.firstLen, pkts = true, v.len, 1
-		}
-		j.agg.Add(now, k, 1, pkts, c.firstLen)
-		if len(j.live) >= j.maxConns {
-			j.counters.drop(DropConnections, 1)
-			continue
-		}
-		j.live[t] = c
-	}
 	for t, v := range j.pending {
-		if now.Sub(v.at) >= 2*joinGrace {
+		if now.Sub(v.at) >= joinGrace {
 			delete(j.pending, t)
+			j.start(now, t, v)
 		}
 	}
 }
@@ -191,7 +169,6 @@ func (j *Joiner) Resolve(now time.Time) {
 // Reset forgets every connection followed (capture stopped: their ends will not be seen).
 func (j *Joiner) Reset() {
 	clear(j.pending)
-	clear(j.fresh)
 	clear(j.live)
 }
 

@@ -28,9 +28,9 @@ var (
 	remote = netip.MustParseAddr("203.0.113.9")
 	res    = fakeResolver{
 		rules: map[string]Rule{
-			"tabby:deny":   {Verdict: flow.Deny, Direction: "ingress", Text: "NetworkPolicy demo/deny-db ingress (no rule matched)"},
-			"tabby:egress": {Verdict: flow.Allow, Direction: "egress", Text: "NetworkPolicy demo/out egress rule 0 (Allow)"},
-			"tabby:web":    {Verdict: flow.Allow, Direction: "ingress", Text: "NetworkPolicy demo/web ingress rule 0 (Allow)"},
+			"tabby-deny":   {Verdict: flow.Deny, Direction: "ingress", Text: "NetworkPolicy demo/deny-db ingress (no rule matched)"},
+			"tabby-egress": {Verdict: flow.Allow, Direction: "egress", Text: "NetworkPolicy demo/out egress rule 0 (Allow)"},
+			"tabby-web":    {Verdict: flow.Allow, Direction: "ingress", Text: "NetworkPolicy demo/web ingress rule 0 (Allow)"},
 		},
 		pods: map[netip.Addr][2]string{client: {"demo", "client"}, server: {"demo", "server"}, db: {"demo", "db"}},
 	}
@@ -48,25 +48,28 @@ func TestJoinerVerdictsAndConnections(t *testing.T) {
 
 	// A denied connection: two SYNs, no conntrack entry.
 	deny := tcp(client, db, 40000, 5432)
-	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby:deny", Len: 60})
-	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby:deny", Len: 60})
-	// An allowed one logged on both sides: the destination's ingress rule names it. Its
-	// conntrack event comes first.
+	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby-deny", Len: 60})
+	j.OnPacket(t0, Packet{Tuple: deny, Prefix: "tabby-deny", Len: 60})
+	// An allowed one logged on both sides: the destination's ingress rule names it.
 	web := tcp(client, server, 40001, 80)
-	j.OnConn(t0, ConnEvent{Tuple: web})
-	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby:web", Len: 60})
-	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby:egress", Len: 60})
-	// No rule logged it: no policy. Host traffic (no pod) is not recorded.
-	open := tcp(client, remote, 40002, 443)
-	j.OnConn(t0, ConnEvent{Tuple: open})
-	j.OnConn(t0, ConnEvent{Tuple: tcp(netip.MustParseAddr("198.51.100.1"), remote, 1, 6443)})
+	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby-egress", Len: 60})
+	j.OnPacket(t0, Packet{Tuple: web, Prefix: "tabby-web", Len: 60})
+	// One that ends before its verdict was counted.
+	short := tcp(client, server, 40003, 80)
+	j.OnPacket(t0, Packet{Tuple: short, Prefix: "tabby-web", Len: 60})
+	j.OnConn(t0, ConnEvent{Tuple: short, Packets: 4, Bytes: 240})
 	// An unknown prefix (another program's NFLOG group member) is ignored.
 	j.OnPacket(t0, Packet{Tuple: web, Prefix: "other", Len: 60})
 
-	j.Resolve(t0.Add(joinGrace / 2)) // too early for the allowed ones
+	j.Resolve(t0.Add(joinGrace / 2)) // too early
+	if len(j.live) != 0 {
+		t.Fatalf("counted before the other side could log: %d", len(j.live))
+	}
 	j.Resolve(t0.Add(joinGrace))
-	j.OnConn(t0.Add(2*time.Second), ConnEvent{Destroy: true, Tuple: web, Packets: 10, Bytes: 1060})
-	j.OnConn(t0.Add(2*time.Second), ConnEvent{Destroy: true, Tuple: tcp(server, client, 1, 2), Packets: 5, Bytes: 5})
+	j.OnConn(t0.Add(2*time.Second), ConnEvent{Tuple: web, Packets: 10, Bytes: 1060})
+	// No rule logged these: no policy, counted at their end; host traffic (no pod) is not.
+	j.OnConn(t0.Add(2*time.Second), ConnEvent{Tuple: tcp(client, remote, 40002, 443), Packets: 6, Bytes: 600})
+	j.OnConn(t0.Add(2*time.Second), ConnEvent{Tuple: tcp(netip.MustParseAddr("198.51.100.1"), remote, 1, 6443), Packets: 5, Bytes: 5})
 	a.Close(t0.Add(3 * time.Second))
 
 	got := map[string]flow.Record{}
@@ -80,15 +83,15 @@ func TestJoinerVerdictsAndConnections(t *testing.T) {
 		r.Rule != "NetworkPolicy demo/deny-db ingress (no rule matched)" || r.Direction != "ingress" || r.DstPort != 5432 || r.Protocol != "TCP" {
 		t.Errorf("deny: %+v", r)
 	}
-	if r := got["demo/client>demo/server"]; r.Verdict != flow.Allow || r.Connections != 1 || r.Packets != 10 || r.Bytes != 1060 ||
+	if r := got["demo/client>demo/server"]; r.Verdict != flow.Allow || r.Connections != 2 || r.Packets != 14 || r.Bytes != 1300 ||
 		r.Rule != "NetworkPolicy demo/web ingress rule 0 (Allow)" {
 		t.Errorf("allow: %+v", r)
 	}
-	if r := got["demo/client>203.0.113.9"]; r.Verdict != flow.Allow || r.Rule != NoPolicy || r.Connections != 1 || r.Packets != 0 {
+	if r := got["demo/client>203.0.113.9"]; r.Verdict != flow.Allow || r.Rule != NoPolicy || r.Connections != 1 || r.Packets != 6 || r.Bytes != 600 {
 		t.Errorf("no policy: %+v", r)
 	}
-	if len(j.live) != 1 || len(j.pending) != 0 || len(j.fresh) != 0 {
-		t.Errorf("left: %d live (the open one), %d pending, %d fresh", len(j.live), len(j.pending), len(j.fresh))
+	if len(j.live) != 0 || len(j.pending) != 0 {
+		t.Errorf("left: %d live, %d pending", len(j.live), len(j.pending))
 	}
 }
 
@@ -98,19 +101,22 @@ func TestJoinerBounded(t *testing.T) {
 	j := NewJoiner(a, res, 2, c)
 	t0 := time.Unix(1000, 0)
 	for i := range 5 {
-		j.OnConn(t0, ConnEvent{Tuple: tcp(client, server, uint16(1000+i), 80)})
+		j.OnPacket(t0, Packet{Tuple: tcp(client, server, uint16(1000+i), 80), Prefix: "tabby-web", Len: 60})
 	}
-	if len(j.fresh) != 2 {
-		t.Fatalf("%d fresh connections followed, cap 2", len(j.fresh))
+	if len(j.pending) != 2 {
+		t.Fatalf("%d verdicts pending, cap 2", len(j.pending))
 	}
 	if n := testutil.ToFloat64(c.Dropped.WithLabelValues(DropConnections)); n != 3 {
 		t.Fatalf("dropped %v", n)
 	}
-	// Verdicts whose connection never comes are forgotten.
-	j.OnPacket(t0, Packet{Tuple: tcp(client, server, 2000, 80), Prefix: "tabby:web", Len: 1})
-	j.Resolve(t0.Add(3 * joinGrace))
-	if len(j.pending) != 0 {
-		t.Fatalf("%d verdicts kept", len(j.pending))
+	j.Resolve(t0.Add(joinGrace))
+	if len(j.live) != 2 || len(j.pending) != 0 {
+		t.Fatalf("%d live, %d pending", len(j.live), len(j.pending))
+	}
+	j.OnPacket(t0, Packet{Tuple: tcp(client, server, 2000, 80), Prefix: "tabby-web", Len: 60})
+	j.Resolve(t0.Add(2 * joinGrace))
+	if n := testutil.ToFloat64(c.Dropped.WithLabelValues(DropConnections)); n != 4 || len(j.live) != 2 {
+		t.Fatalf("beyond the live cap: dropped %v, %d live", n, len(j.live))
 	}
 }
 

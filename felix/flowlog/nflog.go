@@ -2,35 +2,42 @@ package flowlog
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/netfilter"
+
+	"github.com/tabbynet/tabby/felix/policy"
 )
 
 // Group is the NFLOG group felix's policy rules log to and the reader binds.
-const Group = 40
+const Group = policy.FlowLogGroup
 
 // nfnetlink_log, from linux/netfilter/nfnetlink_log.h.
 const (
 	nfulnlMsgPacket = 0
 	nfulnlMsgConfig = 1
 
-	nfulaCfgCmd  = 1
-	nfulaCfgMode = 2
+	nfulaCfgCmd     = 1
+	nfulaCfgMode    = 2
+	nfulaCfgNLBufSz = 3
+	nfulaCfgTimeout = 4
+	nfulaCfgQThresh = 5
 
-	nfulnlCfgCmdBind   = 1
-	nfulnlCfgCmdUnbind = 2
-	nfulnlCopyPacket   = 2
+	nfulnlCfgCmdBind = 1
+	nfulnlCopyPacket = 2
 
 	nfulaPayload = 9
 	nfulaPrefix  = 10
 
 	// copyRange is enough of each packet for its IP and transport headers.
 	copyRange = 128
+	// Batching: up to policy.FlowLogThreshold packets a message, in a buffer of nlBufSize,
+	// sent at the latest after flushTimeout hundredths of a second.
+	nlBufSize    = 65536
+	flushTimeout = 10
 )
 
 // nflogReader reads the packets the kernel logs to Group.
@@ -56,9 +63,14 @@ func openNFLOG() (*nflogReader, error) {
 	mode := make([]byte, 6)
 	binary.BigEndian.PutUint32(mode, copyRange)
 	mode[4] = nfulnlCopyPacket
-	if err := configNFLOG(c, []netfilter.Attribute{{Type: nfulaCfgMode, Data: mode}}); err != nil {
+	if err := configNFLOG(c, []netfilter.Attribute{
+		{Type: nfulaCfgMode, Data: mode},
+		{Type: nfulaCfgNLBufSz, Data: binary.BigEndian.AppendUint32(nil, nlBufSize)},
+		{Type: nfulaCfgTimeout, Data: binary.BigEndian.AppendUint32(nil, flushTimeout)},
+		{Type: nfulaCfgQThresh, Data: binary.BigEndian.AppendUint32(nil, policy.FlowLogThreshold)},
+	}); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("nflog: set copy mode of group %d: %w", Group, err)
+		return nil, fmt.Errorf("nflog: configure group %d: %w", Group, err)
 	}
 	return &nflogReader{c: c}, nil
 }
@@ -106,11 +118,9 @@ func (r *nflogReader) read() ([]Packet, error) {
 	return out, nil
 }
 
-func (r *nflogReader) close() error {
-	// Unbinding lets the next reader of the namespace bind at once.
-	err := configNFLOG(r.c, []netfilter.Attribute{{Type: nfulaCfgCmd, Data: []byte{nfulnlCfgCmdUnbind}}})
-	return errors.Join(err, r.c.Close())
-}
+// close closes the socket, which unbinds the group (the kernel drops a closed socket's
+// instances); an unbind request here would race the reader for its acknowledgement.
+func (r *nflogReader) close() error { return r.c.Close() }
 
 // ParseIP reads a packet's tuple and length from its IP header (and the transport header's
 // ports when present).

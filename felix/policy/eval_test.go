@@ -176,12 +176,17 @@ func (k *kernel) parseRule(chain, text string) kernelRule {
 		case "-j", "-g":
 			need(i, 1)
 			if f[i] == "-j" && f[i+1] == "NFLOG" {
-				// -j NFLOG --nflog-prefix P --nflog-group N, as iptables-save prints it.
-				if i+6 != len(f) || f[i+2] != "--nflog-prefix" || f[i+4] != "--nflog-group" || f[i+5] != strconv.Itoa(FlowLogGroup) {
+				// -j NFLOG --nflog-prefix P --nflog-group N --nflog-threshold T, as iptables-save
+				// prints it.
+				if i+8 != len(f) || f[i+2] != "--nflog-prefix" || f[i+4] != "--nflog-group" || f[i+5] != strconv.Itoa(FlowLogGroup) ||
+					f[i+6] != "--nflog-threshold" || f[i+7] != strconv.Itoa(FlowLogThreshold) {
 					bad("NFLOG options not as iptables-save prints them")
 				}
 				if len(f[i+3]) > 63 {
 					bad("NFLOG prefix longer than 63 bytes")
+				}
+				if strings.Trim(f[i+3], "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+					bad("NFLOG prefix iptables-save would print quoted")
 				}
 				r.target, r.prefix = "NFLOG", f[i+3]
 				i = len(f)

@@ -11,8 +11,14 @@ import (
 // FlowLogGroup is the NFLOG group the policy chains log verdicts to when flow logs are on.
 const FlowLogGroup = 40
 
-// FlowLogPrefix starts the NFLOG prefix of every rule the policy chains log.
-const FlowLogPrefix = "tabby:"
+// FlowLogThreshold is the rules' NFLOG queue threshold: the kernel sends the reader up to that
+// many packets in one message (or what it has after the reader's flush timeout) rather than
+// one message a packet. A rule's threshold caps the reader's.
+const FlowLogThreshold = 32
+
+// FlowLogPrefix starts the NFLOG prefix of every rule the policy chains log. Prefixes hold only
+// lower-case letters, digits and dashes, which iptables-save prints unquoted.
+const FlowLogPrefix = "tabby-"
 
 // FlowRule is what an NFLOG prefix of the policy chains stands for, when flow logs are on: the
 // verdict ("allow" or "deny"), the side whose policy gave it ("ingress" or "egress") and the
@@ -107,7 +113,8 @@ func flowRuleOf(r DecidingRule) FlowRule {
 
 // nflogLine is the NFLOG rule logging what line (ending in target) matches, under prefix.
 func nflogLine(line, target, prefix string) string {
-	return strings.TrimSuffix(line, target) + "-j NFLOG --nflog-prefix " + prefix + " --nflog-group " + strconv.Itoa(FlowLogGroup)
+	return strings.TrimSuffix(line, target) + "-j NFLOG --nflog-prefix " + prefix + " --nflog-group " + strconv.Itoa(FlowLogGroup) +
+		" --nflog-threshold " + strconv.Itoa(FlowLogThreshold)
 }
 
 // SetFlowLogs makes Render log each verdict of the endpoint chains to NFLOG (FlowLogGroup),

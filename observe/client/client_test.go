@@ -305,3 +305,29 @@ func TestBGPOneNodeDown(t *testing.T) {
 		t.Errorf("node-4: %s", replies[3].Err)
 	}
 }
+
+// A stream opened again asks for the last interval again and passes on only what it had not.
+func TestResume(t *testing.T) {
+	var at resume
+	if !at.since().IsZero() {
+		t.Fatal("a first stream asks for everything")
+	}
+	a, b := rec("node-1", "a", flow.Deny, t0), rec("node-1", "b", flow.Deny, t0)
+	c, d := rec("node-1", "c", flow.Deny, t0), rec("node-1", "d", flow.Deny, t0.Add(time.Second))
+	if !at.fresh(a) || !at.fresh(b) {
+		t.Fatal("first records not fresh")
+	}
+	if !at.since().Before(t0) || at.since().Before(t0.Add(-time.Millisecond)) {
+		t.Errorf("since %v: want just before %v", at.since(), t0)
+	}
+	// Opened again: the node sends the last interval again, then what the break cut off.
+	if at.fresh(a) || at.fresh(b) {
+		t.Error("a record sent twice")
+	}
+	if !at.fresh(c) || !at.fresh(d) {
+		t.Error("a record of the interval the break fell in was lost")
+	}
+	if at.fresh(c) || at.fresh(rec("node-1", "z", flow.Deny, t0.Add(-time.Second))) {
+		t.Error("an older record passed")
+	}
+}

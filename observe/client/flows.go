@@ -116,12 +116,12 @@ const (
 // node streams one node; following, it opens the stream again after a break (not after a
 // refusal) from the end of the last record it got.
 func (m *merge) node(ctx context.Context, t target, f flow.Filter) {
-	var since time.Time
+	var at resume
 	wait := retryFirst
 	for {
-		opened, err := m.c.stream(ctx, t, f, m.follow, since, func(r flow.Record) error {
-			if r.End.After(since) {
-				since = r.End
+		opened, err := m.c.stream(ctx, t, f, m.follow, at.since(), func(r flow.Record) error {
+			if !at.fresh(r) {
+				return nil
 			}
 			return m.record(r)
 		})
@@ -149,6 +149,35 @@ func (m *merge) node(ctx context.Context, t target, f flow.Filter) {
 		}
 		wait = min(2*wait, retryMax)
 	}
+}
+
+// resume is where a node's stream got to, so that one opened again sends nothing twice and
+// loses nothing: the records of a closed interval share their End, and a break can fall
+// between them.
+type resume struct {
+	last   time.Time
+	atLast map[flow.Record]bool // the records sent whose End is last
+}
+
+// since is what to ask a stream opened again for: the records that end at last or later.
+func (r *resume) since() time.Time {
+	if r.last.IsZero() {
+		return r.last
+	}
+	return r.last.Add(-time.Nanosecond)
+}
+
+// fresh tells whether rec was not sent yet, and notes it as sent.
+func (r *resume) fresh(rec flow.Record) bool {
+	switch {
+	case rec.End.Before(r.last) || r.atLast[rec]:
+		return false
+	case rec.End.After(r.last):
+		r.last = rec.End
+		r.atLast = map[flow.Record]bool{}
+	}
+	r.atLast[rec] = true
+	return true
 }
 
 // stream reads one node's records into send; opened tells whether the node answered 200.

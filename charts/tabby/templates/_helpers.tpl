@@ -41,3 +41,7 @@ app.kubernetes.io/name: tabby
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: tabby-typha
 {{- end -}}
+
+{{- define "tabby.observeTLSSecret" -}}
+{{- default (printf "%s-node-observe-tls" (include "tabby.fullname" .)) .Values.observe.tlsSecret -}}
+{{- end -}}
