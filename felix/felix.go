@@ -14,8 +14,9 @@
 // settings), tunnel.Manager (tunl0), vxlan.Manager (the VXLAN devices, their neighbour and FDB
 // entries and the routes through them, from the datastore), localroutes (each pod's host route
 // and the blackholes of this node's blocks), bgproutes (the routes BGP learned), nat
-// (natOutgoing) and the policy manager (policy_manager.go, over felix/policy's incremental
-// State). The route table (felix/routetable) takes each route-producing manager's routes as a
+// (natOutgoing), the policy manager (policy_manager.go, over felix/policy's incremental
+// State) and the flow log manager (flowlog_manager.go: felix/flowlog's capture while the
+// FelixConfiguration enables flow logs; FlowLog serves what it records). The route table (felix/routetable) takes each route-producing manager's routes as a
 // class of its own and programs, per prefix, the route of the class that wins; a manager added
 // with AddManager writes into the same Writers, touching neither the syncer nor the other
 // managers.
