@@ -18,7 +18,7 @@ BINARIES := tabby tabby-ipam tabby-node tabby-typha tabbyctl
 # (it runs this checkout's product through a replace): `./...` at the root leaves them out, so
 # every Go command for them runs there (go <command> -C hack).
 
-.PHONY: all build generate anp-crds test fuzz unit demo-clean soak integration lint e2e dashboards netpol bench bench-scale demo chart controlplane tools deps clean
+.PHONY: all build ui generate anp-crds test fuzz unit demo-clean soak integration lint e2e dashboards netpol bench bench-scale demo chart controlplane tools deps clean
 
 all: build
 
@@ -26,6 +26,12 @@ build:
 	@echo "building $(BINARIES) into bin/ (about a minute on a cold Go build cache)"
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ $(addprefix ./cmd/,$(BINARIES))
+
+# The web view's page (ui/web: Vite + TypeScript, package-lock.json pinned) built into
+# ui/web/dist, which is committed and embedded in the binaries: `go build` needs no npm. The build
+# is reproducible, byte for byte: hack/check-generated.sh rebuilds it and compares.
+ui:
+	cd ui/web && npm ci --no-audit --no-fund && npm run build
 
 $(CONTROLLER_GEN):
 	@echo "building controller-gen v0.23.0 (about a minute, once)"

@@ -4,8 +4,8 @@
 # ping, conntrack, traceroute; runc for containerd (which hack/controlplane/build.sh builds:
 # Debian's containerd 1.6 is too old for kubelet 1.36); curl, OpenBSD's nc and dig, which the
 # cluster's agnhost image takes from the host (hack/cluster/images); prometheus (promtool and a
-# real server scraping the lab, for the chart's dashboard and alert rules). Needs root (CI is root). Does
-# nothing when everything is present.
+# real server scraping the lab, for the chart's dashboard and alert rules); chromium (headless, for
+# the web view's browser tests). Needs root (CI is root). Does nothing when everything is present.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -27,6 +27,7 @@ have curl || need+=(curl)
 have dig || need+=(bind9-dnsutils)
 have runc || need+=(runc)
 have promtool || need+=(prometheus)
+have chromium || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then
   echo "install-deps: need root to install: ${need[*]}" >&2

@@ -85,6 +85,7 @@ func NewCommand(s Streams) *cobra.Command {
 		a.ipamCommand(),
 		a.policyCommand(),
 		a.flowsCommand(),
+		a.uiCommand(a.observeBackend),
 		a.versionCommand(),
 	)
 	return root

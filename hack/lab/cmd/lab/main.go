@@ -27,6 +27,7 @@ func main() {
 	families := fs.String("families", "ipv4", "demo: the pods' address families: ipv4, dual (an address of each) or ipv6 (IPv6 only)")
 	typha := fs.Int("typha", 0, "demo: tabby-typha replicas the nodes watch through (0: the API server directly)")
 	encap := fs.String("encap", "none", "demo: none (pods routed natively, BGP between the nodes) or vxlan (pools with vxlanMode Always, every node without BGP)")
+	uiAddr := fs.String("ui", "127.0.0.1:8080", "demo: where to serve the web view of flows and BGP (\"\": nowhere)")
 	verbose := fs.Bool("v", false, "debug logging")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: lab [flags] demo|cleanup\n")
@@ -53,7 +54,7 @@ func main() {
 	}
 	switch fs.Arg(0) {
 	case "demo":
-		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub, Families: fam, Typha: *typha, VXLAN: vxlan})
+		err = app.Demo(ctx, os.Stdout, app.DemoOptions{Nodes: *nodes, PodsPerNode: *pods, Stub: *stub, Families: fam, Typha: *typha, VXLAN: vxlan, UI: *uiAddr})
 	case "cleanup":
 		err = app.Cleanup(ctx, os.Stdout)
 	default:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/tabbynet/tabby/hack/lab"
 	"github.com/tabbynet/tabby/internal/ipfamily"
 	"github.com/tabbynet/tabby/internal/testenv"
+	observeclient "github.com/tabbynet/tabby/observe/client"
+	"github.com/tabbynet/tabby/ui"
 )
 
 // DemoOptions size the demo.
@@ -25,6 +28,9 @@ type DemoOptions struct {
 	Typha int
 	// VXLAN: the pools' vxlanMode, with BGP off on every node ("": routed natively over BGP).
 	VXLAN v1.VXLANMode
+	// UI is where the demo serves the web view (tabbyctl ui's page) while it runs; another
+	// free port of 127.0.0.1 when that one is taken, none when empty.
+	UI string
 }
 
 // ParseEncap reads the demo's --encap: none, or vxlan (the pools' vxlanMode Always).
@@ -76,7 +82,8 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 	var pods []lab.PodSpec
 	for i := 1; i <= o.Nodes; i++ {
 		for j := 1; j <= o.PodsPerNode; j++ {
-			pods = append(pods, lab.PodSpec{Name: fmt.Sprintf("pod-%d-%d", i, j), Node: fmt.Sprintf("node-%d", i)})
+			name := fmt.Sprintf("pod-%d-%d", i, j)
+			pods = append(pods, lab.PodSpec{Name: name, Node: fmt.Sprintf("node-%d", i), Labels: map[string]string{"app": "tabby-lab", podLabel: name}})
 		}
 	}
 	if _, err := l.AddPods(ctx, pods...); err != nil {
@@ -136,9 +143,45 @@ func Demo(ctx context.Context, w io.Writer, o DemoOptions) (err error) {
 			return fail(fmt.Errorf("%s: %d pairs do not reach each other: %v", titles[i], len(f), f))
 		}
 	}
+	if o.UI != "" && !o.Stub {
+		uiCtx, stopUI := context.WithCancel(ctx)
+		served, err := serveUI(uiCtx, w, l, o.UI)
+		if err != nil {
+			stopUI()
+			return fail(err)
+		}
+		// The page goes before the lab it shows.
+		defer func() {
+			stopUI()
+			err = errors.Join(err, <-served)
+		}()
+		if err := startDenied(uiCtx, w, l, l.Pods()); err != nil {
+			return fail(err)
+		}
+	}
 	fmt.Fprint(w, lookAround(o, l.ID, l.Kubecfg, testenv.Kubectl(), first, l.Pods()))
 	<-ctx.Done()
 	return nil
+}
+
+// serveUI serves the web view of l at addr, or at another port of 127.0.0.1 if addr is taken,
+// and prints its address; Serve's end comes on the channel once ctx is done.
+func serveUI(ctx context.Context, w io.Writer, l *lab.Lab, addr string) (<-chan error, error) {
+	b, err := observeclient.New(ctx, l.Config, observeclient.Options{CAFile: l.ObserveCA()})
+	if err != nil {
+		return nil, fmt.Errorf("web view: %w", err)
+	}
+	ln, err := ui.Listen(addr)
+	if err != nil {
+		fmt.Fprintf(w, "\n%v; the web view takes another port\n", err)
+		if ln, err = ui.Listen("127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(w, "\nthe web view, live flows and the BGP mesh (what bin/tabbyctl ui serves): %s\n", ui.URL(ln))
+	served := make(chan error, 1)
+	go func() { served <- ui.Serve(ctx, ln, b, ui.Options{Logger: slog.Default()}) }()
+	return served, nil
 }
 
 // lookAround is what the demo suggests running while the lab is up: commands to copy, each with
@@ -162,7 +205,7 @@ all green. Look around (in another shell, as root):
 	fmt.Fprintf(&b, "  bin/tabbyctl node status --socket %s\n", first.BirdSocket())
 	if !o.Stub {
 		fmt.Fprintf(&b, "  bin/tabbyctl policy check --node %s --netns %s   # %s's policy chains and sets against the API\n", first.Name, first.NS, first.Name)
-		fmt.Fprintln(&b, "  bin/tabbyctl flows --verdict deny --follow   # connections policy denies, with the rule, live (add a NetworkPolicy)")
+		fmt.Fprintln(&b, "  bin/tabbyctl flows --verdict deny --follow   # connections policy denies, with the rule, live (the pings above)")
 	}
 	fmt.Fprintf(&b, "  %s get nodes,pods -o wide%s\n", kubectl, vxlanHints(o, first))
 	fmt.Fprintf(&b, `(the lab's pods have no kubelet to report them, so kubectl shows them READY 0/1; the pod
