@@ -86,6 +86,9 @@ type flowLogManager struct {
 
 	podsMu sync.RWMutex
 	pods   map[netip.Addr]policy.Key
+	// workloads are this node's pods' addresses by host interface; local is their union.
+	workloads map[string][]netip.Addr
+	local     map[netip.Addr]bool
 	// haveIPAM: the whole map has arrived (PodIPsUpdate); a delta before it means nothing.
 	haveIPAM bool
 }
@@ -100,6 +103,7 @@ func newFlowLogManager(node string, run netnsrun.Runner, sc SysctlWriter, m *met
 		node: node, run: run, sysctl: sc, log: log, rules: rules, count: c,
 		agg:  flowlog.NewAggregator(node, v1.DefaultFlowLogMaxRecords, c),
 		want: flowLogConfigOf(nil), pods: map[netip.Addr]policy.Key{},
+		workloads: map[string][]netip.Addr{}, local: map[netip.Addr]bool{},
 	}
 }
 
@@ -117,6 +121,10 @@ func (m *flowLogManager) OnUpdate(msg any) {
 		}
 		m.haveIPAM = true
 		m.podsMu.Unlock()
+	case model.WorkloadUpdate:
+		m.setWorkload(u.Workload.Interface, u.Workload.IPs)
+	case model.WorkloadRemove:
+		m.setWorkload(u.Interface, nil)
 	case PodIPsDelta:
 		m.podsMu.Lock()
 		if m.haveIPAM {
@@ -214,6 +222,30 @@ func (m *flowLogManager) Rule(prefix string) (flowlog.Rule, bool) {
 		return flowlog.Rule{}, false
 	}
 	return flowlog.Rule{Verdict: flow.Verdict(fr.Verdict), Direction: fr.Direction, Text: fr.Text}, true
+}
+
+// setWorkload records a local pod's addresses (none: it left).
+func (m *flowLogManager) setWorkload(iface string, ips []netip.Addr) {
+	m.podsMu.Lock()
+	defer m.podsMu.Unlock()
+	if ips == nil {
+		delete(m.workloads, iface)
+	} else {
+		m.workloads[iface] = ips
+	}
+	clear(m.local)
+	for _, ips := range m.workloads {
+		for _, ip := range ips {
+			m.local[ip.Unmap()] = true
+		}
+	}
+}
+
+// Local implements flowlog.Resolver.
+func (m *flowLogManager) Local(ip netip.Addr) bool {
+	m.podsMu.RLock()
+	defer m.podsMu.RUnlock()
+	return m.local[ip.Unmap()]
 }
 
 // Pod implements flowlog.Resolver.

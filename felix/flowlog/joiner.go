@@ -46,10 +46,11 @@ type ConnEvent struct {
 }
 
 // Resolver is what the joiner asks of felix: the rule behind a prefix, the pod holding an
-// address.
+// address, whether that pod runs on this node.
 type Resolver interface {
 	Rule(prefix string) (Rule, bool)
 	Pod(ip netip.Addr) (namespace, name string, ok bool)
+	Local(ip netip.Addr) bool
 }
 
 // joinGrace is how long an allow verdict waits for the other side's: a packet between two pods
@@ -124,8 +125,7 @@ func (j *Joiner) OnConn(now time.Time, e ConnEvent) {
 	c, ok := j.live[e.Tuple]
 	if !ok {
 		k := j.key(e.Tuple, Rule{Verdict: flow.Allow, Text: NoPolicy})
-		if k.Src.Pod == "" && k.Dst.Pod == "" {
-			// Neither end is a pod and no policy spoke: the host's own traffic.
+		if !j.recordsUnpoliced(e.Tuple, k) {
 			return
 		}
 		j.agg.Add(now, k, 1, e.Packets, e.Bytes)
@@ -135,6 +135,17 @@ func (j *Joiner) OnConn(now time.Time, e ConnEvent) {
 	if pkts, bytes := sub(e.Packets, 1), sub(e.Bytes, c.firstLen); pkts > 0 || bytes > 0 {
 		j.agg.Add(now, c.key, 0, pkts, bytes)
 	}
+}
+
+// recordsUnpoliced tells whether this node records a connection no rule of its logged: every
+// node a connection crosses sees its end, so only one speaks for it — the destination pod's node,
+// or the source pod's when the destination is no pod. Neither end a pod is the host's own
+// traffic.
+func (j *Joiner) recordsUnpoliced(t Tuple, k Key) bool {
+	if k.Dst.Pod != "" {
+		return j.res.Local(t.Dst)
+	}
+	return k.Src.Pod != "" && j.res.Local(t.Src)
 }
 
 // start counts an allowed connection from its first packet and follows it to its end.

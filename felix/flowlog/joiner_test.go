@@ -13,7 +13,10 @@ import (
 type fakeResolver struct {
 	rules map[string]Rule
 	pods  map[netip.Addr][2]string
+	local map[netip.Addr]bool
 }
+
+func (f fakeResolver) Local(ip netip.Addr) bool { return f.local[ip] }
 
 func (f fakeResolver) Rule(p string) (Rule, bool) { r, ok := f.rules[p]; return r, ok }
 func (f fakeResolver) Pod(ip netip.Addr) (string, string, bool) {
@@ -33,6 +36,8 @@ var (
 			"tabby-web":    {Verdict: flow.Allow, Direction: "ingress", Text: "NetworkPolicy demo/web ingress rule 0 (Allow)"},
 		},
 		pods: map[netip.Addr][2]string{client: {"demo", "client"}, server: {"demo", "server"}, db: {"demo", "db"}},
+		// The joiner runs on client's node; server and db run on another.
+		local: map[netip.Addr]bool{client: true},
 	}
 )
 
@@ -70,14 +75,20 @@ func TestJoinerVerdictsAndConnections(t *testing.T) {
 	// No rule logged these: no policy, counted at their end; host traffic (no pod) is not.
 	j.OnConn(t0.Add(2*time.Second), ConnEvent{Tuple: tcp(client, remote, 40002, 443), Packets: 6, Bytes: 600})
 	j.OnConn(t0.Add(2*time.Second), ConnEvent{Tuple: tcp(netip.MustParseAddr("198.51.100.1"), remote, 1, 6443), Packets: 5, Bytes: 5})
+	// A pod on another node is the destination's node's to record; one of ours is this node's.
+	j.OnConn(t0.Add(2*time.Second), ConnEvent{Tuple: tcp(client, server, 40004, 8080), Packets: 3, Bytes: 180})
+	j.OnConn(t0.Add(2*time.Second), ConnEvent{Tuple: tcp(server, client, 40005, 22), Packets: 7, Bytes: 700})
 	a.Close(t0.Add(3 * time.Second))
 
 	got := map[string]flow.Record{}
 	for _, r := range collect(t, a, flow.Filter{}) {
 		got[r.Src.String()+">"+r.Dst.String()] = r
 	}
-	if len(got) != 3 {
+	if len(got) != 4 {
 		t.Fatalf("records: %+v", got)
+	}
+	if r, ok := got["demo/server>demo/client"]; !ok || r.Rule != NoPolicy || r.Connections != 1 || r.Packets != 7 {
+		t.Errorf("no policy into a local pod: %+v", r)
 	}
 	if r := got["demo/client>demo/db"]; r.Verdict != flow.Deny || r.Connections != 2 || r.Packets != 2 || r.Bytes != 120 ||
 		r.Rule != "NetworkPolicy demo/deny-db ingress (no rule matched)" || r.Direction != "ingress" || r.DstPort != 5432 || r.Protocol != "TCP" {
