@@ -24,7 +24,6 @@ import (
 
 	"github.com/tabbynet/tabby/apis/flow"
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/netpol"
 	"github.com/tabbynet/tabby/observe"
 	observeclient "github.com/tabbynet/tabby/observe/client"
 )
@@ -37,25 +36,7 @@ func TestFlows(t *testing.T) {
 	l := startLab(t, lab.Options{FlowLogs: true})
 	ctx := testCtx(t, 5*time.Minute)
 	nodes := addNodes(t, ctx, l, nodeSpecs(2)...)
-	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP}}
-	if err := l.EnsureNamespace(ctx, "shop", map[string]string{"team": "shop"}); err != nil {
-		t.Fatal(err)
-	}
-	spec := func(name string, node *lab.Node) lab.PodSpec {
-		return lab.PodSpec{Name: name, Namespace: "shop", Node: node.Name, Labels: map[string]string{"app": name}, Ports: ports, Serve: true}
-	}
-	pods, err := l.AddPods(ctx, spec("web", nodes[0]), spec("frontend", nodes[1]), spec("batch", nodes[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	web, frontend, batch := pods[0], pods[1], pods[2]
-	requireReach(t, ctx, "pod to pod", podEndpoints(pods), podEndpoints(pods), 30*time.Second)
-
-	np := netpol.Policy("shop", "web-from-frontend", netpol.Labels("app", "web")).
-		Ingress(netpol.From(netpol.Pods(netpol.Labels("app", "frontend"))).On(netpol.TCP(80))).P()
-	if _, err := l.Kube.NetworkingV1().NetworkPolicies("shop").Create(ctx, np, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	web, frontend, batch := shopPolicy(t, ctx, l, nodes[0], nodes[1], nodes[1])
 	toWeb := netip.AddrPortFrom(web.IP, 80)
 	if err := lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
 		if err := lab.Probe(ctx, frontend.NS, toWeb, corev1.ProtocolTCP, probeTimeout); err != nil {

@@ -23,26 +23,8 @@ func TestPolicyTabbyctl(t *testing.T) {
 	l := startLab(t, lab.Options{})
 	ctx := testCtx(t, 4*time.Minute)
 	nodes := addNodes(t, ctx, l, nodeSpecs(2)...)
-	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP}}
-	if err := l.EnsureNamespace(ctx, "shop", map[string]string{"team": "shop"}); err != nil {
-		t.Fatal(err)
-	}
-	spec := func(name string, node *lab.Node) lab.PodSpec {
-		return lab.PodSpec{Name: name, Namespace: "shop", Node: node.Name, Labels: map[string]string{"app": name}, Ports: ports, Serve: true}
-	}
-	pods, err := l.AddPods(ctx, spec("web", nodes[0]), spec("frontend", nodes[1]), spec("batch", nodes[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	web, frontend, batch := pods[0], pods[1], pods[2]
-	requireReach(t, ctx, "pod to pod", podEndpoints(pods), podEndpoints(pods), 30*time.Second)
-
-	np := netpol.Policy("shop", "web-from-frontend", netpol.Labels("app", "web")).
-		Ingress(netpol.From(netpol.Pods(netpol.Labels("app", "frontend"))).On(netpol.TCP(80))).P()
-	if _, err := l.Kube.NetworkingV1().NetworkPolicies("shop").Create(ctx, np, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
+	web, frontend, batch := shopPolicy(t, ctx, l, nodes[0], nodes[1], nodes[1])
+	err := lab.Eventually(ctx, 20*time.Second, func(ctx context.Context) error {
 		if err := lab.Probe(ctx, frontend.NS, netip.AddrPortFrom(web.IP, 80), corev1.ProtocolTCP, probeTimeout); err != nil {
 			return fmt.Errorf("frontend -> web: %w", err)
 		}
@@ -140,4 +122,29 @@ func hostVeth(t *testing.T, ctx context.Context, n *lab.Node, p *lab.Pod) string
 	}
 	t.Fatalf("no device in %q", out)
 	return ""
+}
+
+// shopPolicy is the scenario the tabbyctl and flow log tests share: in namespace shop, web on
+// webNode serves port 80, frontend and batch are clients; once all three reach each other, the
+// NetworkPolicy web-from-frontend lets only frontend reach web.
+func shopPolicy(t *testing.T, ctx context.Context, l *lab.Lab, webNode, frontendNode, batchNode *lab.Node) (web, frontend, batch *lab.Pod) {
+	t.Helper()
+	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP}}
+	if err := l.EnsureNamespace(ctx, "shop", map[string]string{"team": "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	spec := func(name string, node *lab.Node) lab.PodSpec {
+		return lab.PodSpec{Name: name, Namespace: "shop", Node: node.Name, Labels: map[string]string{"app": name}, Ports: ports, Serve: true}
+	}
+	pods, err := l.AddPods(ctx, spec("web", webNode), spec("frontend", frontendNode), spec("batch", batchNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireReach(t, ctx, "pod to pod", podEndpoints(pods), podEndpoints(pods), 30*time.Second)
+	np := netpol.Policy("shop", "web-from-frontend", netpol.Labels("app", "web")).
+		Ingress(netpol.From(netpol.Pods(netpol.Labels("app", "frontend"))).On(netpol.TCP(80))).P()
+	if _, err := l.Kube.NetworkingV1().NetworkPolicies("shop").Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return pods[0], pods[1], pods[2]
 }

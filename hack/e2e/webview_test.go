@@ -11,13 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	observeclient "github.com/tabbynet/tabby/observe/client"
 	"github.com/tabbynet/tabby/ui"
 
 	"github.com/tabbynet/tabby/hack/lab"
-	"github.com/tabbynet/tabby/hack/netpol"
 	"github.com/tabbynet/tabby/hack/webview"
 )
 
@@ -35,25 +33,9 @@ func TestWebView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: corev1.ProtocolTCP}}
-	if err := l.EnsureNamespace(ctx, "shop", map[string]string{"team": "shop"}); err != nil {
-		t.Fatal(err)
-	}
-	spec := func(name string, node *lab.Node) lab.PodSpec {
-		return lab.PodSpec{Name: name, Namespace: "shop", Node: node.Name, Labels: map[string]string{"app": name}, Ports: ports, Serve: true}
-	}
-	pods, err := l.AddPods(ctx, spec("web", nodes[0]), spec("frontend", nodes[1]), spec("batch", nodes[2]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	web, frontend, batch := pods[0], pods[1], pods[2]
-	np := netpol.Policy("shop", "web-from-frontend", netpol.Labels("app", "web")).
-		Ingress(netpol.From(netpol.Pods(netpol.Labels("app", "frontend"))).On(netpol.TCP(80))).P()
-	if _, err := l.Kube.NetworkingV1().NetworkPolicies("shop").Create(ctx, np, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	web, frontend, batch := shopPolicy(t, ctx, l, nodes[0], nodes[1], nodes[2])
 	webAddr := netip.AddrPortFrom(web.IP, 80)
-	err = lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+	err := lab.Eventually(ctx, 30*time.Second, func(ctx context.Context) error {
 		if err := lab.Probe(ctx, frontend.NS, webAddr, corev1.ProtocolTCP, probeTimeout); err != nil {
 			return fmt.Errorf("frontend -> web: %w", err)
 		}
