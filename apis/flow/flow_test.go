@@ -1,6 +1,8 @@
 package flow
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -53,5 +55,32 @@ func TestFilterCheck(t *testing.T) {
 		if err := tc.f.Check(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want %s...", tc.f, err, tc.want)
 		}
+	}
+}
+
+func TestStream(t *testing.T) {
+	deny := Record{Verdict: Deny, Node: "n"}
+	allow := Record{Verdict: Allow, Node: "n"}
+	var got []Record
+	send := func(r Record) error { got = append(got, r); return nil }
+	if err := Stream(context.Background(), Filter{Verdict: Deny}, []Record{allow, deny}, false, nil, send); err != nil || len(got) != 1 {
+		t.Fatalf("kept: %v, %v", got, err)
+	}
+	got = nil
+	live := make(chan Record, 2)
+	live <- allow
+	live <- deny
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := errors.New("enough")
+	err := Stream(ctx, Filter{Verdict: Deny}, nil, true, live, func(r Record) error {
+		got = append(got, r)
+		return stop
+	})
+	cancel()
+	if !errors.Is(err, stop) || len(got) != 1 || got[0].Verdict != Deny {
+		t.Fatalf("followed: %v, %v", got, err)
+	}
+	if err := Stream(ctx, Filter{}, nil, true, make(chan Record), send); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ended context: %v", err)
 	}
 }

@@ -35,6 +35,8 @@ const (
 type Counters struct {
 	Records prometheus.Counter
 	Dropped *prometheus.CounterVec
+	// Connections counts the connections recorded, by verdict; cap or not, they happened.
+	Connections *prometheus.CounterVec
 }
 
 func (c Counters) drop(reason string, n int) {
@@ -115,6 +117,9 @@ func (a *Aggregator) SetMaxRecords(n int) {
 // Add counts connections, packets and bytes for k in the open interval (at now). A new key
 // beyond the cap is dropped and counted.
 func (a *Aggregator) Add(now time.Time, k Key, conns, packets, bytes uint64) {
+	if c := a.counters.Connections; c != nil && conns > 0 {
+		c.WithLabelValues(string(k.Verdict)).Add(float64(conns))
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.start.IsZero() {
@@ -200,31 +205,16 @@ func (a *Aggregator) Flows(ctx context.Context, f flow.Filter, follow bool, send
 		a.subs[s] = struct{}{}
 	}
 	a.mu.Unlock()
+	var live <-chan flow.Record
 	if s != nil {
+		live = s.ch
 		defer func() {
 			a.mu.Lock()
 			delete(a.subs, s)
 			a.mu.Unlock()
 		}()
 	}
-	for _, r := range kept {
-		if err := send(r); err != nil {
-			return err
-		}
-	}
-	if !follow {
-		return nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case r := <-s.ch:
-			if err := send(r); err != nil {
-				return err
-			}
-		}
-	}
+	return flow.Stream(ctx, f, kept, follow, live, send)
 }
 
 var _ flow.Source = (*Aggregator)(nil)

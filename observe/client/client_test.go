@@ -45,28 +45,7 @@ type node struct {
 }
 
 func (n *node) Flows(ctx context.Context, f flow.Filter, follow bool, send func(flow.Record) error) error {
-	for _, r := range n.kept {
-		if f.Match(r) {
-			if err := send(r); err != nil {
-				return err
-			}
-		}
-	}
-	if !follow {
-		return nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case r := <-n.live:
-			if f.Match(r) {
-				if err := send(r); err != nil {
-					return err
-				}
-			}
-		}
-	}
+	return flow.Stream(ctx, f, n.kept, follow, n.live, send)
 }
 
 func (n *node) Status(context.Context) (*status.PeersReply, error) {

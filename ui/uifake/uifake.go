@@ -68,26 +68,5 @@ func (b *Backend) Flows(ctx context.Context, f flow.Filter, follow bool, send fu
 		}()
 	}
 	b.mu.Unlock()
-	for _, r := range kept {
-		if f.Match(r) {
-			if err := send(r); err != nil {
-				return err
-			}
-		}
-	}
-	if !follow {
-		return nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case r := <-c:
-			if f.Match(r) {
-				if err := send(r); err != nil {
-					return err
-				}
-			}
-		}
-	}
+	return flow.Stream(ctx, f, kept, follow, c, send)
 }
