@@ -94,10 +94,13 @@ type flowLogManager struct {
 }
 
 func newFlowLogManager(node string, run netnsrun.Runner, sc SysctlWriter, m *metrics.Metrics, rules *flowRules, log *slog.Logger) *flowLogManager {
-	c := flowlog.Counters{Records: m.FlowRecords, Dropped: m.FlowRecordsDropped}
+	c := flowlog.Counters{Records: m.FlowRecords, Dropped: m.FlowRecordsDropped, Connections: m.FlowConnections}
+	// Present at zero, so a dashboard's rate has a series before the first drop or connection.
 	for _, reason := range []string{flowlog.DropCap, flowlog.DropSubscriber, flowlog.DropConnections} {
-		// Present at zero, so a dashboard's rate has a series before the first drop.
 		m.FlowRecordsDropped.WithLabelValues(reason)
+	}
+	for _, v := range []flow.Verdict{flow.Allow, flow.Deny} {
+		m.FlowConnections.WithLabelValues(string(v))
 	}
 	return &flowLogManager{
 		node: node, run: run, sysctl: sc, log: log, rules: rules, count: c,

@@ -15,8 +15,9 @@ import (
 
 func counters() Counters {
 	return Counters{
-		Records: prometheus.NewCounter(prometheus.CounterOpts{Name: "records"}),
-		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dropped"}, []string{"reason"}),
+		Records:     prometheus.NewCounter(prometheus.CounterOpts{Name: "records"}),
+		Dropped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dropped"}, []string{"reason"}),
+		Connections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "connections"}, []string{"verdict"}),
 	}
 }
 

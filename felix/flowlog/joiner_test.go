@@ -87,6 +87,9 @@ func TestJoinerVerdictsAndConnections(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("records: %+v", got)
 	}
+	if d, a := testutil.ToFloat64(c.Connections.WithLabelValues("deny")), testutil.ToFloat64(c.Connections.WithLabelValues("allow")); d != 2 || a != 4 {
+		t.Errorf("connections counted: %v denied, %v allowed; want 2 and 4", d, a)
+	}
 	if r, ok := got["demo/server>demo/client"]; !ok || r.Rule != NoPolicy || r.Connections != 1 || r.Packets != 7 {
 		t.Errorf("no policy into a local pod: %+v", r)
 	}

@@ -31,6 +31,7 @@ type Metrics struct {
 	VXLANNoRoutes      prometheus.Gauge
 	FlowRecords        prometheus.Counter
 	FlowRecordsDropped *prometheus.CounterVec
+	FlowConnections    *prometheus.CounterVec
 }
 
 // Buckets are felix's latency buckets, in seconds; the datastore's lag has the same, so that the
@@ -82,10 +83,12 @@ func New(reg *prometheus.Registry) *Metrics {
 			Help: "Flow log records closed (one per source, destination, port, protocol, verdict and rule per flush interval)."}),
 		FlowRecordsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tabby_felix_flow_records_dropped_total",
 			Help: "Flow log records or their counts lost, by reason: cap (the interval's records reached flowLogs.maxRecords), subscriber (a reader too slow to keep up), connections (more live connections than felix follows)."}, []string{"reason"}),
+		FlowConnections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tabby_felix_flow_connections_total",
+			Help: "Connections the flow log recorded, by policy verdict (allow, deny); a denied connection's retried first packet counts again."}, []string{"verdict"}),
 	}
 	reg.MustRegister(m.RoutesProgrammed, m.RouteFailures, m.ApplyDuration, m.ApplyLag, m.ResyncDuration, m.NetlinkErrors,
 		m.UnresolvedNextHops, m.LastApply, m.ApplyErrors, m.Policies, m.TunnelErrors, m.WriteErrors, m.SysctlErrors, m.VXLANPeers, m.VXLANErrors, m.VXLANNoRoutes,
-		m.FlowRecords, m.FlowRecordsDropped)
+		m.FlowRecords, m.FlowRecordsDropped, m.FlowConnections)
 	return m
 }
 

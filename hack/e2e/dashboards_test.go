@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -39,7 +40,7 @@ func TestDashboards(t *testing.T) {
 	alerts := alertRules(t)
 
 	// The chart's pool leaves room for one the test fills.
-	l := startLab(t, lab.Options{HelmSet: []string{"ipPool.cidr=10.244.0.0/17"}})
+	l := startLab(t, lab.Options{HelmSet: []string{"ipPool.cidr=10.244.0.0/17"}, FlowLogs: true})
 	ctx := testCtx(t, 4*time.Minute)
 	nodes := addNodes(t, ctx, l, nodeSpecs(3)...)
 	addPodsPerNode(t, ctx, l, nodes, 2)
@@ -82,6 +83,15 @@ func TestDashboards(t *testing.T) {
 	if got, err := prom.query(ctx, sessionSignal); err != nil || len(got) != 0 {
 		t.Errorf("alert %s: %q on a healthy lab returns %v (%v), want nothing", sessionDown, sessionSignal, got, err)
 	}
+
+	// A connection policy denies is counted under its verdict.
+	web, _, batch := shopPolicy(t, ctx, l, nodes[0], nodes[1], nodes[2])
+	waitQuery(t, ctx, prom, "a denied connection counted by the flow log",
+		`sum(tabby_felix_flow_connections_total{verdict="deny"}) > 0`, 60*time.Second, func() {
+			// Refused once felix enforces the policy, which is what the counter waits for;
+			// a probe that gets through before that is not counted as denied.
+			_ = lab.Probe(ctx, batch.NS, netip.AddrPortFrom(web.IP, 80), corev1.ProtocolTCP, probeTimeout)
+		})
 
 	// A pool of 8 addresses given 8 pods is over 90 %.
 	fillPool(t, ctx, l, "nearly-full", netip.MustParsePrefix("10.244.250.0/29"), nodes[0].Name)
@@ -228,11 +238,15 @@ func emptyQueries(t *testing.T, ctx context.Context, p *prometheus, queries map[
 	return out
 }
 
-// waitQuery waits until q returns data (a comparison that holds).
-func waitQuery(t *testing.T, ctx context.Context, p *prometheus, what, q string, d time.Duration) {
+// waitQuery waits until q returns data (a comparison that holds), doing each of provoke
+// before every look.
+func waitQuery(t *testing.T, ctx context.Context, p *prometheus, what, q string, d time.Duration, provoke ...func()) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
+		for _, f := range provoke {
+			f()
+		}
 		got, err := p.query(ctx, q)
 		if err == nil && len(got) > 0 {
 			return
